@@ -1,0 +1,48 @@
+package infer
+
+import "math"
+
+// Letterbox is the geometry of one source frame scaled into the model's input: the frame is
+// resized keeping its aspect ratio to ScaledW x ScaledH and placed at (PadX, PadY) on a
+// DstW x DstH canvas filled with gray. It maps boxes found on the canvas back to source pixels.
+type Letterbox struct {
+	SrcW, SrcH       int // source frame size in pixels
+	DstW, DstH       int // model input size in pixels
+	ScaledW, ScaledH int // size of the scaled frame on the canvas
+	PadX, PadY       int // offset of the scaled frame on the canvas
+}
+
+// PadValue is the gray that fills the canvas around the scaled frame (Ultralytics' value).
+const PadValue = 114
+
+// NewLetterbox returns the geometry that fits a srcW x srcH frame into a dstW x dstH input,
+// centred, keeping the aspect ratio. Sizes must be positive.
+func NewLetterbox(srcW, srcH, dstW, dstH int) Letterbox {
+	r := math.Min(float64(dstW)/float64(srcW), float64(dstH)/float64(srcH))
+	sw := min(dstW, max(1, int(math.Round(float64(srcW)*r))))
+	sh := min(dstH, max(1, int(math.Round(float64(srcH)*r))))
+	return Letterbox{
+		SrcW: srcW, SrcH: srcH,
+		DstW: dstW, DstH: dstH,
+		ScaledW: sw, ScaledH: sh,
+		PadX: (dstW - sw) / 2, PadY: (dstH - sh) / 2,
+	}
+}
+
+// Box is an axis-aligned rectangle: top-left corner and size, in pixels.
+type Box struct {
+	X, Y, W, H float64
+}
+
+// ToSource maps a box on the model's input canvas to source-frame pixels, clipped to the frame.
+func (l Letterbox) ToSource(b Box) Box {
+	sx := float64(l.ScaledW) / float64(l.SrcW)
+	sy := float64(l.ScaledH) / float64(l.SrcH)
+	x1 := clamp((b.X-float64(l.PadX))/sx, 0, float64(l.SrcW))
+	y1 := clamp((b.Y-float64(l.PadY))/sy, 0, float64(l.SrcH))
+	x2 := clamp((b.X+b.W-float64(l.PadX))/sx, 0, float64(l.SrcW))
+	y2 := clamp((b.Y+b.H-float64(l.PadY))/sy, 0, float64(l.SrcH))
+	return Box{X: x1, Y: y1, W: x2 - x1, H: y2 - y1}
+}
+
+func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }

