@@ -35,6 +35,7 @@ fi
 
 mkdir -p "$TP"
 work=$(mktemp -d)
+chmod 755 "$work" # apt-get download runs as _apt
 trap 'rm -rf "$work"' EXIT
 
 # ONNX Runtime core library (CPU execution provider) from onnxruntime-node.

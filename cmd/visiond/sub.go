@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/visiond/visiond/sinks"
+)
+
+// subCmd prints events as they arrive: one line per detection event, or the raw JSON.
+func subCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("sub", flag.ContinueOnError)
+	url := fs.String("nats", nats.DefaultURL, "NATS server URL")
+	subject := fs.String("subject", "visiond.>", "subject to subscribe to")
+	raw := fs.Bool("json", false, "print each event's JSON as received")
+	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// Wait for the server rather than fail: `make run` starts the daemon and this together.
+	nc, err := nats.Connect(*url, nats.Name("visiond-sub"), nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("NATS %s: %w", *url, err)
+	}
+	defer nc.Close()
+	msgs := make(chan *nats.Msg, 1024)
+	sub, err := nc.ChanSubscribe(*subject, msgs)
+	if err != nil {
+		return fmt.Errorf("subscribe %q: %w", *subject, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	fmt.Fprintf(os.Stderr, "visiond sub: waiting for events on %s at %s\n", *subject, *url)
+
+	for n := 0; *count == 0 || n < *count; n++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-msgs:
+			if *raw {
+				fmt.Fprintf(stdout, "%s\n", m.Data)
+				continue
+			}
+			fmt.Fprintln(stdout, formatEvent(m))
+		}
+	}
+	return nil
+}
+
+// formatEvent renders a detection event as one human-readable line; other messages are
+// shown as subject and payload.
+func formatEvent(m *nats.Msg) string {
+	var ev sinks.DetectionEvent
+	if !strings.HasSuffix(m.Subject, ".detections") || json.Unmarshal(m.Data, &ev) != nil {
+		return fmt.Sprintf("%s %s", m.Subject, m.Data)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s/%s frame %d (%dx%d) %.0f ms:", ev.CapturedAt.Local().Format("15:04:05.000"),
+		ev.Site, ev.Camera, ev.Frame.Seq, ev.Frame.Width, ev.Frame.Height, ev.LatencyMS.Total)
+	if len(ev.Detections) == 0 {
+		b.WriteString(" nothing")
+	}
+	for _, d := range ev.Detections {
+		fmt.Fprintf(&b, " %s %.2f [%.0f,%.0f %.0fx%.0f]", d.Label, d.Score, d.Box.X, d.Box.Y, d.Box.W, d.Box.H)
+	}
+	return b.String()
+}

@@ -1,0 +1,352 @@
+// Package pipeline is visiond's core: it starts every stage from a config and connects them.
+// Camera sources fill one-slot mailboxes (the newest frame wins); a time-slicer wakes every
+// slice, and whenever a worker frees up, and hands batch=1 jobs for the cameras that are due
+// to idle inference workers, fairly, starting each round where the last one stopped; each
+// result becomes a detection event on NATS.
+package pipeline
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources"
+	"github.com/visiond/visiond/sources/samplecam"
+)
+
+// SampleCamera is the path the built-in sample camera is served on.
+const SampleCamera = "sample"
+
+// summaryEvery is how often per-camera counters are summarized in the log.
+const summaryEvery = 10 * time.Second
+
+// Daemon runs visiond: Start builds and starts every stage, Close stops them in order.
+type Daemon struct {
+	Config *config.Config
+	Logger *slog.Logger
+	// WorkerCommand is the argv that starts an inference worker process; nil means this
+	// executable's "worker" subcommand. WorkerEnv is added to the worker's environment.
+	WorkerCommand []string
+	WorkerEnv     []string
+
+	log        *slog.Logger
+	instance   string
+	natsServer *sinks.Server
+	pub        *sinks.Publisher
+	sample     *samplecam.Server
+	pool       *infer.Pool
+	httpSrv    *http.Server
+	httpAddr   net.Addr
+	model      infer.ModelInfo
+	cams       []*camera
+	next       int // index of the camera the next dispatch round starts with
+
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	wg     sync.WaitGroup // the HTTP server's goroutine
+	closed sync.Once
+}
+
+// Start starts every stage: NATS (embedded or external), the sample camera when enabled, the
+// worker pool (waiting until each worker has loaded the model), the cameras, the slicer and
+// the HTTP endpoint. On error, whatever was started is stopped again.
+func (d *Daemon) Start() (err error) {
+	cfg := d.Config
+	d.log = d.Logger
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	d.instance = newInstanceID()
+	d.wake = make(chan struct{}, 1)
+	d.done = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	defer func() {
+		if err != nil {
+			close(d.done) // run never started
+			d.Close()
+		}
+	}()
+
+	url := cfg.NATS.URL
+	if url == "" {
+		d.natsServer = &sinks.Server{Listen: cfg.NATS.Listen, Logger: d.log.With("component", "nats-server")}
+		if err := d.natsServer.Start(); err != nil {
+			d.natsServer = nil
+			return err
+		}
+		url = d.natsServer.ClientURL()
+	}
+	d.pub = &sinks.Publisher{URL: url, Prefix: cfg.NATS.SubjectPrefix, Site: cfg.Site, Logger: d.log.With("component", "nats")}
+	if err := d.pub.Start(); err != nil {
+		d.pub = nil
+		return err
+	}
+
+	if cfg.Sample.Enabled {
+		d.sample = &samplecam.Server{
+			Listen:  cfg.Sample.Listen,
+			Streams: map[string]string{SampleCamera: cfg.Sample.File},
+			Logger:  d.log.With("component", "samplecam"),
+		}
+		if err := d.sample.Start(); err != nil {
+			d.sample = nil
+			return fmt.Errorf("sample camera: %w", err)
+		}
+	}
+
+	d.pool = infer.NewPool(infer.PoolConfig{
+		Count:      cfg.Workers.Count,
+		Model:      cfg.Workers.Model,
+		Library:    cfg.Workers.Library,
+		Provider:   cfg.Workers.Provider,
+		Device:     cfg.Workers.Device,
+		Threads:    cfg.Workers.Threads,
+		Confidence: cfg.Workers.Confidence,
+		IoU:        cfg.Workers.IoU,
+		JobTimeout: cfg.Workers.JobTimeout,
+		Command:    d.WorkerCommand,
+		Env:        d.WorkerEnv,
+		Logger:     d.log.With("component", "infer"),
+	})
+	if err := d.pool.Start(ctx); err != nil {
+		return err
+	}
+	d.model = d.pool.Model()
+
+	for _, cc := range cfg.Cameras {
+		if !cc.Enabled {
+			continue
+		}
+		c := &camera{cfg: cc, interval: time.Duration(float64(time.Second) / cc.FPS)}
+		c.src = &sources.Camera{
+			ID:        cc.ID,
+			URL:       cc.URL,
+			Transport: cc.Transport,
+			InputW:    d.model.InputW,
+			InputH:    d.model.InputH,
+			OnFrame:   c.box.Put,
+			Logger:    d.log.With("camera", cc.ID),
+		}
+		d.cams = append(d.cams, c)
+		c.src.Start()
+	}
+
+	if cfg.HTTP.Listen != "" {
+		if err := d.startHTTP(cfg.HTTP.Listen); err != nil {
+			return err
+		}
+	}
+
+	go d.run(ctx)
+	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", cfg.Workers.Count,
+		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(url))
+	return nil
+}
+
+// Close stops intake, then the workers (each in-flight job ends with a result or an error),
+// flushes the publisher and stops the servers. Safe to call twice.
+func (d *Daemon) Close() {
+	d.closed.Do(func() {
+		if d.cancel != nil {
+			d.cancel()
+			<-d.done
+		}
+		if d.httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = d.httpSrv.Shutdown(ctx)
+			cancel()
+			d.wg.Wait()
+		}
+		for _, c := range d.cams {
+			c.src.Close()
+		}
+		if d.pool != nil {
+			d.pool.Close()
+		}
+		for _, c := range d.cams {
+			c.box.Close()
+		}
+		if d.pub != nil {
+			d.pub.Close(2 * time.Second)
+		}
+		if d.sample != nil {
+			d.sample.Close()
+		}
+		if d.natsServer != nil {
+			d.natsServer.Close()
+		}
+	})
+}
+
+// NATSURL is the URL of the NATS server the daemon publishes to.
+func (d *Daemon) NATSURL() string {
+	if d.natsServer != nil {
+		return d.natsServer.ClientURL()
+	}
+	return d.Config.NATS.URL
+}
+
+// HTTPAddr is the address the HTTP endpoint listens on, or nil when it is disabled.
+func (d *Daemon) HTTPAddr() net.Addr { return d.httpAddr }
+
+// SampleURL is the RTSP URL of the built-in sample camera, or "" when it is disabled.
+func (d *Daemon) SampleURL() string {
+	if d.sample == nil {
+		return ""
+	}
+	return d.sample.URL(SampleCamera)
+}
+
+// Workers reports the inference workers.
+func (d *Daemon) Workers() []infer.WorkerStatus { return d.pool.Workers() }
+
+func (d *Daemon) run(ctx context.Context) {
+	defer close(d.done)
+	tick := time.NewTicker(d.Config.Pipeline.Slice)
+	defer tick.Stop()
+	summary := time.NewTicker(summaryEvery)
+	defer summary.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-summary.C:
+			d.logSummary()
+			continue
+		case <-tick.C:
+		case <-d.wake:
+		}
+		d.dispatch(time.Now())
+	}
+}
+
+// dispatch hands one job to an idle worker for each camera that is due and has a frame, in
+// round-robin order from where the last round stopped, until no worker is idle.
+func (d *Daemon) dispatch(now time.Time) {
+	n := len(d.cams)
+	// A camera is due when its next slot falls within half a slice from now, so ticker jitter
+	// does not push a camera whose fps equals the slice rate to every other slice.
+	horizon := now.Add(d.Config.Pipeline.Slice / 2)
+	for i := 0; i < n; i++ {
+		c := d.cams[(d.next+i)%n]
+		if c.busy.Load() || c.nextDue.After(horizon) {
+			continue
+		}
+		f := c.box.Take()
+		if f == nil {
+			continue
+		}
+		if now.Sub(f.Captured) > d.Config.Pipeline.MaxFrameAge {
+			f.Release()
+			c.stale.Add(1)
+			continue
+		}
+		job := infer.Job{Camera: c.cfg.ID, Seq: f.Seq, Captured: f.Captured, Letterbox: f.Letterbox}
+		c.busy.Store(true)
+		ok := d.pool.TryDispatch(job, f.Pix, func(r infer.Result) { d.finish(c, r, now) })
+		if !ok {
+			c.busy.Store(false)
+			c.box.Restore(f)
+			d.next = (d.next + i) % n // this camera goes first when a worker frees up
+			return
+		}
+		f.Release() // TryDispatch copied the pixels into the worker's slot
+		// Keep to the camera's schedule, but never burst to catch up after a gap.
+		c.nextDue = c.nextDue.Add(c.interval)
+		if c.nextDue.Before(now) {
+			c.nextDue = now.Add(c.interval)
+		}
+		d.next = (d.next + i + 1) % n
+	}
+}
+
+// finish runs on the pool's goroutine when a job ends.
+func (d *Daemon) finish(c *camera, r infer.Result, dispatched time.Time) {
+	defer d.wakeUp()
+	defer c.busy.Store(false)
+	if r.Err != nil {
+		c.lost.Add(1)
+		c.noteError(r.Err)
+		return
+	}
+	published := time.Now()
+	ev := &sinks.DetectionEvent{
+		Version:     sinks.Version,
+		ID:          sinks.EventID(d.instance, c.cfg.ID, r.Job.Seq),
+		Site:        d.Config.Site,
+		Camera:      c.cfg.ID,
+		CapturedAt:  r.Job.Captured.UTC(),
+		PublishedAt: published.UTC(),
+		Frame:       sinks.FrameInfo{Seq: r.Job.Seq, Width: r.Job.Letterbox.SrcW, Height: r.Job.Letterbox.SrcH},
+		Model:       strings.TrimSuffix(filepath.Base(d.model.Path), filepath.Ext(d.model.Path)),
+		Detections:  make([]sinks.Detection, 0, len(r.Detections)),
+		LatencyMS: sinks.Latency{
+			Queue: ms(dispatched.Sub(r.Job.Captured)),
+			Pre:   ms(r.Pre),
+			Infer: ms(r.Run),
+			Post:  ms(r.Post),
+			Total: ms(published.Sub(r.Job.Captured)),
+		},
+	}
+	w, h := float64(r.Job.Letterbox.SrcW), float64(r.Job.Letterbox.SrcH)
+	for _, det := range r.Detections {
+		b := det.Box
+		ev.Detections = append(ev.Detections, sinks.Detection{
+			Label:   det.Label,
+			ClassID: det.ClassID,
+			Score:   det.Score,
+			Box:     sinks.Box{X: b.X, Y: b.Y, W: b.W, H: b.H},
+			BoxNorm: sinks.Box{X: b.X / w, Y: b.Y / h, W: b.W / w, H: b.H / h},
+		})
+	}
+	c.countResult(ev)
+	if err := d.pub.PublishDetections(ev); err != nil {
+		c.noteError(err)
+	}
+}
+
+func (d *Daemon) wakeUp() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Daemon) logSummary() {
+	for _, c := range d.cams {
+		s := c.summarize()
+		st := c.src.Status()
+		args := []any{"camera", c.cfg.ID, "state", st.State, "analysed", s.analysed, "objects", s.objects,
+			"mailbox_dropped", c.box.Dropped() - s.prevDropped, "stale", s.stale, "lost", s.lost}
+		if s.lastErr != "" {
+			args = append(args, "last_error", s.lastErr)
+		}
+		if st.LastError != "" {
+			args = append(args, "source_error", st.LastError)
+		}
+		d.log.Info(fmt.Sprintf("last %s", summaryEvery), args...)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func newInstanceID() string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,208 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources/samplecam"
+)
+
+// workerEnv makes the test binary act as a `visiond worker` process (see TestMain), so the
+// daemon under test starts real worker processes running the real worker code.
+const workerEnv = "VISIOND_PIPELINE_TEST_WORKER=1"
+
+func TestMain(m *testing.M) {
+	if os.Getenv("VISIOND_PIPELINE_TEST_WORKER") == "1" {
+		if err := infer.WorkerMain(context.Background(), os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// thirdParty returns the absolute path of a file fetched by scripts/setup.sh.
+func thirdParty(t testing.TB, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "third_party", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s missing: run scripts/setup.sh (%v)", p, err)
+	}
+	return p
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// startDaemon serves the sample video on two RTSP paths, writes a config with one camera per
+// path, loads it as the daemon would, and starts the daemon with one worker process.
+func startDaemon(t *testing.T) *Daemon {
+	t.Helper()
+	video := thirdParty(t, "media/vtest.h264.ts")
+	rtsp := &samplecam.Server{
+		Listen:  "127.0.0.1:0",
+		Streams: map[string]string{"east": video, "west": video},
+		Logger:  testLogger(t).With("component", "rtsp-server"),
+	}
+	if err := rtsp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rtsp.Close)
+
+	yaml := fmt.Sprintf(`
+site: test
+http: {listen: "127.0.0.1:0"}
+nats: {listen: "127.0.0.1:0"}
+workers: {count: 1, model: %q, library: %q}
+pipeline: {slice: 100ms, max_frame_age: 2s}
+camera_defaults: {fps: 5}
+cameras:
+  - {id: east, url: %q}
+  - {id: west, url: %q, fps: 3}
+`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), rtsp.URL("east"), rtsp.URL("west"))
+	path := filepath.Join(t.TempDir(), "visiond.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{
+		Config:        cfg,
+		Logger:        testLogger(t),
+		WorkerCommand: []string{os.Args[0]},
+		WorkerEnv:     []string{workerEnv},
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
+func TestDaemonEndToEnd(t *testing.T) {
+	d := startDaemon(t)
+
+	nc, err := nats.Connect(d.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	msgs := make(chan *nats.Msg, 256)
+	if _, err := nc.ChanSubscribe("visiond.test.*.detections", msgs); err != nil {
+		t.Fatal(err)
+	}
+
+	// Wait until each camera has published events and people have been seen on both.
+	events := map[string]int{}
+	people := map[string]int{}
+	deadline := time.After(90 * time.Second)
+	for people["east"] == 0 || people["west"] == 0 || events["east"] < 3 || events["west"] < 3 {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out: events per camera %v, person detections %v; cameras %+v", events, people, d.Cameras())
+		case m := <-msgs:
+			var ev sinks.DetectionEvent
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				t.Fatalf("event on %s is not JSON: %v", m.Subject, err)
+			}
+			if want := sinks.DetectionSubject("visiond", "test", ev.Camera); m.Subject != want {
+				t.Fatalf("event for camera %q on subject %q, want %q", ev.Camera, m.Subject, want)
+			}
+			checkEvent(t, &ev)
+			events[ev.Camera]++
+			for _, det := range ev.Detections {
+				if det.Label == "person" {
+					people[ev.Camera]++
+				}
+			}
+		}
+	}
+
+	// The detector runs in a separate worker process.
+	ws := d.Workers()
+	if len(ws) != 1 {
+		t.Fatalf("workers: %+v, want 1", ws)
+	}
+	if ws[0].PID == 0 || ws[0].PID == os.Getpid() {
+		t.Fatalf("worker pid %d: not a separate process (daemon pid %d)", ws[0].PID, os.Getpid())
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", ws[0].PID)); err != nil {
+		t.Fatalf("worker process %d not running: %v", ws[0].PID, err)
+	}
+
+	// The HTTP endpoint reports both cameras online with frames analysed.
+	resp, err := http.Get("http://" + d.HTTPAddr().String() + "/api/cameras")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var cams []CameraStatus
+	if err := json.NewDecoder(resp.Body).Decode(&cams); err != nil {
+		t.Fatal(err)
+	}
+	if len(cams) != 2 {
+		t.Fatalf("/api/cameras: %d cameras, want 2", len(cams))
+	}
+	for _, c := range cams {
+		if c.State != "online" || c.Analysed == 0 || c.Decoded == 0 {
+			t.Errorf("/api/cameras: %+v, want online with frames decoded and analysed", c)
+		}
+	}
+}
+
+// checkEvent asserts what every detection event must satisfy.
+func checkEvent(t *testing.T, ev *sinks.DetectionEvent) {
+	t.Helper()
+	if ev.Version != sinks.Version || ev.Site != "test" || ev.Model != "yolov8n" {
+		t.Fatalf("event header: version %d site %q model %q", ev.Version, ev.Site, ev.Model)
+	}
+	if ev.Frame.Width != 768 || ev.Frame.Height != 576 || ev.Frame.Seq == 0 {
+		t.Fatalf("event %s frame %+v, want 768x576 with a sequence number", ev.ID, ev.Frame)
+	}
+	if !strings.HasSuffix(ev.ID, fmt.Sprintf(".%s.%d", ev.Camera, ev.Frame.Seq)) {
+		t.Fatalf("event id %q does not name camera %q and frame %d", ev.ID, ev.Camera, ev.Frame.Seq)
+	}
+	if ev.PublishedAt.Before(ev.CapturedAt) || ev.LatencyMS.Total <= 0 || ev.LatencyMS.Infer <= 0 {
+		t.Fatalf("event %s times: captured %v published %v latency %+v", ev.ID, ev.CapturedAt, ev.PublishedAt, ev.LatencyMS)
+	}
+	for _, det := range ev.Detections {
+		b := det.Box
+		if det.Label == "" || det.Score < 0.25 || det.Score > 1 {
+			t.Fatalf("event %s: detection %+v", ev.ID, det)
+		}
+		if b.X < 0 || b.Y < 0 || b.W <= 0 || b.H <= 0 || b.X+b.W > 768.001 || b.Y+b.H > 576.001 {
+			t.Fatalf("event %s: box %+v not inside the 768x576 frame", ev.ID, b)
+		}
+		n := det.BoxNorm
+		if diff := n.X*768 - b.X; diff > 0.01 || diff < -0.01 {
+			t.Fatalf("event %s: box_norm %+v does not match box %+v", ev.ID, n, b)
+		}
+	}
+}

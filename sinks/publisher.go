@@ -1,0 +1,106 @@
+package sinks
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/visiond/visiond/config"
+)
+
+// Publisher publishes events to NATS. Publish never blocks the pipeline: nats.go writes into
+// its buffer and flushes from its own goroutine; while the connection is down events wait in
+// the reconnect buffer (ReconnectBuffer bytes), and past it they are counted as failed.
+type Publisher struct {
+	URL             string // one or more comma-separated server URLs
+	Prefix          string // subject prefix, e.g. "visiond"
+	Site            string
+	ReconnectBuffer int // bytes buffered while disconnected; default 64 MiB
+	Logger          *slog.Logger
+
+	nc        *nats.Conn
+	published atomic.Uint64
+	failed    atomic.Uint64
+}
+
+// Start connects. The first connection must succeed, so a wrong URL is reported at start;
+// later outages are ridden out by reconnecting forever.
+func (p *Publisher) Start() error {
+	buf := p.ReconnectBuffer
+	if buf == 0 {
+		buf = 64 << 20
+	}
+	log := p.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	nc, err := nats.Connect(p.URL,
+		nats.Name("visiond"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(500*time.Millisecond, time.Second),
+		nats.ReconnectBufSize(buf),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("NATS disconnected; buffering events", "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", "url", config.Redact(nc.ConnectedUrl()))
+		}),
+	)
+	if err != nil {
+		// nats.go may quote the URL in its error (a parse error does): scrub the whole text.
+		return errors.New(scrubUserinfo(fmt.Sprintf("NATS %s: %v", redactList(p.URL), err)))
+	}
+	p.nc = nc
+	return nil
+}
+
+// PublishDetections publishes ev on its camera's detection subject.
+func (p *Publisher) PublishDetections(ev *DetectionEvent) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		p.failed.Add(1)
+		return fmt.Errorf("encode event %s: %w", ev.ID, err)
+	}
+	if err := p.nc.Publish(DetectionSubject(p.Prefix, p.Site, ev.Camera), data); err != nil {
+		p.failed.Add(1)
+		return fmt.Errorf("publish event %s: %w", ev.ID, err)
+	}
+	p.published.Add(1)
+	return nil
+}
+
+// Stats returns the number of events published and failed so far.
+func (p *Publisher) Stats() (published, failed uint64) {
+	return p.published.Load(), p.failed.Load()
+}
+
+// Close flushes what is buffered (bounded by timeout) and closes the connection.
+func (p *Publisher) Close(timeout time.Duration) {
+	if p.nc == nil {
+		return
+	}
+	if p.nc.IsConnected() {
+		_ = p.nc.FlushTimeout(timeout)
+	}
+	p.nc.Close()
+}
+
+// userinfo matches the password part of user:password@ in URLs, parseable or not.
+var userinfo = regexp.MustCompile(`(://[^:@/\s]*:)[^@/\s]+@`)
+
+func scrubUserinfo(s string) string { return userinfo.ReplaceAllString(s, "${1}xxxxx@") }
+
+func redactList(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, u := range parts {
+		parts[i] = config.Redact(strings.TrimSpace(u))
+	}
+	return strings.Join(parts, ",")
+}
