@@ -67,7 +67,7 @@ func startDaemon(t *testing.T) *Daemon {
 	rtsp := &samplecam.Server{
 		Listen:  "127.0.0.1:0",
 		Streams: map[string]string{"east": video, "west": video},
-		Logger:  testLogger(t).With("component", "rtsp-server"),
+		Logger:  testLogger(t),
 	}
 	if err := rtsp.Start(); err != nil {
 		t.Fatal(err)

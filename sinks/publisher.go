@@ -47,7 +47,9 @@ func (p *Publisher) Start() error {
 		nats.ReconnectJitter(500*time.Millisecond, time.Second),
 		nats.ReconnectBufSize(buf),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("NATS disconnected; buffering events", "error", err)
+			if err != nil { // nil: our own Close
+				log.Warn("NATS disconnected; buffering events", "error", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("NATS reconnected", "url", config.Redact(nc.ConnectedUrl()))

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// With VISIOND_CMD_TEST_MAIN=1 the test binary is visiond itself, so tests can check the real
+// exit status of a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("VISIOND_CMD_TEST_MAIN") == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "visiond.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheck(t *testing.T) {
+	good := writeConfig(t, "site: lab\ncameras:\n  - {id: door, url: rtsp://10.0.0.5/stream1}\n")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		status int
+		want   string // in stdout for status 0, in stderr otherwise
+	}{
+		{"embedded default", []string{"check"}, 0, "embedded default config: ok (1 cameras, 1 enabled)"},
+		{"example", []string{"check", "../../configs/visiond.yaml"}, 0, "ok"},
+		{"good file", []string{"check", good}, 0, good + ": ok (1 cameras, 1 enabled)"},
+		{"good file by flag", []string{"check", "-config", good}, 0, "ok"},
+		{"missing file", []string{"check", "/nonexistent/visiond.yaml"}, 1, "/nonexistent/visiond.yaml"},
+		{"duplicate id", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: rtsp://h/1}\n  - {id: a, url: rtsp://h/2}\n")}, 1, `cameras[1].id`},
+		{"missing url", []string{"check", writeConfig(t, "cameras:\n  - id: a\n")}, 1, "line 2: cameras[0].url"},
+		{"http url", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: 'http://h/1'}\n")}, 1, `"http"`},
+		{"fps zero", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: rtsp://h/1, fps: 0}\n")}, 1, "cameras[0].fps"},
+		{"unknown key", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: rtsp://h/1, fsp: 5}\n")}, 1, "fsp"},
+		{"password never shown", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: 'http://u:hunter2@h/1'}\n")}, 1, "cameras[0].url"},
+		{"two files", []string{"check", good, good}, 1, "at most one config file"},
+		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"no command", nil, 2, "usage"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			status := cli(tc.args, &stdout, &stderr)
+			if status != tc.status {
+				t.Fatalf("status %d, want %d; stdout %q stderr %q", status, tc.status, stdout.String(), stderr.String())
+			}
+			out := stdout.String()
+			if tc.status != 0 {
+				out = stderr.String()
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("output %q, want it to contain %q", out, tc.want)
+			}
+			if strings.Contains(stdout.String()+stderr.String(), "hunter2") {
+				t.Fatalf("output shows a password: %q", stdout.String()+stderr.String())
+			}
+		})
+	}
+}
+
+// `visiond check` on a bad file exits non-zero, as a process, with every problem on stderr.
+func TestCheckExitStatus(t *testing.T) {
+	bad := writeConfig(t, "workers: {count: 0}\ncameras:\n  - {id: 'a b', url: rtsp://h/1, fps: -1}\n")
+	cmd := exec.Command(os.Args[0], "check", bad)
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("visiond check %s: %v, want exit status 1; stderr %q", bad, err, stderr.String())
+	}
+	for _, want := range []string{"workers.count", "cameras[0].id", "cameras[0].fps"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr %q does not name %s", stderr.String(), want)
+		}
+	}
+}

@@ -1,0 +1,339 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/configs"
+)
+
+func TestShippedConfigs(t *testing.T) {
+	for name, data := range map[string][]byte{"default.yaml": configs.Default, "visiond.yaml": configs.Example} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := config.Parse(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Cameras) == 0 {
+				t.Fatal("no cameras")
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("re-validate: %v", err)
+			}
+		})
+	}
+
+	cfg, err := config.Parse(configs.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Camera{ID: "sample", URL: "rtsp://127.0.0.1:8554/sample", FPS: 5, Enabled: true, Transport: "tcp"}
+	if cfg.Site != "demo" || !cfg.Sample.Enabled || len(cfg.Cameras) != 1 || cfg.Cameras[0] != want {
+		t.Errorf("default.yaml: got site %q, sample %v, cameras %+v", cfg.Site, cfg.Sample.Enabled, cfg.Cameras)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Setenv(config.LibraryEnv, "")
+	for _, doc := range []string{"", "# only a comment\n", "~\n", "cameras: []\n", "http:\nworkers:\n"} {
+		cfg, err := config.Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if cfg.Site != "local" || cfg.LogLevel != "info" || cfg.LogFormat != "text" ||
+			cfg.HTTP.Listen != "127.0.0.1:8080" ||
+			cfg.NATS != (config.NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "visiond"}) ||
+			cfg.Workers != (config.Workers{Count: 1, Model: "third_party/yolov8n.onnx", Library: "third_party/libonnxruntime.so.1",
+				Provider: "cpu", Confidence: 0.25, IoU: 0.45, JobTimeout: 5 * time.Second}) ||
+			cfg.Pipeline != (config.Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second}) ||
+			cfg.Sample != (config.Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"}) ||
+			cfg.CameraDefaults.FPS != 5 || cfg.CameraDefaults.Transport != "tcp" ||
+			cfg.CameraDefaults.Enabled == nil || !*cfg.CameraDefaults.Enabled ||
+			len(cfg.Cameras) != 0 {
+			t.Errorf("%q: not the defaults: %+v", doc, cfg)
+		}
+	}
+
+	t.Setenv(config.LibraryEnv, "/opt/ort/libonnxruntime.so")
+	if cfg, err := config.Parse(nil); err != nil || cfg.Workers.Library != "/opt/ort/libonnxruntime.so" {
+		t.Errorf("library from $%s: got %v, %v", config.LibraryEnv, cfg, err)
+	}
+	if err := config.Default().Validate(); err != nil {
+		t.Errorf("Default() does not validate: %v", err)
+	}
+}
+
+func TestExplicitValues(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+http:
+  listen: ""
+workers:
+  threads: 0
+  device: 1
+  provider: cuda
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP.Listen != "" || cfg.Workers.Device != 1 || cfg.Workers.Provider != "cuda" || cfg.Workers.Count != 1 {
+		t.Errorf("got %+v %+v", cfg.HTTP, cfg.Workers)
+	}
+}
+
+func TestCameraResolution(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+camera_defaults:
+  fps: 2
+  transport: udp
+cameras:
+  - id: inherits
+    url: rtsp://cam1/stream
+  - id: overrides
+    url: rtsps://user:pw@cam2:322/live
+    fps: 12.5
+    transport: auto
+    enabled: true
+  - id: off
+    url: rtsp://cam3
+    enabled: false
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []config.Camera{
+		{ID: "inherits", URL: "rtsp://cam1/stream", FPS: 2, Enabled: true, Transport: "udp"},
+		{ID: "overrides", URL: "rtsps://user:pw@cam2:322/live", FPS: 12.5, Enabled: true, Transport: "auto"},
+		{ID: "off", URL: "rtsp://cam3", FPS: 2, Enabled: false, Transport: "udp"},
+	}
+	if !reflect.DeepEqual(cfg.Cameras, want) {
+		t.Errorf("got  %+v\nwant %+v", cfg.Cameras, want)
+	}
+
+	cfg, err = config.Parse([]byte("camera_defaults:\n  enabled: false\ncameras:\n  - {id: a, url: rtsp://a}\n  - {id: b, url: rtsp://b, enabled: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cameras[0].Enabled || !cfg.Cameras[1].Enabled {
+		t.Errorf("enabled: got %+v", cfg.Cameras)
+	}
+}
+
+// badCases each hold one mistake (or several, where said); the error must
+// name the field and its line, and contain msg.
+var badCases = []struct {
+	name   string
+	doc    string
+	field  string
+	line   int
+	msg    string
+	absent string // must not appear in the error
+}{
+	{"unknown top-level key", "site: a\nlog_levl: debug\n", "log_levl", 2, `unknown key "log_levl"`, ""},
+	{"unknown camera key", "cameras:\n  - id: a\n    url: rtsp://h\n    fsp: 3\n", "cameras[0].fsp", 4, `unknown key "fsp"`, ""},
+	{"unknown nested key", "workers:\n  count: 1\n  gpu: 0\n", "workers.gpu", 3, `unknown key "gpu"`, ""},
+	{"repeated key", "site: a\nsite: b\n", "site", 2, "repeated (first at line 1)", ""},
+	{"duplicate id", "cameras:\n  - id: door\n    url: rtsp://a\n  - id: yard\n    url: rtsp://b\n  - id: door\n    url: rtsp://c\n",
+		"cameras[2].id", 6, `duplicate id "door" (first at cameras[0], line 2)`, ""},
+	{"missing url", "cameras:\n  - id: a\n", "cameras[0].url", 2, "missing", ""},
+	{"missing id", "cameras:\n  - url: rtsp://h\n", "cameras[0].id", 2, "missing", ""},
+	{"http url", "cameras:\n  - id: a\n    url: http://admin:hunter2@cam/x\n", "cameras[0].url", 3, `scheme "http" not supported`, "hunter2"},
+	{"no scheme", "cameras:\n  - id: a\n    url: cam.local/stream\n", "cameras[0].url", 3, "no scheme", ""},
+	{"no host", "cameras:\n  - id: a\n    url: rtsp:///stream\n", "cameras[0].url", 3, "no host", ""},
+	{"port only", "cameras:\n  - id: a\n    url: rtsp://:554/stream\n", "cameras[0].url", 3, "no host", ""},
+	{"unparseable url", "cameras:\n  - id: a\n    url: \"rtsp://cam:55x4/\"\n", "cameras[0].url", 3, "cannot parse URL", ""},
+	{"password in unparseable url", "cameras:\n  - id: a\n    url: \"rtsp://admin:hunter2%zz@cam:55x4/\"\n", "cameras[0].url", 3, "cannot parse URL", "hunter2"},
+	{"password with slash", "cameras:\n  - id: a\n    url: \"rtsp://admin:hun/ter2@cam/x\"\n", "cameras[0].url", 3, "cannot parse URL", "ter2"},
+	{"fps 0", "cameras:\n  - id: a\n    url: rtsp://h\n    fps: 0\n", "cameras[0].fps", 4, "must be a finite number > 0, got 0", ""},
+	{"fps -1", "cameras:\n  - id: a\n    url: rtsp://h\n    fps: -1\n", "cameras[0].fps", 4, "got -1", ""},
+	{"fps NaN", "cameras:\n  - id: a\n    url: rtsp://h\n    fps: .nan\n", "cameras[0].fps", 4, "got NaN", ""},
+	{"fps not a number", "cameras:\n  - id: a\n    url: rtsp://h\n    fps: fast\n", "cameras[0].fps", 4, `want a number, got "fast"`, ""},
+	{"default fps 0", "camera_defaults:\n  fps: 0\n", "camera_defaults.fps", 2, "> 0", ""},
+	{"bad id", "cameras:\n  - id: front.door\n    url: rtsp://h\n", "cameras[0].id", 2, `invalid id "front.door"`, ""},
+	{"long id", "cameras:\n  - id: " + strings.Repeat("x", 65) + "\n    url: rtsp://h\n", "cameras[0].id", 2, "too long: 65 characters", ""},
+	{"bad transport", "cameras:\n  - id: a\n    url: rtsp://h\n    transport: quic\n", "cameras[0].transport", 4, `unknown value "quic"`, ""},
+	{"bad enabled", "cameras:\n  - id: a\n    url: rtsp://h\n    enabled: maybe\n", "cameras[0].enabled", 4, "want true or false", ""},
+	{"bad provider", "workers:\n  provider: tensorrt\n", "workers.provider", 2, `unknown value "tensorrt": want one of cpu, cuda`, ""},
+	{"bad log level", "log_level: verbose\n", "log_level", 1, `unknown value "verbose"`, ""},
+	{"bad log format", "log_format: xml\n", "log_format", 1, `unknown value "xml"`, ""},
+	{"bad site", "site: my site\n", "site", 1, `invalid site "my site"`, ""},
+	{"count 0", "workers:\n  count: 0\n", "workers.count", 2, "must be in 1..64, got 0", ""},
+	{"count 65", "workers:\n  count: 65\n", "workers.count", 2, "got 65", ""},
+	{"count 2.5", "workers:\n  count: 2.5\n", "workers.count", 2, `want a whole number, got "2.5"`, ""},
+	{"negative device", "workers:\n  device: -1\n", "workers.device", 2, "must be >= 0", ""},
+	{"confidence 1.5", "workers:\n  confidence: 1.5\n", "workers.confidence", 2, "between 0 and 1 (exclusive), got 1.5", ""},
+	{"iou 0", "workers:\n  iou: 0\n", "workers.iou", 2, "got 0", ""},
+	{"empty model", "workers:\n  model: \"\"\n", "workers.model", 2, "missing", ""},
+	{"bad duration", "pipeline:\n  slice: 200 ms\n", "pipeline.slice", 2, `invalid duration "200 ms"`, ""},
+	{"bare number duration", "workers:\n  job_timeout: 5\n", "workers.job_timeout", 2, `invalid duration "5"`, ""},
+	{"zero duration", "pipeline:\n  max_frame_age: 0s\n", "pipeline.max_frame_age", 2, "must be > 0", ""},
+	{"bad http listen", "http:\n  listen: localhost\n", "http.listen", 2, "want host:port", ""},
+	{"bad port", "nats:\n  listen: 127.0.0.1:99999\n", "nats.listen", 2, "not a number in 0..65535", ""},
+	{"bad sample listen", "sample:\n  enabled: true\n  listen: 8554\n", "sample.listen", 3, "want host:port", ""},
+	{"bad nats url", "nats:\n  url: nats://a:4222,http://u:hunter2@b:4222\n", "nats.url", 2, `server 2: scheme "http" not supported`, "hunter2"},
+	{"bad subject prefix", "nats:\n  subject_prefix: a.>\n", "nats.subject_prefix", 2, "invalid prefix", ""},
+	{"section not a mapping", "workers: 4\n", "workers", 1, "want a mapping of keys, got a single value", ""},
+	{"cameras not a list", "cameras:\n  id: a\n", "cameras", 2, "want a list, got a mapping", ""},
+	{"top level a list", "- a\n- b\n", "", 1, "must be a mapping", ""},
+	{"two documents", "site: a\n---\nsite: b\n", "", 2, "second YAML document", ""},
+	{"syntax error", "site: [a\n", "", 1, "did not find expected", ""},
+}
+
+func TestBadConfigs(t *testing.T) {
+	for _, tc := range badCases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(tc.doc))
+			if err == nil {
+				t.Fatalf("no error; got %+v", cfg)
+			}
+			var cerr *config.Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("error %T is not a *config.Error: %v", err, err)
+			}
+			found := false
+			for _, p := range cerr.Problems {
+				if p.Field == tc.field && p.Line == tc.line && strings.Contains(p.Msg, tc.msg) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("want a problem %q at line %d containing %q; got:\n%v", tc.field, tc.line, tc.msg, err)
+			}
+			if len(cerr.Problems) != 1 {
+				t.Errorf("want exactly one problem, got:\n%v", err)
+			}
+			if tc.absent != "" && strings.Contains(err.Error(), tc.absent) {
+				t.Errorf("error leaks %q:\n%v", tc.absent, err)
+			}
+		})
+	}
+}
+
+func TestSeveralProblems(t *testing.T) {
+	_, err := config.Parse([]byte(`site: a
+log_level: loud
+workers:
+  count: 0
+  confidence: 2
+cameras:
+  - id: a
+    url: http://admin:hunter2@cam
+  - id: a
+    fps: -1
+    colour: red
+`))
+	want := `line 2: log_level: unknown value "loud": want one of debug, info, warn, error
+line 4: workers.count: must be in 1..64, got 0
+line 5: workers.confidence: must be between 0 and 1 (exclusive), got 2
+line 8: cameras[0].url: scheme "http" not supported: want rtsp:// or rtsps://
+line 9: cameras[1].id: duplicate id "a" (first at cameras[0], line 7)
+line 9: cameras[1].url: missing
+line 10: cameras[1].fps: must be a finite number > 0, got -1
+line 11: cameras[1].colour: unknown key "colour" (known here: enabled, fps, id, transport, url)`
+	if err == nil || err.Error() != want {
+		t.Errorf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+func TestValidateGoConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.Cameras = []config.Camera{{ID: "a", URL: "rtsp://h", FPS: 5, Transport: "tcp"}, {ID: "a", URL: "rtsp://h", Transport: "tcp"}}
+	err := cfg.Validate()
+	want := "cameras[1].id: duplicate id \"a\" (first at cameras[0])\ncameras[1].fps: must be a finite number > 0, got 0"
+	if err == nil || err.Error() != want {
+		t.Errorf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "visiond.yaml")
+	if err := os.WriteFile(path, []byte("cameras:\n  - id: a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(path)
+	var cerr *config.Error
+	if err == nil || !strings.HasPrefix(err.Error(), path+": line 2: cameras[0].url: missing") || !errors.As(err, &cerr) {
+		t.Errorf("got %v", err)
+	}
+	if _, err := config.Load(filepath.Join(dir, "nope.yaml")); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("missing file: got %v", err)
+	}
+	if err := os.WriteFile(path, configs.Example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(path); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"rtsp://cam/x":                  "rtsp://cam/x",
+		"rtsp://admin@cam/x":            "rtsp://admin@cam/x",
+		"rtsp://admin:hunter2@cam:554/": "rtsp://admin:xxxxx@cam:554/",
+		"rtsp://admin:hun%zz@cam/":      "rtsp://admin:xxxxx@cam/",
+		"rtsp://admin:hun/ter@cam/x":    "rtsp://admin:xxxxx@cam/x",
+		"not a url %zz":                 "not a url %zz",
+	} {
+		if got := config.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestRoundTrip checks that a parsed Config marshals to YAML that parses back
+// to the same Config: the resolved form is itself a valid file.
+func TestRoundTrip(t *testing.T) {
+	for _, data := range [][]byte{configs.Default, configs.Example} {
+		checkRoundTrip(t, data)
+	}
+}
+
+func checkRoundTrip(t *testing.T, data []byte) {
+	t.Helper()
+	cfg, err := config.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := config.Parse(out)
+	if err != nil {
+		t.Fatalf("re-parse of\n%s: %v", out, err)
+	}
+	if out2, _ := yaml.Marshal(again); string(out2) != string(out) {
+		t.Fatalf("round trip differs:\n%s\nthen\n%s", out, out2)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(configs.Default)
+	f.Add(configs.Example)
+	for _, tc := range badCases {
+		f.Add([]byte(tc.doc))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := config.Parse(data)
+		if err != nil {
+			var cerr *config.Error
+			if !errors.As(err, &cerr) || len(cerr.Problems) == 0 {
+				t.Fatalf("error without problems: %T %v", err, err)
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("parsed, but does not re-validate: %v", err)
+		}
+		checkRoundTrip(t, data)
+	})
+}

@@ -1,0 +1,328 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Problem is one thing wrong in a configuration.
+type Problem struct {
+	Field string // path of the field, e.g. "cameras[2].url"; "" for the whole file
+	Line  int    // line in the YAML file; 0 if unknown
+	Msg   string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", p.Line)
+	}
+	if p.Field != "" {
+		b.WriteString(p.Field + ": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Error lists every problem found in a configuration, in the order of the
+// file (those without a line last).
+type Error struct {
+	Problems []Problem
+}
+
+// Error returns the problems one per line, like
+// "line 12: cameras[2].url: missing".
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// newError sorts problems by line and wraps them in an *Error.
+func newError(problems []Problem) *Error {
+	slices.SortStableFunc(problems, func(a, b Problem) int {
+		if a.Line == 0 || b.Line == 0 {
+			return b.Line - a.Line // unknown lines last
+		}
+		return a.Line - b.Line
+	})
+	return &Error{Problems: problems}
+}
+
+// Token limits: camera ids and the site are NATS subject tokens.
+const maxIDLen = 64
+
+// Validate checks c and returns nil or an *Error listing every problem. When
+// c came from Parse, each problem carries its line.
+func (c *Config) Validate() error {
+	v := validator{lines: c.lines}
+
+	if !isToken(c.Site) {
+		v.add("site", "invalid site %s: want letters, digits, '_' or '-' (it is a NATS subject token)", quoteOrEmpty(c.Site))
+	}
+	v.oneOf("log_level", c.LogLevel, "debug", "info", "warn", "error")
+	v.oneOf("log_format", c.LogFormat, "text", "json")
+
+	if c.HTTP.Listen != "" {
+		v.listen("http.listen", c.HTTP.Listen)
+	}
+
+	if c.NATS.URL != "" {
+		v.natsURLs("nats.url", c.NATS.URL)
+	} else if c.NATS.Listen == "" {
+		v.add("nats.listen", "missing: needed for the embedded server when nats.url is empty")
+	}
+	if c.NATS.Listen != "" {
+		v.listen("nats.listen", c.NATS.Listen)
+	}
+	if !isSubjectPrefix(c.NATS.SubjectPrefix) {
+		v.add("nats.subject_prefix", "invalid prefix %s: want tokens of letters, digits, '_' or '-', joined by dots", quoteOrEmpty(c.NATS.SubjectPrefix))
+	}
+
+	w := c.Workers
+	if w.Count < 1 || w.Count > 64 {
+		v.add("workers.count", "must be in 1..64, got %d", w.Count)
+	}
+	if w.Model == "" {
+		v.add("workers.model", "missing")
+	}
+	if w.Library == "" {
+		v.add("workers.library", "missing")
+	}
+	v.oneOf("workers.provider", w.Provider, "cpu", "cuda")
+	if w.Device < 0 {
+		v.add("workers.device", "must be >= 0, got %d", w.Device)
+	}
+	if w.Threads < 0 {
+		v.add("workers.threads", "must be >= 0 (0 = ONNX Runtime's default), got %d", w.Threads)
+	}
+	v.fraction("workers.confidence", w.Confidence)
+	v.fraction("workers.iou", w.IoU)
+	if w.JobTimeout <= 0 {
+		v.add("workers.job_timeout", "must be > 0, got %v", w.JobTimeout)
+	}
+
+	if c.Pipeline.Slice <= 0 {
+		v.add("pipeline.slice", "must be > 0, got %v", c.Pipeline.Slice)
+	}
+	if c.Pipeline.MaxFrameAge <= 0 {
+		v.add("pipeline.max_frame_age", "must be > 0, got %v", c.Pipeline.MaxFrameAge)
+	}
+
+	if c.Sample.Listen != "" {
+		v.listen("sample.listen", c.Sample.Listen)
+	}
+	if c.Sample.Enabled {
+		if c.Sample.Listen == "" {
+			v.add("sample.listen", "missing: needed when sample.enabled is true")
+		}
+		if c.Sample.File == "" {
+			v.add("sample.file", "missing: needed when sample.enabled is true")
+		}
+	}
+
+	v.fps("camera_defaults.fps", c.CameraDefaults.FPS)
+	v.oneOf("camera_defaults.transport", c.CameraDefaults.Transport, "tcp", "udp", "auto")
+
+	firstByID := map[string]int{}
+	for i, cam := range c.Cameras {
+		p := fmt.Sprintf("cameras[%d]", i)
+		switch {
+		case cam.ID == "":
+			v.add(p+".id", "missing")
+		case len(cam.ID) > maxIDLen:
+			v.add(p+".id", "too long: %d characters, at most %d allowed", len(cam.ID), maxIDLen)
+		case !isToken(cam.ID):
+			v.add(p+".id", "invalid id %q: want letters, digits, '_' or '-' (it is a NATS subject token)", cam.ID)
+		default:
+			if j, dup := firstByID[cam.ID]; dup {
+				first := fmt.Sprintf("cameras[%d]", j)
+				if line := v.line(first + ".id"); line > 0 {
+					first += fmt.Sprintf(", line %d", line)
+				}
+				v.add(p+".id", "duplicate id %q (first at %s)", cam.ID, first)
+			} else {
+				firstByID[cam.ID] = i
+			}
+		}
+		if msg := checkCameraURL(cam.URL); msg != "" {
+			v.add(p+".url", "%s", msg)
+		}
+		v.fps(p+".fps", cam.FPS)
+		v.oneOf(p+".transport", cam.Transport, "tcp", "udp", "auto")
+	}
+
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return newError(v.problems)
+}
+
+// validator collects problems, finding their lines in a path→line map.
+type validator struct {
+	lines    map[string]int
+	problems []Problem
+}
+
+func (v *validator) add(field, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Field: field, Line: v.line(field), Msg: fmt.Sprintf(format, args...)})
+}
+
+// line returns the line of field, or of its nearest ancestor present in the
+// file (a missing key is reported on the line of its section), or 0.
+func (v *validator) line(field string) int {
+	for field != "" {
+		if line, ok := v.lines[field]; ok {
+			return line
+		}
+		i := strings.LastIndexAny(field, ".[")
+		if i < 0 {
+			break
+		}
+		field = field[:i]
+	}
+	return 0
+}
+
+func (v *validator) oneOf(field, value string, allowed ...string) {
+	if !slices.Contains(allowed, value) {
+		v.add(field, "unknown value %s: want one of %s", quoteOrEmpty(value), strings.Join(allowed, ", "))
+	}
+}
+
+func (v *validator) fraction(field string, f float64) {
+	if !(f > 0 && f < 1) { // also catches NaN
+		v.add(field, "must be between 0 and 1 (exclusive), got %v", f)
+	}
+}
+
+func (v *validator) fps(field string, f float64) {
+	if !(f > 0) || math.IsInf(f, 0) { // also catches NaN
+		v.add(field, "must be a finite number > 0, got %v", f)
+	}
+}
+
+// listen checks a host:port to listen on; the host may be empty (all
+// interfaces) and the port 0 (any free port).
+func (v *validator) listen(field, addr string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.add(field, "%q: want host:port, e.g. 127.0.0.1:8080 or :8080", addr)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.add(field, "%q: port %q is not a number in 0..65535", addr, port)
+	}
+	if strings.ContainsAny(host, " /") {
+		v.add(field, "%q: bad host %q", addr, host)
+	}
+}
+
+// natsURLs checks a comma-separated list of NATS server URLs. Messages never
+// echo a URL, which may carry a password or a token.
+func (v *validator) natsURLs(field, list string) {
+	for i, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		switch {
+		case raw == "":
+			v.add(field, "server %d: empty URL in the list", i+1)
+		case err != nil:
+			v.add(field, "server %d: cannot parse URL", i+1)
+		case u.Scheme != "nats" && u.Scheme != "tls":
+			v.add(field, "server %d: scheme %s not supported: want nats:// or tls://", i+1, quoteOrEmpty(u.Scheme))
+		case u.Hostname() == "":
+			v.add(field, "server %d: URL has no host", i+1)
+		}
+	}
+}
+
+// checkCameraURL returns what is wrong with a camera URL, or "". The message
+// never holds the URL's password.
+func checkCameraURL(raw string) string {
+	if raw == "" {
+		return "missing"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// Explain with the error of the redacted URL, so that the password
+		// cannot leak through the parser's message.
+		_, rerr := url.Parse(Redact(raw))
+		var uerr *url.Error
+		if errors.As(rerr, &uerr) {
+			return "cannot parse URL: " + uerr.Err.Error()
+		}
+		return "cannot parse URL: bad character or escape in the user name or password"
+	}
+	switch {
+	case u.Scheme == "":
+		return "no scheme: want rtsp://host/path or rtsps://host/path"
+	case u.Scheme != "rtsp" && u.Scheme != "rtsps":
+		return fmt.Sprintf("scheme %q not supported: want rtsp:// or rtsps://", u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return "URL has no host"
+	}
+	return ""
+}
+
+// Redact returns rawURL with the password of its user info, if any, replaced
+// by "xxxxx", for logs and messages. It also redacts URLs that do not parse.
+func Redact(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Redacted()
+	}
+	// Cut by hand: scheme://user:PASSWORD@host/... The last '@' ends the user
+	// info, since a password may hold unescaped '/', '?' or '#'. This may
+	// hide more than the password, never less.
+	prefix, rest := "", rawURL
+	if i := strings.Index(rawURL, "://"); i >= 0 {
+		prefix, rest = rawURL[:i+3], rawURL[i+3:]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return rawURL
+	}
+	colon := strings.Index(rest[:at], ":")
+	if colon < 0 {
+		return rawURL // a user name only
+	}
+	return prefix + rest[:colon+1] + "xxxxx" + rest[at:]
+}
+
+// isToken reports whether s is a non-empty string of [A-Za-z0-9_-].
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// isSubjectPrefix reports whether s is one or more tokens joined by '.'.
+func isSubjectPrefix(s string) bool {
+	for tok := range strings.SplitSeq(s, ".") {
+		if !isToken(tok) {
+			return false
+		}
+	}
+	return true
+}
+
+func quoteOrEmpty(s string) string {
+	if s == "" {
+		return "empty"
+	}
+	return strconv.Quote(s)
+}
