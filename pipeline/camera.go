@@ -20,6 +20,7 @@ type camera struct {
 	src      *sources.Camera
 	box      Mailbox
 	interval time.Duration // 1/fps
+	slack    time.Duration // how early a camera may go: absorbs ticker jitter, well under interval
 	nextDue  time.Time     // owned by the slicer goroutine
 	busy     atomic.Bool   // a job of this camera is in flight: batch=1, one at a time
 
@@ -33,6 +34,11 @@ type camera struct {
 	lastErr  string
 	lastSeen time.Time // capture time of the last analysed frame
 	prev     counts    // totals at the last summary
+}
+
+func newCamera(cfg config.Camera, slice time.Duration) *camera {
+	interval := time.Duration(float64(time.Second) / cfg.FPS)
+	return &camera{cfg: cfg, interval: interval, slack: min(slice/2, interval/4)}
 }
 
 type counts struct{ analysed, stale, lost, dropped uint64 }

@@ -46,6 +46,8 @@ type Daemon struct {
 	pub        *sinks.Publisher
 	sample     *samplecam.Server
 	pool       *infer.Pool
+	jobs       dispatcher                        // the pool; a stand-in in the slicer's unit tests
+	publish    func(*sinks.DetectionEvent) error // the publisher; a stand-in in unit tests
 	httpSrv    *http.Server
 	httpAddr   net.Addr
 	model      infer.ModelInfo
@@ -125,12 +127,14 @@ func (d *Daemon) Start() (err error) {
 		return err
 	}
 	d.model = d.pool.Model()
+	d.jobs = d.pool
+	d.publish = d.pub.PublishDetections
 
 	for _, cc := range cfg.Cameras {
 		if !cc.Enabled {
 			continue
 		}
-		c := &camera{cfg: cc, interval: time.Duration(float64(time.Second) / cc.FPS)}
+		c := newCamera(cc, cfg.Pipeline.Slice)
 		c.src = &sources.Camera{
 			ID:        cc.ID,
 			URL:       cc.URL,
@@ -236,13 +240,10 @@ func (d *Daemon) run(ctx context.Context) {
 // dispatch hands one job to an idle worker for each camera that is due and has a frame, in
 // round-robin order from where the last round stopped, until no worker is idle.
 func (d *Daemon) dispatch(now time.Time) {
-	n := len(d.cams)
-	// A camera is due when its next slot falls within half a slice from now, so ticker jitter
-	// does not push a camera whose fps equals the slice rate to every other slice.
-	horizon := now.Add(d.Config.Pipeline.Slice / 2)
+	n, start := len(d.cams), d.next
 	for i := 0; i < n; i++ {
-		c := d.cams[(d.next+i)%n]
-		if c.busy.Load() || c.nextDue.After(horizon) {
+		c := d.cams[(start+i)%n]
+		if c.busy.Load() || c.nextDue.Sub(now) > c.slack {
 			continue
 		}
 		f := c.box.Take()
@@ -256,11 +257,11 @@ func (d *Daemon) dispatch(now time.Time) {
 		}
 		job := infer.Job{Camera: c.cfg.ID, Seq: f.Seq, Captured: f.Captured, Letterbox: f.Letterbox}
 		c.busy.Store(true)
-		ok := d.pool.TryDispatch(job, f.Pix, func(r infer.Result) { d.finish(c, r, now) })
+		ok := d.jobs.TryDispatch(job, f.Pix, func(r infer.Result) { d.finish(c, r, now) })
 		if !ok {
 			c.busy.Store(false)
 			c.box.Restore(f)
-			d.next = (d.next + i) % n // this camera goes first when a worker frees up
+			d.next = (start + i) % n // this camera goes first when a worker frees up
 			return
 		}
 		f.Release() // TryDispatch copied the pixels into the worker's slot
@@ -269,7 +270,7 @@ func (d *Daemon) dispatch(now time.Time) {
 		if c.nextDue.Before(now) {
 			c.nextDue = now.Add(c.interval)
 		}
-		d.next = (d.next + i + 1) % n
+		d.next = (start + i + 1) % n
 	}
 }
 
@@ -313,9 +314,14 @@ func (d *Daemon) finish(c *camera, r infer.Result, dispatched time.Time) {
 		})
 	}
 	c.countResult(ev)
-	if err := d.pub.PublishDetections(ev); err != nil {
+	if err := d.publish(ev); err != nil {
 		c.noteError(err)
 	}
+}
+
+// dispatcher hands a job to an idle worker; *infer.Pool is the real one.
+type dispatcher interface {
+	TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool
 }
 
 func (d *Daemon) wakeUp() {

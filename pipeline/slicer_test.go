@@ -1,0 +1,181 @@
+package pipeline
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources"
+)
+
+// These tests drive the slicer's dispatch on a simulated clock with stand-ins for the worker
+// pool and the publisher, so the scheduling rules are checked exactly. The real pool and
+// publisher are exercised by TestDaemonEndToEnd.
+
+// workers is a pool of n stand-in workers; a job stays in flight until complete is called.
+type workers struct {
+	n        int
+	inflight []func(infer.Result)
+	jobs     []infer.Job
+}
+
+func (w *workers) TryDispatch(job infer.Job, _ []byte, done func(infer.Result)) bool {
+	if len(w.inflight) == w.n {
+		return false
+	}
+	w.inflight = append(w.inflight, func(r infer.Result) { r.Job = job; done(r) })
+	w.jobs = append(w.jobs, job)
+	return true
+}
+
+func (w *workers) complete(err error) {
+	for _, done := range w.inflight {
+		done(infer.Result{Err: err})
+	}
+	w.inflight = nil
+}
+
+type sim struct {
+	d      *Daemon
+	w      *workers
+	now    time.Time
+	events []*sinks.DetectionEvent
+}
+
+func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
+	s := &sim{w: &workers{n: nworkers}, now: time.Unix(1_000_000, 0)}
+	cfg := &config.Config{Site: "sim", Pipeline: config.Pipeline{Slice: slice, MaxFrameAge: time.Second}}
+	s.d = &Daemon{Config: cfg, jobs: s.w, wake: make(chan struct{}, 1), instance: "sim",
+		publish: func(ev *sinks.DetectionEvent) error { s.events = append(s.events, ev); return nil }}
+	for i, f := range fps {
+		cc := config.Camera{ID: fmt.Sprintf("cam%d", i), FPS: f, Enabled: true}
+		s.d.cams = append(s.d.cams, newCamera(cc, slice))
+	}
+	return s
+}
+
+// feed gives every camera a fresh frame, as a camera streaming faster than it is analysed does.
+func (s *sim) feed() {
+	for _, c := range s.d.cams {
+		c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now,
+			Letterbox: infer.NewLetterbox(768, 576, 640, 640)})
+	}
+}
+
+// run simulates ticks of the slice for the given time; jobs take half a slice, and their
+// completion wakes the slicer at once, mid-slice.
+func (s *sim) run(total, jitter time.Duration) {
+	slice := s.d.Config.Pipeline.Slice
+	for end := s.now.Add(total); s.now.Before(end); {
+		s.feed()
+		s.d.dispatch(s.now.Add(jitter))
+		s.w.complete(nil)
+		s.now = s.now.Add(slice / 2)
+		s.feed()
+		s.d.dispatch(s.now) // the wake-up after completions
+		s.w.complete(nil)
+		s.now = s.now.Add(slice / 2)
+		jitter = -jitter // ticks land a little late, then a little early
+	}
+}
+
+func (s *sim) perCamera() map[string]int {
+	m := map[string]int{}
+	for _, j := range s.w.jobs {
+		m[j.Camera]++
+	}
+	return m
+}
+
+func TestSlicerKeepsEachCameraToItsFPS(t *testing.T) {
+	s := newSim(4, 200*time.Millisecond, 5, 2, 1, 0.5)
+	s.run(20*time.Second, 3*time.Millisecond)
+	got := s.perCamera()
+	for cam, want := range map[string]int{"cam0": 100, "cam1": 40, "cam2": 20, "cam3": 10} {
+		if d := got[cam] - want; d < -1 || d > 1 {
+			t.Errorf("%s: %d jobs in 20 s, want %d±1 (all: %v)", cam, got[cam], want, got)
+		}
+	}
+	if len(s.events) != len(s.w.jobs) {
+		t.Fatalf("%d events for %d jobs", len(s.events), len(s.w.jobs))
+	}
+	// Evenly spaced: a camera never goes much earlier than 1/fps after its previous frame.
+	last := map[string]time.Time{}
+	for _, j := range s.w.jobs {
+		interval := time.Duration(float64(time.Second) / s.d.cams[j.Camera[3]-'0'].cfg.FPS)
+		if prev, ok := last[j.Camera]; ok && j.Captured.Sub(prev) < interval*3/4 {
+			t.Fatalf("%s: frames %v apart, want about %v", j.Camera, j.Captured.Sub(prev), interval)
+		}
+		last[j.Camera] = j.Captured
+	}
+}
+
+func TestSlicerIsFairUnderOverload(t *testing.T) {
+	// 5 cameras at 5 fps need 25 jobs/s; one worker that finishes each job within its slice
+	// gives 10/s (a dispatch at the tick and one at the completion wake-up mid-slice).
+	s := newSim(1, 200*time.Millisecond, 5, 5, 5, 5, 5)
+	s.run(20*time.Second, 0)
+	got := s.perCamera()
+	total := len(s.w.jobs)
+	if total != 200 {
+		t.Fatalf("%d jobs in 20 s with one worker and two dispatches per slice, want 200", total)
+	}
+	for cam, n := range got {
+		if n < 39 || n > 41 {
+			t.Errorf("%s: %d jobs, want 40±1 of 200 (all: %v)", cam, n, got)
+		}
+	}
+	if len(got) != 5 {
+		t.Fatalf("cameras served: %v, want all 5", got)
+	}
+}
+
+func TestSlicerDropsStaleFrames(t *testing.T) {
+	s := newSim(1, 200*time.Millisecond, 5)
+	c := s.d.cams[0]
+	c.box.Put(&sources.Frame{Camera: "cam0", Captured: s.now.Add(-2 * time.Second)})
+	s.d.dispatch(s.now)
+	if len(s.w.jobs) != 0 || c.stale.Load() != 1 {
+		t.Fatalf("frame 2 s old with max_frame_age 1 s: %d jobs, %d stale; want 0 jobs, 1 stale", len(s.w.jobs), c.stale.Load())
+	}
+}
+
+func TestSlicerKeepsFrameWhenNoWorkerIsIdle(t *testing.T) {
+	s := newSim(1, 200*time.Millisecond, 5, 5)
+	s.feed()
+	s.d.dispatch(s.now)
+	if len(s.w.jobs) != 1 || s.w.jobs[0].Camera != "cam0" {
+		t.Fatalf("jobs %+v, want one for cam0", s.w.jobs)
+	}
+	// cam1's frame was not dispatched (no idle worker): it waits in its mailbox and cam1
+	// goes first once the worker is free, although cam0 is due again.
+	if f := s.d.cams[1].box.Take(); f == nil {
+		t.Fatal("cam1's frame was lost when no worker was idle")
+	} else {
+		s.d.cams[1].box.Restore(f)
+	}
+	s.w.complete(nil)
+	s.now = s.now.Add(200 * time.Millisecond)
+	s.d.cams[0].box.Put(&sources.Frame{Camera: "cam0", Captured: s.now})
+	s.d.dispatch(s.now)
+	if len(s.w.jobs) != 2 || s.w.jobs[1].Camera != "cam1" {
+		t.Fatalf("jobs %+v, want cam1 second", s.w.jobs)
+	}
+}
+
+func TestSlicerCountsLostJobs(t *testing.T) {
+	s := newSim(1, 200*time.Millisecond, 5)
+	s.feed()
+	s.d.dispatch(s.now)
+	s.w.complete(infer.ErrWorkerLost)
+	c := s.d.cams[0]
+	if c.lost.Load() != 1 || c.analysed.Load() != 0 || len(s.events) != 0 {
+		t.Fatalf("lost %d analysed %d events %d: a lost job must be counted, never published", c.lost.Load(), c.analysed.Load(), len(s.events))
+	}
+	if c.busy.Load() {
+		t.Fatal("camera still busy after its job ended")
+	}
+}
