@@ -3,30 +3,35 @@ module github.com/visiond/visiond
 go 1.26.8
 
 require (
+	github.com/bluenviron/gortsplib/v4 v4.16.2
+	github.com/bluenviron/mediacommon/v2 v2.4.1
+	github.com/nats-io/nats-server/v2 v2.15.3
+	github.com/nats-io/nats.go v1.55.0
+	github.com/pion/rtp v1.8.21
+	github.com/yalue/onnxruntime_go v1.27.0
+	gocv.io/x/gocv v0.31.0
+	golang.org/x/sys v0.50.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
-	github.com/bluenviron/gortsplib/v4 v4.16.2 // indirect
-	github.com/bluenviron/mediacommon/v2 v2.4.1 // indirect
+	github.com/asticode/go-astikit v0.30.0 // indirect
+	github.com/asticode/go-astits v1.13.0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
-	github.com/nats-io/nats-server/v2 v2.15.3 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/pion/logging v0.2.3 // indirect
 	github.com/pion/randutil v0.1.0 // indirect
 	github.com/pion/rtcp v1.2.15 // indirect
-	github.com/pion/rtp v1.8.21 // indirect
 	github.com/pion/sdp/v3 v3.0.15 // indirect
 	github.com/pion/srtp/v3 v3.0.6 // indirect
 	github.com/pion/transport/v3 v3.0.7 // indirect
-	github.com/yalue/onnxruntime_go v1.27.0 // indirect
-	gocv.io/x/gocv v0.31.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -101,7 +101,7 @@ func (d *Daemon) Start() (err error) {
 		d.sample = &samplecam.Server{
 			Listen:  cfg.Sample.Listen,
 			Streams: map[string]string{SampleCamera: cfg.Sample.File},
-			Logger:  d.log.With("component", "samplecam"),
+			Logger:  d.log,
 		}
 		if err := d.sample.Start(); err != nil {
 			d.sample = nil
@@ -142,7 +142,7 @@ func (d *Daemon) Start() (err error) {
 			InputW:    d.model.InputW,
 			InputH:    d.model.InputH,
 			OnFrame:   c.box.Put,
-			Logger:    d.log.With("camera", cc.ID),
+			Logger:    d.log, // the camera adds its id and redacted URL
 		}
 		d.cams = append(d.cams, c)
 		c.src.Start()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -60,7 +61,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // startDaemon serves the sample video on two RTSP paths, writes a config with one camera per
-// path, loads it as the daemon would, and starts the daemon with one worker process.
+// path and one camera whose server is down, loads it as the daemon would, and starts the
+// daemon with one worker process.
 func startDaemon(t *testing.T) *Daemon {
 	t.Helper()
 	video := thirdParty(t, "media/vtest.h264.ts")
@@ -84,7 +86,9 @@ camera_defaults: {fps: 5}
 cameras:
   - {id: east, url: %q}
   - {id: west, url: %q, fps: 3}
-`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), rtsp.URL("east"), rtsp.URL("west"))
+  - {id: down, url: %q}
+`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), rtsp.URL("east"), rtsp.URL("west"),
+		"rtsp://admin:hunter2@"+closedAddr(t)+"/stream")
 	path := filepath.Join(t.TempDir(), "visiond.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -167,14 +171,51 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&cams); err != nil {
 		t.Fatal(err)
 	}
-	if len(cams) != 2 {
-		t.Fatalf("/api/cameras: %d cameras, want 2", len(cams))
+	if len(cams) != 3 {
+		t.Fatalf("/api/cameras: %d cameras, want 3", len(cams))
 	}
 	for _, c := range cams {
+		if c.ID == "down" {
+			// The camera that cannot connect is reported, with its error, and without its password.
+			if c.State == "online" || c.LastError == "" || c.Analysed != 0 {
+				t.Errorf("/api/cameras: %+v, want the unreachable camera offline with an error", c)
+			}
+			if strings.Contains(c.URL+c.LastError, "hunter2") {
+				t.Errorf("/api/cameras shows a camera password: %+v", c)
+			}
+			continue
+		}
 		if c.State != "online" || c.Analysed == 0 || c.Decoded == 0 {
 			t.Errorf("/api/cameras: %+v, want online with frames decoded and analysed", c)
 		}
 	}
+}
+
+func TestDaemonUnreachableNATS(t *testing.T) {
+	cfg, err := config.Parse([]byte(fmt.Sprintf("nats: {url: 'nats://u:hunter2@%s'}\n", closedAddr(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{Config: cfg, Logger: testLogger(t)}
+	err = d.Start()
+	if err == nil {
+		d.Close()
+		t.Fatal("Start succeeded with an unreachable NATS server")
+	}
+	if !strings.Contains(err.Error(), "NATS") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Start: %v; want an error naming NATS, without the password", err)
+	}
+	d.Close() // safe after a failed start, and twice
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // checkEvent asserts what every detection event must satisfy.

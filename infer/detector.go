@@ -1,0 +1,466 @@
+package infer
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// DetectorOptions configure a Detector. Zero values take the documented defaults.
+type DetectorOptions struct {
+	Model      string  // path of the .onnx file (required)
+	Library    string  // path of libonnxruntime.so (required unless ORT is already initialized in this process)
+	Provider   string  // "cpu" (default) or "cuda"; cuda never falls back to cpu
+	Device     int     // CUDA device id
+	Threads    int     // intra-op threads; 0: ORT's default
+	Confidence float64 // minimum class score kept; default 0.25
+	IoU        float64 // NMS IoU threshold: a box overlapping a better one of its class by more is dropped; default 0.45
+	MaxDet     int     // most detections returned per frame; default 300
+}
+
+func (o *DetectorOptions) setDefaults() {
+	if o.Provider == "" {
+		o.Provider = "cpu"
+	}
+	if o.Confidence == 0 {
+		o.Confidence = 0.25
+	}
+	if o.IoU == 0 {
+		o.IoU = 0.45
+	}
+	if o.MaxDet == 0 {
+		o.MaxDet = 300
+	}
+}
+
+// ortMu guards ONNX Runtime's process-wide environment, which the library keeps in its
+// own package state: it is initialized once per process and never torn down by a Detector.
+var ortMu sync.Mutex
+
+func initORT(library string) error {
+	ortMu.Lock()
+	defer ortMu.Unlock()
+	if ort.IsInitialized() {
+		return nil
+	}
+	if library == "" {
+		return errors.New("onnxruntime library path is empty (-library)")
+	}
+	if _, err := os.Stat(library); err != nil {
+		return fmt.Errorf("onnxruntime library: %w", err)
+	}
+	ort.SetSharedLibraryPath(library)
+	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+		return fmt.Errorf("load onnxruntime library %s: %w", library, err)
+	}
+	return nil
+}
+
+// Detector is one ONNX Runtime session of a YOLOv8-layout detector with its input and
+// output tensors and all per-frame buffers allocated once. It is not safe for concurrent
+// use: one goroutine (one worker) owns it.
+type Detector struct {
+	opts    DetectorOptions
+	info    ModelInfo
+	session *ort.AdvancedSession
+	input   *ort.Tensor[float32]
+	output  *ort.Tensor[float32]
+	classes int // C in the output [1, 4+C, N]
+	anchors int // N
+	dec     decoder
+}
+
+// NewDetector loads the model and creates its session. Errors name the file, the
+// library or the provider that failed.
+func NewDetector(opts DetectorOptions) (*Detector, error) {
+	opts.setDefaults()
+	if opts.Model == "" {
+		return nil, errors.New("model path is empty (-model)")
+	}
+	if opts.Provider != "cpu" && opts.Provider != "cuda" {
+		return nil, fmt.Errorf("provider %q: want cpu or cuda", opts.Provider)
+	}
+	if _, err := os.Stat(opts.Model); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if err := initORT(opts.Library); err != nil {
+		return nil, err
+	}
+	ins, outs, err := ort.GetInputOutputInfo(opts.Model)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", opts.Model, err)
+	}
+	if len(ins) != 1 || len(outs) != 1 {
+		return nil, fmt.Errorf("model %s: has %d inputs and %d outputs, want 1 and 1", opts.Model, len(ins), len(outs))
+	}
+	in, out := ins[0], outs[0]
+	if in.DataType != ort.TensorElementDataTypeFloat || out.DataType != ort.TensorElementDataTypeFloat {
+		return nil, fmt.Errorf("model %s: input %s / output %s must be float32", opts.Model, in, out)
+	}
+	if len(in.Dimensions) != 4 || in.Dimensions[0] != 1 || in.Dimensions[1] != 3 || in.Dimensions[2] <= 0 || in.Dimensions[3] <= 0 {
+		return nil, fmt.Errorf("model %s: input %q has shape %v, want static [1,3,H,W]", opts.Model, in.Name, in.Dimensions)
+	}
+	if len(out.Dimensions) != 3 || out.Dimensions[0] != 1 || out.Dimensions[1] <= 4 || out.Dimensions[2] <= 0 {
+		return nil, fmt.Errorf("model %s: output %q has shape %v, want static YOLOv8 layout [1,4+C,N]", opts.Model, out.Name, out.Dimensions)
+	}
+	d := &Detector{
+		opts:    opts,
+		classes: int(out.Dimensions[1]) - 4,
+		anchors: int(out.Dimensions[2]),
+	}
+	d.info = ModelInfo{
+		Path:     opts.Model,
+		InputW:   int(in.Dimensions[3]),
+		InputH:   int(in.Dimensions[2]),
+		Provider: opts.Provider,
+	}
+	d.info.Classes, err = modelClasses(opts.Model, d.classes)
+	if err != nil {
+		return nil, err
+	}
+	d.dec = newDecoder(d.classes, d.anchors, float32(opts.Confidence), opts.IoU, opts.MaxDet)
+
+	if err := d.newSession(in, out); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		return fmt.Errorf("session options: %w", err)
+	}
+	defer so.Destroy()
+	if d.opts.Threads > 0 {
+		if err := so.SetIntraOpNumThreads(d.opts.Threads); err != nil {
+			return fmt.Errorf("threads %d: %w", d.opts.Threads, err)
+		}
+		if err := so.SetInterOpNumThreads(1); err != nil {
+			return fmt.Errorf("inter-op threads: %w", err)
+		}
+	}
+	if d.opts.Provider == "cuda" {
+		if err := appendCUDA(so, d.opts.Device); err != nil {
+			return err
+		}
+	}
+	d.input, err = ort.NewEmptyTensor[float32](in.Dimensions)
+	if err != nil {
+		return fmt.Errorf("input tensor %v: %w", in.Dimensions, err)
+	}
+	d.output, err = ort.NewEmptyTensor[float32](out.Dimensions)
+	if err != nil {
+		return fmt.Errorf("output tensor %v: %w", out.Dimensions, err)
+	}
+	d.session, err = ort.NewAdvancedSession(d.opts.Model, []string{in.Name}, []string{out.Name},
+		[]ort.Value{d.input}, []ort.Value{d.output}, so)
+	if err != nil {
+		return fmt.Errorf("model %s: create session (provider %s): %w", d.opts.Model, d.opts.Provider, err)
+	}
+	return nil
+}
+
+func appendCUDA(so *ort.SessionOptions, device int) error {
+	co, err := ort.NewCUDAProviderOptions()
+	if err != nil {
+		return fmt.Errorf("provider cuda (device %d) unavailable: %w", device, err)
+	}
+	defer co.Destroy()
+	if err := co.Update(map[string]string{"device_id": strconv.Itoa(device)}); err != nil {
+		return fmt.Errorf("provider cuda (device %d) unavailable: %w", device, err)
+	}
+	if err := so.AppendExecutionProviderCUDA(co); err != nil {
+		return fmt.Errorf("provider cuda (device %d) unavailable: %w", device, err)
+	}
+	return nil
+}
+
+func modelClasses(path string, n int) ([]string, error) {
+	md, err := ort.GetModelMetadata(path)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: metadata: %w", path, err)
+	}
+	defer md.Destroy()
+	s, ok, err := md.LookupCustomMetadataMap("names")
+	if err != nil {
+		return nil, fmt.Errorf("model %s: metadata: %w", path, err)
+	}
+	if !ok {
+		// Not an Ultralytics export: label by class id.
+		names := make([]string, n)
+		for i := range names {
+			names[i] = strconv.Itoa(i)
+		}
+		return names, nil
+	}
+	names, err := ParseNames(s)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", path, err)
+	}
+	if len(names) != n {
+		return nil, fmt.Errorf("model %s: metadata names %d classes, output has %d", path, len(names), n)
+	}
+	return names, nil
+}
+
+// ParseNames parses Ultralytics' "names" metadata, a Python dict literal such as
+// "{0: 'person', 1: 'bicycle'}", into names indexed by class id. Ids must be 0..n-1.
+func ParseNames(s string) ([]string, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("metadata names: "+format, a...)
+	}
+	s = strings.TrimSpace(s)
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil, bad("not a {id: 'name', ...} dict: %.40q", s)
+	}
+	rest := strings.TrimSpace(s[1 : len(s)-1])
+	byID := map[int]string{}
+	for rest != "" {
+		colon := strings.IndexByte(rest, ':')
+		if colon < 0 {
+			return nil, bad("entry %.20q has no ':'", rest)
+		}
+		id, err := strconv.Atoi(strings.TrimSpace(rest[:colon]))
+		if err != nil || id < 0 {
+			return nil, bad("class id %q is not a non-negative integer", strings.TrimSpace(rest[:colon]))
+		}
+		rest = strings.TrimLeft(rest[colon+1:], " \t\n")
+		if rest == "" || (rest[0] != '\'' && rest[0] != '"') {
+			return nil, bad("name of class %d is not a quoted string", id)
+		}
+		q := rest[0]
+		end := strings.IndexByte(rest[1:], q)
+		if end < 0 {
+			return nil, bad("name of class %d has no closing quote", id)
+		}
+		if _, dup := byID[id]; dup {
+			return nil, bad("class id %d appears twice", id)
+		}
+		byID[id] = rest[1 : 1+end]
+		rest = strings.TrimSpace(rest[2+end:])
+		if rest != "" {
+			if rest[0] != ',' {
+				return nil, bad("expected ',' after class %d, got %.20q", id, rest)
+			}
+			rest = strings.TrimSpace(rest[1:])
+		}
+	}
+	if len(byID) == 0 {
+		return nil, bad("empty dict")
+	}
+	names := make([]string, len(byID))
+	for id, name := range byID {
+		if id >= len(names) {
+			return nil, bad("class ids are not 0..%d (found %d)", len(names)-1, id)
+		}
+		names[id] = name
+	}
+	return names, nil
+}
+
+// Model describes the loaded model.
+func (d *Detector) Model() ModelInfo { return d.info }
+
+// Detect runs the model on one letterboxed RGB24 frame (HWC uint8, exactly InputW x
+// InputH x 3 bytes) and appends its detections, in source pixels mapped through lb, to
+// dst[:0]. It allocates nothing when dst has room.
+func (d *Detector) Detect(pixRGB []byte, lb Letterbox, dst []Detection) ([]Detection, Timings, error) {
+	var tm Timings
+	if err := d.checkFrame(len(pixRGB), lb); err != nil {
+		return dst[:0], tm, err
+	}
+	t0 := time.Now()
+	preprocess(d.input.GetData(), pixRGB, d.info.InputW*d.info.InputH)
+	t1 := time.Now()
+	if err := d.session.Run(); err != nil {
+		return dst[:0], tm, fmt.Errorf("session run: %w", err)
+	}
+	t2 := time.Now()
+	dst = d.dec.decode(d.output.GetData(), lb, d.info.Classes, dst[:0])
+	t3 := time.Now()
+	tm = Timings{Pre: t1.Sub(t0), Run: t2.Sub(t1), Post: t3.Sub(t2)}
+	return dst, tm, nil
+}
+
+func (d *Detector) checkFrame(n int, lb Letterbox) error {
+	if want := d.info.InputW * d.info.InputH * 3; n != want {
+		return fmt.Errorf("frame has %d bytes, model input %dx%d RGB24 needs %d", n, d.info.InputW, d.info.InputH, want)
+	}
+	return checkLetterbox(lb, d.info.InputW, d.info.InputH)
+}
+
+func checkLetterbox(lb Letterbox, w, h int) error {
+	switch {
+	case lb.DstW != w || lb.DstH != h:
+		return fmt.Errorf("letterbox canvas %dx%d does not match model input %dx%d", lb.DstW, lb.DstH, w, h)
+	case lb.SrcW <= 0 || lb.SrcH <= 0:
+		return fmt.Errorf("letterbox source size %dx%d is not positive", lb.SrcW, lb.SrcH)
+	case lb.ScaledW <= 0 || lb.ScaledH <= 0 || lb.PadX < 0 || lb.PadY < 0 ||
+		lb.PadX+lb.ScaledW > w || lb.PadY+lb.ScaledH > h:
+		return fmt.Errorf("letterbox scaled %dx%d at (%d,%d) does not fit the %dx%d canvas",
+			lb.ScaledW, lb.ScaledH, lb.PadX, lb.PadY, w, h)
+	}
+	return nil
+}
+
+// Close releases the session and tensors. The process-wide ORT environment stays.
+func (d *Detector) Close() error {
+	var errs []error
+	if d.session != nil {
+		errs = append(errs, d.session.Destroy())
+		d.session = nil
+	}
+	if d.input != nil {
+		errs = append(errs, d.input.Destroy())
+		d.input = nil
+	}
+	if d.output != nil {
+		errs = append(errs, d.output.Destroy())
+		d.output = nil
+	}
+	return errors.Join(errs...)
+}
+
+// preprocess converts n pixels of RGB24 HWC uint8 into planar CHW float32 in 0..1.
+func preprocess(dst []float32, pix []byte, n int) {
+	r, g, b := dst[:n], dst[n:2*n], dst[2*n:3*n]
+	pix = pix[:3*n]
+	var lut [256]float32
+	for i := range lut {
+		lut[i] = float32(i) / 255
+	}
+	for i := range r {
+		p := pix[3*i:]
+		r[i], g[i], b[i] = lut[p[0]], lut[p[1]], lut[p[2]]
+	}
+}
+
+// candidate is one anchor whose best class passed the confidence threshold, with its box
+// on the input canvas as corners.
+type candidate struct {
+	x1, y1, x2, y2 float32
+	score          float32
+	class          int
+}
+
+// decoder turns a YOLOv8 output [1, 4+C, N] into detections, with buffers reused across
+// frames.
+type decoder struct {
+	classes, anchors int
+	conf             float32
+	iou              float64
+	maxDet           int
+	best             []float32 // best class score per anchor
+	bestC            []int32   // its class
+	cands            []candidate
+	removed          []bool
+}
+
+func newDecoder(classes, anchors int, conf float32, iou float64, maxDet int) decoder {
+	return decoder{
+		classes: classes, anchors: anchors, conf: conf, iou: iou, maxDet: maxDet,
+		best:  make([]float32, anchors),
+		bestC: make([]int32, anchors),
+		cands: make([]candidate, 0, 1024),
+	}
+}
+
+// candidates keeps, per anchor, the best class if its score reaches conf.
+func (d *decoder) candidates(out []float32) []candidate {
+	n := d.anchors
+	best, bestC := d.best[:n], d.bestC[:n]
+	copy(best, out[4*n:5*n])
+	clear(bestC)
+	for c := 1; c < d.classes; c++ {
+		row := out[(4+c)*n : (5+c)*n]
+		for i, s := range row {
+			if s > best[i] {
+				best[i] = s
+				bestC[i] = int32(c)
+			}
+		}
+	}
+	cands := d.cands[:0]
+	cx, cy, w, h := out[:n], out[n:2*n], out[2*n:3*n], out[3*n:4*n]
+	for i, s := range best {
+		if s < d.conf {
+			continue
+		}
+		cands = append(cands, candidate{
+			x1: cx[i] - w[i]/2, y1: cy[i] - h[i]/2,
+			x2: cx[i] + w[i]/2, y2: cy[i] + h[i]/2,
+			score: s, class: int(bestC[i]),
+		})
+	}
+	d.cands = cands
+	return cands
+}
+
+// nms sorts cands by score and keeps, class by class, each box that does not overlap a
+// kept better box of its class by an IoU above the threshold. It returns the kept ones, at
+// most maxDet, best first.
+func (d *decoder) nms(cands []candidate) []candidate {
+	slices.SortFunc(cands, func(a, b candidate) int { return cmp.Compare(b.score, a.score) })
+	if cap(d.removed) < len(cands) {
+		d.removed = make([]bool, len(cands))
+	}
+	removed := d.removed[:len(cands)]
+	clear(removed)
+	kept := cands[:0]
+	for i := range cands {
+		if removed[i] {
+			continue
+		}
+		a := cands[i]
+		for j := i + 1; j < len(cands); j++ {
+			if !removed[j] && cands[j].class == a.class && iou(a, cands[j]) > d.iou {
+				removed[j] = true
+			}
+		}
+		kept = append(kept, a) // i >= len(kept): never overwrites an unread candidate
+		if len(kept) == d.maxDet {
+			break
+		}
+	}
+	return kept
+}
+
+func iou(a, b candidate) float64 {
+	iw := min(a.x2, b.x2) - max(a.x1, b.x1)
+	ih := min(a.y2, b.y2) - max(a.y1, b.y1)
+	if iw <= 0 || ih <= 0 {
+		return 0
+	}
+	inter := float64(iw) * float64(ih)
+	ua := float64(a.x2-a.x1)*float64(a.y2-a.y1) + float64(b.x2-b.x1)*float64(b.y2-b.y1) - inter
+	if ua <= 0 {
+		return 0
+	}
+	return inter / ua
+}
+
+// decode runs candidates and NMS and appends the kept boxes, mapped to source pixels, to dst.
+func (d *decoder) decode(out []float32, lb Letterbox, names []string, dst []Detection) []Detection {
+	for _, c := range d.nms(d.candidates(out)) {
+		b := lb.ToSource(Box{X: float64(c.x1), Y: float64(c.y1), W: float64(c.x2 - c.x1), H: float64(c.y2 - c.y1)})
+		if b.W <= 0 || b.H <= 0 {
+			continue // entirely in the padding
+		}
+		label := ""
+		if c.class < len(names) {
+			label = names[c.class]
+		}
+		dst = append(dst, Detection{ClassID: c.class, Label: label, Score: c.score, Box: b})
+	}
+	return dst
+}

@@ -1,0 +1,60 @@
+// Package infer runs a YOLO-family detector on letterboxed frames.
+//
+// The detector itself (Detector: one ONNX Runtime session with reused tensors, CHW
+// pre-processing, YOLOv8 decoding and class-wise NMS) runs inside worker processes
+// (`visiond worker`, see WorkerMain), so that a crash or a hang in the runtime or the GPU
+// driver costs one worker, never the daemon. The daemon side (Pool) starts the workers,
+// hands them frames through a shared-memory slot and a job message (protocol.go), and
+// supervises them: a worker that exits, breaks the protocol or misses a job's deadline
+// has its job reported as lost (ErrWorkerLost, ErrJobTimeout) and is restarted after a
+// jittered, growing delay.
+package infer
+
+import (
+	"errors"
+	"time"
+)
+
+// Errors reported in Result.Err and by the protocol decoder. Match them with errors.Is;
+// the wrapped message names the worker, the job or the offending value.
+var (
+	// ErrWorkerLost: the worker exited or broke the protocol while the job was in flight.
+	ErrWorkerLost = errors.New("infer: worker lost")
+	// ErrJobTimeout: the job ran past PoolConfig.JobTimeout; the worker was killed.
+	ErrJobTimeout = errors.New("infer: job timed out")
+	// ErrJobRejected: the worker refused the job (bad slot, letterbox or frame size) or
+	// the session failed on it; the worker keeps serving.
+	ErrJobRejected = errors.New("infer: job rejected")
+	// ErrPoolClosed: the pool was closed while the job was queued or in flight.
+	ErrPoolClosed = errors.New("infer: pool closed")
+
+	// ErrFrameTooLarge: a protocol frame announced more than MaxFrameSize bytes.
+	ErrFrameTooLarge = errors.New("infer: protocol frame too large")
+	// ErrFrameTruncated: the stream ended inside a frame.
+	ErrFrameTruncated = errors.New("infer: protocol frame truncated")
+	// ErrBadMessage: a frame held malformed JSON, an unknown type or missing fields.
+	ErrBadMessage = errors.New("infer: bad protocol message")
+)
+
+// Detection is one object found in a frame. Box is in source-frame pixels.
+type Detection struct {
+	ClassID int     `json:"class_id"`
+	Label   string  `json:"label"`
+	Score   float32 `json:"score"`
+	Box     Box     `json:"box"`
+}
+
+// ModelInfo describes the model a worker (or Detector) has loaded.
+type ModelInfo struct {
+	Path           string   // model file
+	InputW, InputH int      // input size in pixels (the letterbox canvas)
+	Classes        []string // class names by class id
+	Provider       string   // execution provider: "cpu" or "cuda"
+}
+
+// Timings are the stages of one detection, measured inside the worker.
+type Timings struct {
+	Pre  time.Duration // HWC uint8 -> CHW float32
+	Run  time.Duration // session run
+	Post time.Duration // decode, NMS, mapping to source pixels
+}

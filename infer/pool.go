@@ -1,0 +1,744 @@
+package infer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// PoolConfig configures a Pool. Zero values take the documented defaults.
+type PoolConfig struct {
+	Count      int     // worker processes; default 1
+	Model      string  // .onnx file (required)
+	Library    string  // libonnxruntime.so (required)
+	Provider   string  // "cpu" (default) or "cuda"
+	Device     int     // CUDA device id
+	Threads    int     // intra-op threads per worker; 0: ORT's default
+	Confidence float64 // minimum class score; default 0.25
+	IoU        float64 // NMS IoU threshold; default 0.45
+
+	JobTimeout      time.Duration // a job running longer kills its worker (ErrJobTimeout); default 10 s
+	StartTimeout    time.Duration // from exec to hello (model load); default 2 min
+	StopTimeout     time.Duration // SIGTERM to SIGKILL on Close; default 5 s
+	RestartDelay    time.Duration // first restart delay, doubled per failed attempt, jittered; default 250 ms
+	MaxRestartDelay time.Duration // cap of the restart delay; default 30 s
+	Slots           int           // frame slots per worker; default 2 (used in turn)
+	SlotBytes       int           // bytes per slot; default DefaultSlotBytes (1280x1280 RGB24)
+
+	Command []string // argv that starts a worker; default {os.Executable(), "worker"}; flags are appended
+	Env     []string // extra environment of workers, appended to os.Environ()
+	Logger  *slog.Logger
+}
+
+func (c *PoolConfig) setDefaults() error {
+	if c.Count == 0 {
+		c.Count = 1
+	}
+	if c.Provider == "" {
+		c.Provider = "cpu"
+	}
+	if c.Confidence == 0 {
+		c.Confidence = 0.25
+	}
+	if c.IoU == 0 {
+		c.IoU = 0.45
+	}
+	if c.JobTimeout == 0 {
+		c.JobTimeout = 10 * time.Second
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 2 * time.Minute
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = 5 * time.Second
+	}
+	if c.RestartDelay == 0 {
+		c.RestartDelay = 250 * time.Millisecond
+	}
+	if c.MaxRestartDelay == 0 {
+		c.MaxRestartDelay = 30 * time.Second
+	}
+	if c.Slots == 0 {
+		c.Slots = 2
+	}
+	if c.SlotBytes == 0 {
+		c.SlotBytes = DefaultSlotBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if len(c.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("infer: worker command: %w", err)
+		}
+		c.Command = []string{exe, "worker"}
+	}
+	switch {
+	case c.Count < 0:
+		return fmt.Errorf("infer: Count %d must be positive", c.Count)
+	case c.Model == "":
+		return errors.New("infer: Model is empty")
+	case c.Slots < 0 || c.SlotBytes < 0:
+		return fmt.Errorf("infer: Slots %d and SlotBytes %d must be positive", c.Slots, c.SlotBytes)
+	}
+	return nil
+}
+
+func (c *PoolConfig) workerArgs() []string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return append(slices.Clone(c.Command),
+		"-model", c.Model, "-library", c.Library, "-provider", c.Provider,
+		"-device", strconv.Itoa(c.Device), "-threads", strconv.Itoa(c.Threads),
+		"-confidence", f(c.Confidence), "-iou", f(c.IoU),
+		"-slots", strconv.Itoa(c.Slots), "-slot-bytes", strconv.Itoa(c.SlotBytes))
+}
+
+// Job identifies a frame handed to the pool.
+type Job struct {
+	Camera    string
+	Seq       uint64
+	Captured  time.Time
+	Letterbox Letterbox
+}
+
+// Result is the outcome of one job. Err is nil on success; otherwise it matches
+// ErrWorkerLost, ErrJobTimeout, ErrJobRejected or ErrPoolClosed.
+type Result struct {
+	Job            Job
+	Detections     []Detection // in source pixels
+	Worker, PID    int
+	Pre, Run, Post time.Duration // measured in the worker
+	Total          time.Duration // dispatch to result, as seen by the daemon
+	Err            error
+}
+
+// WorkerState is the state of one worker slot of the pool.
+type WorkerState string
+
+// Worker states.
+const (
+	WorkerStarting   WorkerState = "starting"
+	WorkerIdle       WorkerState = "idle"
+	WorkerBusy       WorkerState = "busy"
+	WorkerRestarting WorkerState = "restarting"
+	WorkerStopped    WorkerState = "stopped"
+)
+
+// WorkerStatus is a snapshot of one worker slot.
+type WorkerStatus struct {
+	Index    int
+	PID      int // 0 while no process runs
+	State    WorkerState
+	Jobs     uint64 // jobs answered (successfully or rejected)
+	Lost     uint64 // jobs lost to a crash, a protocol break or a timeout
+	Restarts uint64 // processes started after the first
+}
+
+// Pool runs Count worker processes and hands each at most one job at a time.
+type Pool struct {
+	cfg    PoolConfig
+	ctx    context.Context // ends on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // supervisors and done callbacks
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	model   ModelInfo
+	workers []*worker
+	next    int    // round-robin start of the idle search
+	nextID  uint64 // job ids
+}
+
+type worker struct {
+	index int
+	memfd *os.File
+	mem   []byte // the daemon's mapping of memfd
+
+	// guarded by Pool.mu
+	state    WorkerState
+	pr       *proc
+	inflight *pending
+	slot     int
+	jobs     uint64
+	lost     uint64
+	restarts uint64
+}
+
+type pending struct {
+	id      uint64
+	job     Job
+	done    func(Result)
+	started time.Time
+}
+
+// NewPool returns a pool; Start starts its workers.
+func NewPool(cfg PoolConfig) *Pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Pool{cfg: cfg, ctx: ctx, cancel: cancel}
+}
+
+// Start starts Count workers and waits for each one's hello. If one fails (bad model,
+// missing library, unavailable provider), the others are stopped and Start returns that
+// worker's error. ctx bounds the start only; the workers run until Close.
+func (p *Pool) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.started || p.closed {
+		p.mu.Unlock()
+		return errors.New("infer: pool already started or closed")
+	}
+	p.started = true
+	p.mu.Unlock()
+	if err := p.cfg.setDefaults(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(p.ctx, cancel) // Close during Start
+	defer stop()
+
+	workers := make([]*worker, p.cfg.Count)
+	for i := range workers {
+		w, err := newWorker(i, p.cfg.Slots*p.cfg.SlotBytes)
+		if err != nil {
+			for _, w := range workers[:i] {
+				w.release()
+			}
+			return err
+		}
+		workers[i] = w
+	}
+	procs := make([]*proc, len(workers))
+	hellos := make([]*helloMsg, len(workers))
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Go(func() { procs[i], hellos[i], errs[i] = p.launch(ctx, w) })
+	}
+	wg.Wait()
+	var err error
+	for i, e := range errs { // the first failure; the others are most likely the same
+		if e != nil && err == nil {
+			err = e
+		} else if e != nil {
+			p.cfg.Logger.Error("worker failed to start", "worker", i, "err", e)
+		}
+	}
+	if err == nil {
+		for i, h := range hellos[1:] {
+			if h.InputW != hellos[0].InputW || h.InputH != hellos[0].InputH || len(h.Classes) != len(hellos[0].Classes) {
+				err = fmt.Errorf("infer: worker %d loaded a different model than worker 0", i+1)
+			}
+		}
+	}
+	if err != nil {
+		for i, pr := range procs {
+			if pr != nil {
+				pr.terminate(p.cfg.StopTimeout)
+				pr.close()
+			}
+			workers[i].release()
+		}
+		return err
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for i, pr := range procs {
+			pr.terminate(p.cfg.StopTimeout)
+			pr.close()
+			workers[i].release()
+		}
+		return ErrPoolClosed
+	}
+	h := hellos[0]
+	p.model = ModelInfo{Path: h.Model, InputW: h.InputW, InputH: h.InputH, Classes: h.Classes, Provider: h.Provider}
+	p.workers = workers
+	for i, w := range workers {
+		w.pr, w.state = procs[i], WorkerIdle
+		p.wg.Add(1)
+		go p.supervise(w)
+	}
+	return nil
+}
+
+func newWorker(index, size int) (*worker, error) {
+	fd, err := unix.MemfdCreate("visiond-frames-"+strconv.Itoa(index), unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("infer: memfd for worker %d: %w", index, err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("infer: size memfd of worker %d to %d bytes: %w", index, size, err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("infer: map memfd of worker %d: %w", index, err)
+	}
+	return &worker{index: index, memfd: os.NewFile(uintptr(fd), "frames"), mem: mem, state: WorkerStarting}, nil
+}
+
+func (w *worker) release() {
+	if w.mem != nil {
+		unix.Munmap(w.mem)
+		w.mem = nil
+	}
+	w.memfd.Close()
+}
+
+// Model describes the model the workers loaded (valid after Start).
+func (p *Pool) Model() ModelInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.model
+	m.Classes = slices.Clone(m.Classes)
+	return m
+}
+
+// Workers returns a snapshot of every worker slot.
+func (p *Pool) Workers() []WorkerStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]WorkerStatus, len(p.workers))
+	for i, w := range p.workers {
+		out[i] = WorkerStatus{Index: w.index, State: w.state, Jobs: w.jobs, Lost: w.lost, Restarts: w.restarts}
+		if w.pr != nil {
+			out[i].PID = w.pr.pid
+		}
+	}
+	return out
+}
+
+// TryDispatch hands the job to an idle worker and returns true, or returns false at once
+// if none is idle (or the pool is not running). pix, RGB24 HWC of the model's input size
+// letterboxed as job.Letterbox says, is copied before TryDispatch returns. done is called
+// exactly once, from a goroutine of the pool, with the result; it must not block for long.
+func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || !p.started {
+		return false
+	}
+	var w *worker
+	for k := range p.workers {
+		c := p.workers[(p.next+k)%len(p.workers)]
+		if c.state == WorkerIdle && c.inflight == nil && c.pr != nil {
+			w = c
+			p.next = (c.index + 1) % len(p.workers)
+			break
+		}
+	}
+	if w == nil {
+		return false
+	}
+	if err := p.checkInput(pix, job.Letterbox); err != nil {
+		res := Result{Job: job, Worker: w.index, Err: fmt.Errorf("%w: camera %q seq %d: %v", ErrJobRejected, job.Camera, job.Seq, err)}
+		p.wg.Go(func() { done(res) })
+		return true
+	}
+	slot := w.slot
+	w.slot = (w.slot + 1) % p.cfg.Slots
+	copy(w.mem[slot*p.cfg.SlotBytes:], pix)
+	p.nextID++
+	w.inflight = &pending{id: p.nextID, job: job, done: done, started: time.Now()}
+	w.state = WorkerBusy
+	pr := w.pr
+	pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
+	err := writeMessage(pr.jobsW, message{Type: msgJob, Job: &jobMsg{
+		ID: p.nextID, Slot: slot, Camera: job.Camera, Seq: job.Seq, Letterbox: job.Letterbox,
+	}})
+	if err != nil {
+		// The worker is gone or going; its supervisor reports the job as lost.
+		pr.note(fmt.Errorf("write job: %w", err))
+		pr.kill()
+	}
+	return true
+}
+
+func (p *Pool) checkInput(pix []byte, lb Letterbox) error {
+	m := p.model
+	if want := m.InputW * m.InputH * 3; len(pix) != want {
+		return fmt.Errorf("frame has %d bytes, model input %dx%d RGB24 needs %d", len(pix), m.InputW, m.InputH, want)
+	}
+	return checkLetterbox(lb, m.InputW, m.InputH)
+}
+
+// Close stops the workers (SIGTERM, SIGKILL after StopTimeout), reports jobs in flight
+// with ErrPoolClosed and waits for every goroutine of the pool. Safe to call twice.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	first := !p.closed
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+	if first {
+		for _, w := range p.workers {
+			w.release()
+		}
+	}
+}
+
+// supervise serves w's current process until it ends, then restarts it after a
+// jittered, growing delay, until the pool closes.
+func (p *Pool) supervise(w *worker) {
+	defer p.wg.Done()
+	log := p.cfg.Logger.With("worker", w.index)
+	attempt := 0
+	for {
+		started := time.Now()
+		err := p.serve(w)
+		if p.ctx.Err() != nil {
+			p.setState(w, WorkerStopped)
+			return
+		}
+		log.Warn("worker ended", "err", err, "served", time.Since(started).Round(time.Millisecond))
+		if time.Since(started) > time.Minute {
+			attempt = 0 // it had been healthy: restart promptly
+		}
+		for {
+			delay := backoff(p.cfg.RestartDelay, p.cfg.MaxRestartDelay, attempt)
+			attempt++
+			p.setState(w, WorkerRestarting)
+			log.Info("restarting worker", "in", delay.Round(time.Millisecond), "attempt", attempt)
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-p.ctx.Done():
+				t.Stop()
+				p.setState(w, WorkerStopped)
+				return
+			}
+			p.setState(w, WorkerStarting)
+			pr, _, err := p.launch(p.ctx, w)
+			if err == nil {
+				p.mu.Lock()
+				w.pr, w.state = pr, WorkerIdle
+				w.restarts++
+				p.mu.Unlock()
+				log.Info("worker restarted", "pid", pr.pid)
+				break
+			}
+			if p.ctx.Err() != nil {
+				p.setState(w, WorkerStopped)
+				return
+			}
+			log.Error("worker restart failed", "err", err)
+		}
+	}
+}
+
+// backoff is base*2^attempt capped at maxDelay, drawn uniformly from its upper half.
+func backoff(base, maxDelay time.Duration, attempt int) time.Duration {
+	d := maxDelay
+	if attempt < 30 {
+		d = min(maxDelay, base<<attempt)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func (p *Pool) setState(w *worker, s WorkerState) {
+	p.mu.Lock()
+	w.state = s
+	p.mu.Unlock()
+}
+
+// serve reads w's results until its process ends or breaks the protocol, then reports
+// the job in flight, if any, as lost.
+func (p *Pool) serve(w *worker) error {
+	p.mu.Lock()
+	pr := w.pr
+	p.mu.Unlock()
+
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-p.ctx.Done():
+			pr.terminate(p.cfg.StopTimeout)
+		case <-quit:
+		}
+	})
+	err := p.readResults(w, pr)
+	p.setState(w, WorkerRestarting) // no new job for this process
+	pr.kill()                       // no-op if it already exited
+	close(quit)
+	wg.Wait()
+	pr.close()
+	if n := pr.noted(); n != nil {
+		err = fmt.Errorf("%w (%v)", err, n)
+	}
+	err = fmt.Errorf("worker %d (pid %d): %w; %s", w.index, pr.pid, err, pr.exitDescription())
+
+	p.mu.Lock()
+	pend := w.inflight
+	w.inflight, w.pr = nil, nil
+	if pend != nil {
+		w.lost++
+	}
+	p.mu.Unlock()
+	if pend != nil {
+		res := Result{Job: pend.job, Worker: w.index, PID: pr.pid, Total: time.Since(pend.started)}
+		switch {
+		case errors.Is(err, errNoResult):
+			res.Err = fmt.Errorf("%w: %v", ErrJobTimeout, err)
+		case p.ctx.Err() != nil:
+			res.Err = fmt.Errorf("%w: %v", ErrPoolClosed, err)
+		default:
+			res.Err = fmt.Errorf("%w: %v", ErrWorkerLost, err)
+		}
+		pend.done(res)
+	}
+	return err
+}
+
+func (p *Pool) readResults(w *worker, pr *proc) error {
+	r := bufio.NewReader(pr.resR)
+	var buf []byte
+	for {
+		var m message
+		var err error
+		m, buf, err = readMessage(r, buf)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("%w within %v", errNoResult, p.cfg.JobTimeout)
+		case errors.Is(err, io.EOF):
+			return errors.New("worker closed its results pipe")
+		case err != nil:
+			return fmt.Errorf("read result: %w", err)
+		case m.Type != msgResult:
+			return fmt.Errorf("read result: %w: got a %q message", ErrBadMessage, m.Type)
+		}
+		p.mu.Lock()
+		pend := w.inflight
+		if pend == nil || pend.id != m.Result.ID {
+			p.mu.Unlock()
+			return fmt.Errorf("read result: %w: result for job %d, none of that id in flight", ErrBadMessage, m.Result.ID)
+		}
+		pr.resR.SetReadDeadline(time.Time{}) // before idle: the next dispatch sets its own
+		w.inflight = nil
+		w.state = WorkerIdle
+		w.jobs++
+		p.mu.Unlock()
+
+		rm := m.Result
+		res := Result{
+			Job: pend.job, Detections: rm.Detections, Worker: w.index, PID: pr.pid,
+			Pre: elapsedUS(rm.PreUS), Run: elapsedUS(rm.RunUS), Post: elapsedUS(rm.PostUS),
+			Total: time.Since(pend.started),
+		}
+		if rm.Error != "" {
+			res.Err = fmt.Errorf("%w: worker %d: %s", ErrJobRejected, w.index, rm.Error)
+		}
+		pend.done(res)
+	}
+}
+
+// errNoResult: the job in flight passed its deadline.
+var errNoResult = errors.New("no result")
+
+// proc is one worker process with its pipes.
+type proc struct {
+	cmd      *exec.Cmd
+	pid      int
+	jobsW    *os.File      // daemon -> worker
+	resR     *os.File      // worker -> daemon
+	exited   chan struct{} // closed once the process has been waited for
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	tail     []string // last stderr lines
+	firstErr error    // a write error seen by TryDispatch
+}
+
+const tailLines = 8
+
+// launch starts a worker process for w and waits for its hello.
+func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *helloMsg, error) {
+	log := p.cfg.Logger.With("worker", w.index)
+	jobsR, jobsW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("infer: worker %d: %w", w.index, err)
+	}
+	resR, resW, err := os.Pipe()
+	if err != nil {
+		jobsR.Close()
+		jobsW.Close()
+		return nil, nil, fmt.Errorf("infer: worker %d: %w", w.index, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		jobsR.Close()
+		jobsW.Close()
+		resR.Close()
+		resW.Close()
+		return nil, nil, fmt.Errorf("infer: worker %d: %w", w.index, err)
+	}
+	argv := p.cfg.workerArgs()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), p.cfg.Env...)
+	cmd.Stdout, cmd.Stderr = errW, errW
+	cmd.ExtraFiles = []*os.File{w.memfd, jobsR, resW} // fds 3, 4, 5
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	jobsR.Close()
+	resW.Close()
+	errW.Close()
+	if err != nil {
+		jobsW.Close()
+		resR.Close()
+		errR.Close()
+		return nil, nil, fmt.Errorf("infer: worker %d: start %s: %w", w.index, argv[0], err)
+	}
+	pr := &proc{cmd: cmd, pid: cmd.Process.Pid, jobsW: jobsW, resR: resR, exited: make(chan struct{})}
+	pr.wg.Go(func() {
+		_ = cmd.Wait() // the exit status is in cmd.ProcessState
+		close(pr.exited)
+	})
+	pr.wg.Go(func() { pr.forwardLog(errR, log.With("pid", pr.pid)) })
+
+	fail := func(err error) (*proc, *helloMsg, error) {
+		pr.kill()
+		pr.close()
+		return nil, nil, fmt.Errorf("infer: worker %d (pid %d): %w", w.index, pr.pid, err)
+	}
+	resR.SetReadDeadline(time.Now().Add(p.cfg.StartTimeout))
+	stop := context.AfterFunc(ctx, func() { resR.SetReadDeadline(time.Now()) })
+	m, _, err := readMessage(resR, nil)
+	stop()
+	resR.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fail(fmt.Errorf("start cancelled: %w", ctx.Err()))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fail(fmt.Errorf("no hello within %v", p.cfg.StartTimeout))
+	case err != nil:
+		pr.kill()
+		pr.close()
+		return nil, nil, fmt.Errorf("infer: worker %d (pid %d) ended before its hello (%v); %s",
+			w.index, pr.pid, err, pr.exitDescription())
+	case m.Type != msgHello:
+		return fail(fmt.Errorf("%w: first message is %q, want hello", ErrBadMessage, m.Type))
+	case m.Hello.Error != "":
+		return fail(errors.New(m.Hello.Error))
+	case m.Hello.InputW*m.Hello.InputH*3 > p.cfg.SlotBytes:
+		return fail(fmt.Errorf("model input %dx%d does not fit a slot of %d bytes", m.Hello.InputW, m.Hello.InputH, p.cfg.SlotBytes))
+	}
+	log.Info("worker started", "pid", pr.pid, "model", m.Hello.Model, "provider", m.Hello.Provider)
+	return pr, m.Hello, nil
+}
+
+// forwardLog logs each stderr line of the worker and keeps the last few for errors.
+func (pr *proc) forwardLog(r *os.File, log *slog.Logger) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 4096)
+	for {
+		line, err := br.ReadString('\n')
+		if line = strings.TrimSpace(stripANSI(line)); line != "" {
+			log.Info("worker log", "line", line)
+			pr.mu.Lock()
+			pr.tail = append(pr.tail, line)
+			if len(pr.tail) > tailLines {
+				pr.tail = pr.tail[1:]
+			}
+			pr.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func stripANSI(s string) string {
+	if !strings.Contains(s, "\x1b[") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '[' {
+			j := i + 2
+			for j < len(s) && (s[j] < 0x40 || s[j] > 0x7e) {
+				j++
+			}
+			i = j
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func (pr *proc) note(err error) {
+	pr.mu.Lock()
+	if pr.firstErr == nil {
+		pr.firstErr = err
+	}
+	pr.mu.Unlock()
+}
+
+func (pr *proc) noted() error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.firstErr
+}
+
+func (pr *proc) kill() {
+	select {
+	case <-pr.exited:
+	default:
+		_ = pr.cmd.Process.Kill()
+	}
+}
+
+// terminate asks the worker to stop (end of its job stream, SIGTERM) and kills it if it
+// has not exited within bound.
+func (pr *proc) terminate(bound time.Duration) {
+	pr.jobsW.Close()
+	select {
+	case <-pr.exited:
+		return
+	default:
+	}
+	_ = pr.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-pr.exited:
+	case <-t.C:
+		_ = pr.cmd.Process.Kill()
+	}
+}
+
+// close waits for the process and its log, then closes the daemon's pipe ends.
+func (pr *proc) close() {
+	pr.wg.Wait()
+	pr.jobsW.Close()
+	pr.resR.Close()
+}
+
+// exitDescription says how the process ended and what it last logged. Call after close.
+func (pr *proc) exitDescription() string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	s := "exit: " + pr.cmd.ProcessState.String()
+	if len(pr.tail) > 0 {
+		s += "; stderr: " + strings.Join(pr.tail, " | ")
+	}
+	return s
+}

@@ -1,0 +1,221 @@
+package infer
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func frame(payload string) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
+	return append(b, payload...)
+}
+
+func rawLen(n uint32, payload string) []byte {
+	return append(binary.LittleEndian.AppendUint32(nil, n), payload...)
+}
+
+var readMessageCases = []struct {
+	name    string
+	in      []byte
+	wantIs  error
+	wantErr string
+}{
+	{"empty stream", nil, io.EOF, "EOF"},
+	{"oversize length", rawLen(MaxFrameSize+1, "{}"), ErrFrameTooLarge, "length 1048577 exceeds 1048576"},
+	{"huge length", rawLen(0xffffffff, ""), ErrFrameTooLarge, "length 4294967295 exceeds"},
+	{"zero length", rawLen(0, ""), ErrBadMessage, "empty frame"},
+	{"truncated length", []byte{7, 0}, ErrFrameTruncated, "after 2 of 4 length bytes"},
+	{"truncated payload", rawLen(20, `{"type":`), ErrFrameTruncated, "after 8 of 20 payload bytes"},
+	{"bad JSON", frame(`{"type":"job",`), ErrBadMessage, "malformed JSON"},
+	{"not an object", frame(`[1,2]`), ErrBadMessage, "malformed JSON"},
+	{"trailing data", frame(`{"type":"result","result":{"id":1}} {}`), ErrBadMessage, "trailing data"},
+	{"unknown type", frame(`{"type":"bogus"}`), ErrBadMessage, `unknown message type "bogus"`},
+	{"missing type", frame(`{}`), ErrBadMessage, `unknown message type ""`},
+	{"type without body", frame(`{"type":"job"}`), ErrBadMessage, `must carry exactly its "job" field`},
+	{"two bodies", frame(`{"type":"job","job":{},"result":{}}`), ErrBadMessage, `must carry exactly its "job" field`},
+	{"unknown field", frame(`{"type":"job","job":{"id":1,"frobnicate":true}}`), ErrBadMessage, `unknown field "frobnicate"`},
+	{"wrong field type", frame(`{"type":"job","job":{"id":"one"}}`), ErrBadMessage, "malformed JSON"},
+	{"job", frame(`{"type":"job","job":{"id":7,"slot":1,"camera":"gate","seq":42,"letterbox":{"SrcW":768,"SrcH":576,"DstW":640,"DstH":640,"ScaledW":640,"ScaledH":480,"PadX":0,"PadY":80}}}`), nil, ""},
+	{"hello", frame(`{"type":"hello","hello":{"pid":1,"model":"m","input_w":640,"input_h":640,"classes":["a"],"provider":"cpu"}}`), nil, ""},
+	{"result", frame(`{"type":"result","result":{"id":7,"detections":[{"class_id":0,"label":"a","score":0.5,"box":{"X":1,"Y":2,"W":3,"H":4}}],"pre_us":1,"run_us":2,"post_us":3}}`), nil, ""},
+}
+
+func TestReadMessage(t *testing.T) {
+	for _, tc := range readMessageCases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, err := readMessage(bytes.NewReader(tc.in), nil)
+			if tc.wantIs == nil {
+				if err != nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				// Round trip through writeMessage.
+				var buf bytes.Buffer
+				if err := writeMessage(&buf, m); err != nil {
+					t.Fatal(err)
+				}
+				m2, _, err := readMessage(&buf, nil)
+				if err != nil || m2.Type != m.Type {
+					t.Fatalf("round trip: %+v, %v", m2, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.wantIs) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err %v, want %v containing %q", err, tc.wantIs, tc.wantErr)
+			}
+		})
+	}
+	// The job decodes to its fields.
+	m, _, err := readMessage(bytes.NewReader(readMessageCases[15].in), nil)
+	if err != nil || m.Job.ID != 7 || m.Job.Slot != 1 || m.Job.Camera != "gate" || m.Job.Letterbox != NewLetterbox(768, 576, 640, 640) {
+		t.Fatalf("job: %+v %v", m.Job, err)
+	}
+}
+
+func TestCheckJob(t *testing.T) {
+	lb := NewLetterbox(768, 576, 640, 640)
+	for _, tc := range []struct {
+		name    string
+		job     jobMsg
+		wantErr string
+	}{
+		{"ok", jobMsg{ID: 1, Slot: 1, Letterbox: lb}, ""},
+		{"slot high", jobMsg{ID: 2, Slot: 2, Letterbox: lb}, "job 2: slot 2 out of range [0,2)"},
+		{"slot negative", jobMsg{ID: 3, Slot: -1, Letterbox: lb}, "slot -1 out of range"},
+		{"other canvas", jobMsg{ID: 4, Letterbox: NewLetterbox(768, 576, 320, 320)}, "letterbox canvas 320x320 does not match model input 640x640"},
+		{"zero source", jobMsg{ID: 5, Letterbox: Letterbox{DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640}}, "source size 0x0 is not positive"},
+		{"scaled too big", jobMsg{ID: 6, Letterbox: Letterbox{SrcW: 10, SrcH: 10, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640, PadY: 1}}, "does not fit the 640x640 canvas"},
+	} {
+		err := checkJob(&tc.job, 2, 640, 640)
+		if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+func FuzzReadMessage(f *testing.F) {
+	for _, tc := range readMessageCases {
+		f.Add(tc.in)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := bytes.NewReader(in)
+		var buf []byte
+		for range 4 {
+			m, b, err := readMessage(r, buf)
+			buf = b
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, ErrFrameTooLarge) &&
+					!errors.Is(err, ErrFrameTruncated) && !errors.Is(err, ErrBadMessage) {
+					t.Fatalf("unclassified error %v", err)
+				}
+				return
+			}
+			// Whatever decodes must carry its body and survive a round trip.
+			var w bytes.Buffer
+			if err := writeMessage(&w, m); err != nil {
+				t.Fatalf("re-encode %+v: %v", m, err)
+			}
+			if _, _, err := readMessage(&w, nil); err != nil {
+				t.Fatalf("re-read %+v: %v", m, err)
+			}
+		}
+	})
+}
+
+// rawWorker is a worker process driven by hand over its pipes, without a Pool.
+type rawWorker struct {
+	cmd    *exec.Cmd
+	jobs   *os.File
+	res    *bufio.Reader
+	stderr bytes.Buffer
+	mem    []byte
+}
+
+func startRawWorker(t *testing.T, slots int) *rawWorker {
+	t.Helper()
+	a := thirdParty(t)
+	const slotBytes = 640 * 640 * 3
+	fd, err := unix.MemfdCreate("test-frames", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memfd := os.NewFile(uintptr(fd), "frames")
+	t.Cleanup(func() { memfd.Close() })
+	if err := unix.Ftruncate(fd, int64(slots*slotBytes)); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(fd, 0, slots*slotBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	jobsR, jobsW, _ := os.Pipe()
+	resR, resW, _ := os.Pipe()
+	w := &rawWorker{jobs: jobsW, res: bufio.NewReader(resR), mem: mem}
+	w.cmd = exec.Command(os.Args[0], "-model", a.model, "-library", a.library, "-threads", "2",
+		"-slots", "2", "-slot-bytes", "1228800")
+	w.cmd.Env = append(os.Environ(), workerEnv+"=1")
+	w.cmd.ExtraFiles = []*os.File{memfd, jobsR, resW}
+	w.cmd.Stderr = &w.stderr
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	jobsR.Close()
+	resW.Close()
+	t.Cleanup(func() {
+		jobsW.Close()
+		resR.Close()
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+	})
+	m, _, err := readMessage(w.res, nil)
+	if err != nil || m.Type != msgHello || m.Hello.Error != "" {
+		t.Fatalf("hello: %+v %v", m.Hello, err)
+	}
+	return w
+}
+
+func (w *rawWorker) job(t *testing.T, j jobMsg) *resultMsg {
+	t.Helper()
+	if err := writeMessage(w.jobs, message{Type: msgJob, Job: &j}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := readMessage(w.res, nil)
+	if err != nil || m.Type != msgResult || m.Result.ID != j.ID {
+		t.Fatalf("result of job %d: %+v %v", j.ID, m, err)
+	}
+	return m.Result
+}
+
+// TestWorkerProtocol drives a real worker: bad jobs get error results and the worker keeps
+// serving; a broken stream ends it with a clear error.
+func TestWorkerProtocol(t *testing.T) {
+	w := startRawWorker(t, 2)
+	lb := NewLetterbox(640, 640, 640, 640)
+	if r := w.job(t, jobMsg{ID: 1, Slot: 5, Letterbox: lb}); !strings.Contains(r.Error, "job 1: slot 5 out of range [0,2)") {
+		t.Errorf("slot out of range: %+v", r)
+	}
+	if r := w.job(t, jobMsg{ID: 2, Slot: 0, Letterbox: NewLetterbox(640, 640, 320, 320)}); !strings.Contains(r.Error, "letterbox canvas 320x320 does not match model input 640x640") {
+		t.Errorf("letterbox mismatch: %+v", r)
+	}
+	for i := range w.mem {
+		w.mem[i] = PadValue
+	}
+	if r := w.job(t, jobMsg{ID: 3, Slot: 1, Letterbox: lb}); r.Error != "" || r.RunUS <= 0 {
+		t.Errorf("good job after bad ones: %+v", r)
+	}
+	// An oversized frame breaks the stream: the worker exits with that error.
+	w.jobs.Write(rawLen(MaxFrameSize+1, ""))
+	err := w.cmd.Wait()
+	if err == nil || !strings.Contains(w.stderr.String(), "protocol frame too large") {
+		t.Fatalf("worker exit %v, stderr:\n%s", err, w.stderr.String())
+	}
+}

@@ -1,0 +1,256 @@
+package sources
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bluenviron/gortsplib/v4"
+	"github.com/bluenviron/gortsplib/v4/pkg/base"
+	"github.com/bluenviron/gortsplib/v4/pkg/description"
+	"github.com/bluenviron/gortsplib/v4/pkg/format"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/sources/samplecam"
+)
+
+func TestCameraSampleEndToEnd(t *testing.T) {
+	base := runtimeGoroutines()
+	var logs logBuffer
+	srv := &samplecam.Server{
+		Listen:  "127.0.0.1:0",
+		Streams: map[string]string{"vtest": media(t, sampleFile)},
+		Logger:  logs.logger(),
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	frames := make(chan *Frame, 8)
+	cam := &Camera{
+		ID:     "cam1",
+		URL:    srv.URL("vtest"),
+		InputW: 640, InputH: 640,
+		OnFrame: func(f *Frame) {
+			select {
+			case frames <- f:
+			default:
+				f.Release()
+			}
+		},
+		Logger: logs.logger(),
+	}
+	cam.Start()
+
+	want := infer.Letterbox{SrcW: 768, SrcH: 576, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 480, PadX: 0, PadY: 80}
+	var lastSeq uint64
+	for i := 0; i < 8; i++ {
+		var f *Frame
+		select {
+		case f = <-frames:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("frame %d did not arrive; status %+v\nlogs:\n%s", i, cam.Status(), logs.String())
+		}
+		if f.Camera != "cam1" || f.Letterbox != want {
+			t.Fatalf("frame %d: camera %q letterbox %+v, want %+v", i, f.Camera, f.Letterbox, want)
+		}
+		if f.Seq <= lastSeq {
+			t.Fatalf("frame %d: Seq %d after %d", i, f.Seq, lastSeq)
+		}
+		lastSeq = f.Seq
+		if time.Since(f.Captured) > 5*time.Second || f.Captured.After(time.Now()) {
+			t.Fatalf("frame %d: Captured %v", i, f.Captured)
+		}
+		if len(f.Pix) != 640*640*3 {
+			t.Fatalf("len(Pix) = %d", len(f.Pix))
+		}
+		checkLetterboxed(t, f.Pix, f.Letterbox)
+		f.Release()
+	}
+	st := cam.Status()
+	if st.State != StateOnline || st.Frames < 8 || st.Delivered < 8 || st.LastError != "" {
+		t.Fatalf("status %+v", st)
+	}
+
+	cam.Close()
+	cam.Close() // safe twice
+	for len(frames) > 0 {
+		(<-frames).Release()
+	}
+	srv.Close()
+	srv.Close()
+	checkGoroutines(t, base)
+}
+
+// checkLetterboxed checks that the padding is gray and the picture is a real picture.
+func checkLetterboxed(t *testing.T, pix []byte, lb infer.Letterbox) {
+	t.Helper()
+	stride := lb.DstW * 3
+	for y := 0; y < lb.DstH; y++ {
+		row := pix[y*stride : (y+1)*stride]
+		inside := y >= lb.PadY && y < lb.PadY+lb.ScaledH
+		for x := 0; x < lb.DstW; x++ {
+			if inside && x >= lb.PadX && x < lb.PadX+lb.ScaledW {
+				continue
+			}
+			for c := 0; c < 3; c++ {
+				if v := row[x*3+c]; v != infer.PadValue {
+					t.Fatalf("padding pixel (%d,%d) channel %d = %d, want %d", x, y, c, v, infer.PadValue)
+				}
+			}
+		}
+	}
+	// Real picture: rows across the image differ from each other and within themselves.
+	varied := 0
+	for y := lb.PadY; y < lb.PadY+lb.ScaledH; y += lb.ScaledH / 8 {
+		row := pix[y*stride+lb.PadX*3 : y*stride+(lb.PadX+lb.ScaledW)*3]
+		lo, hi := row[0], row[0]
+		for _, v := range row {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		if hi-lo > 40 {
+			varied++
+		}
+	}
+	if varied < 6 {
+		t.Fatalf("only %d of 8 sampled image rows vary: not a real picture", varied)
+	}
+}
+
+func TestCameraClosedPortRedacted(t *testing.T) {
+	base := runtimeGoroutines()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+
+	var logs logBuffer
+	const secret = "s3cr3tPass"
+	cam := &Camera{
+		ID:       "gate",
+		URL:      "rtsp://admin:" + secret + "@" + addr + "/stream1",
+		Logger:   logs.logger(),
+		retryMin: 20 * time.Millisecond,
+		retryMax: 80 * time.Millisecond,
+	}
+	cam.Start()
+	waitFor(t, 10*time.Second, "reconnect attempts", func() bool {
+		st := cam.Status()
+		return st.State == StateOffline && st.Reconnects >= 3
+	})
+	st := cam.Status()
+	t.Logf("status: %+v", st)
+	if !strings.Contains(st.LastError, "connection refused") {
+		t.Errorf("LastError %q does not say why", st.LastError)
+	}
+	start := time.Now()
+	cam.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	for _, s := range []string{st.LastError, logs.String()} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("secret leaked: %s", s)
+		}
+	}
+	if !strings.Contains(logs.String(), "rtsp://admin:xxxxx@"+addr+"/stream1") {
+		t.Errorf("logs lack the redacted URL:\n%s", logs.String())
+	}
+	checkGoroutines(t, base)
+}
+
+func TestCameraBadURLRedacted(t *testing.T) {
+	var logs logBuffer
+	// Unparsable (bad port) with a password in it.
+	cam := &Camera{ID: "x", URL: "rtsp://u:hunter2@host:notaport/x", Logger: logs.logger(), retryMin: time.Hour}
+	cam.Start()
+	defer cam.Close()
+	waitFor(t, 5*time.Second, "offline", func() bool { return cam.Status().State == StateOffline })
+	st := cam.Status()
+	t.Logf("LastError: %s", st.LastError)
+	if !strings.Contains(st.LastError, "invalid URL") || strings.Contains(st.LastError+logs.String(), "hunter2") {
+		t.Fatalf("LastError %q\nlogs:\n%s", st.LastError, logs.String())
+	}
+}
+
+func TestCameraUnknownTransport(t *testing.T) {
+	cam := &Camera{ID: "x", URL: "rtsp://127.0.0.1:1/x", Transport: "quic", Logger: (&logBuffer{}).logger(), retryMin: time.Hour}
+	cam.Start()
+	defer cam.Close()
+	waitFor(t, 5*time.Second, "offline", func() bool { return cam.Status().State == StateOffline })
+	if e := cam.Status().LastError; !strings.Contains(e, `unknown transport "quic"`) {
+		t.Fatalf("LastError %q", e)
+	}
+}
+
+// describeOnly serves a fixed description and nothing else.
+type describeOnly struct{ stream *gortsplib.ServerStream }
+
+func (h *describeOnly) OnDescribe(*gortsplib.ServerHandlerOnDescribeCtx) (*base.Response, *gortsplib.ServerStream, error) {
+	return &base.Response{StatusCode: base.StatusOK}, h.stream, nil
+}
+
+func TestCameraNoH264(t *testing.T) {
+	base := runtimeGoroutines()
+	h := &describeOnly{}
+	var addr net.Addr
+	srv := &gortsplib.Server{
+		Handler:     h,
+		RTSPAddress: "127.0.0.1:0",
+		Listen: func(network, address string) (net.Listener, error) {
+			ln, err := net.Listen(network, address)
+			if err == nil {
+				addr = ln.Addr()
+			}
+			return ln, err
+		},
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h.stream = &gortsplib.ServerStream{Server: srv, Desc: &description.Session{Medias: []*description.Media{
+		{Type: description.MediaTypeVideo, Formats: []format.Format{&format.MJPEG{}}},
+		{Type: description.MediaTypeAudio, Formats: []format.Format{&format.G711{PayloadTyp: 0, MULaw: true, SampleRate: 8000, ChannelCount: 1}}},
+	}}}
+	if err := h.stream.Initialize(); err != nil {
+		t.Fatal(err)
+	}
+
+	cam := &Camera{ID: "mjpeg", URL: "rtsp://" + addr.String() + "/cam", Logger: (&logBuffer{}).logger(), retryMin: time.Hour}
+	cam.Start()
+	waitFor(t, 10*time.Second, "offline", func() bool { return cam.Status().State == StateOffline })
+	e := cam.Status().LastError
+	t.Logf("LastError: %s", e)
+	for _, want := range []string{"no H.264", "video M-JPEG", "audio G711"} {
+		if !strings.Contains(e, want) {
+			t.Errorf("LastError %q lacks %q", e, want)
+		}
+	}
+	cam.Close()
+	h.stream.Close()
+	srv.Close()
+	checkGoroutines(t, base)
+}
+
+// TestCameraAutoTransport: "auto" tries UDP first; the sample camera serves TCP only, so
+// the session must fall back to TCP and deliver frames.
+func TestCameraAutoTransport(t *testing.T) {
+	var logs logBuffer
+	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"v": media(t, sampleFile)}, Logger: logs.logger()}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cam := &Camera{ID: "auto", URL: srv.URL("v"), Transport: "auto", InputW: 320, InputH: 320, Logger: logs.logger()}
+	cam.Start()
+	defer cam.Close()
+	waitFor(t, 15*time.Second, "frames over the fallback transport", func() bool { return cam.Status().Delivered >= 3 })
+	if !strings.Contains(logs.String(), "switching to TCP") {
+		t.Errorf("no transport switch logged:\n%s", logs.String())
+	}
+}

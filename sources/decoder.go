@@ -1,0 +1,193 @@
+package sources
+
+// #cgo pkg-config: libavcodec libavutil libswscale
+// #include <string.h>
+// #include <libavcodec/avcodec.h>
+// #include <libavutil/frame.h>
+// #include <libavutil/log.h>
+// #include <libswscale/swscale.h>
+//
+// // send_annexb hands one Annex-B access unit to the decoder. data is Go memory: it is only
+// // referenced during the call (avcodec_send_packet copies a packet that has no buffer).
+// static int send_annexb(AVCodecContext *ctx, AVPacket *pkt, uint8_t *data, int size) {
+// 	pkt->data = data;
+// 	pkt->size = size;
+// 	int res = avcodec_send_packet(ctx, pkt);
+// 	pkt->data = NULL;
+// 	pkt->size = 0;
+// 	return res;
+// }
+//
+// // frame_corrupt reports whether the decoder concealed errors in the frame or had not yet
+// // recovered from missing references.
+// static int frame_corrupt(const AVFrame *f) {
+// 	return f->decode_error_flags != 0 || (f->flags & AV_FRAME_FLAG_CORRUPT) != 0;
+// }
+//
+// // scale_into converts the whole decoded frame with one sws_scale call into a packed
+// // RGB24 image at dst with the given stride. dst is Go memory, used only during the call.
+// static int scale_into(struct SwsContext *sws, const AVFrame *f, uint8_t *dst, int stride) {
+// 	uint8_t *planes[4] = {dst, NULL, NULL, NULL};
+// 	int strides[4] = {stride, 0, 0, 0};
+// 	return sws_scale(sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
+// }
+//
+// static int frame_width(const AVFrame *f) { return f->width; }
+// static int frame_height(const AVFrame *f) { return f->height; }
+// static int frame_format(const AVFrame *f) { return f->format; }
+// static int err_again(void) { return AVERROR(EAGAIN); }
+// static int err_eof(void) { return AVERROR_EOF; }
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/visiond/visiond/infer"
+)
+
+// errCorruptFrame is returned for a frame that the decoder output with concealed errors.
+var errCorruptFrame = errors.New("decoder output a corrupt frame")
+
+var quietFFmpeg sync.Once
+
+// decoder is an H.264 decoder (libavcodec) plus the scaler (libswscale) that letterboxes its
+// frames into RGB24 buffers. It is used by one goroutine at a time.
+type decoder struct {
+	ctx   *C.AVCodecContext
+	pkt   *C.AVPacket
+	frame *C.AVFrame
+
+	sws       *C.struct_SwsContext
+	swsSrcW   int
+	swsSrcH   int
+	swsSrcFmt int
+	swsLB     infer.Letterbox
+}
+
+// newDecoder returns an H.264 decoder. It decodes on the calling goroutine's thread only
+// (thread_count 1): many cameras share a few cores, and frame threads would add latency.
+func newDecoder() (*decoder, error) {
+	quietFFmpeg.Do(func() {
+		// FFmpeg logs every concealed macroblock to stderr; errors reach us as return values.
+		C.av_log_set_level(C.AV_LOG_QUIET)
+	})
+	codec := C.avcodec_find_decoder(C.AV_CODEC_ID_H264)
+	if codec == nil {
+		return nil, errors.New("libavcodec has no H.264 decoder")
+	}
+	d := &decoder{}
+	d.ctx = C.avcodec_alloc_context3(codec)
+	if d.ctx == nil {
+		return nil, errors.New("avcodec_alloc_context3 failed")
+	}
+	d.ctx.thread_count = 1
+	d.ctx.flags |= C.AV_CODEC_FLAG_LOW_DELAY
+	if res := C.avcodec_open2(d.ctx, codec, nil); res < 0 {
+		d.close()
+		return nil, fmt.Errorf("avcodec_open2: %w", averror(res))
+	}
+	d.pkt = C.av_packet_alloc()
+	d.frame = C.av_frame_alloc()
+	if d.pkt == nil || d.frame == nil {
+		d.close()
+		return nil, errors.New("av_packet_alloc/av_frame_alloc failed")
+	}
+	return d, nil
+}
+
+func (d *decoder) close() {
+	if d.sws != nil {
+		C.sws_freeContext(d.sws)
+		d.sws = nil
+	}
+	if d.frame != nil {
+		C.av_frame_free(&d.frame)
+	}
+	if d.pkt != nil {
+		C.av_packet_free(&d.pkt)
+	}
+	if d.ctx != nil {
+		C.avcodec_free_context(&d.ctx)
+	}
+}
+
+// decode sends one Annex-B access unit to the decoder and calls onFrame for every frame it
+// outputs; onFrame may call scaleInto on that frame. A corrupt frame is not passed on: it
+// makes decode return errCorruptFrame. Any error means the caller should wait for the next
+// random-access unit.
+func (d *decoder) decode(annexb []byte, onFrame func(w, h int)) error {
+	if len(annexb) == 0 {
+		return nil
+	}
+	res := C.send_annexb(d.ctx, d.pkt, (*C.uint8_t)(unsafe.Pointer(&annexb[0])), C.int(len(annexb)))
+	if res < 0 && res != C.err_again() {
+		return fmt.Errorf("avcodec_send_packet: %w", averror(res))
+	}
+	var corrupt bool
+	for {
+		res = C.avcodec_receive_frame(d.ctx, d.frame)
+		if res == C.err_again() || res == C.err_eof() {
+			break
+		}
+		if res < 0 {
+			return fmt.Errorf("avcodec_receive_frame: %w", averror(res))
+		}
+		if C.frame_corrupt(d.frame) != 0 {
+			corrupt = true
+		} else if onFrame != nil {
+			onFrame(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)))
+		}
+		C.av_frame_unref(d.frame)
+	}
+	if corrupt {
+		return errCorruptFrame
+	}
+	return nil
+}
+
+// geometry returns the letterbox of the current frame into a dstW x dstH input.
+func (d *decoder) geometry(dstW, dstH int) infer.Letterbox {
+	return infer.NewLetterbox(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), dstW, dstH)
+}
+
+// scaleInto converts the current frame (valid inside decode's onFrame) from YUV to RGB24 at
+// lb's offset in dst, which is lb.DstW*lb.DstH*3 bytes, in one sws_scale call. The scaler is
+// rebuilt when the source size, pixel format or geometry changes. It does not touch the
+// padding: the caller fills it once per buffer and geometry.
+func (d *decoder) scaleInto(dst []byte, lb infer.Letterbox) error {
+	w, h, fmtID := int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), int(C.frame_format(d.frame))
+	if w != lb.SrcW || h != lb.SrcH {
+		return fmt.Errorf("frame is %dx%d, geometry is for %dx%d", w, h, lb.SrcW, lb.SrcH)
+	}
+	if len(dst) < lb.DstW*lb.DstH*3 {
+		return fmt.Errorf("buffer of %d bytes is too small for %dx%d RGB24", len(dst), lb.DstW, lb.DstH)
+	}
+	if d.sws == nil || d.swsSrcW != w || d.swsSrcH != h || d.swsSrcFmt != fmtID || d.swsLB != lb {
+		if d.sws != nil {
+			C.sws_freeContext(d.sws)
+		}
+		d.sws = C.sws_getContext(C.int(w), C.int(h), int32(fmtID),
+			C.int(lb.ScaledW), C.int(lb.ScaledH), C.AV_PIX_FMT_RGB24,
+			C.SWS_BILINEAR, nil, nil, nil)
+		if d.sws == nil {
+			return fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d RGB24 failed", w, h, fmtID, lb.ScaledW, lb.ScaledH)
+		}
+		d.swsSrcW, d.swsSrcH, d.swsSrcFmt, d.swsLB = w, h, fmtID, lb
+	}
+	off := (lb.PadY*lb.DstW + lb.PadX) * 3
+	res := C.scale_into(d.sws, d.frame, (*C.uint8_t)(unsafe.Pointer(&dst[off])), C.int(lb.DstW*3))
+	if res <= 0 {
+		return fmt.Errorf("sws_scale: %w", averror(res))
+	}
+	return nil
+}
+
+// averror turns a negative libav return code into an error carrying FFmpeg's message.
+func averror(code C.int) error {
+	var buf [C.AV_ERROR_MAX_STRING_SIZE]C.char
+	C.av_strerror(code, &buf[0], C.size_t(len(buf)))
+	return fmt.Errorf("%s (%d)", C.GoString(&buf[0]), int(code))
+}

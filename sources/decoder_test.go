@@ -1,0 +1,295 @@
+package sources
+
+import (
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/sources/internal/tsfile"
+)
+
+// testLoop returns a decode loop of an unstarted camera whose frames land in *got.
+func testLoop(t testing.TB, w, h int, got *[]*Frame) *decodeLoop {
+	t.Helper()
+	c := &Camera{ID: "test", InputW: w, InputH: h, Logger: (&logBuffer{}).logger()}
+	c.OnFrame = func(f *Frame) {
+		*got = append(*got, f)
+		f.Release() // keep the pool from running dry; tests copy what they check first
+	}
+	c.init()
+	dec, err := newDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dec.close)
+	return &decodeLoop{cam: c, dec: dec, needKey: true}
+}
+
+func TestDecodeLoopRecovers(t *testing.T) {
+	aus, _ := sampleAUs(t, 30)
+	for _, i := range []int{0, 10, 20} {
+		if !aus[i].key {
+			t.Fatalf("AU %d is not an IDR: the sample's GOP is not 10", i)
+		}
+	}
+	var frames []*Frame
+	l := testLoop(t, 640, 640, &frames)
+	count := func() int { return int(l.cam.frames.Load()) }
+
+	// Joining mid-GOP: skipped until the IDR.
+	for _, au := range aus[3:10] {
+		l.handle(au)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d frames decoded before any IDR", n)
+	}
+	for _, au := range aus[10:15] {
+		l.handle(au)
+	}
+	if n := count(); n != 5 {
+		t.Fatalf("%d frames from 5 access units", n)
+	}
+
+	// Garbage of all kinds: no crash.
+	rng := rand.New(rand.NewPCG(1, 2))
+	junk := func(n int, head ...byte) []byte {
+		b := append([]byte{0, 0, 0, 1}, head...)
+		for len(b) < n {
+			b = append(b, byte(rng.Uint32()))
+		}
+		return b
+	}
+	garbage := [][]byte{
+		{},
+		{0, 0, 0, 1},
+		{0, 0, 1, 0, 0, 1, 0, 0, 1},
+		make([]byte, 1000),
+		junk(3000),
+		junk(3000, 0x41),                   // P slice header, random body
+		junk(3000, 0x65),                   // IDR slice header, random body
+		junk(200, 0x67),                    // bogus SPS
+		junk(200, 0x68),                    // bogus PPS
+		aus[15].data[:len(aus[15].data)/2], // truncated P frame
+	}
+	for _, g := range garbage {
+		l.handle(accessUnit{data: g, key: len(g) > 4 && g[4] == 0x65})
+	}
+	atIDR := count()
+	l.handle(accessUnit{data: aus[20].data[:len(aus[20].data)/3], key: true}) // truncated IDR
+	for _, au := range aus[21:30] {
+		l.handle(au)
+	}
+	if n := count() - atIDR; n != 0 {
+		t.Fatalf("%d frames decoded from a truncated IDR and the frames that refer to it", n)
+	}
+
+	// The next real IDR brings the pictures back, correct ones.
+	more, _ := sampleAUs(t, 45)
+	before := count()
+	frames = frames[:0]
+	for _, au := range more[30:35] {
+		l.handle(au)
+	}
+	if n := count() - before; n != 5 {
+		t.Fatalf("%d frames from 5 access units after the garbage", n)
+	}
+	for _, f := range frames {
+		if f.Letterbox != infer.NewLetterbox(768, 576, 640, 640) {
+			t.Fatalf("letterbox %+v", f.Letterbox)
+		}
+	}
+}
+
+func TestDecodeLoopGapWaitsForIDR(t *testing.T) {
+	aus, _ := sampleAUs(t, 20)
+	var frames []*Frame
+	l := testLoop(t, 320, 320, &frames)
+	for _, au := range aus[:5] {
+		l.handle(au)
+	}
+	gap := aus[6]
+	gap.gap = true
+	l.handle(gap)
+	for _, au := range aus[7:10] {
+		l.handle(au)
+	}
+	if n := l.cam.frames.Load(); n != 5 {
+		t.Fatalf("%d frames: access units after a gap were decoded", n)
+	}
+	l.handle(aus[10])
+	if n := l.cam.frames.Load(); n != 6 {
+		t.Fatalf("%d frames: the IDR after a gap was not decoded", n)
+	}
+}
+
+func TestDecodeLoopNoFreeBuffer(t *testing.T) {
+	aus, _ := sampleAUs(t, 10)
+	c := &Camera{ID: "test", Logger: (&logBuffer{}).logger()}
+	var held []*Frame
+	c.OnFrame = func(f *Frame) { held = append(held, f) } // never released
+	c.init()
+	dec, err := newDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.close()
+	l := &decodeLoop{cam: c, dec: dec, needKey: true}
+	for _, au := range aus {
+		l.handle(au)
+	}
+	st := c.Status()
+	if st.Frames != 10 || st.Delivered != poolSize || st.Dropped != 10-poolSize || len(held) != poolSize {
+		t.Fatalf("status %+v, held %d", st, len(held))
+	}
+	for i, f := range held {
+		if f.Seq != uint64(i+1) {
+			t.Fatalf("frame %d has Seq %d", i, f.Seq)
+		}
+	}
+	held[0].Release()
+	held[0].Release() // ignored
+	if len(c.pool) != 1 {
+		t.Fatalf("pool has %d frames after one release (twice)", len(c.pool))
+	}
+	l.handle(aus[0])
+	if st := c.Status(); st.Delivered != poolSize+1 || held[len(held)-1].Seq != 11 {
+		t.Fatalf("status %+v after a release", st)
+	}
+}
+
+// TestScaleGeometries checks padding on every side and the rebuild on a resolution change.
+func TestScaleGeometries(t *testing.T) {
+	ffmpeg, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Fatal("ffmpeg not installed: run scripts/setup.sh")
+	}
+	small := filepath.Join(t.TempDir(), "small.ts")
+	out, err := exec.Command(ffmpeg, "-v", "error", "-i", media(t, "vtest.avi"), "-t", "1",
+		"-vf", "scale=352:288", "-c:v", "libx264", "-g", "10", "-bf", "0", "-f", "mpegts", small).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ffmpeg: %v\n%s", err, out)
+	}
+	r, err := tsfile.Open(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var smallAUs []accessUnit
+	for range 5 {
+		au, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		smallAUs = append(smallAUs, accessUnit{data: appendAnnexB(nil, au.NALUs), key: isRandomAccess(au.NALUs)})
+	}
+	aus, _ := sampleAUs(t, 3)
+
+	for _, size := range [][2]int{{640, 640}, {1000, 640}, {500, 900}, {768, 576}} {
+		var frames []*Frame
+		l := testLoop(t, size[0], size[1], &frames)
+		var checked []infer.Letterbox
+		l.cam.OnFrame = func(f *Frame) {
+			checkLetterboxed(t, f.Pix, f.Letterbox)
+			checked = append(checked, f.Letterbox)
+			f.Release()
+		}
+		for _, au := range append(append(aus[:3:3], smallAUs...), aus[:2]...) {
+			l.handle(au)
+		}
+		want := []infer.Letterbox{
+			infer.NewLetterbox(768, 576, size[0], size[1]),
+			infer.NewLetterbox(352, 288, size[0], size[1]),
+		}
+		if len(checked) != 10 || checked[0] != want[0] || checked[3] != want[1] || checked[8] != want[0] {
+			t.Fatalf("%v: frames with geometry %+v", size, checked)
+		}
+	}
+}
+
+// FuzzDecodeAccessUnit feeds arbitrary access units to a decoder primed with the sample's
+// SPS/PPS and scales whatever comes out.
+func FuzzDecodeAccessUnit(f *testing.F) {
+	aus, first := sampleAUs(f, 12)
+	var params [][]byte
+	for _, n := range first {
+		if t := n[0] & 0x1F; t == 7 || t == 8 {
+			params = append(params, n)
+		}
+	}
+	for _, au := range aus[:4] {
+		f.Add(au.data)
+		f.Add(au.data[:len(au.data)/2])
+	}
+	f.Add(aus[10].data)
+	f.Add([]byte{0, 0, 0, 1, 0x65, 0x88, 0x84, 0x00})
+	pix := make([]byte, 320*320*3)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dec, err := newDecoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dec.close()
+		_ = dec.decode(appendAnnexB(nil, params), nil)
+		for range 2 { // twice: the second call sees the decoder's state after the first
+			_ = dec.decode(data, func(w, h int) {
+				if w <= 0 || h <= 0 {
+					t.Fatalf("frame %dx%d", w, h)
+				}
+				lb := dec.geometry(320, 320)
+				if err := dec.scaleInto(pix, lb); err != nil {
+					t.Fatalf("scale %dx%d: %v", w, h, err)
+				}
+			})
+		}
+	})
+}
+
+// BenchmarkDecode measures H.264 decoding of the 768x576 sample, per frame.
+func BenchmarkDecode(b *testing.B) {
+	aus, _ := sampleAUs(b, 100) // ten whole GOPs: looping restarts at an IDR
+	dec, err := newDecoder()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dec.close()
+	frames := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := dec.decode(aus[i%len(aus)].data, func(int, int) { frames++ }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if frames < b.N-1 {
+		b.Fatalf("%d frames from %d access units", frames, b.N)
+	}
+}
+
+// BenchmarkScaleLetterbox measures the YUV→RGB24 letterbox of one 768x576 frame into
+// 640x640, per frame.
+func BenchmarkScaleLetterbox(b *testing.B) {
+	aus, _ := sampleAUs(b, 1)
+	dec, err := newDecoder()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dec.close()
+	pix := make([]byte, 640*640*3)
+	fillPad(pix)
+	ran := false
+	if err := dec.decode(aus[0].data, func(w, h int) {
+		lb := infer.NewLetterbox(w, h, 640, 640)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := dec.scaleInto(pix, lb); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ran = true
+	}); err != nil || !ran {
+		b.Fatalf("no frame to scale: %v", err)
+	}
+}

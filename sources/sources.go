@@ -1,0 +1,311 @@
+// Package sources implements camera sources: RTSP session → depacketize → decode → letterbox
+// to the model input.
+//
+// A Camera owns one supervised RTSP session at a time. The session's RTP callback only
+// turns packets into H.264 access units and pushes them into a bounded queue (dropping and
+// counting when it is full); a decode goroutine feeds them to libavcodec and converts every
+// decoded frame with one swscale call straight into a letterboxed RGB24 buffer taken from
+// the camera's fixed pool. Consumers get a *Frame and must Release it.
+package sources
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/visiond/visiond/infer"
+)
+
+// Camera states reported by Status.
+const (
+	StateConnecting = "connecting" // no session has ended yet and none is online
+	StateOnline     = "online"     // the current session has decoded a frame
+	StateOffline    = "offline"    // the last session failed; retrying with backoff
+)
+
+// Defaults.
+const (
+	DefaultInputW = 640 // model input width used when Camera.InputW is 0
+	DefaultInputH = 640 // model input height used when Camera.InputH is 0
+
+	poolSize       = 3                // Pix buffers per camera
+	queueLen       = 8                // access units between the RTP callback and the decoder
+	retryMin       = 1 * time.Second  // first delay before restarting a failed session
+	retryMax       = 30 * time.Second // the delay doubles up to this
+	stableAfter    = 10 * time.Second // a session online this long resets the delay
+	readTimeout    = 10 * time.Second // RTSP read timeout, also the no-packet timeout
+	warnEvery      = 10 * time.Second // repeated warnings are summarized per this window
+	bufferSlack    = 64               // spare bytes behind each Pix buffer, never handed out
+	redactedSecret = "xxxxx"
+)
+
+// Frame is one decoded frame, letterboxed into the model's input. It belongs to its
+// camera's fixed pool: the consumer must call Release exactly once when done with Pix.
+type Frame struct {
+	Camera    string          // Camera.ID
+	Seq       uint64          // per-camera decoded-frame sequence number, from 1; gaps are dropped frames
+	Captured  time.Time       // receive time of the access unit (RTCP NTP comes later)
+	Letterbox infer.Letterbox // geometry: source size → model input
+	Pix       []byte          // RGB24, HWC, Letterbox.DstW*DstH*3 bytes, padded with infer.PadValue
+
+	pool   chan *Frame     // the owning camera's free list
+	padded infer.Letterbox // geometry whose padding Pix holds
+	held   atomic.Bool     // handed out and not yet released
+}
+
+// Release returns the frame's buffer to its camera's pool. Pix must not be used afterwards.
+// A second Release of the same hand-out is ignored.
+func (f *Frame) Release() {
+	if f == nil || !f.held.CompareAndSwap(true, false) {
+		return
+	}
+	f.pool <- f // never blocks: the channel holds every frame of the pool
+}
+
+// Status is a snapshot of a camera's health and counters.
+type Status struct {
+	State      string // StateConnecting, StateOnline or StateOffline
+	LastError  string // the error that ended the last session, URL redacted; "" if none
+	Frames     uint64 // frames decoded (the last Seq)
+	Delivered  uint64 // frames handed to OnFrame
+	Dropped    uint64 // access units dropped (decode queue full) plus frames not scaled (no free buffer)
+	Reconnects uint64 // sessions started after a failed one
+}
+
+// Camera is one RTSP camera, supervised: a failed session is restarted after a jittered,
+// growing delay. Set the exported fields, then Start; do not change them afterwards.
+type Camera struct {
+	ID        string // camera name, copied to Frame.Camera and to log lines
+	URL       string // rtsp:// or rtsps:// URL; credentials in it are used, never logged
+	Transport string // "tcp" (default), "udp" or "auto" (UDP first, then TCP)
+	InputW    int    // model input width; defaults to DefaultInputW
+	InputH    int    // model input height; defaults to DefaultInputH
+	// OnFrame is called from the decode goroutine with each new frame. It must not block
+	// and takes ownership of the frame (it or a later consumer calls Release). If nil,
+	// frames are released at once.
+	OnFrame func(*Frame)
+	Logger  *slog.Logger // defaults to slog.Default()
+
+	// tunables, overridden by tests
+	retryMin, retryMax, stableAfter, readTimeout time.Duration
+
+	log     *slog.Logger
+	safeURL string   // URL with the password redacted
+	secrets []string // strings that must never appear in errors or logs
+	pool    chan *Frame
+
+	frames, delivered, dropped, reconnects atomic.Uint64
+
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	cancel    context.CancelFunc
+	done      chan struct{}
+	state     string
+	lastError string
+}
+
+// Start starts the camera's goroutines; they run until Close. Calling it again, or after
+// Close, does nothing.
+func (c *Camera) Start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started || c.closed {
+		return
+	}
+	c.started = true
+	c.init()
+	c.state = StateConnecting
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.done = make(chan struct{})
+	go c.run(ctx)
+}
+
+// init applies defaults and allocates the frame pool.
+func (c *Camera) init() {
+	if c.InputW <= 0 {
+		c.InputW = DefaultInputW
+	}
+	if c.InputH <= 0 {
+		c.InputH = DefaultInputH
+	}
+	if c.Transport == "" {
+		c.Transport = "tcp"
+	}
+	setDefault(&c.retryMin, retryMin)
+	setDefault(&c.retryMax, retryMax)
+	setDefault(&c.stableAfter, stableAfter)
+	setDefault(&c.readTimeout, readTimeout)
+	c.safeURL, c.secrets = redactURL(c.URL)
+	logger := c.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	c.log = logger.With("camera", c.ID, "url", c.safeURL)
+
+	n := c.InputW * c.InputH * 3
+	c.pool = make(chan *Frame, poolSize)
+	for range poolSize {
+		c.pool <- &Frame{Pix: make([]byte, n, n+bufferSlack), pool: c.pool}
+	}
+}
+
+// Close stops the camera and waits for every goroutine it started. Safe to call twice.
+// Frames already handed out stay valid until released.
+func (c *Camera) Close() {
+	c.mu.Lock()
+	c.closed = true
+	cancel, done := c.cancel, c.done
+	c.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// Status returns a snapshot of the camera's state and counters.
+func (c *Camera) Status() Status {
+	c.mu.Lock()
+	st := Status{State: c.state, LastError: c.lastError}
+	c.mu.Unlock()
+	if st.State == "" {
+		st.State = StateConnecting
+	}
+	st.Frames = c.frames.Load()
+	st.Delivered = c.delivered.Load()
+	st.Dropped = c.dropped.Load()
+	st.Reconnects = c.reconnects.Load()
+	return st
+}
+
+// run supervises sessions until ctx ends.
+func (c *Camera) run(ctx context.Context) {
+	defer close(c.done)
+	delay := c.retryMin
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			c.reconnects.Add(1)
+		}
+		c.log.Debug("connecting", "transport", c.Transport)
+		onlineAt, err := c.runSession(ctx)
+		if ctx.Err() != nil {
+			c.log.Debug("camera closed")
+			return
+		}
+		msg := "session ended"
+		if err != nil {
+			msg = c.redact(err.Error())
+		}
+		c.mu.Lock()
+		c.state = StateOffline
+		c.lastError = msg
+		c.mu.Unlock()
+
+		if !onlineAt.IsZero() && time.Since(onlineAt) >= c.stableAfter {
+			delay = c.retryMin
+		}
+		wait := jitter(delay)
+		delay = min(2*delay, c.retryMax)
+		c.log.Warn("camera offline, retrying", "error", msg, "retry_in", wait.Round(time.Millisecond),
+			"reconnects", c.reconnects.Load())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Camera) setOnline() {
+	c.mu.Lock()
+	c.state = StateOnline
+	c.mu.Unlock()
+	c.log.Info("camera online")
+}
+
+// redact removes the URL's password (and, for an unparsable URL, its user info) from s.
+func (c *Camera) redact(s string) string {
+	if c.URL != "" && c.URL != c.safeURL {
+		s = strings.ReplaceAll(s, c.URL, c.safeURL)
+	}
+	for _, sec := range c.secrets {
+		s = strings.ReplaceAll(s, sec, redactedSecret)
+	}
+	return s
+}
+
+// redactURL returns raw with its password replaced, and the strings to scrub from errors.
+func redactURL(raw string) (string, []string) {
+	if u, err := url.Parse(raw); err == nil {
+		var secrets []string
+		if u.User != nil {
+			if p, ok := u.User.Password(); ok && p != "" {
+				secrets = append(secrets, p)
+				if esc := url.PathEscape(p); esc != p {
+					secrets = append(secrets, esc)
+				}
+				if esc := url.QueryEscape(p); esc != p {
+					secrets = append(secrets, esc)
+				}
+			}
+		}
+		return u.Redacted(), secrets
+	}
+	// Unparsable: drop the whole user info, whatever it holds.
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw, nil
+	}
+	rest := raw[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return raw, nil
+	}
+	return raw[:i+3] + redactedSecret + rest[at:], []string{rest[:at]}
+}
+
+// jitter returns d ± 20%.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+func setDefault(p *time.Duration, v time.Duration) {
+	if *p <= 0 {
+		*p = v
+	}
+}
+
+// rateLog summarizes a repeated warning: the first occurrence is logged, then at most one
+// line per warnEvery with the number of occurrences since the previous line.
+type rateLog struct {
+	mu   sync.Mutex
+	last time.Time
+	n    int
+}
+
+func (r *rateLog) warn(l *slog.Logger, msg string, args ...any) {
+	r.mu.Lock()
+	r.n++
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < warnEvery {
+		r.mu.Unlock()
+		return
+	}
+	n := r.n
+	r.n, r.last = 0, now
+	r.mu.Unlock()
+	l.Warn(msg, append(args, "count", n)...)
+}
