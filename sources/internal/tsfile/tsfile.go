@@ -89,7 +89,6 @@ func (r *Reader) Next() (AccessUnit, error) {
 	return au, nil
 }
 
-
 // codecName names a codec the way users know it: *mpegts.CodecMPEG4Audio is "AAC".
 func codecName(c mpegts.Codec) string {
 	name := strings.TrimPrefix(fmt.Sprintf("%T", c), "*mpegts.Codec")
