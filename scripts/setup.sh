@@ -22,6 +22,8 @@ APT_PACKAGES=(
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_updated=
+apt_update() { [ -n "$apt_updated" ] || { sudo_ apt-get update -q; apt_updated=1; }; }
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -29,7 +31,7 @@ for p in "${APT_PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing apt packages: ${missing[*]}"
-  sudo_ apt-get update -q
+  apt_update
   sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
@@ -61,7 +63,7 @@ fi
 # Sample media from Debian's opencv-doc (downloaded, not installed).
 if [ ! -s "$TP/media/vtest.avi" ] || [ ! -s "$TP/media/messi5.jpg" ]; then
   echo "setup: fetching sample media (Debian opencv-doc)"
-  (cd "$work" && apt-get download -q opencv-doc >/dev/null)
+  (cd "$work" && apt-get download -q opencv-doc >/dev/null) || { apt_update; (cd "$work" && apt-get download -q opencv-doc >/dev/null); }
   dpkg -x "$work"/opencv-doc_*.deb "$work/doc"
   mkdir -p "$TP/media"
   for f in vtest.avi messi5.jpg basketball1.png; do
@@ -71,8 +73,8 @@ if [ ! -s "$TP/media/vtest.avi" ] || [ ! -s "$TP/media/messi5.jpg" ]; then
   done
 fi
 
-# The sample camera's stream: vtest.avi as H.264 (baseline-friendly, 1 s GOP) in MPEG-TS-free Annex B
-# is not needed; an MP4 keeps timestamps. The daemon's built-in camera and the tests read this file.
+# The sample camera's stream: vtest.avi (10 fps) as H.264 with a 1 s GOP and no B-frames, in
+# MPEG-TS, which keeps timestamps. The daemon's built-in camera and the tests read this file.
 if [ ! -s "$TP/media/vtest.h264.ts" ]; then
   echo "setup: encoding vtest.avi to H.264"
   ffmpeg -loglevel error -y -i "$TP/media/vtest.avi" -an -c:v libx264 -preset veryfast -tune zerolatency \

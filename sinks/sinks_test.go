@@ -3,6 +3,8 @@ package sinks
 import (
 	"encoding/json"
 	"net"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +190,68 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The publisher against a third-party server: Debian's nats-server, as an operator's own
+// server would be configured with nats.url.
+func TestPublishToExternalServer(t *testing.T) {
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		t.Fatal("nats-server not installed: run scripts/setup.sh")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().(*net.TCPAddr)
+	ln.Close()
+	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(addr.Port), "--user", "visiond", "--pass", "s3cret")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitFor(t, "nats-server to listen", func() bool {
+		c, err := net.Dial("tcp", addr.String())
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+
+	// Wrong credentials: a clear error at start, password not shown.
+	bad := &Publisher{URL: "nats://visiond:wrong@" + addr.String(), Prefix: "visiond", Site: "lab"}
+	if err := bad.Start(); err == nil || !strings.Contains(err.Error(), "uthorization") || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("Start with a wrong password: %v; want an authorization error without the password", err)
+	}
+
+	url := "nats://visiond:s3cret@" + addr.String()
+	p := &Publisher{URL: url, Prefix: "visiond", Site: "lab"}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(time.Second)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync("visiond.lab.gate.detections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishDetections(&DetectionEvent{Version: Version, ID: EventID("x", "gate", 1), Camera: "gate"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev DetectionEvent
+	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.ID != "x.gate.1" {
+		t.Fatalf("received %s (%v)", m.Data, err)
 	}
 }
