@@ -6,10 +6,14 @@ import "math"
 // resized keeping its aspect ratio to ScaledW x ScaledH and placed at (PadX, PadY) on a
 // DstW x DstH canvas filled with gray. It maps boxes found on the canvas back to source pixels.
 type Letterbox struct {
-	SrcW, SrcH       int // source frame size in pixels
-	DstW, DstH       int // model input size in pixels
-	ScaledW, ScaledH int // size of the scaled frame on the canvas
-	PadX, PadY       int // offset of the scaled frame on the canvas
+	SrcW    int `json:"src_w"` // source frame size in pixels
+	SrcH    int `json:"src_h"`
+	DstW    int `json:"dst_w"` // model input size in pixels
+	DstH    int `json:"dst_h"`
+	ScaledW int `json:"scaled_w"` // size of the scaled frame on the canvas
+	ScaledH int `json:"scaled_h"`
+	PadX    int `json:"pad_x"` // offset of the scaled frame on the canvas
+	PadY    int `json:"pad_y"`
 }
 
 // PadValue is the gray that fills the canvas around the scaled frame (Ultralytics' value).
@@ -31,7 +35,10 @@ func NewLetterbox(srcW, srcH, dstW, dstH int) Letterbox {
 
 // Box is an axis-aligned rectangle: top-left corner and size, in pixels.
 type Box struct {
-	X, Y, W, H float64
+	X float64 `json:"x"`
+	Y float64 `json:"y"`
+	W float64 `json:"w"`
+	H float64 `json:"h"`
 }
 
 // ToSource maps a box on the model's input canvas to source-frame pixels, clipped to the frame.

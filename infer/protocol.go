@@ -21,9 +21,9 @@ package infer
 //	    first message of a worker; "error" instead of the model fields when it could not
 //	    start (bad model, library, provider): the daemon reports it and the worker exits.
 //	{"type":"job","job":{"id":7,"slot":0,"camera":"gate","seq":42,
-//	  "letterbox":{"SrcW":1920,"SrcH":1080,"DstW":640,"DstH":640,"ScaledW":640,"ScaledH":360,"PadX":0,"PadY":140}}}
+//	  "letterbox":{"src_w":1920,"src_h":1080,"dst_w":640,"dst_h":640,"scaled_w":640,"scaled_h":360,"pad_x":0,"pad_y":140}}}
 //	{"type":"result","result":{"id":7,"detections":[{"class_id":0,"label":"person","score":0.9,
-//	  "box":{"X":1,"Y":2,"W":3,"H":4}}],"pre_us":600,"run_us":41000,"post_us":300}}
+//	  "box":{"x":1,"y":2,"w":3,"h":4}}],"pre_us":600,"run_us":41000,"post_us":300}}
 //	    or "error":"..." when the job was bad (slot out of range, letterbox not matching
 //	    the model input) or the run failed; the worker keeps serving.
 //

@@ -44,9 +44,9 @@ var readMessageCases = []struct {
 	{"two bodies", frame(`{"type":"job","job":{},"result":{}}`), ErrBadMessage, `must carry exactly its "job" field`},
 	{"unknown field", frame(`{"type":"job","job":{"id":1,"frobnicate":true}}`), ErrBadMessage, `unknown field "frobnicate"`},
 	{"wrong field type", frame(`{"type":"job","job":{"id":"one"}}`), ErrBadMessage, "malformed JSON"},
-	{"job", frame(`{"type":"job","job":{"id":7,"slot":1,"camera":"gate","seq":42,"letterbox":{"SrcW":768,"SrcH":576,"DstW":640,"DstH":640,"ScaledW":640,"ScaledH":480,"PadX":0,"PadY":80}}}`), nil, ""},
+	{"job", frame(`{"type":"job","job":{"id":7,"slot":1,"camera":"gate","seq":42,"letterbox":{"src_w":768,"src_h":576,"dst_w":640,"dst_h":640,"scaled_w":640,"scaled_h":480,"pad_x":0,"pad_y":80}}}`), nil, ""},
 	{"hello", frame(`{"type":"hello","hello":{"pid":1,"model":"m","input_w":640,"input_h":640,"classes":["a"],"provider":"cpu"}}`), nil, ""},
-	{"result", frame(`{"type":"result","result":{"id":7,"detections":[{"class_id":0,"label":"a","score":0.5,"box":{"X":1,"Y":2,"W":3,"H":4}}],"pre_us":1,"run_us":2,"post_us":3}}`), nil, ""},
+	{"result", frame(`{"type":"result","result":{"id":7,"detections":[{"class_id":0,"label":"a","score":0.5,"box":{"x":1,"y":2,"w":3,"h":4}}],"pre_us":1,"run_us":2,"post_us":3}}`), nil, ""},
 }
 
 func TestReadMessage(t *testing.T) {
