@@ -273,30 +273,6 @@ func checkCameraURL(raw string) string {
 	return ""
 }
 
-// Redact returns rawURL with the password of its user info, if any, replaced
-// by "xxxxx", for logs and messages. It also redacts URLs that do not parse.
-func Redact(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
-		return u.Redacted()
-	}
-	// Cut by hand: scheme://user:PASSWORD@host/... The last '@' ends the user
-	// info, since a password may hold unescaped '/', '?' or '#'. This may
-	// hide more than the password, never less.
-	prefix, rest := "", rawURL
-	if i := strings.Index(rawURL, "://"); i >= 0 {
-		prefix, rest = rawURL[:i+3], rawURL[i+3:]
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return rawURL
-	}
-	colon := strings.Index(rest[:at], ":")
-	if colon < 0 {
-		return rawURL // a user name only
-	}
-	return prefix + rest[:colon+1] + "xxxxx" + rest[at:]
-}
-
 // isToken reports whether s is a non-empty string of [A-Za-z0-9_-].
 func isToken(s string) bool {
 	if s == "" {

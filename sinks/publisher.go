@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -56,8 +55,12 @@ func (p *Publisher) Start() error {
 		}),
 	)
 	if err != nil {
-		// nats.go may quote the URL in its error (a parse error does): scrub the whole text.
-		return errors.New(scrubUserinfo(fmt.Sprintf("NATS %s: %v", redactList(p.URL), err)))
+		// nats.go may quote a URL in its error (a parse error does): scrub the whole text.
+		msg := fmt.Sprintf("NATS %s: %v", p.URL, err)
+		for _, u := range strings.Split(p.URL, ",") {
+			msg = config.NewRedactor(strings.TrimSpace(u)).Scrub(msg)
+		}
+		return errors.New(msg)
 	}
 	p.nc = nc
 	return nil
@@ -92,17 +95,4 @@ func (p *Publisher) Close(timeout time.Duration) {
 		_ = p.nc.FlushTimeout(timeout)
 	}
 	p.nc.Close()
-}
-
-// userinfo matches the password part of user:password@ in URLs, parseable or not.
-var userinfo = regexp.MustCompile(`(://[^:@/\s]*:)[^@/\s]+@`)
-
-func scrubUserinfo(s string) string { return userinfo.ReplaceAllString(s, "${1}xxxxx@") }
-
-func redactList(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, u := range parts {
-		parts[i] = config.Redact(strings.TrimSpace(u))
-	}
-	return strings.Join(parts, ",")
 }

@@ -57,14 +57,14 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		ReadTimeout:  c.readTimeout,
 		WriteTimeout: c.readTimeout,
 		OnTransportSwitch: func(err error) {
-			c.log.Info("RTSP transport switched", "reason", c.redact(err.Error()))
+			c.log.Info("RTSP transport switched", "reason", c.redactor.Scrub(err.Error()))
 		},
 		OnPacketsLost: func(lost uint64) {
 			gap.Store(true)
 			lossLog.warn(c.log, "RTP packets lost", "lost", lost)
 		},
 		OnDecodeError: func(err error) {
-			depacketLog.warn(c.log, "RTP/RTCP decode error", "error", c.redact(err.Error()))
+			depacketLog.warn(c.log, "RTP/RTCP decode error", "error", c.redactor.Scrub(err.Error()))
 		},
 	}
 	if err := client.Start2(); err != nil {

@@ -12,12 +12,11 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 )
 
@@ -33,15 +32,14 @@ const (
 	DefaultInputW = 640 // model input width used when Camera.InputW is 0
 	DefaultInputH = 640 // model input height used when Camera.InputH is 0
 
-	poolSize       = 3                // Pix buffers per camera
-	queueLen       = 8                // access units between the RTP callback and the decoder
-	retryMin       = 1 * time.Second  // first delay before restarting a failed session
-	retryMax       = 30 * time.Second // the delay doubles up to this
-	stableAfter    = 10 * time.Second // a session online this long resets the delay
-	readTimeout    = 10 * time.Second // RTSP read timeout, also the no-packet timeout
-	warnEvery      = 10 * time.Second // repeated warnings are summarized per this window
-	bufferSlack    = 64               // spare bytes behind each Pix buffer, never handed out
-	redactedSecret = "xxxxx"
+	poolSize    = 3                // Pix buffers per camera
+	queueLen    = 8                // access units between the RTP callback and the decoder
+	retryMin    = 1 * time.Second  // first delay before restarting a failed session
+	retryMax    = 30 * time.Second // the delay doubles up to this
+	stableAfter = 10 * time.Second // a session online this long resets the delay
+	readTimeout = 10 * time.Second // RTSP read timeout, also the no-packet timeout
+	warnEvery   = 10 * time.Second // repeated warnings are summarized per this window
+	bufferSlack = 64               // spare bytes behind each Pix buffer, never handed out
 )
 
 // Frame is one decoded frame, letterboxed into the model's input. It belongs to its
@@ -94,10 +92,9 @@ type Camera struct {
 	// tunables, overridden by tests
 	retryMin, retryMax, stableAfter, readTimeout time.Duration
 
-	log     *slog.Logger
-	safeURL string   // URL with the password redacted
-	secrets []string // strings that must never appear in errors or logs
-	pool    chan *Frame
+	log      *slog.Logger
+	redactor config.Redactor // hides the URL's password in logs, status and errors
+	pool     chan *Frame
 
 	frames, delivered, dropped, reconnects atomic.Uint64
 
@@ -142,12 +139,12 @@ func (c *Camera) init() {
 	setDefault(&c.retryMax, retryMax)
 	setDefault(&c.stableAfter, stableAfter)
 	setDefault(&c.readTimeout, readTimeout)
-	c.safeURL, c.secrets = redactURL(c.URL)
+	c.redactor = config.NewRedactor(c.URL)
 	logger := c.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c.log = logger.With("camera", c.ID, "url", c.safeURL)
+	c.log = logger.With("camera", c.ID, "url", c.redactor.URL)
 
 	n := c.InputW * c.InputH * 3
 	c.pool = make(chan *Frame, poolSize)
@@ -201,7 +198,7 @@ func (c *Camera) run(ctx context.Context) {
 		}
 		msg := "session ended"
 		if err != nil {
-			msg = c.redact(err.Error())
+			msg = c.redactor.Scrub(err.Error())
 		}
 		c.mu.Lock()
 		c.state = StateOffline
@@ -230,51 +227,6 @@ func (c *Camera) setOnline() {
 	c.state = StateOnline
 	c.mu.Unlock()
 	c.log.Info("camera online")
-}
-
-// redact removes the URL's password (and, for an unparsable URL, its user info) from s.
-func (c *Camera) redact(s string) string {
-	if c.URL != "" && c.URL != c.safeURL {
-		s = strings.ReplaceAll(s, c.URL, c.safeURL)
-	}
-	for _, sec := range c.secrets {
-		s = strings.ReplaceAll(s, sec, redactedSecret)
-	}
-	return s
-}
-
-// redactURL returns raw with its password replaced, and the strings to scrub from errors.
-func redactURL(raw string) (string, []string) {
-	if u, err := url.Parse(raw); err == nil {
-		var secrets []string
-		if u.User != nil {
-			if p, ok := u.User.Password(); ok && p != "" {
-				secrets = append(secrets, p)
-				if esc := url.PathEscape(p); esc != p {
-					secrets = append(secrets, esc)
-				}
-				if esc := url.QueryEscape(p); esc != p {
-					secrets = append(secrets, esc)
-				}
-			}
-		}
-		return u.Redacted(), secrets
-	}
-	// Unparsable: drop the whole user info, whatever it holds.
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return raw, nil
-	}
-	rest := raw[i+3:]
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return raw, nil
-	}
-	return raw[:i+3] + redactedSecret + rest[at:], []string{rest[:at]}
 }
 
 // jitter returns d ± 20%.
