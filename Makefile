@@ -16,12 +16,9 @@ build:
 	$(GO) build -o $(BIN) ./cmd/visiond
 
 # The daemon on its embedded demo config (a built-in sample camera, an embedded NATS server on
-# 127.0.0.1:4222), with `visiond sub` printing the detections as they are published.
-# The daemon runs in its own session so that Ctrl-C reaches it once, through the trap.
+# 127.0.0.1:4222), printing the detections it publishes. Ctrl-C stops it.
 run: setup build
-	@setsid $(BIN) run & pid=$$!; \
-	trap 'kill -TERM $$pid 2>/dev/null; wait $$pid' EXIT; \
-	$(BIN) sub
+	$(BIN) run -print
 
 test: setup vet fmt-check
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)

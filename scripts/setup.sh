@@ -63,7 +63,7 @@ fi
 # Sample media from Debian's opencv-doc (downloaded, not installed).
 if [ ! -s "$TP/media/vtest.avi" ] || [ ! -s "$TP/media/messi5.jpg" ]; then
   echo "setup: fetching sample media (Debian opencv-doc)"
-  (cd "$work" && apt-get download -q opencv-doc >/dev/null) || { apt_update; (cd "$work" && apt-get download -q opencv-doc >/dev/null); }
+  (cd "$work" && apt-get download -q -o APT::Sandbox::User=root opencv-doc >/dev/null) || { apt_update; (cd "$work" && apt-get download -q -o APT::Sandbox::User=root opencv-doc >/dev/null); }
   dpkg -x "$work"/opencv-doc_*.deb "$work/doc"
   mkdir -p "$TP/media"
   for f in vtest.avi messi5.jpg basketball1.png; do

@@ -42,7 +42,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"github.com/visiond/visiond/infer"
@@ -50,8 +49,6 @@ import (
 
 // errCorruptFrame is returned for a frame that the decoder output with concealed errors.
 var errCorruptFrame = errors.New("decoder output a corrupt frame")
-
-var quietFFmpeg sync.Once
 
 // decoder is an H.264 decoder (libavcodec) plus the scaler (libswscale) that letterboxes its
 // frames into RGB24 buffers. It is used by one goroutine at a time.
@@ -70,10 +67,9 @@ type decoder struct {
 // newDecoder returns an H.264 decoder. It decodes on the calling goroutine's thread only
 // (thread_count 1): many cameras share a few cores, and frame threads would add latency.
 func newDecoder() (*decoder, error) {
-	quietFFmpeg.Do(func() {
-		// FFmpeg logs every concealed macroblock to stderr; errors reach us as return values.
-		C.av_log_set_level(C.AV_LOG_QUIET)
-	})
+	// FFmpeg logs every concealed macroblock to stderr; errors reach us as return values.
+	// The level is process-wide; setting it again is harmless.
+	C.av_log_set_level(C.AV_LOG_QUIET)
 	codec := C.avcodec_find_decoder(C.AV_CODEC_ID_H264)
 	if codec == nil {
 		return nil, errors.New("libavcodec has no H.264 decoder")

@@ -45,7 +45,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "run":
-		err = runCmd(args[1:], stderr)
+		err = runCmd(args[1:], stdout, stderr)
 	case "check":
 		err = checkCmd(args[1:], stdout)
 	case "sub":
@@ -107,9 +107,10 @@ func checkCmd(args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runCmd(args []string, stderr io.Writer) error {
+func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", os.Getenv("VISIOND_CONFIG"), "config file (default: $VISIOND_CONFIG, else the embedded demo config)")
+	print := fs.Bool("print", false, "also print every published event on stdout, as `visiond sub` does")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,6 +129,12 @@ func runCmd(args []string, stderr io.Writer) error {
 	d := &pipeline.Daemon{Config: cfg, Logger: log}
 	if err := d.Start(); err != nil {
 		return err
+	}
+	if *print {
+		ctx, cancel := context.WithCancel(context.Background())
+		printed := make(chan error, 1)
+		go func() { printed <- printEvents(ctx, d.NATSURL(), cfg.NATS.SubjectPrefix+".>", false, 0, stdout) }()
+		defer func() { cancel(); <-printed }()
 	}
 	sig := <-sigs
 	log.Info("stopping", "signal", sig.String())

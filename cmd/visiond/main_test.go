@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // With VISIOND_CMD_TEST_MAIN=1 the test binary is visiond itself, so tests can check the real
@@ -87,5 +91,82 @@ func TestCheckExitStatus(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr %q does not name %s", stderr.String(), want)
 		}
+	}
+}
+
+// `visiond run -print` as a process, as `make run` starts it: the sample camera, an embedded
+// NATS server and a worker process; people are printed; SIGINT stops it with status 0.
+func TestRunPrintsDetections(t *testing.T) {
+	abs := func(rel string) string {
+		p, err := filepath.Abs(filepath.Join("../../third_party", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%v: run scripts/setup.sh", err)
+		}
+		return p
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtspAddr := ln.Addr().String()
+	ln.Close()
+	cfg := writeConfig(t, fmt.Sprintf(`
+site: demo
+http: {listen: ""}
+nats: {listen: "127.0.0.1:0"}
+workers: {model: %q, library: %q}
+sample: {enabled: true, listen: %q, file: %q}
+cameras:
+  - {id: sample, url: "rtsp://%s/sample"}
+`, abs("yolov8n.onnx"), abs("libonnxruntime.so.1"), rtspAddr, abs("media/vtest.h264.ts"), rtspAddr))
+
+	cmd := exec.Command(os.Args[0], "run", "-print", "-config", cfg)
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1") // its workers inherit it
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	timeout := time.After(90 * time.Second)
+	for found := false; !found; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("visiond run exited before printing a person; stderr:\n%s", stderr.String())
+			}
+			found = strings.Contains(l, "demo/sample frame") && strings.Contains(l, " person 0.")
+		case <-timeout:
+			t.Fatalf("no person printed in 90 s; stderr:\n%s", stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range lines { // drain until exit
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("visiond run after SIGINT: %v, want exit status 0; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "msg=stopped") {
+		t.Fatalf("no clean stop logged; stderr:\n%s", stderr.String())
 	}
 }

@@ -29,32 +29,37 @@ func subCmd(args []string, stdout io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return printEvents(ctx, *url, *subject, *raw, *count, stdout)
+}
 
-	// Wait for the server rather than fail: `make run` starts the daemon and this together.
-	nc, err := nats.Connect(*url, nats.Name("visiond-sub"), nats.RetryOnFailedConnect(true),
+// printEvents prints the events on subject as they arrive until ctx ends or count events
+// (0: no limit) have been printed. It waits for the server rather than fail, so it can be
+// started together with the daemon.
+func printEvents(ctx context.Context, url, subject string, raw bool, count int, w io.Writer) error {
+	nc, err := nats.Connect(url, nats.Name("visiond-sub"), nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))
 	if err != nil {
-		return fmt.Errorf("NATS %s: %w", *url, err)
+		return fmt.Errorf("NATS %s: %w", url, err)
 	}
 	defer nc.Close()
 	msgs := make(chan *nats.Msg, 1024)
-	sub, err := nc.ChanSubscribe(*subject, msgs)
+	sub, err := nc.ChanSubscribe(subject, msgs)
 	if err != nil {
-		return fmt.Errorf("subscribe %q: %w", *subject, err)
+		return fmt.Errorf("subscribe %q: %w", subject, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	fmt.Fprintf(os.Stderr, "visiond sub: waiting for events on %s at %s\n", *subject, *url)
+	fmt.Fprintf(os.Stderr, "visiond: printing events on %s from %s\n", subject, url)
 
-	for n := 0; *count == 0 || n < *count; n++ {
+	for n := 0; count == 0 || n < count; n++ {
 		select {
 		case <-ctx.Done():
 			return nil
 		case m := <-msgs:
-			if *raw {
-				fmt.Fprintf(stdout, "%s\n", m.Data)
+			if raw {
+				fmt.Fprintf(w, "%s\n", m.Data)
 				continue
 			}
-			fmt.Fprintln(stdout, formatEvent(m))
+			fmt.Fprintln(w, formatEvent(m))
 		}
 	}
 	return nil
