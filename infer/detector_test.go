@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"cmp"
 	"errors"
 	"os"
 	"slices"
@@ -141,10 +142,13 @@ func messiFrame(tb testing.TB, a assets) ([]byte, Letterbox, int, int) {
 	return pix, lb, img.Cols(), img.Rows()
 }
 
+// newTestDetector opens the model with the CPU provider, or with $VISIOND_BENCH_PROVIDER
+// (e.g. cuda, to run the benchmarks on the GPU machine).
 func newTestDetector(tb testing.TB) (*Detector, assets) {
 	tb.Helper()
 	a := thirdParty(tb)
-	d, err := NewDetector(DetectorOptions{Model: a.model, Library: a.library, Threads: 2})
+	d, err := NewDetector(DetectorOptions{Model: a.model, Library: a.library, Threads: 2,
+		Provider: os.Getenv("VISIOND_BENCH_PROVIDER")})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -201,7 +205,8 @@ func TestLetterboxImage(t *testing.T) {
 func TestDetectorInProcess(t *testing.T) {
 	d, a := newTestDetector(t)
 	m := d.Model()
-	if m.InputW != 640 || m.InputH != 640 || len(m.Classes) != 80 || m.Classes[0] != "person" || m.Provider != "cpu" {
+	provider := cmp.Or(os.Getenv("VISIOND_BENCH_PROVIDER"), "cpu")
+	if m.InputW != 640 || m.InputH != 640 || len(m.Classes) != 80 || m.Classes[0] != "person" || m.Provider != provider {
 		t.Fatalf("model info %+v", m)
 	}
 	pix, lb, w, h := messiFrame(t, a)

@@ -33,6 +33,8 @@ type assets struct {
 }
 
 // thirdParty returns the files scripts/setup.sh fetches; the test fails without them.
+// $ONNXRUNTIME_SHARED_LIBRARY_PATH, when set, names another ONNX Runtime build (the GPU
+// machine's, with the CUDA provider).
 func thirdParty(tb testing.TB) assets {
 	tb.Helper()
 	dir := filepath.Join("..", "third_party")
@@ -40,6 +42,9 @@ func thirdParty(tb testing.TB) assets {
 		library: filepath.Join(dir, "libonnxruntime.so.1"),
 		model:   filepath.Join(dir, "yolov8n.onnx"),
 		messi:   filepath.Join(dir, "media", "messi5.jpg"),
+	}
+	if lib := os.Getenv("ONNXRUNTIME_SHARED_LIBRARY_PATH"); lib != "" {
+		a.library = lib
 	}
 	for _, p := range []string{a.library, a.model, a.messi} {
 		if _, err := os.Stat(p); err != nil {
