@@ -22,14 +22,10 @@ import (
 
 // PoolConfig configures a Pool. Zero values take the documented defaults.
 type PoolConfig struct {
-	Count      int     // worker processes; default 1
-	Model      string  // .onnx file (required)
-	Library    string  // libonnxruntime.so (required)
-	Provider   string  // "cpu" (default) or "cuda"
-	Device     int     // CUDA device id
-	Threads    int     // intra-op threads per worker; 0: ORT's default
-	Confidence float64 // minimum class score; default 0.25
-	IoU        float64 // NMS IoU threshold; default 0.45
+	Count int // worker processes; default 1
+	// DetectorOptions are each worker's model, library, provider and thresholds (MaxDet is
+	// the worker's default).
+	DetectorOptions
 
 	JobTimeout      time.Duration // a job running longer kills its worker (ErrJobTimeout); default 10 s
 	StartTimeout    time.Duration // from exec to hello (model load); default 2 min
@@ -48,15 +44,7 @@ func (c *PoolConfig) setDefaults() error {
 	if c.Count == 0 {
 		c.Count = 1
 	}
-	if c.Provider == "" {
-		c.Provider = "cpu"
-	}
-	if c.Confidence == 0 {
-		c.Confidence = 0.25
-	}
-	if c.IoU == 0 {
-		c.IoU = 0.45
-	}
+	c.DetectorOptions.setDefaults()
 	if c.JobTimeout == 0 {
 		c.JobTimeout = 10 * time.Second
 	}

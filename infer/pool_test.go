@@ -39,15 +39,13 @@ func testPoolConfig(t *testing.T, a assets) (PoolConfig, *testLog) {
 		}
 	})
 	return PoolConfig{
-		Count:        1,
-		Model:        a.model,
-		Library:      a.library,
-		Threads:      2,
-		JobTimeout:   time.Minute, // -race makes the worker slow
-		RestartDelay: 20 * time.Millisecond,
-		Command:      []string{os.Args[0]},
-		Env:          []string{workerEnv + "=1"},
-		Logger:       slog.New(slog.NewTextHandler(log, nil)),
+		Count:           1,
+		DetectorOptions: DetectorOptions{Model: a.model, Library: a.library, Threads: 2},
+		JobTimeout:      time.Minute, // -race makes the worker slow
+		RestartDelay:    20 * time.Millisecond,
+		Command:         []string{os.Args[0]},
+		Env:             []string{workerEnv + "=1"},
+		Logger:          slog.New(slog.NewTextHandler(log, nil)),
 	}, log
 }
 

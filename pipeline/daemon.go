@@ -110,14 +110,16 @@ func (d *Daemon) Start() (err error) {
 	}
 
 	d.pool = infer.NewPool(infer.PoolConfig{
-		Count:      cfg.Workers.Count,
-		Model:      cfg.Workers.Model,
-		Library:    cfg.Workers.Library,
-		Provider:   cfg.Workers.Provider,
-		Device:     cfg.Workers.Device,
-		Threads:    cfg.Workers.Threads,
-		Confidence: cfg.Workers.Confidence,
-		IoU:        cfg.Workers.IoU,
+		Count: cfg.Workers.Count,
+		DetectorOptions: infer.DetectorOptions{
+			Model:      cfg.Workers.Model,
+			Library:    cfg.Workers.Library,
+			Provider:   cfg.Workers.Provider,
+			Device:     cfg.Workers.Device,
+			Threads:    cfg.Workers.Threads,
+			Confidence: cfg.Workers.Confidence,
+			IoU:        cfg.Workers.IoU,
+		},
 		JobTimeout: cfg.Workers.JobTimeout,
 		Command:    d.WorkerCommand,
 		Env:        d.WorkerEnv,
