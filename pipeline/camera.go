@@ -22,7 +22,9 @@ type camera struct {
 	interval time.Duration // 1/fps
 	slack    time.Duration // how early a camera may go: absorbs ticker jitter, well under interval
 	nextDue  time.Time     // owned by the slicer goroutine
+	dueAt    atomic.Int64  // nextDue-slack in unix ns, for onFrame
 	busy     atomic.Bool   // a job of this camera is in flight: batch=1, one at a time
+	wake     func()        // wakes the slicer
 
 	analysed   atomic.Uint64 // frames analysed and published
 	stale      atomic.Uint64 // frames older than max_frame_age when their turn came
@@ -36,9 +38,25 @@ type camera struct {
 	prev     counts    // totals at the last summary
 }
 
-func newCamera(cfg config.Camera, slice time.Duration) *camera {
+func newCamera(cfg config.Camera, slice time.Duration, wake func()) *camera {
 	interval := time.Duration(float64(time.Second) / cfg.FPS)
-	return &camera{cfg: cfg, interval: interval, slack: min(slice/2, interval/4)}
+	return &camera{cfg: cfg, interval: interval, slack: min(slice/2, interval/4), wake: wake}
+}
+
+// onFrame receives the source's frames. A frame for a camera that is due and idle wakes the
+// slicer at once, so a camera analysed faster than the slice rate gets its fps and each
+// frame waits for no tick; other frames wait in the mailbox for their turn.
+func (c *camera) onFrame(f *sources.Frame) {
+	c.box.Put(f)
+	if !c.busy.Load() && time.Now().UnixNano() >= c.dueAt.Load() {
+		c.wake()
+	}
+}
+
+// schedule sets the earliest time of the camera's next job.
+func (c *camera) schedule(next time.Time) {
+	c.nextDue = next
+	c.dueAt.Store(next.Add(-c.slack).UnixNano())
 }
 
 type counts struct{ analysed, stale, lost, dropped uint64 }

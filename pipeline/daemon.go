@@ -1,8 +1,9 @@
 // Package pipeline is visiond's core: it starts every stage from a config and connects them.
 // Camera sources fill one-slot mailboxes (the newest frame wins); a time-slicer wakes every
-// slice, and whenever a worker frees up, and hands batch=1 jobs for the cameras that are due
-// to idle inference workers, fairly, starting each round where the last one stopped; each
-// result becomes a detection event on NATS.
+// slice, whenever a worker frees up and whenever a frame arrives for a camera that is due,
+// and hands batch=1 jobs for the cameras that are due (each at its own fps) to idle
+// inference workers, fairly, starting each round where the last one stopped; each result
+// becomes a detection event on NATS.
 package pipeline
 
 import (
@@ -136,14 +137,14 @@ func (d *Daemon) Start() (err error) {
 		if !cc.Enabled {
 			continue
 		}
-		c := newCamera(cc, cfg.Pipeline.Slice)
+		c := newCamera(cc, cfg.Pipeline.Slice, d.wakeUp)
 		c.src = &sources.Camera{
 			ID:        cc.ID,
 			URL:       cc.URL,
 			Transport: cc.Transport,
 			InputW:    d.model.InputW,
 			InputH:    d.model.InputH,
-			OnFrame:   c.box.Put,
+			OnFrame:   c.onFrame,
 			Logger:    d.log, // the camera adds its id and redacted URL
 		}
 		d.cams = append(d.cams, c)
@@ -268,10 +269,11 @@ func (d *Daemon) dispatch(now time.Time) {
 		}
 		f.Release() // TryDispatch copied the pixels into the worker's slot
 		// Keep to the camera's schedule, but never burst to catch up after a gap.
-		c.nextDue = c.nextDue.Add(c.interval)
-		if c.nextDue.Before(now) {
-			c.nextDue = now.Add(c.interval)
+		next := c.nextDue.Add(c.interval)
+		if next.Before(now) {
+			next = now.Add(c.interval)
 		}
+		c.schedule(next)
 		d.next = (start + i + 1) % n
 	}
 }

@@ -52,7 +52,7 @@ func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
 		publish: func(ev *sinks.DetectionEvent) error { s.events = append(s.events, ev); return nil }}
 	for i, f := range fps {
 		cc := config.Camera{ID: fmt.Sprintf("cam%d", i), FPS: f, Enabled: true}
-		s.d.cams = append(s.d.cams, newCamera(cc, slice))
+		s.d.cams = append(s.d.cams, newCamera(cc, slice, s.d.wakeUp))
 	}
 	return s
 }
@@ -177,5 +177,40 @@ func TestSlicerCountsLostJobs(t *testing.T) {
 	}
 	if c.busy.Load() {
 		t.Fatal("camera still busy after its job ended")
+	}
+}
+
+// A frame for a camera that is due wakes the slicer at once; one for a busy camera, or one
+// that is not due yet, waits in the mailbox for a tick or a completion.
+func TestFrameWakesSlicerOnlyWhenCameraIsDue(t *testing.T) {
+	s := newSim(1, 200*time.Millisecond, 10)
+	c := s.d.cams[0]
+	woken := func() bool {
+		select {
+		case <-s.d.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	c.onFrame(&sources.Frame{Camera: "cam0", Captured: time.Now()})
+	if !woken() {
+		t.Fatal("a due, idle camera's frame did not wake the slicer")
+	}
+	c.busy.Store(true)
+	c.onFrame(&sources.Frame{Camera: "cam0", Captured: time.Now()})
+	if woken() {
+		t.Fatal("a busy camera's frame woke the slicer")
+	}
+	c.busy.Store(false)
+	c.schedule(time.Now().Add(time.Second))
+	c.onFrame(&sources.Frame{Camera: "cam0", Captured: time.Now()})
+	if woken() {
+		t.Fatal("a frame of a camera due in 1 s woke the slicer")
+	}
+	c.schedule(time.Now().Add(c.slack / 2)) // due within its slack: it may go now
+	c.onFrame(&sources.Frame{Camera: "cam0", Captured: time.Now()})
+	if !woken() {
+		t.Fatal("a camera due within its slack was not woken")
 	}
 }
