@@ -125,9 +125,24 @@ type CameraDefaults struct {
 	FPS float64 `yaml:"fps"`
 	// Enabled says whether cameras are watched; nil means true. Default true.
 	Enabled *bool `yaml:"enabled"`
-	// Transport is the RTSP transport: tcp, udp or auto. Default "tcp".
+	// Transport is the RTSP transport: tcp, udp or auto (UDP, then TCP if no
+	// UDP packet arrives). Default "tcp".
 	Transport string `yaml:"transport"`
+	// Decode is which frames are decoded: all, or keyframes (only random-access
+	// units: far less CPU when fps is at or below the stream's keyframe rate).
+	// Default "all".
+	Decode string `yaml:"decode"`
+	// StallTimeout is how long a camera may deliver no frame before its session
+	// is closed and reopened, > 0. Default 10s.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
 }
+
+// Camera kinds.
+const (
+	KindRTSP      = "rtsp"      // an RTSP camera: url
+	KindGStreamer = "gstreamer" // a GStreamer pipeline ending in appsink: pipeline
+	KindFile      = "file"      // a video file played at its own rate, looped: file
+)
 
 // Camera is one camera, in resolved form: after Parse every field holds its
 // effective value, taken from camera_defaults where the camera does not set it.
@@ -135,46 +150,74 @@ type Camera struct {
 	// ID names the camera; it is a token of NATS subjects. Required, unique,
 	// letters, digits, '_' and '-' only, at most 64 characters.
 	ID string `yaml:"id"`
-	// URL is the camera's rtsp:// or rtsps:// URL, credentials included.
-	// Required. Log it through Redact.
-	URL string `yaml:"url"`
+	// Kind is the kind of source: rtsp, gstreamer or file. Default "rtsp".
+	Kind string `yaml:"kind"`
+	// URL is the camera's rtsp:// or rtsps:// URL, credentials included or in
+	// Username and Password. Required for kind rtsp. Log it through Redact.
+	URL string `yaml:"url,omitempty"`
+	// Username and Password are the RTSP credentials, when not in URL.
+	Username string `yaml:"username,omitempty"`
+	Password string `yaml:"password,omitempty"`
+	// Pipeline is a GStreamer pipeline that ends in an appsink, e.g.
+	// "rtspsrc location=rtsp://... ! rtph264depay ! h264parse ! nvv4l2decoder !
+	// nvvidconv ! video/x-raw,format=BGRx ! videoconvert ! appsink".
+	// Required for kind gstreamer.
+	Pipeline string `yaml:"pipeline,omitempty"`
+	// File is a video file, required for kind file.
+	File string `yaml:"file,omitempty"`
 	// FPS is the number of frames analysed per second, > 0.
 	FPS float64 `yaml:"fps"`
 	// Enabled says whether the camera is watched.
 	Enabled bool `yaml:"enabled"`
 	// Transport is the RTSP transport: tcp, udp or auto.
 	Transport string `yaml:"transport"`
+	// Decode is all or keyframes.
+	Decode string `yaml:"decode"`
+	// StallTimeout closes and reopens a session that delivers no frame for this long.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
 }
 
 // rawCamera is a camera as written in YAML: a nil field was left unset and
 // takes its value from camera_defaults.
 type rawCamera struct {
-	ID        *string  `yaml:"id"`
-	URL       *string  `yaml:"url"`
-	FPS       *float64 `yaml:"fps"`
-	Enabled   *bool    `yaml:"enabled"`
-	Transport *string  `yaml:"transport"`
+	ID           *string        `yaml:"id"`
+	Kind         *string        `yaml:"kind"`
+	URL          *string        `yaml:"url"`
+	Username     *string        `yaml:"username"`
+	Password     *string        `yaml:"password"`
+	Pipeline     *string        `yaml:"pipeline"`
+	File         *string        `yaml:"file"`
+	FPS          *float64       `yaml:"fps"`
+	Enabled      *bool          `yaml:"enabled"`
+	Transport    *string        `yaml:"transport"`
+	Decode       *string        `yaml:"decode"`
+	StallTimeout *time.Duration `yaml:"stall_timeout"`
 }
 
 // resolve fills the fields r leaves unset from d.
 func (r rawCamera) resolve(d CameraDefaults) Camera {
-	c := Camera{FPS: d.FPS, Enabled: d.Enabled == nil || *d.Enabled, Transport: d.Transport}
-	if r.ID != nil {
-		c.ID = *r.ID
+	return Camera{
+		ID:           or(r.ID, ""),
+		Kind:         or(r.Kind, KindRTSP),
+		URL:          or(r.URL, ""),
+		Username:     or(r.Username, ""),
+		Password:     or(r.Password, ""),
+		Pipeline:     or(r.Pipeline, ""),
+		File:         or(r.File, ""),
+		FPS:          or(r.FPS, d.FPS),
+		Enabled:      or(r.Enabled, d.Enabled == nil || *d.Enabled),
+		Transport:    or(r.Transport, d.Transport),
+		Decode:       or(r.Decode, d.Decode),
+		StallTimeout: or(r.StallTimeout, d.StallTimeout),
 	}
-	if r.URL != nil {
-		c.URL = *r.URL
+}
+
+// or returns *p, or def when p is nil.
+func or[T any](p *T, def T) T {
+	if p == nil {
+		return def
 	}
-	if r.FPS != nil {
-		c.FPS = *r.FPS
-	}
-	if r.Enabled != nil {
-		c.Enabled = *r.Enabled
-	}
-	if r.Transport != nil {
-		c.Transport = *r.Transport
-	}
-	return c
+	return *p
 }
 
 // LibraryEnv is the environment variable that, when set, gives the default of
@@ -207,9 +250,11 @@ func Default() *Config {
 		Pipeline: Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second},
 		Sample:   Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"},
 		CameraDefaults: CameraDefaults{
-			FPS:       5,
-			Enabled:   &enabled,
-			Transport: "tcp",
+			FPS:          5,
+			Enabled:      &enabled,
+			Transport:    "tcp",
+			Decode:       "all",
+			StallTimeout: 10 * time.Second,
 		},
 	}
 }

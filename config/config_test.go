@@ -35,7 +35,8 @@ func TestShippedConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.Camera{ID: "sample", URL: "rtsp://127.0.0.1:8554/sample", FPS: 5, Enabled: true, Transport: "tcp"}
+	want := config.Camera{ID: "sample", Kind: "rtsp", URL: "rtsp://127.0.0.1:8554/sample", FPS: 5, Enabled: true,
+		Transport: "tcp", Decode: "all", StallTimeout: 10 * time.Second}
 	if cfg.Site != "demo" || !cfg.Sample.Enabled || len(cfg.Cameras) != 1 || cfg.Cameras[0] != want {
 		t.Errorf("default.yaml: got site %q, sample %v, cameras %+v", cfg.Site, cfg.Sample.Enabled, cfg.Cameras)
 	}
@@ -93,14 +94,19 @@ func TestCameraResolution(t *testing.T) {
 camera_defaults:
   fps: 2
   transport: udp
+  decode: keyframes
 cameras:
   - id: inherits
     url: rtsp://cam1/stream
   - id: overrides
-    url: rtsps://user:pw@cam2:322/live
+    url: rtsps://cam2:322/live
+    username: user
+    password: pw
     fps: 12.5
     transport: auto
     enabled: true
+    decode: all
+    stall_timeout: 3s
   - id: off
     url: rtsp://cam3
     enabled: false
@@ -109,9 +115,12 @@ cameras:
 		t.Fatal(err)
 	}
 	want := []config.Camera{
-		{ID: "inherits", URL: "rtsp://cam1/stream", FPS: 2, Enabled: true, Transport: "udp"},
-		{ID: "overrides", URL: "rtsps://user:pw@cam2:322/live", FPS: 12.5, Enabled: true, Transport: "auto"},
-		{ID: "off", URL: "rtsp://cam3", FPS: 2, Enabled: false, Transport: "udp"},
+		{ID: "inherits", Kind: "rtsp", URL: "rtsp://cam1/stream", FPS: 2, Enabled: true, Transport: "udp",
+			Decode: "keyframes", StallTimeout: 10 * time.Second},
+		{ID: "overrides", Kind: "rtsp", URL: "rtsps://cam2:322/live", Username: "user", Password: "pw", FPS: 12.5,
+			Enabled: true, Transport: "auto", Decode: "all", StallTimeout: 3 * time.Second},
+		{ID: "off", Kind: "rtsp", URL: "rtsp://cam3", FPS: 2, Enabled: false, Transport: "udp",
+			Decode: "keyframes", StallTimeout: 10 * time.Second},
 	}
 	if !reflect.DeepEqual(cfg.Cameras, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg.Cameras, want)
@@ -175,6 +184,17 @@ var badCases = []struct {
 	{"bare number duration", "workers:\n  job_timeout: 5\n", "workers.job_timeout", 2, `invalid duration "5"`, ""},
 	{"zero duration", "pipeline:\n  max_frame_age: 0s\n", "pipeline.max_frame_age", 2, "must be > 0", ""},
 	{"bad http listen", "http:\n  listen: localhost\n", "http.listen", 2, "want host:port", ""},
+	{"bad kind", "cameras:\n  - id: a\n    kind: usb\n", "cameras[0].kind", 3, `unknown value "usb": want one of rtsp, gstreamer, file`, ""},
+	{"gstreamer without pipeline", "cameras:\n  - id: a\n    kind: gstreamer\n", "cameras[0].pipeline", 2, "missing: kind gstreamer needs a pipeline", ""},
+	{"gstreamer without appsink", "cameras:\n  - id: a\n    kind: gstreamer\n    pipeline: videotestsrc ! fakesink\n", "cameras[0].pipeline", 4, "must end in appsink", ""},
+	{"gstreamer with url", "cameras:\n  - id: a\n    kind: gstreamer\n    pipeline: videotestsrc ! appsink\n    url: rtsp://h\n", "cameras[0].url", 5, "not used by kind gstreamer", ""},
+	{"file without file", "cameras:\n  - id: a\n    kind: file\n", "cameras[0].file", 2, "missing: kind file needs a video file", ""},
+	{"file with credentials", "cameras:\n  - id: a\n    kind: file\n    file: a.mp4\n    username: u\n", "cameras[0].username", 5, "credentials are for kind rtsp", ""},
+	{"credentials twice", "cameras:\n  - id: a\n    url: rtsp://u:hunter2@h/x\n    username: v\n    password: hunter2\n", "cameras[0].username", 4, "credentials both in url and in username/password", "hunter2"},
+	{"password without user", "cameras:\n  - id: a\n    url: rtsp://h/x\n    password: hunter2\n", "cameras[0].username", 2, "missing: password is set", "hunter2"},
+	{"bad decode", "cameras:\n  - id: a\n    url: rtsp://h\n    decode: some\n", "cameras[0].decode", 4, `unknown value "some": want one of all, keyframes`, ""},
+	{"bad default decode", "camera_defaults:\n  decode: iframes\n", "camera_defaults.decode", 2, `unknown value "iframes"`, ""},
+	{"zero stall timeout", "cameras:\n  - id: a\n    url: rtsp://h\n    stall_timeout: 0s\n", "cameras[0].stall_timeout", 4, "must be > 0", ""},
 	{"bad port", "nats:\n  listen: 127.0.0.1:99999\n", "nats.listen", 2, "not a number in 0..65535", ""},
 	{"bad sample listen", "sample:\n  enabled: true\n  listen: 8554\n", "sample.listen", 3, "want host:port", ""},
 	{"bad nats url", "nats:\n  url: nats://a:4222,http://u:hunter2@b:4222\n", "nats.url", 2, `server 2: scheme "http" not supported`, "hunter2"},
@@ -236,7 +256,7 @@ line 8: cameras[0].url: scheme "http" not supported: want rtsp:// or rtsps://
 line 9: cameras[1].id: duplicate id "a" (first at cameras[0], line 7)
 line 9: cameras[1].url: missing
 line 10: cameras[1].fps: must be a finite number > 0, got -1
-line 11: cameras[1].colour: unknown key "colour" (known here: enabled, fps, id, transport, url)`
+line 11: cameras[1].colour: unknown key "colour" (known here: decode, enabled, file, fps, id, kind, password, pipeline, stall_timeout, transport, url, username)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
 	}
@@ -244,7 +264,10 @@ line 11: cameras[1].colour: unknown key "colour" (known here: enabled, fps, id, 
 
 func TestValidateGoConfig(t *testing.T) {
 	cfg := config.Default()
-	cfg.Cameras = []config.Camera{{ID: "a", URL: "rtsp://h", FPS: 5, Transport: "tcp"}, {ID: "a", URL: "rtsp://h", Transport: "tcp"}}
+	cam := config.Camera{ID: "a", Kind: "rtsp", URL: "rtsp://h", FPS: 5, Transport: "tcp", Decode: "all", StallTimeout: time.Second}
+	cam2 := cam
+	cam2.FPS = 0
+	cfg.Cameras = []config.Camera{cam, cam2}
 	err := cfg.Validate()
 	want := "cameras[1].id: duplicate id \"a\" (first at cameras[0])\ncameras[1].fps: must be a finite number > 0, got 0"
 	if err == nil || err.Error() != want {

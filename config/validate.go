@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Problem is one thing wrong in a configuration.
@@ -106,16 +107,10 @@ func (c *Config) Validate() error {
 	}
 	v.fraction("workers.confidence", w.Confidence)
 	v.fraction("workers.iou", w.IoU)
-	if w.JobTimeout <= 0 {
-		v.add("workers.job_timeout", "must be > 0, got %v", w.JobTimeout)
-	}
+	v.positive("workers.job_timeout", w.JobTimeout)
 
-	if c.Pipeline.Slice <= 0 {
-		v.add("pipeline.slice", "must be > 0, got %v", c.Pipeline.Slice)
-	}
-	if c.Pipeline.MaxFrameAge <= 0 {
-		v.add("pipeline.max_frame_age", "must be > 0, got %v", c.Pipeline.MaxFrameAge)
-	}
+	v.positive("pipeline.slice", c.Pipeline.Slice)
+	v.positive("pipeline.max_frame_age", c.Pipeline.MaxFrameAge)
 
 	if c.Sample.Listen != "" {
 		v.listen("sample.listen", c.Sample.Listen)
@@ -131,6 +126,8 @@ func (c *Config) Validate() error {
 
 	v.fps("camera_defaults.fps", c.CameraDefaults.FPS)
 	v.oneOf("camera_defaults.transport", c.CameraDefaults.Transport, "tcp", "udp", "auto")
+	v.oneOf("camera_defaults.decode", c.CameraDefaults.Decode, "all", "keyframes")
+	v.positive("camera_defaults.stall_timeout", c.CameraDefaults.StallTimeout)
 
 	firstByID := map[string]int{}
 	for i, cam := range c.Cameras {
@@ -153,17 +150,60 @@ func (c *Config) Validate() error {
 				firstByID[cam.ID] = i
 			}
 		}
-		if msg := checkCameraURL(cam.URL); msg != "" {
-			v.add(p+".url", "%s", msg)
-		}
+		v.source(p, cam)
 		v.fps(p+".fps", cam.FPS)
 		v.oneOf(p+".transport", cam.Transport, "tcp", "udp", "auto")
+		v.oneOf(p+".decode", cam.Decode, "all", "keyframes")
+		v.positive(p+".stall_timeout", cam.StallTimeout)
 	}
 
 	if len(v.problems) == 0 {
 		return nil
 	}
 	return newError(v.problems)
+}
+
+// source checks that the camera names exactly the source its kind needs.
+func (v *validator) source(p string, cam Camera) {
+	need := map[string]string{KindRTSP: "url", KindGStreamer: "pipeline", KindFile: "file"}
+	if _, ok := need[cam.Kind]; !ok {
+		v.oneOf(p+".kind", cam.Kind, KindRTSP, KindGStreamer, KindFile)
+		return
+	}
+	for _, f := range []struct{ key, val string }{{"url", cam.URL}, {"pipeline", cam.Pipeline}, {"file", cam.File}} {
+		if f.key != need[cam.Kind] && f.val != "" {
+			v.add(p+"."+f.key, "not used by kind %s (it reads %s)", cam.Kind, need[cam.Kind])
+		}
+	}
+	if cam.Kind != KindRTSP && (cam.Username != "" || cam.Password != "") {
+		v.add(p+".username", "credentials are for kind rtsp; put them in the %s's pipeline", cam.Kind)
+	}
+	switch cam.Kind {
+	case KindRTSP:
+		if msg := checkCameraURL(cam.URL); msg != "" {
+			v.add(p+".url", "%s", msg)
+		} else if u, _ := url.Parse(cam.URL); u.User != nil && (cam.Username != "" || cam.Password != "") {
+			v.add(p+".username", "credentials both in url and in username/password: keep one")
+		} else if cam.Password != "" && cam.Username == "" {
+			v.add(p+".username", "missing: password is set")
+		}
+	case KindGStreamer:
+		if strings.TrimSpace(cam.Pipeline) == "" {
+			v.add(p+".pipeline", "missing: kind gstreamer needs a pipeline ending in appsink")
+		} else if !strings.Contains(cam.Pipeline, "appsink") {
+			v.add(p+".pipeline", "must end in appsink, where visiond takes the frames")
+		}
+	case KindFile:
+		if cam.File == "" {
+			v.add(p+".file", "missing: kind file needs a video file")
+		}
+	}
+}
+
+func (v *validator) positive(field string, d time.Duration) {
+	if d <= 0 {
+		v.add(field, "must be > 0, got %v", d)
+	}
 }
 
 // validator collects problems, finding their lines in a path→line map.

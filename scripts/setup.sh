@@ -19,6 +19,10 @@ APT_PACKAGES=(
   libopencv-dev
   libavcodec-dev libavutil-dev libswscale-dev ffmpeg
   nats-server
+  # GStreamer for the gstreamer source kind (nvv4l2decoder on Jetson; avdec_h264 here), and
+  # GStreamer's RTSP server through python3-gi as a third-party RTSP server in tests
+  gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav
+  gir1.2-gst-rtsp-server-1.0 python3-gi
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
