@@ -253,14 +253,15 @@ func (d *Daemon) dispatch(now time.Time) {
 		if f == nil {
 			continue
 		}
-		if now.Sub(f.Captured) > d.Config.Pipeline.MaxFrameAge {
+		if now.Sub(f.Received) > d.Config.Pipeline.MaxFrameAge {
 			f.Release()
 			c.stale.Add(1)
 			continue
 		}
 		job := infer.Job{Camera: c.cfg.ID, Seq: f.Seq, Captured: f.Captured, Letterbox: f.Letterbox}
 		c.busy.Store(true)
-		ok := d.jobs.TryDispatch(job, f.Pix, func(r infer.Result) { d.finish(c, r, now) })
+		received := f.Received
+		ok := d.jobs.TryDispatch(job, f.Pix, func(r infer.Result) { d.finish(c, r, received, now) })
 		if !ok {
 			c.busy.Store(false)
 			c.box.Restore(f)
@@ -279,7 +280,9 @@ func (d *Daemon) dispatch(now time.Time) {
 }
 
 // finish runs on the pool's goroutine when a job ends.
-func (d *Daemon) finish(c *camera, r infer.Result, dispatched time.Time) {
+// Latencies are measured on this host's clock from when the frame was decoded (received);
+// captured_at is the camera's own capture time.
+func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Time) {
 	defer d.wakeUp()
 	defer c.busy.Store(false)
 	if r.Err != nil {
@@ -299,11 +302,11 @@ func (d *Daemon) finish(c *camera, r infer.Result, dispatched time.Time) {
 		Model:       strings.TrimSuffix(filepath.Base(d.model.Path), filepath.Ext(d.model.Path)),
 		Detections:  make([]sinks.Detection, 0, len(r.Detections)),
 		LatencyMS: sinks.Latency{
-			Queue: ms(dispatched.Sub(r.Job.Captured)),
+			Queue: ms(dispatched.Sub(received)),
 			Pre:   ms(r.Pre),
 			Infer: ms(r.Run),
 			Post:  ms(r.Post),
-			Total: ms(published.Sub(r.Job.Captured)),
+			Total: ms(published.Sub(received)),
 		},
 	}
 	w, h := float64(r.Job.Letterbox.SrcW), float64(r.Job.Letterbox.SrcH)

@@ -60,7 +60,7 @@ func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
 // feed gives every camera a fresh frame, as a camera streaming faster than it is analysed does.
 func (s *sim) feed() {
 	for _, c := range s.d.cams {
-		c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now,
+		c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now, Received: s.now,
 			Letterbox: infer.NewLetterbox(768, 576, 640, 640)})
 	}
 }
@@ -136,7 +136,7 @@ func TestSlicerIsFairUnderOverload(t *testing.T) {
 func TestSlicerDropsStaleFrames(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5)
 	c := s.d.cams[0]
-	c.box.Put(&sources.Frame{Camera: "cam0", Captured: s.now.Add(-2 * time.Second)})
+	c.box.Put(&sources.Frame{Camera: "cam0", Received: s.now.Add(-2 * time.Second)})
 	s.d.dispatch(s.now)
 	if len(s.w.jobs) != 0 || c.stale.Load() != 1 {
 		t.Fatalf("frame 2 s old with max_frame_age 1 s: %d jobs, %d stale; want 0 jobs, 1 stale", len(s.w.jobs), c.stale.Load())
@@ -159,7 +159,7 @@ func TestSlicerKeepsFrameWhenNoWorkerIsIdle(t *testing.T) {
 	}
 	s.w.complete(nil)
 	s.now = s.now.Add(200 * time.Millisecond)
-	s.d.cams[0].box.Put(&sources.Frame{Camera: "cam0", Captured: s.now})
+	s.d.cams[0].box.Put(&sources.Frame{Camera: "cam0", Captured: s.now, Received: s.now})
 	s.d.dispatch(s.now)
 	if len(s.w.jobs) != 2 || s.w.jobs[1].Camera != "cam1" {
 		t.Fatalf("jobs %+v, want cam1 second", s.w.jobs)

@@ -50,7 +50,7 @@ import (
 // errCorruptFrame is returned for a frame that the decoder output with concealed errors.
 var errCorruptFrame = errors.New("decoder output a corrupt frame")
 
-// decoder is an H.264 decoder (libavcodec) plus the scaler (libswscale) that letterboxes its
+// decoder is an H.264 or H.265 decoder (libavcodec) plus the scaler (libswscale) that letterboxes its
 // frames into RGB24 buffers. It is used by one goroutine at a time.
 type decoder struct {
 	ctx   *C.AVCodecContext
@@ -64,15 +64,31 @@ type decoder struct {
 	swsLB     infer.Letterbox
 }
 
-// newDecoder returns an H.264 decoder. It decodes on the calling goroutine's thread only
-// (thread_count 1): many cameras share a few cores, and frame threads would add latency.
-func newDecoder() (*decoder, error) {
+// Codecs the decoder takes.
+const (
+	codecH264 = "H.264"
+	codecH265 = "H.265"
+)
+
+// newDecoder returns an H.264 or H.265 decoder (codecH264, codecH265). It decodes on the
+// calling goroutine's thread only (thread_count 1): many cameras share a few cores, and
+// frame threads would add latency.
+func newDecoder(codecName string) (*decoder, error) {
 	// FFmpeg logs every concealed macroblock to stderr; errors reach us as return values.
 	// The level is process-wide; setting it again is harmless.
 	C.av_log_set_level(C.AV_LOG_QUIET)
-	codec := C.avcodec_find_decoder(C.AV_CODEC_ID_H264)
+	var id C.enum_AVCodecID
+	switch codecName {
+	case codecH264:
+		id = C.AV_CODEC_ID_H264
+	case codecH265:
+		id = C.AV_CODEC_ID_HEVC
+	default:
+		return nil, fmt.Errorf("no decoder for %s", codecName)
+	}
+	codec := C.avcodec_find_decoder(id)
 	if codec == nil {
-		return nil, errors.New("libavcodec has no H.264 decoder")
+		return nil, fmt.Errorf("libavcodec has no %s decoder", codecName)
 	}
 	d := &decoder{}
 	d.ctx = C.avcodec_alloc_context3(codec)

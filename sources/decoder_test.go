@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
+
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sources/internal/tsfile"
 )
@@ -19,7 +21,7 @@ func testLoop(t testing.TB, w, h int, got *[]*Frame) *decodeLoop {
 		f.Release() // keep the pool from running dry; tests copy what they check first
 	}
 	c.init()
-	dec, err := newDecoder()
+	dec, err := newDecoder(codecH264)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestDecodeLoopNoFreeBuffer(t *testing.T) {
 	var held []*Frame
 	c.OnFrame = func(f *Frame) { held = append(held, f) } // never released
 	c.init()
-	dec, err := newDecoder()
+	dec, err := newDecoder(codecH264)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +184,7 @@ func TestScaleGeometries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		smallAUs = append(smallAUs, accessUnit{data: appendAnnexB(nil, au.NALUs), key: isRandomAccess(au.NALUs)})
+		smallAUs = append(smallAUs, accessUnit{data: appendAnnexB(nil, au.NALUs), key: h264.IsRandomAccess(au.NALUs)})
 	}
 	aus, _ := sampleAUs(t, 3)
 
@@ -226,7 +228,7 @@ func FuzzDecodeAccessUnit(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 0x65, 0x88, 0x84, 0x00})
 	pix := make([]byte, 320*320*3)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dec, err := newDecoder()
+		dec, err := newDecoder(codecH264)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +251,7 @@ func FuzzDecodeAccessUnit(f *testing.F) {
 // BenchmarkDecode measures H.264 decoding of the 768x576 sample, per frame.
 func BenchmarkDecode(b *testing.B) {
 	aus, _ := sampleAUs(b, 100) // ten whole GOPs: looping restarts at an IDR
-	dec, err := newDecoder()
+	dec, err := newDecoder(codecH264)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -271,7 +273,7 @@ func BenchmarkDecode(b *testing.B) {
 // 640x640, per frame.
 func BenchmarkScaleLetterbox(b *testing.B) {
 	aus, _ := sampleAUs(b, 1)
-	dec, err := newDecoder()
+	dec, err := newDecoder(codecH264)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
+
 	"github.com/visiond/visiond/sources/internal/tsfile"
 )
 
@@ -49,7 +51,7 @@ func sampleAUs(t testing.TB, n int) ([]accessUnit, [][]byte) {
 		if len(aus) == 0 {
 			nalus = au.NALUs
 		}
-		aus = append(aus, accessUnit{data: appendAnnexB(nil, au.NALUs), key: isRandomAccess(au.NALUs), at: time.Now()})
+		aus = append(aus, accessUnit{data: appendAnnexB(nil, au.NALUs), key: h264.IsRandomAccess(au.NALUs), at: time.Now()})
 	}
 	if len(aus) < n || !aus[0].key {
 		t.Fatalf("sample file: got %d access units, first random-access %v", len(aus), aus[0].key)

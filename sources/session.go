@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +16,9 @@ import (
 	"github.com/bluenviron/gortsplib/v4/pkg/description"
 	"github.com/bluenviron/gortsplib/v4/pkg/format"
 	"github.com/bluenviron/gortsplib/v4/pkg/format/rtph264"
+	"github.com/bluenviron/gortsplib/v4/pkg/format/rtph265"
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
+	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 	"github.com/pion/rtp"
 
 	"github.com/visiond/visiond/infer"
@@ -32,6 +36,9 @@ type accessUnit struct {
 // its first frame (zero if it never did).
 func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error) {
 	u, err := base.ParseURL(c.URL)
+	if err == nil && c.Username != "" {
+		u.User = url.UserPassword(c.Username, c.Password)
+	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("invalid URL: %w", err)
 	}
@@ -49,7 +56,7 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	}
 
 	var gap atomic.Bool // set on loss; carried by the next queued access unit
-	var lossLog, dropLog, depacketLog rateLog
+	var lossLog, dropLog, depacketLog, clockLog rateLog
 	client := &gortsplib.Client{
 		Scheme:       u.Scheme,
 		Host:         u.Host,
@@ -80,33 +87,23 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("DESCRIBE: %w", err)
 	}
-	var forma *format.H264
-	medi := desc.FindFormat(&forma)
-	if medi == nil {
-		return time.Time{}, fmt.Errorf("no H.264 media in the stream (found %s)", describeFormats(desc))
-	}
-	rtpDec, err := forma.CreateDecoder()
+	track, err := findVideo(desc)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("H.264 depacketizer: %w", err)
+		return time.Time{}, err
 	}
-	if _, err := client.Setup(desc.BaseURL, medi, 0, 0); err != nil {
+	if _, err := client.Setup(desc.BaseURL, track.media, 0, 0); err != nil {
 		return time.Time{}, fmt.Errorf("SETUP: %w", err)
 	}
 
-	dec, err := newDecoder()
+	dec, err := newDecoder(track.codec)
 	if err != nil {
 		return time.Time{}, err
 	}
 	loop := &decodeLoop{cam: c, dec: dec, needKey: true}
-	if sps, pps := forma.SafeParams(); sps != nil || pps != nil {
-		var params [][]byte
-		for _, p := range [][]byte{sps, pps} {
-			if len(p) > 0 {
-				params = append(params, p)
-			}
-		}
-		_ = dec.decode(appendAnnexB(nil, params), nil) // a bad SPS/PPS shows up on the first frames
+	if params := track.params(); len(params) > 0 {
+		_ = dec.decode(appendAnnexB(nil, params), nil) // bad parameter sets show up on the first frames
 	}
+	keyframesOnly := c.Decode == "keyframes"
 
 	queue := make(chan accessUnit, queueLen)
 	spare := make(chan []byte, queueLen+2)
@@ -136,14 +133,31 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		onlineAt = loop.onlineAt
 	}()
 
-	client.OnPacketRTP(medi, forma, func(pkt *rtp.Packet) {
-		nalus, err := rtpDec.Decode(pkt)
+	client.OnPacketRTP(track.media, track.format, func(pkt *rtp.Packet) {
+		nalus, err := track.depacketize(pkt)
 		if err != nil {
-			if !errors.Is(err, rtph264.ErrMorePacketsNeeded) && !errors.Is(err, rtph264.ErrNonStartingPacketAndNoPrevious) {
+			if !track.incomplete(err) {
 				gap.Store(true)
-				depacketLog.warn(c.log, "H.264 depacketize error", "error", err.Error())
+				depacketLog.warn(c.log, track.codec+" depacketize error", "error", err.Error())
 			}
 			return
+		}
+		nalus = slices.DeleteFunc(nalus, func(n []byte) bool { return len(n) == 0 })
+		if len(nalus) == 0 {
+			return
+		}
+		key := track.randomAccess(nalus)
+		if keyframesOnly && !key {
+			c.skipped.Add(1)
+			return
+		}
+		// The camera's capture time, from its RTCP sender reports, once one has arrived.
+		now := time.Now()
+		at, ok := client.PacketNTP(track.media, pkt)
+		if !ok {
+			at = now
+		} else if skew := at.Sub(now); skew > clockSkewWarn || skew < -clockSkewWarn {
+			clockLog.warn(c.log, "camera clock is off; events carry its capture times", "skew", skew.Round(time.Millisecond))
 		}
 		var buf []byte
 		select {
@@ -152,9 +166,9 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		}
 		au := accessUnit{
 			data: appendAnnexB(buf[:0], nalus),
-			key:  isRandomAccess(nalus),
+			key:  key,
 			gap:  gap.Swap(false),
-			at:   time.Now(),
+			at:   at,
 		}
 		select {
 		case queue <- au:
@@ -168,7 +182,7 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	if _, err := client.Play(nil); err != nil {
 		return time.Time{}, fmt.Errorf("PLAY: %w", err)
 	}
-	c.log.Debug("playing", "sdp_sps", forma.SPS != nil)
+	c.log.Debug("playing", "codec", track.codec, "sdp_params", len(track.params()) > 0)
 	err = client.Wait()
 	if err == nil {
 		err = errors.New("RTSP session closed")
@@ -210,48 +224,21 @@ func (l *decodeLoop) handle(au accessUnit) {
 	}
 }
 
-// frame handles one decoded frame: count it, take a free buffer, scale into it, hand it out.
+// frame handles one decoded frame: scale it into a free buffer and hand it out.
 func (l *decodeLoop) frame(w, h int) {
 	c := l.cam
-	seq := c.frames.Add(1)
-	if l.onlineAt.IsZero() {
-		l.onlineAt = time.Now()
-		c.setOnline()
-	}
 	lb := infer.NewLetterbox(w, h, c.InputW, c.InputH)
 	if lb != l.lb {
 		c.log.Info("stream geometry", "width", w, "height", h,
 			"scaled", fmt.Sprintf("%dx%d", lb.ScaledW, lb.ScaledH), "pad", fmt.Sprintf("%d,%d", lb.PadX, lb.PadY))
 		l.lb = lb
 	}
-	var f *Frame
-	select {
-	case f = <-c.pool:
-	default:
-		c.dropped.Add(1)
-		return
+	if l.onlineAt.IsZero() {
+		l.onlineAt = time.Now()
 	}
-	if f.padded != lb {
-		fillPad(f.Pix)
-		f.padded = lb
-	}
-	if err := l.dec.scaleInto(f.Pix, lb); err != nil {
-		c.pool <- f
-		f.padded = infer.Letterbox{} // the failed call may have left anything there
+	if err := c.emit(lb, l.at, l.dec.scaleInto); err != nil {
 		l.errLog.warn(c.log, "scale failed", "error", err.Error())
-		return
 	}
-	f.Camera = c.ID
-	f.Seq = seq
-	f.Captured = l.at
-	f.Letterbox = lb
-	f.held.Store(true)
-	c.delivered.Add(1)
-	if c.OnFrame == nil {
-		f.Release()
-		return
-	}
-	c.OnFrame(f)
 }
 
 // fillPad paints the whole buffer with the letterbox gray; the scaled image then covers
@@ -275,14 +262,67 @@ func appendAnnexB(dst []byte, nalus [][]byte) []byte {
 	return dst
 }
 
-// isRandomAccess reports whether the access unit holds an IDR slice.
-func isRandomAccess(nalus [][]byte) bool {
-	for _, n := range nalus {
-		if len(n) > 0 && h264.NALUType(n[0]&0x1F) == h264.NALUTypeIDR {
-			return true
+// videoTrack is the stream's video: H.264 or H.265, the first one offered.
+type videoTrack struct {
+	codec        string // codecH264 or codecH265
+	media        *description.Media
+	format       format.Format
+	depacketize  func(*rtp.Packet) ([][]byte, error)
+	incomplete   func(error) bool // the depacketizer needs more packets: not an error
+	randomAccess func([][]byte) bool
+	params       func() [][]byte // parameter sets from the SDP
+}
+
+// findVideo picks the stream's H.264 or H.265 media; audio, metadata and other tracks are
+// left alone (not even set up).
+func findVideo(desc *description.Session) (*videoTrack, error) {
+	var h264f *format.H264
+	if medi := desc.FindFormat(&h264f); medi != nil {
+		dec, err := h264f.CreateDecoder()
+		if err != nil {
+			return nil, fmt.Errorf("H.264 depacketizer: %w", err)
+		}
+		return &videoTrack{
+			codec: codecH264, media: medi, format: h264f, depacketize: dec.Decode,
+			incomplete: func(err error) bool {
+				return errors.Is(err, rtph264.ErrMorePacketsNeeded) || errors.Is(err, rtph264.ErrNonStartingPacketAndNoPrevious)
+			},
+			randomAccess: h264.IsRandomAccess,
+			params: func() [][]byte {
+				sps, pps := h264f.SafeParams()
+				return nonEmpty(sps, pps)
+			},
+		}, nil
+	}
+	var h265f *format.H265
+	if medi := desc.FindFormat(&h265f); medi != nil {
+		dec, err := h265f.CreateDecoder()
+		if err != nil {
+			return nil, fmt.Errorf("H.265 depacketizer: %w", err)
+		}
+		return &videoTrack{
+			codec: codecH265, media: medi, format: h265f, depacketize: dec.Decode,
+			incomplete: func(err error) bool {
+				return errors.Is(err, rtph265.ErrMorePacketsNeeded) || errors.Is(err, rtph265.ErrNonStartingPacketAndNoPrevious)
+			},
+			randomAccess: h265.IsRandomAccess,
+			params: func() [][]byte {
+				vps, sps, pps := h265f.SafeParams()
+				return nonEmpty(vps, sps, pps)
+			},
+		}, nil
+	}
+	return nil, fmt.Errorf("no H.264 or H.265 video in the stream (found %s)", describeFormats(desc))
+}
+
+func nonEmpty(ps ...[]byte) [][]byte {
+	var out [][]byte
+	for _, p := range ps {
+		if len(p) > 0 {
+			out = append(out, p)
 		}
 	}
-	return false
+	return out
 }
 
 // describeFormats lists the stream's media as "video M-JPEG, audio G711".

@@ -10,6 +10,7 @@ package sources
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -32,14 +33,15 @@ const (
 	DefaultInputW = 640 // model input width used when Camera.InputW is 0
 	DefaultInputH = 640 // model input height used when Camera.InputH is 0
 
-	poolSize    = 3                // Pix buffers per camera
-	queueLen    = 8                // access units between the RTP callback and the decoder
-	retryMin    = 1 * time.Second  // first delay before restarting a failed session
-	retryMax    = 30 * time.Second // the delay doubles up to this
-	stableAfter = 10 * time.Second // a session online this long resets the delay
-	readTimeout = 10 * time.Second // RTSP read timeout, also the no-packet timeout
-	warnEvery   = 10 * time.Second // repeated warnings are summarized per this window
-	bufferSlack = 64               // spare bytes behind each Pix buffer, never handed out
+	poolSize      = 3                // Pix buffers per camera
+	queueLen      = 8                // access units between the RTP callback and the decoder
+	retryMin      = 1 * time.Second  // first delay before restarting a failed session
+	retryMax      = 30 * time.Second // the delay doubles up to this
+	stableAfter   = 10 * time.Second // a session online this long resets the delay
+	readTimeout   = 10 * time.Second // RTSP read timeout, also the no-packet timeout
+	warnEvery     = 10 * time.Second // repeated warnings are summarized per this window
+	clockSkewWarn = 10 * time.Second // a camera clock this far off this host's is reported
+	bufferSlack   = 64               // spare bytes behind each Pix buffer, never handed out
 )
 
 // Frame is one decoded frame, letterboxed into the model's input. It belongs to its
@@ -47,7 +49,8 @@ const (
 type Frame struct {
 	Camera    string          // Camera.ID
 	Seq       uint64          // per-camera decoded-frame sequence number, from 1; gaps are dropped frames
-	Captured  time.Time       // receive time of the access unit (RTCP NTP comes later)
+	Captured  time.Time       // capture time: the camera's clock from RTCP sender reports when it sends them, else the receive time
+	Received  time.Time       // when the frame was decoded, on this host's clock: for ages and latencies
 	Letterbox infer.Letterbox // geometry: source size → model input
 	Pix       []byte          // RGB24, HWC, Letterbox.DstW*DstH*3 bytes, padded with infer.PadValue
 
@@ -78,11 +81,22 @@ type Status struct {
 // Camera is one RTSP camera, supervised: a failed session is restarted after a jittered,
 // growing delay. Set the exported fields, then Start; do not change them afterwards.
 type Camera struct {
-	ID        string // camera name, copied to Frame.Camera and to log lines
-	URL       string // rtsp:// or rtsps:// URL; credentials in it are used, never logged
-	Transport string // "tcp" (default), "udp" or "auto" (UDP first, then TCP)
-	InputW    int    // model input width; defaults to DefaultInputW
-	InputH    int    // model input height; defaults to DefaultInputH
+	ID   string // camera name, copied to Frame.Camera and to log lines
+	Kind string // "rtsp" (default), "gstreamer" or "file": which of the fields below is read
+
+	URL       string // kind rtsp: rtsp:// or rtsps:// URL; credentials in it are used, never logged
+	Username  string // kind rtsp: credentials, when not in URL
+	Password  string
+	Transport string // kind rtsp: "tcp" (default), "udp" or "auto" (UDP first, then TCP)
+	Decode    string // kind rtsp: "all" (default) or "keyframes" (random-access units only)
+	Pipeline  string // kind gstreamer: a GStreamer pipeline ending in appsink
+	File      string // kind file: a video file, played at its own rate, looped
+
+	// StallTimeout closes and reopens a session that delivers no frame for this long;
+	// default 10 s.
+	StallTimeout time.Duration
+	InputW       int // model input width; defaults to DefaultInputW
+	InputH       int // model input height; defaults to DefaultInputH
 	// OnFrame is called from the decode goroutine with each new frame. It must not block
 	// and takes ownership of the frame (it or a later consumer calls Release). If nil,
 	// frames are released at once.
@@ -97,6 +111,8 @@ type Camera struct {
 	pool     chan *Frame
 
 	frames, delivered, dropped, reconnects atomic.Uint64
+	skipped                                atomic.Uint64 // access units not decoded (decode: keyframes)
+	lastFrame                              atomic.Int64  // unix ns of the last decoded frame
 
 	mu        sync.Mutex
 	started   bool
@@ -182,6 +198,18 @@ func (c *Camera) Status() Status {
 	return st
 }
 
+// session runs one session of the camera's kind until it fails or ctx ends; onlineAt is
+// when it delivered its first frame (zero if it never did).
+func (c *Camera) session(ctx context.Context) (onlineAt time.Time, err error) {
+	switch c.Kind {
+	case "", config.KindRTSP:
+		return c.runSession(ctx)
+	case config.KindGStreamer, config.KindFile:
+		return c.runCapture(ctx)
+	}
+	return time.Time{}, fmt.Errorf("unknown camera kind %q", c.Kind)
+}
+
 // run supervises sessions until ctx ends.
 func (c *Camera) run(ctx context.Context) {
 	defer close(c.done)
@@ -191,7 +219,7 @@ func (c *Camera) run(ctx context.Context) {
 			c.reconnects.Add(1)
 		}
 		c.log.Debug("connecting", "transport", c.Transport)
-		onlineAt, err := c.runSession(ctx)
+		onlineAt, err := c.session(ctx)
 		if ctx.Err() != nil {
 			c.log.Debug("camera closed")
 			return
@@ -222,11 +250,53 @@ func (c *Camera) run(ctx context.Context) {
 	}
 }
 
+// emit hands out one new frame of the current session: it counts it, takes a free buffer
+// (none free: the frame is counted as dropped), lets fill draw the picture into it at lb
+// (the padding around is already gray) and passes it to OnFrame. The first frame of a
+// session marks the camera online. Every source kind delivers its frames through here.
+func (c *Camera) emit(lb infer.Letterbox, captured time.Time, fill func(pix []byte, lb infer.Letterbox) error) error {
+	seq := c.frames.Add(1)
+	c.lastFrame.Store(time.Now().UnixNano())
+	c.setOnline()
+	var f *Frame
+	select {
+	case f = <-c.pool:
+	default:
+		c.dropped.Add(1)
+		return nil
+	}
+	if f.padded != lb {
+		fillPad(f.Pix)
+		f.padded = lb
+	}
+	if err := fill(f.Pix, lb); err != nil {
+		f.padded = infer.Letterbox{} // the failed call may have left anything there
+		c.pool <- f
+		return err
+	}
+	f.Camera = c.ID
+	f.Seq = seq
+	f.Captured = captured
+	f.Received = time.Now()
+	f.Letterbox = lb
+	f.held.Store(true)
+	c.delivered.Add(1)
+	if c.OnFrame == nil {
+		f.Release()
+		return nil
+	}
+	c.OnFrame(f)
+	return nil
+}
+
 func (c *Camera) setOnline() {
 	c.mu.Lock()
+	was := c.state
 	c.state = StateOnline
 	c.mu.Unlock()
-	c.log.Info("camera online")
+	if was != StateOnline {
+		c.log.Info("camera online")
+	}
 }
 
 // jitter returns d ± 20%.
