@@ -139,13 +139,21 @@ func (d *Daemon) Start() (err error) {
 		}
 		c := newCamera(cc, cfg.Pipeline.Slice, d.wakeUp)
 		c.src = &sources.Camera{
-			ID:        cc.ID,
-			URL:       cc.URL,
-			Transport: cc.Transport,
-			InputW:    d.model.InputW,
-			InputH:    d.model.InputH,
-			OnFrame:   c.onFrame,
-			Logger:    d.log, // the camera adds its id and redacted URL
+			ID:           cc.ID,
+			Kind:         cc.Kind,
+			URL:          cc.URL,
+			Username:     cc.Username,
+			Password:     cc.Password,
+			Transport:    cc.Transport,
+			Decode:       cc.Decode,
+			Pipeline:     cc.Pipeline,
+			File:         cc.File,
+			StallTimeout: cc.StallTimeout,
+			InputW:       d.model.InputW,
+			InputH:       d.model.InputH,
+			OnFrame:      c.onFrame,
+			OnStatus:     d.publishStatus,
+			Logger:       d.log, // the camera adds its id and redacted URL
 		}
 		d.cams = append(d.cams, c)
 		c.src.Start()
@@ -329,6 +337,15 @@ func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Tim
 // dispatcher hands a job to an idle worker; *infer.Pool is the real one.
 type dispatcher interface {
 	TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool
+}
+
+// publishStatus publishes a camera's change of state; it runs on the camera's goroutines.
+func (d *Daemon) publishStatus(ch sources.StatusChange) {
+	ev := &sinks.StatusEvent{Version: sinks.Version, Site: d.Config.Site, Camera: ch.Camera, State: ch.State,
+		Previous: ch.Previous, Reason: ch.Reason, At: ch.At.UTC(), GapMS: ms(ch.Gap)}
+	if err := d.pub.PublishStatus(ev); err != nil {
+		d.log.Warn("status event not published", "camera", ch.Camera, "state", ch.State, "error", err)
+	}
 }
 
 func (d *Daemon) wakeUp() {

@@ -63,7 +63,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // startDaemon serves the sample video on two RTSP paths, writes a config with one camera per
 // path and one camera whose server is down, loads it as the daemon would, and starts the
 // daemon with one worker process.
-func startDaemon(t *testing.T) *Daemon {
+func startDaemon(t *testing.T) (*Daemon, *samplecam.Server) {
 	t.Helper()
 	video := thirdParty(t, "media/vtest.h264.ts")
 	rtsp := &samplecam.Server{
@@ -85,7 +85,7 @@ pipeline: {slice: 100ms, max_frame_age: 2s}
 camera_defaults: {fps: 5}
 cameras:
   - {id: east, url: %q}
-  - {id: west, url: %q, fps: 3}
+  - {id: west, url: %q, fps: 3, stall_timeout: 1s}
   - {id: down, url: %q}
 `, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), rtsp.URL("east"), rtsp.URL("west"),
 		"rtsp://admin:hunter2@"+closedAddr(t)+"/stream")
@@ -107,11 +107,11 @@ cameras:
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	return d
+	return d, rtsp
 }
 
 func TestDaemonEndToEnd(t *testing.T) {
-	d := startDaemon(t)
+	d, rtsp := startDaemon(t)
 
 	nc, err := nats.Connect(d.NATSURL())
 	if err != nil {
@@ -147,6 +147,26 @@ func TestDaemonEndToEnd(t *testing.T) {
 				}
 			}
 		}
+	}
+
+	// A camera that hangs: the stall watchdog takes it offline, and when its stream resumes
+	// it comes back; both changes are published with the reason and the gap.
+	status := make(chan *nats.Msg, 16)
+	if _, err := nc.ChanSubscribe("visiond.test.west.status", status); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rtsp.Freeze("west", true)
+	off := nextStatus(t, status, "offline")
+	if !strings.Contains(off.Reason, "stalled") || off.Previous != "online" || off.Camera != "west" {
+		t.Fatalf("status event %+v, want west offline after online, stalled", off)
+	}
+	rtsp.Freeze("west", false)
+	on := nextStatus(t, status, "online")
+	if on.GapMS < 1000 || on.Previous != "offline" {
+		t.Fatalf("status event %+v, want back online with a gap of at least the 1 s stall timeout", on)
 	}
 
 	// The detector runs in a separate worker process.
@@ -216,6 +236,29 @@ func closedAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// nextStatus returns the next status event into state.
+func nextStatus(t *testing.T, msgs chan *nats.Msg, state string) sinks.StatusEvent {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case m := <-msgs:
+			var ev sinks.StatusEvent
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				t.Fatalf("status event %s: %v", m.Data, err)
+			}
+			if ev.Version != sinks.Version || ev.Site != "test" {
+				t.Fatalf("status event %s", m.Data)
+			}
+			if ev.State == state {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no status event %q in 30 s", state)
+		}
+	}
 }
 
 // checkEvent asserts what every detection event must satisfy.

@@ -62,6 +62,26 @@ type Latency struct {
 	Total float64 `json:"total"` // capture to publish
 }
 
+// StatusEvent is published on <prefix>.<site>.<camera>.status whenever a camera changes
+// state: connecting, online, offline or unauthorized.
+type StatusEvent struct {
+	Version  int       `json:"version"`
+	Site     string    `json:"site"`
+	Camera   string    `json:"camera"`
+	State    string    `json:"state"`
+	Previous string    `json:"previous"`         // the state before; "" when the camera starts
+	Reason   string    `json:"reason,omitempty"` // why it went offline (no credentials ever)
+	At       time.Time `json:"at"`
+	// GapMS, when the camera comes back online, is how long it delivered no frame: the hole
+	// in its coverage, in milliseconds. Absent the first time a camera comes online.
+	GapMS float64 `json:"gap_ms,omitempty"`
+}
+
+// StatusSubject is the subject that carries a camera's status events.
+func StatusSubject(prefix, site, camera string) string {
+	return fmt.Sprintf("%s.%s.%s.status", prefix, site, camera)
+}
+
 // DetectionSubject is the subject that carries a camera's detection events.
 func DetectionSubject(prefix, site, camera string) string {
 	return fmt.Sprintf("%s.%s.%s.detections", prefix, site, camera)

@@ -68,14 +68,23 @@ func (p *Publisher) Start() error {
 
 // PublishDetections publishes ev on its camera's detection subject.
 func (p *Publisher) PublishDetections(ev *DetectionEvent) error {
+	return p.publish(DetectionSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
+}
+
+// PublishStatus publishes ev on its camera's status subject.
+func (p *Publisher) PublishStatus(ev *StatusEvent) error {
+	return p.publish(StatusSubject(p.Prefix, p.Site, ev.Camera), ev.Camera+" "+ev.State, ev)
+}
+
+func (p *Publisher) publish(subject, what string, ev any) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		p.failed.Add(1)
-		return fmt.Errorf("encode event %s: %w", ev.ID, err)
+		return fmt.Errorf("encode event %s: %w", what, err)
 	}
-	if err := p.nc.Publish(DetectionSubject(p.Prefix, p.Site, ev.Camera), data); err != nil {
+	if err := p.nc.Publish(subject, data); err != nil {
 		p.failed.Add(1)
-		return fmt.Errorf("publish event %s: %w", ev.ID, err)
+		return fmt.Errorf("publish event %s: %w", what, err)
 	}
 	p.published.Add(1)
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -35,10 +34,7 @@ type accessUnit struct {
 // runSession runs one RTSP session until it fails or ctx ends. onlineAt is when it decoded
 // its first frame (zero if it never did).
 func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error) {
-	u, err := base.ParseURL(c.URL)
-	if err == nil && c.Username != "" {
-		u.User = url.UserPassword(c.Username, c.Password)
-	}
+	u, err := base.ParseURL(withCredentials(c.URL, c.Username, c.Password))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("invalid URL: %w", err)
 	}

@@ -10,12 +10,17 @@ package sources
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bluenviron/gortsplib/v4/pkg/base"
+	"github.com/bluenviron/gortsplib/v4/pkg/liberrors"
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
@@ -23,9 +28,10 @@ import (
 
 // Camera states reported by Status.
 const (
-	StateConnecting = "connecting" // no session has ended yet and none is online
-	StateOnline     = "online"     // the current session has decoded a frame
-	StateOffline    = "offline"    // the last session failed; retrying with backoff
+	StateConnecting   = "connecting"   // no session has ended yet and none is online
+	StateOnline       = "online"       // the current session has decoded a frame
+	StateOffline      = "offline"      // the last session failed; retrying with backoff
+	StateUnauthorized = "unauthorized" // the camera refused the credentials; retrying slowly
 )
 
 // Defaults.
@@ -40,6 +46,7 @@ const (
 	stableAfter   = 10 * time.Second // a session online this long resets the delay
 	readTimeout   = 10 * time.Second // RTSP read timeout, also the no-packet timeout
 	warnEvery     = 10 * time.Second // repeated warnings are summarized per this window
+	stallTimeout  = 10 * time.Second // default StallTimeout
 	clockSkewWarn = 10 * time.Second // a camera clock this far off this host's is reported
 	bufferSlack   = 64               // spare bytes behind each Pix buffer, never handed out
 )
@@ -68,14 +75,27 @@ func (f *Frame) Release() {
 	f.pool <- f // never blocks: the channel holds every frame of the pool
 }
 
+// StatusChange is a camera's move from one state to another.
+type StatusChange struct {
+	Camera   string
+	State    string // the new state
+	Previous string // the state before ("" when the camera starts)
+	Reason   string // why a session failed (URL redacted; never a password); "" when online
+	At       time.Time
+	// Gap, when the camera comes online, is the time since the last frame before the
+	// outage: the length of the hole in its coverage. 0 the first time it comes online.
+	Gap time.Duration
+}
+
 // Status is a snapshot of a camera's health and counters.
 type Status struct {
-	State      string // StateConnecting, StateOnline or StateOffline
+	State      string // StateConnecting, StateOnline, StateOffline or StateUnauthorized
 	LastError  string // the error that ended the last session, URL redacted; "" if none
 	Frames     uint64 // frames decoded (the last Seq)
 	Delivered  uint64 // frames handed to OnFrame
 	Dropped    uint64 // access units dropped (decode queue full) plus frames not scaled (no free buffer)
 	Reconnects uint64 // sessions started after a failed one
+	Skipped    uint64 // access units not decoded because decode is keyframes
 }
 
 // Camera is one RTSP camera, supervised: a failed session is restarted after a jittered,
@@ -101,7 +121,10 @@ type Camera struct {
 	// and takes ownership of the frame (it or a later consumer calls Release). If nil,
 	// frames are released at once.
 	OnFrame func(*Frame)
-	Logger  *slog.Logger // defaults to slog.Default()
+	// OnStatus, if set, is called on every change of state (from the camera's goroutines;
+	// it must not block).
+	OnStatus func(StatusChange)
+	Logger   *slog.Logger // defaults to slog.Default()
 
 	// tunables, overridden by tests
 	retryMin, retryMax, stableAfter, readTimeout time.Duration
@@ -155,7 +178,8 @@ func (c *Camera) init() {
 	setDefault(&c.retryMax, retryMax)
 	setDefault(&c.stableAfter, stableAfter)
 	setDefault(&c.readTimeout, readTimeout)
-	c.redactor = config.NewRedactor(c.URL)
+	setDefault(&c.StallTimeout, stallTimeout)
+	c.redactor = config.NewRedactor(withCredentials(c.URL, c.Username, c.Password))
 	logger := c.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -195,6 +219,7 @@ func (c *Camera) Status() Status {
 	st.Delivered = c.delivered.Load()
 	st.Dropped = c.dropped.Load()
 	st.Reconnects = c.reconnects.Load()
+	st.Skipped = c.skipped.Load()
 	return st
 }
 
@@ -210,7 +235,12 @@ func (c *Camera) session(ctx context.Context) (onlineAt time.Time, err error) {
 	return time.Time{}, fmt.Errorf("unknown camera kind %q", c.Kind)
 }
 
-// run supervises sessions until ctx ends.
+// errStalled ends a session that delivered no frame for StallTimeout.
+var errStalled = errors.New("stalled")
+
+// run supervises sessions until ctx ends: each runs under a stall watchdog, and a failed
+// one is followed by a jittered, growing delay (the longest one after a refusal of the
+// credentials, which retrying sooner will not fix).
 func (c *Camera) run(ctx context.Context) {
 	defer close(c.done)
 	delay := c.retryMin
@@ -218,27 +248,28 @@ func (c *Camera) run(ctx context.Context) {
 		if attempt > 0 {
 			c.reconnects.Add(1)
 		}
-		c.log.Debug("connecting", "transport", c.Transport)
-		onlineAt, err := c.session(ctx)
+		c.log.Debug("connecting", "kind", c.Kind, "transport", c.Transport)
+		onlineAt, err := c.watchedSession(ctx)
 		if ctx.Err() != nil {
 			c.log.Debug("camera closed")
 			return
 		}
-		msg := "session ended"
+		state, msg := StateOffline, "session ended"
 		if err != nil {
 			msg = c.redactor.Scrub(err.Error())
 		}
-		c.mu.Lock()
-		c.state = StateOffline
-		c.lastError = msg
-		c.mu.Unlock()
-
 		if !onlineAt.IsZero() && time.Since(onlineAt) >= c.stableAfter {
 			delay = c.retryMin
 		}
 		wait := jitter(delay)
 		delay = min(2*delay, c.retryMax)
-		c.log.Warn("camera offline, retrying", "error", msg, "retry_in", wait.Round(time.Millisecond),
+		var bad liberrors.ErrClientBadStatusCode
+		if errors.As(err, &bad) && bad.Code == base.StatusUnauthorized {
+			state, msg = StateUnauthorized, "unauthorized: the camera refused the credentials"
+			wait = jitter(c.retryMax)
+		}
+		c.setState(state, msg)
+		c.log.Warn("camera "+state+", retrying", "error", msg, "retry_in", wait.Round(time.Millisecond),
 			"reconnects", c.reconnects.Load())
 		t := time.NewTimer(wait)
 		select {
@@ -250,14 +281,58 @@ func (c *Camera) run(ctx context.Context) {
 	}
 }
 
+// watchedSession runs one session and ends it with errStalled when no frame arrives for
+// StallTimeout (from its start, then from each frame).
+func (c *Camera) watchedSession(ctx context.Context) (time.Time, error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	start := time.Now()
+	watchdog := make(chan struct{})
+	go func() {
+		defer close(watchdog)
+		tick := time.NewTicker(max(c.StallTimeout/4, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case now := <-tick.C:
+				last := time.Unix(0, max(c.lastFrame.Load(), start.UnixNano()))
+				if now.Sub(last) >= c.StallTimeout {
+					cancel(fmt.Errorf("%w: no frame for %v", errStalled, now.Sub(last).Round(time.Second)))
+					return
+				}
+			}
+		}
+	}()
+	onlineAt, err := c.session(sctx)
+	cancel(nil)
+	<-watchdog
+	if cause := context.Cause(sctx); errors.Is(cause, errStalled) && ctx.Err() == nil {
+		err = cause
+	}
+	return onlineAt, err
+}
+
+// setState records a state other than online and reports the change.
+func (c *Camera) setState(state, reason string) {
+	c.mu.Lock()
+	was := c.state
+	c.state, c.lastError = state, reason
+	c.mu.Unlock()
+	if was != state && c.OnStatus != nil {
+		c.OnStatus(StatusChange{Camera: c.ID, State: state, Previous: was, Reason: reason, At: time.Now()})
+	}
+}
+
 // emit hands out one new frame of the current session: it counts it, takes a free buffer
 // (none free: the frame is counted as dropped), lets fill draw the picture into it at lb
 // (the padding around is already gray) and passes it to OnFrame. The first frame of a
 // session marks the camera online. Every source kind delivers its frames through here.
 func (c *Camera) emit(lb infer.Letterbox, captured time.Time, fill func(pix []byte, lb infer.Letterbox) error) error {
 	seq := c.frames.Add(1)
-	c.lastFrame.Store(time.Now().UnixNano())
-	c.setOnline()
+	now := time.Now()
+	c.setOnline(now, c.lastFrame.Swap(now.UnixNano()))
 	var f *Frame
 	select {
 	case f = <-c.pool:
@@ -289,14 +364,35 @@ func (c *Camera) emit(lb infer.Letterbox, captured time.Time, fill func(pix []by
 	return nil
 }
 
-func (c *Camera) setOnline() {
+// setOnline marks the camera online at a frame; prev is the time of the frame before it
+// (unix ns, 0 if none), so the change reports how long coverage was lost.
+func (c *Camera) setOnline(now time.Time, prev int64) {
 	c.mu.Lock()
 	was := c.state
 	c.state = StateOnline
 	c.mu.Unlock()
-	if was != StateOnline {
-		c.log.Info("camera online")
+	if was == StateOnline {
+		return
 	}
+	ch := StatusChange{Camera: c.ID, State: StateOnline, Previous: was, At: now}
+	if prev != 0 {
+		ch.Gap = now.Sub(time.Unix(0, prev))
+	}
+	c.log.Info("camera online", "gap", ch.Gap.Round(time.Millisecond))
+	if c.OnStatus != nil {
+		c.OnStatus(ch)
+	}
+}
+
+// withCredentials returns rawURL with username and password as its user info, or rawURL
+// as it is when username is empty or rawURL does not parse.
+func withCredentials(rawURL, username, password string) string {
+	u, err := url.Parse(rawURL)
+	if username == "" || err != nil {
+		return rawURL
+	}
+	u.User = url.UserPassword(username, password)
+	return u.String()
 }
 
 // jitter returns d ± 20%.

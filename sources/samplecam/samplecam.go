@@ -14,12 +14,14 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bluenviron/gortsplib/v4"
 	"github.com/bluenviron/gortsplib/v4/pkg/base"
 	"github.com/bluenviron/gortsplib/v4/pkg/description"
 	"github.com/bluenviron/gortsplib/v4/pkg/format"
+	"github.com/bluenviron/gortsplib/v4/pkg/liberrors"
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
 
 	"github.com/visiond/visiond/sources/internal/tsfile"
@@ -36,6 +38,8 @@ type Server struct {
 	Listen  string            // host:port to listen on; port 0 picks a free one. Defaults to DefaultListen
 	Streams map[string]string // URL path (without the leading "/") → MPEG-TS file
 	Logger  *slog.Logger      // defaults to slog.Default()
+	// Username and Password, when set, are required of readers (RTSP basic/digest auth).
+	Username, Password string
 
 	log     *slog.Logger
 	srv     *gortsplib.Server
@@ -53,6 +57,17 @@ type fileStream struct {
 	file     string
 	sps, pps []byte
 	stream   *gortsplib.ServerStream
+	frozen   atomic.Bool // packets are not sent (the file's clock runs on)
+}
+
+// Freeze stops (frozen true) or resumes sending the stream on path while its sessions stay
+// open, as a camera that hangs does. It reports whether the path exists.
+func (s *Server) Freeze(path string, frozen bool) bool {
+	fs := s.lookup(path)
+	if fs != nil {
+		fs.frozen.Store(frozen)
+	}
+	return fs != nil
 }
 
 // Start checks every file, starts listening and starts playing every file (streams run
@@ -172,8 +187,16 @@ func (s *Server) lookup(path string) *fileStream {
 // Server's API.
 type handler struct{ s *Server }
 
+// authorized checks a reader's credentials when the server requires some.
+func (h handler) authorized(conn *gortsplib.ServerConn, req *base.Request) bool {
+	return h.s.Username == "" || conn.VerifyCredentials(req, h.s.Username, h.s.Password)
+}
+
 // OnDescribe implements gortsplib.ServerHandlerOnDescribe.
 func (h handler) OnDescribe(ctx *gortsplib.ServerHandlerOnDescribeCtx) (*base.Response, *gortsplib.ServerStream, error) {
+	if !h.authorized(ctx.Conn, ctx.Request) {
+		return &base.Response{StatusCode: base.StatusUnauthorized}, nil, liberrors.ErrServerAuth{}
+	}
 	fs := h.s.lookup(ctx.Path)
 	if fs == nil {
 		return &base.Response{StatusCode: base.StatusNotFound}, nil, fmt.Errorf("no stream on path %q", ctx.Path)
@@ -183,6 +206,9 @@ func (h handler) OnDescribe(ctx *gortsplib.ServerHandlerOnDescribeCtx) (*base.Re
 
 // OnSetup implements gortsplib.ServerHandlerOnSetup.
 func (h handler) OnSetup(ctx *gortsplib.ServerHandlerOnSetupCtx) (*base.Response, *gortsplib.ServerStream, error) {
+	if !h.authorized(ctx.Conn, ctx.Request) {
+		return &base.Response{StatusCode: base.StatusUnauthorized}, nil, liberrors.ErrServerAuth{}
+	}
 	fs := h.s.lookup(ctx.Path)
 	if fs == nil {
 		return &base.Response{StatusCode: base.StatusNotFound}, nil, fmt.Errorf("no stream on path %q", ctx.Path)
@@ -283,6 +309,9 @@ func (s *Server) play(ctx context.Context, fs *fileStream) {
 				step = au.DTS - lastDTS
 			}
 			lastDTS = au.DTS
+			if fs.frozen.Load() {
+				continue
+			}
 			pkts, err := enc.Encode(au.NALUs)
 			if err != nil {
 				log.Warn("H.264 packetize", "error", err)

@@ -1,0 +1,155 @@
+package sources
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/visiond/visiond/sources/samplecam"
+)
+
+// statusRecorder collects a camera's status changes.
+type statusRecorder struct{ ch chan StatusChange }
+
+func newStatusRecorder() *statusRecorder { return &statusRecorder{ch: make(chan StatusChange, 64)} }
+
+func (r *statusRecorder) record(c StatusChange) {
+	select {
+	case r.ch <- c:
+	default:
+	}
+}
+
+// next waits for the next change into state.
+func (r *statusRecorder) next(t *testing.T, state string, within time.Duration, logs *logBuffer) StatusChange {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case c := <-r.ch:
+			if c.State == state {
+				return c
+			}
+		case <-deadline:
+			t.Fatalf("no change to %q within %v\nlogs:\n%s", state, within, logs.String())
+		}
+	}
+}
+
+func startSample(t *testing.T, listen string, logs *logBuffer, opts ...func(*samplecam.Server)) *samplecam.Server {
+	t.Helper()
+	srv := &samplecam.Server{Listen: listen, Streams: map[string]string{"cam": media(t, sampleFile)}, Logger: logs.logger()}
+	for _, o := range opts {
+		o(srv)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// testCamera returns a started camera whose frames are released at once and whose status
+// changes are recorded; retries are fast so tests are quick.
+func testCamera(t *testing.T, url string, logs *logBuffer, opts ...func(*Camera)) (*Camera, *statusRecorder) {
+	t.Helper()
+	rec := newStatusRecorder()
+	c := &Camera{ID: "cam", URL: url, OnStatus: rec.record, Logger: logs.logger(),
+		retryMin: 50 * time.Millisecond, retryMax: 400 * time.Millisecond}
+	for _, o := range opts {
+		o(c)
+	}
+	c.Start()
+	t.Cleanup(c.Close)
+	return c, rec
+}
+
+// The RTSP server goes away and comes back on the same address: the camera goes offline
+// with the reason, reconnects within the backoff cap and reports the gap in coverage.
+func TestCameraSurvivesServerRestart(t *testing.T) {
+	var logs logBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs)
+	addr := strings.TrimPrefix(strings.TrimSuffix(srv.URL("cam"), "/cam"), "rtsp://")
+	cam, rec := testCamera(t, srv.URL("cam"), &logs)
+
+	first := rec.next(t, StateOnline, 10*time.Second, &logs)
+	if first.Previous != StateConnecting || first.Gap != 0 {
+		t.Fatalf("first online: %+v, want from connecting with no gap", first)
+	}
+	srv.Close()
+	down := time.Now()
+	off := rec.next(t, StateOffline, 15*time.Second, &logs)
+	if off.Reason == "" || off.Previous != StateOnline {
+		t.Fatalf("offline: %+v, want a reason", off)
+	}
+	time.Sleep(300 * time.Millisecond) // an outage long enough to measure
+	startSample(t, addr, &logs)
+	back := rec.next(t, StateOnline, 10*time.Second, &logs)
+	if back.Previous != StateOffline || back.Gap < time.Since(down)-back.At.Sub(down) || back.Gap < 300*time.Millisecond {
+		t.Fatalf("back online: %+v, want from offline with a gap of at least the outage (%v)", back, back.At.Sub(down))
+	}
+	if st := cam.Status(); st.Reconnects == 0 || st.State != StateOnline {
+		t.Fatalf("status %+v, want online after reconnects", st)
+	}
+}
+
+// A camera that keeps its session open but sends nothing is closed by the stall watchdog
+// and reconnected; it comes back when the stream resumes.
+func TestCameraStallWatchdog(t *testing.T) {
+	var logs logBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs)
+	_, rec := testCamera(t, srv.URL("cam"), &logs, func(c *Camera) { c.StallTimeout = 700 * time.Millisecond })
+	rec.next(t, StateOnline, 10*time.Second, &logs)
+
+	srv.Freeze("cam", true)
+	off := rec.next(t, StateOffline, 10*time.Second, &logs)
+	if !strings.Contains(off.Reason, "stalled: no frame for") {
+		t.Fatalf("offline reason %q, want the stall", off.Reason)
+	}
+	srv.Freeze("cam", false)
+	back := rec.next(t, StateOnline, 10*time.Second, &logs)
+	if back.Gap < 700*time.Millisecond {
+		t.Fatalf("back online with gap %v, want at least the stall timeout", back.Gap)
+	}
+}
+
+// Wrong credentials: status unauthorized, a slow retry (not a tight loop), and the password
+// nowhere in status or logs. The right ones, given apart from the URL, work.
+func TestCameraCredentials(t *testing.T) {
+	var logs logBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs, func(s *samplecam.Server) { s.Username, s.Password = "viewer", "s3cret" })
+	bad := strings.Replace(srv.URL("cam"), "rtsp://", "rtsp://viewer:hunter2@", 1)
+	cam, rec := testCamera(t, bad, &logs, func(c *Camera) { c.retryMax = time.Hour })
+
+	ch := rec.next(t, StateUnauthorized, 10*time.Second, &logs)
+	if !strings.Contains(ch.Reason, "unauthorized") {
+		t.Fatalf("reason %q", ch.Reason)
+	}
+	time.Sleep(time.Second) // with retryMin 50 ms a tight loop would reconnect many times here
+	st := cam.Status()
+	if st.State != StateUnauthorized || st.Reconnects > 0 {
+		t.Fatalf("status %+v, want unauthorized and no retry within a second", st)
+	}
+	if strings.Contains(st.LastError+logs.String(), "hunter2") {
+		t.Fatalf("password in status or logs: %q\n%s", st.LastError, logs.String())
+	}
+
+	_, rec = testCamera(t, srv.URL("cam"), &logs, func(c *Camera) { c.Username, c.Password = "viewer", "s3cret" })
+	rec.next(t, StateOnline, 10*time.Second, &logs)
+	if strings.Contains(logs.String(), "s3cret") {
+		t.Fatalf("password in logs:\n%s", logs.String())
+	}
+}
+
+// decode: keyframes decodes only the random-access units: one in ten of the sample
+// (10 fps, GOP 10), the others counted as skipped.
+func TestCameraKeyframesOnly(t *testing.T) {
+	var logs logBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs)
+	cam, _ := testCamera(t, srv.URL("cam"), &logs, func(c *Camera) { c.Decode = "keyframes" })
+	waitFor(t, 15*time.Second, "3 keyframes decoded", func() bool { return cam.Status().Frames >= 3 })
+	st := cam.Status()
+	if st.Skipped < 5*st.Frames || st.Skipped > 12*(st.Frames+1) {
+		t.Fatalf("status %+v: want about 9 access units skipped per keyframe decoded", st)
+	}
+}
