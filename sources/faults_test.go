@@ -1,10 +1,13 @@
 package sources
 
 import (
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -151,5 +154,57 @@ func TestCameraKeyframesOnly(t *testing.T) {
 	st := cam.Status()
 	if st.Skipped < 5*st.Frames || st.Skipped > 12*(st.Frames+1) {
 		t.Fatalf("status %+v: want about 9 access units skipped per keyframe decoded", st)
+	}
+}
+
+// encodeClip makes a short clip of the sample video with ffmpeg, in MPEG-TS.
+func encodeClip(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ffmpeg, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Fatal("ffmpeg not installed: run scripts/setup.sh")
+	}
+	out := filepath.Join(t.TempDir(), name)
+	full := append([]string{"-v", "error", "-i", media(t, "vtest.avi"), "-t", "3"}, args...)
+	full = append(full, "-pix_fmt", "yuv420p", "-bf", "0", "-f", "mpegts", out)
+	if b, err := exec.Command(ffmpeg, full...).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg %v: %v\n%s", full, err, b)
+	}
+	return out
+}
+
+// An H.265 camera whose stream also has an audio track: the video is decoded, the audio
+// ignored.
+func TestCameraH265WithAudio(t *testing.T) {
+	var logs logBuffer
+	clip := encodeClip(t, "h265.ts", "-vf", "scale=640:360", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error:keyint=10")
+	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": clip}, Audio: true, Logger: logs.logger()}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	got := make(chan *Frame, 1)
+	cam, _ := testCamera(t, srv.URL("cam"), &logs, func(c *Camera) {
+		c.OnFrame = func(f *Frame) {
+			select {
+			case got <- f:
+			default:
+				f.Release()
+			}
+		}
+	})
+	select {
+	case f := <-got:
+		want := infer.NewLetterbox(640, 360, 640, 640)
+		if f.Letterbox != want {
+			t.Fatalf("letterbox %+v, want %+v", f.Letterbox, want)
+		}
+		checkLetterboxed(t, f.Pix, f.Letterbox)
+		f.Release()
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no frame; status %+v\nlogs:\n%s", cam.Status(), logs.String())
+	}
+	if !strings.Contains(logs.String(), "codec=H.265") {
+		t.Fatalf("logs do not show the H.265 track was chosen:\n%s", logs.String())
 	}
 }

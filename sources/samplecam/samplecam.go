@@ -1,9 +1,10 @@
 // Package samplecam is the built-in sample camera: an in-process RTSP server that plays
-// MPEG-TS files with an H.264 track, each looped forever at its own rate on its own path,
+// MPEG-TS files with an H.264 or H.265 track, each looped forever at its own rate on its own path,
 // as if it were a live camera. Demos and tests point sources.Camera at it.
 package samplecam
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -23,6 +24,8 @@ import (
 	"github.com/bluenviron/gortsplib/v4/pkg/format"
 	"github.com/bluenviron/gortsplib/v4/pkg/liberrors"
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
+	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
+	"github.com/pion/rtp"
 
 	"github.com/visiond/visiond/sources/internal/tsfile"
 )
@@ -30,16 +33,18 @@ import (
 // DefaultListen is the address used when Server.Listen is empty.
 const DefaultListen = "127.0.0.1:8554"
 
-// clockRate is the RTP clock of H.264, the same 90 kHz as MPEG-TS timestamps.
+// clockRate is the RTP clock of H.264 and H.265, the same 90 kHz as MPEG-TS timestamps.
 const clockRate = 90000
 
-// Server serves MPEG-TS H.264 files over RTSP (TCP transport), one path per file.
+// Server serves MPEG-TS H.264 or H.265 files over RTSP (TCP transport), one path per file.
 type Server struct {
 	Listen  string            // host:port to listen on; port 0 picks a free one. Defaults to DefaultListen
 	Streams map[string]string // URL path (without the leading "/") → MPEG-TS file
 	Logger  *slog.Logger      // defaults to slog.Default()
 	// Username and Password, when set, are required of readers (RTSP basic/digest auth).
 	Username, Password string
+	// Audio also offers a silent G.711 audio track after the video, as many cameras do.
+	Audio bool
 
 	log     *slog.Logger
 	srv     *gortsplib.Server
@@ -53,11 +58,11 @@ type Server struct {
 
 // fileStream is one looped file.
 type fileStream struct {
-	path     string
-	file     string
-	sps, pps []byte
-	stream   *gortsplib.ServerStream
-	frozen   atomic.Bool // packets are not sent (the file's clock runs on)
+	path   string
+	file   string
+	format format.Format // H.264 or H.265 with the file's parameter sets
+	stream *gortsplib.ServerStream
+	frozen atomic.Bool // packets are not sent (the file's clock runs on)
 }
 
 // Freeze stops (frozen true) or resumes sending the stream on path while its sessions stay
@@ -88,11 +93,11 @@ func (s *Server) Start() error {
 	streams := make(map[string]*fileStream, len(s.Streams))
 	for path, file := range s.Streams {
 		path = strings.Trim(path, "/")
-		sps, pps, err := probe(file)
+		forma, err := probe(file)
 		if err != nil {
 			return fmt.Errorf("samplecam: stream %q: %w", path, err)
 		}
-		streams[path] = &fileStream{path: path, file: file, sps: sps, pps: pps}
+		streams[path] = &fileStream{path: path, file: file, format: forma}
 	}
 
 	s.srv = &gortsplib.Server{
@@ -118,15 +123,7 @@ func (s *Server) Start() error {
 	for _, fs := range streams {
 		fs.stream = &gortsplib.ServerStream{
 			Server: s.srv,
-			Desc: &description.Session{Medias: []*description.Media{{
-				Type: description.MediaTypeVideo,
-				Formats: []format.Format{&format.H264{
-					PayloadTyp:        96,
-					PacketizationMode: 1,
-					SPS:               fs.sps,
-					PPS:               fs.pps,
-				}},
-			}}},
+			Desc:   s.description(fs.format),
 		}
 		if err := fs.stream.Initialize(); err != nil {
 			cancel()
@@ -148,6 +145,16 @@ func (s *Server) Start() error {
 	s.streams = streams
 	s.log.Info("sample camera listening", "addr", s.addr.String(), "streams", len(streams))
 	return nil
+}
+
+// description is the SDP of a stream: its video, then a silent audio track if Audio.
+func (s *Server) description(video format.Format) *description.Session {
+	desc := &description.Session{Medias: []*description.Media{{Type: description.MediaTypeVideo, Formats: []format.Format{video}}}}
+	if s.Audio {
+		desc.Medias = append(desc.Medias, &description.Media{Type: description.MediaTypeAudio,
+			Formats: []format.Format{&format.G711{PayloadTyp: 0, MULaw: true, SampleRate: 8000, ChannelCount: 1}}})
+	}
+	return desc
 }
 
 // URL returns the stream's rtsp:// URL with the real port. It is valid after Start.
@@ -226,35 +233,72 @@ func (h handler) OnConnClose(ctx *gortsplib.ServerHandlerOnConnCloseCtx) {
 	h.s.log.Debug("connection closed", "remote", ctx.Conn.NetConn().RemoteAddr().String(), "reason", ctx.Error)
 }
 
-// probe checks that file is MPEG-TS with an H.264 track and returns its first SPS and PPS.
-func probe(file string) (sps, pps []byte, err error) {
+// probe checks that file is MPEG-TS with an H.264 or H.265 track and returns the track's
+// RTP format, with the parameter sets found in the first access units.
+func probe(file string) (format.Format, error) {
 	r, err := tsfile.Open(file)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer r.Close()
-	for sps == nil || pps == nil {
+	var vps, sps, pps []byte
+	for i := 0; i < 100 && (sps == nil || pps == nil || r.Codec == "H.265" && vps == nil); i++ {
 		au, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return nil, nil, fmt.Errorf("%s: H.264 track has no SPS/PPS", file)
+			break
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", file, err)
+			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		for _, n := range au.NALUs {
+			if r.Codec == "H.265" {
+				switch h265.NALUType((n[0] >> 1) & 0x3F) {
+				case h265.NALUType_VPS_NUT:
+					vps = first(vps, n)
+				case h265.NALUType_SPS_NUT:
+					sps = first(sps, n)
+				case h265.NALUType_PPS_NUT:
+					pps = first(pps, n)
+				}
+				continue
+			}
 			switch h264.NALUType(n[0] & 0x1F) {
 			case h264.NALUTypeSPS:
-				if sps == nil {
-					sps = n
-				}
+				sps = first(sps, n)
 			case h264.NALUTypePPS:
-				if pps == nil {
-					pps = n
-				}
+				pps = first(pps, n)
 			}
 		}
 	}
-	return sps, pps, nil
+	if sps == nil || pps == nil || r.Codec == "H.265" && vps == nil {
+		return nil, fmt.Errorf("%s: %s track has no parameter sets in its first access units", file, r.Codec)
+	}
+	if r.Codec == "H.265" {
+		return &format.H265{PayloadTyp: 96, VPS: vps, SPS: sps, PPS: pps}, nil
+	}
+	return &format.H264{PayloadTyp: 96, PacketizationMode: 1, SPS: sps, PPS: pps}, nil
+}
+
+func first(have, n []byte) []byte {
+	if have != nil {
+		return have
+	}
+	return n
+}
+
+// encoder packetizes access units into RTP: rtph264.Encoder or rtph265.Encoder.
+type encoder interface {
+	Encode([][]byte) ([]*rtp.Packet, error)
+}
+
+func newEncoder(f format.Format) (encoder, error) {
+	switch f := f.(type) {
+	case *format.H265:
+		return f.CreateEncoder()
+	case *format.H264:
+		return f.CreateEncoder()
+	}
+	return nil, fmt.Errorf("no packetizer for %s", f.Codec())
 }
 
 // play sends the file's access units as RTP at the file's own rate, looping, with RTP
@@ -262,14 +306,17 @@ func probe(file string) (sps, pps []byte, err error) {
 func (s *Server) play(ctx context.Context, fs *fileStream) {
 	log := s.log.With("path", fs.path, "file", fs.file)
 	medi := fs.stream.Desc.Medias[0]
-	enc, err := medi.Formats[0].(*format.H264).CreateEncoder()
+	enc, err := newEncoder(fs.format)
 	if err != nil {
-		log.Error("H.264 packetizer", "error", err)
+		log.Error("packetizer", "error", err)
 		return
 	}
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	rtpBase := binary.BigEndian.Uint32(rnd[:])
+
+	audio := &rtp.Packet{Header: rtp.Header{Version: 2, PayloadType: 0, SSRC: rtpBase}}
+	silence := bytes.Repeat([]byte{0xFF}, 1200) // μ-law silence, up to 150 ms
 
 	start := time.Now()
 	var offset int64 // 90 kHz media time of the loops already played
@@ -314,13 +361,23 @@ func (s *Server) play(ctx context.Context, fs *fileStream) {
 			}
 			pkts, err := enc.Encode(au.NALUs)
 			if err != nil {
-				log.Warn("H.264 packetize", "error", err)
+				log.Warn("packetize", "error", err)
 				continue
 			}
 			ts := rtpBase + uint32(offset+au.PTS)
 			for _, p := range pkts {
 				p.Timestamp = ts
 				if err := fs.stream.WritePacketRTP(medi, p); err != nil {
+					r.Close()
+					log.Error("sample stream stopped", "error", err)
+					return
+				}
+			}
+			if s.Audio { // silence for the length of this video frame, at 8 kHz
+				audio.SequenceNumber++
+				audio.Timestamp = uint32((offset + au.DTS) * 8000 / clockRate)
+				audio.Payload = silence[:min(len(silence), int(step*8000/clockRate))]
+				if err := fs.stream.WritePacketRTP(fs.stream.Desc.Medias[1], audio); err != nil {
 					r.Close()
 					log.Error("sample stream stopped", "error", err)
 					return

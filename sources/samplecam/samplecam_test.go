@@ -56,7 +56,7 @@ func TestStartErrors(t *testing.T) {
 	}{
 		{"missing", "", filepath.Join(dir, "nope.ts"), []string{"nope.ts", "no such file"}},
 		{"not MPEG-TS", "", media(t, "messi5.jpg"), []string{"messi5.jpg", "not an MPEG-TS file"}},
-		{"no H.264", "", audio, []string{"audio.ts", "no H.264 track", "AAC"}},
+		{"no H.264", "", audio, []string{"audio.ts", "no H.264 or H.265 track", "AAC"}},
 		{"address in use", busy.Addr().String(), media(t, "vtest.h264.ts"), []string{busy.Addr().String(), "address already in use"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,5 +1,6 @@
-// Package tsfile reads the H.264 track of an MPEG-TS file as a sequence of access units,
-// pull-style, on top of mediacommon's MPEG-TS demuxer. The sample camera and the tests use it.
+// Package tsfile reads the H.264 or H.265 track of an MPEG-TS file as a sequence of access
+// units, pull-style, on top of mediacommon's MPEG-TS demuxer. The sample camera and the tests
+// use it.
 package tsfile
 
 import (
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
+	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 	"github.com/bluenviron/mediacommon/v2/pkg/formats/mpegts"
 )
 
@@ -19,8 +21,9 @@ type AccessUnit struct {
 	NALUs    [][]byte // access unit delimiters removed
 }
 
-// Reader reads access units of a file's first H.264 track.
+// Reader reads access units of a file's first H.264 or H.265 track.
 type Reader struct {
+	Codec   string // "H.264" or "H.265"
 	f       *os.File
 	mr      *mpegts.Reader
 	td      mpegts.TimeDecoder
@@ -30,7 +33,7 @@ type Reader struct {
 }
 
 // Open opens file and reads its program tables. Errors name the file and say whether it is
-// not MPEG-TS or has no H.264 track (listing the codecs found).
+// not MPEG-TS or has no H.264 or H.265 track (listing the codecs found).
 func Open(file string) (*Reader, error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -41,37 +44,44 @@ func Open(file string) (*Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: not an MPEG-TS file: %w", file, err)
 	}
-	var track *mpegts.Track
 	var found []string
 	for _, t := range r.mr.Tracks() {
-		if _, ok := t.Codec.(*mpegts.CodecH264); ok {
-			track = t
-			break
+		switch t.Codec.(type) {
+		case *mpegts.CodecH264:
+			r.Codec = "H.264"
+			r.mr.OnDataH264(t, r.onAU(func(n []byte) bool { return h264.NALUType(n[0]&0x1F) == h264.NALUTypeAccessUnitDelimiter }))
+		case *mpegts.CodecH265:
+			r.Codec = "H.265"
+			r.mr.OnDataH265(t, r.onAU(func(n []byte) bool { return h265.NALUType((n[0]>>1)&0x3F) == h265.NALUType_AUD_NUT }))
+		default:
+			found = append(found, codecName(t.Codec))
+			continue
 		}
-		found = append(found, codecName(t.Codec))
+		return r, nil
 	}
-	if track == nil {
-		f.Close()
-		if len(found) == 0 {
-			found = []string{"no tracks"}
-		}
-		return nil, fmt.Errorf("%s: no H.264 track (found %s)", file, strings.Join(found, ", "))
+	f.Close()
+	if len(found) == 0 {
+		found = []string{"no tracks"}
 	}
-	r.mr.OnDataH264(track, func(pts, dts int64, au [][]byte) error {
+	return nil, fmt.Errorf("%s: no H.264 or H.265 track (found %s)", file, strings.Join(found, ", "))
+}
+
+// onAU returns the demuxer callback that queues access units without their delimiters.
+func (r *Reader) onAU(isAUD func([]byte) bool) func(pts, dts int64, au [][]byte) error {
+	return func(pts, dts int64, au [][]byte) error {
 		pts, dts = r.td.Decode(pts), r.td.Decode(dts)
 		if !r.started {
 			r.started, r.first = true, dts
 		}
 		nalus := au[:0:0]
 		for _, n := range au {
-			if len(n) > 0 && h264.NALUType(n[0]&0x1F) != h264.NALUTypeAccessUnitDelimiter {
+			if len(n) > 0 && !isAUD(n) {
 				nalus = append(nalus, n)
 			}
 		}
 		r.queue = append(r.queue, AccessUnit{PTS: pts - r.first, DTS: dts - r.first, NALUs: nalus})
 		return nil
-	})
-	return r, nil
+	}
 }
 
 // Close closes the file.
