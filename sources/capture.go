@@ -1,12 +1,383 @@
 package sources
 
+// Capture sources: kind gstreamer (a GStreamer pipeline ending in appsink, opened by
+// OpenCV's GStreamer backend; the Jetson hardware-decode path) and kind file (a video file
+// opened by OpenCV's FFmpeg backend, played at its own rate and looped).
+//
+// gocv's VideoCapture.Read blocks in C, so each session runs a read goroutine that owns the
+// reads: it reads one frame ahead into one of two reused Mats and hands it over a channel;
+// the session goroutine paces (kind file), letterboxes and emits it, then hands the Mat
+// back. When the session ends, the read goroutine is stopped and waited for before the
+// capture is closed, so no goroutine outlives runCapture and no Mat is used after Close.
+
 import (
 	"context"
 	"errors"
+	"fmt"
+	"image"
+	"os"
+	"strings"
 	"time"
+
+	"gocv.io/x/gocv"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer"
 )
 
-// runCapture runs a gstreamer or file session (in progress: not implemented yet).
-func (c *Camera) runCapture(ctx context.Context) (time.Time, error) {
-	return time.Time{}, errors.New("camera kind " + c.Kind + " is not implemented yet")
+const (
+	fileDefaultFPS = 25                     // kind file: rate used when the file reports none
+	fileMaxLag     = time.Second            // kind file: further behind than this, pacing restarts from now
+	unblockEvery   = 100 * time.Millisecond // kind gstreamer: how often a blocked Read is interrupted on stop
+	unblockWarn    = 5 * time.Second        // kind gstreamer: a stop that takes longer than this is logged
+)
+
+// capFrame is one frame read by the read goroutine.
+type capFrame struct {
+	m  *gocv.Mat // one of the reader's Mats; handed back through capReader.free
+	at time.Time // when Read returned
+}
+
+// capReader is the read goroutine of one capture session and its channels.
+type capReader struct {
+	vc     *gocv.VideoCapture
+	kind   string
+	name   string // what the errors call the source: "the pipeline" or "file NAME"
+	loop   bool   // at the end of the stream, seek back to frame 0 (kind file)
+	mats   [2]gocv.Mat
+	free   chan *gocv.Mat // Mats the reader may read into
+	frames chan capFrame  // read frames; unbuffered
+	stop   chan struct{}  // closed when the session ends
+	done   chan struct{}  // closed by the read goroutine when it returns
+	err    error          // why the read goroutine returned; read after done
+	n      int            // frames read since open or the last rewind (read goroutine only)
+}
+
+// runCapture runs one gstreamer or file session until the source fails or ctx ends;
+// onlineAt is when it delivered its first frame (zero if it never did).
+//
+// Opening is not interruptible (OpenCV gives no handle to the pipeline before it returns),
+// so a pipeline that hangs while prerolling holds the session until its own elements time
+// out (rtspsrc: tcp-timeout). A Read blocked after ctx ends is interrupted: see stop.
+func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error) {
+	r, err := c.openCapture()
+	if err != nil {
+		return time.Time{}, err
+	}
+	fps := 0.0
+	if r.loop {
+		fps = r.vc.Get(gocv.VideoCaptureFPS)
+		if !(fps > 0 && fps < 1000) {
+			c.log.Info("file reports no frame rate, using the default", "file", c.File, "fps", fileDefaultFPS)
+			fps = fileDefaultFPS
+		}
+		c.log.Debug("playing file", "file", c.File, "fps", fps,
+			"frames", int(r.vc.Get(gocv.VideoCaptureFrameCount)))
+	}
+	c.log.Debug("capture opened", "kind", c.Kind)
+	go r.run()
+	defer r.close(c)
+
+	lbx := &letterboxer{scaled: gocv.NewMat(), rgb: gocv.NewMat()}
+	defer lbx.close()
+	fill := lbx.fill // one method value per session, not one closure per frame
+
+	var (
+		lastLB infer.Letterbox
+		timer  *time.Timer
+		start  time.Time // kind file: when frame 0 of the pacing was due
+		due    int64     // kind file: frames paced since start
+		period time.Duration
+	)
+	if fps > 0 {
+		period = time.Duration(float64(time.Second) / fps)
+		timer = time.NewTimer(time.Hour)
+		timer.Stop()
+		defer timer.Stop()
+	}
+	for {
+		var f capFrame
+		select {
+		case <-ctx.Done():
+			return onlineAt, ctx.Err()
+		case <-r.done:
+			return onlineAt, r.err
+		case f = <-r.frames:
+		}
+		captured := f.at
+		if period > 0 {
+			now := time.Now()
+			if due == 0 {
+				start = now
+			}
+			at := start.Add(time.Duration(due) * period)
+			if late := now.Sub(at); late > fileMaxLag {
+				c.log.Debug("file playback fell behind, pacing from now", "late", late.Round(time.Millisecond))
+				start, due, at = now, 0, now
+			}
+			if !sleepUntil(ctx, timer, at) {
+				r.free <- f.m
+				return onlineAt, ctx.Err()
+			}
+			due++
+			captured = at
+		}
+		lb := infer.NewLetterbox(f.m.Cols(), f.m.Rows(), c.InputW, c.InputH)
+		if lb != lastLB {
+			c.log.Info("stream geometry", "width", lb.SrcW, "height", lb.SrcH,
+				"scaled", fmt.Sprintf("%dx%d", lb.ScaledW, lb.ScaledH), "pad", fmt.Sprintf("%d,%d", lb.PadX, lb.PadY))
+			lastLB = lb
+		}
+		if onlineAt.IsZero() {
+			onlineAt = time.Now()
+		}
+		lbx.src = *f.m
+		err := c.emit(lb, captured, fill)
+		lbx.src = gocv.Mat{}
+		r.free <- f.m // never blocks: free holds both Mats
+		if err != nil {
+			return onlineAt, fmt.Errorf("kind %s: %w", r.kind, err)
+		}
+	}
+}
+
+// openCapture opens the session's VideoCapture and makes its reader (not started).
+func (c *Camera) openCapture() (*capReader, error) {
+	r := &capReader{kind: c.Kind}
+	var err error
+	switch c.Kind {
+	case config.KindGStreamer:
+		if strings.TrimSpace(c.Pipeline) == "" {
+			return nil, errors.New("kind gstreamer: no pipeline configured")
+		}
+		r.name = "the pipeline"
+		r.vc, err = gocv.OpenVideoCaptureWithAPI(c.Pipeline, gocv.VideoCaptureGstreamer)
+		if err != nil || !r.vc.IsOpened() {
+			closeCapture(r.vc)
+			return nil, fmt.Errorf("kind gstreamer: the pipeline did not open (an element is missing or misspelt, "+
+				"it does not end in appsink, or its source failed): %s", redactPipeline(c.Pipeline))
+		}
+	case config.KindFile:
+		if c.File == "" {
+			return nil, errors.New("kind file: no file configured")
+		}
+		fh, err := os.Open(c.File)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("kind file: cannot read %s: %w", c.File, err)
+		}
+		st, err := fh.Stat()
+		fh.Close()
+		if err == nil && st.IsDir() {
+			return nil, fmt.Errorf("kind file: %s is a directory, not a video file", c.File)
+		}
+		r.name = "file " + c.File
+		r.loop = true
+		r.vc, err = gocv.OpenVideoCaptureWithAPI(c.File, gocv.VideoCaptureFFmpeg)
+		if err != nil || !r.vc.IsOpened() {
+			closeCapture(r.vc)
+			return nil, fmt.Errorf("kind file: %s is not a video that FFmpeg can open", c.File)
+		}
+	default:
+		return nil, fmt.Errorf("kind %q is not a capture kind", c.Kind)
+	}
+	r.mats = [2]gocv.Mat{gocv.NewMat(), gocv.NewMat()}
+	r.free = make(chan *gocv.Mat, len(r.mats))
+	for i := range r.mats {
+		r.free <- &r.mats[i]
+	}
+	r.frames = make(chan capFrame)
+	r.stop = make(chan struct{})
+	r.done = make(chan struct{})
+	return r, nil
+}
+
+// run is the read goroutine: it reads into free Mats and hands them out until the
+// source ends or fails (r.err says why) or stop is closed.
+func (r *capReader) run() {
+	defer close(r.done)
+	for {
+		var m *gocv.Mat
+		select {
+		case <-r.stop:
+			return
+		case m = <-r.free:
+		}
+		if err := r.read(m); err != nil {
+			r.err = err
+			return
+		}
+		select {
+		case <-r.stop:
+			return
+		case r.frames <- capFrame{m: m, at: time.Now()}:
+		}
+	}
+}
+
+// read reads the next frame into m; kind file rewinds at the end of the file.
+func (r *capReader) read(m *gocv.Mat) error {
+	if r.vc.Read(m) && !m.Empty() {
+		r.n++
+		return nil
+	}
+	if r.stopped() {
+		return errors.New("stopped")
+	}
+	if !r.loop {
+		return fmt.Errorf("kind %s: %s ended (end of stream or a pipeline error) after %d frames", r.kind, r.name, r.n)
+	}
+	if r.n == 0 {
+		return fmt.Errorf("kind %s: %s: no frame could be decoded", r.kind, r.name)
+	}
+	r.vc.Set(gocv.VideoCapturePosFrames, 0)
+	r.n = 0
+	if r.vc.Read(m) && !m.Empty() {
+		r.n++
+		return nil
+	}
+	return fmt.Errorf("kind %s: %s: cannot loop: no frame after seeking back to the start", r.kind, r.name)
+}
+
+func (r *capReader) stopped() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// close stops the read goroutine, waits for it and closes the capture and the Mats.
+//
+// A gstreamer Read can block in gst_app_sink_pull_sample for as long as the pipeline
+// delivers nothing, and OpenCV 4.6 has no read timeout for GStreamer. Setting a property
+// that the backend does not handle (Gain) briefly stops the pipeline (state NULL), which
+// makes the blocked pull return NULL; Read then returns false and the reader sees stop.
+// This calls into the capture from a second thread while Read runs, which OpenCV does not
+// promise to support; it is used only to end a session, and the capture is closed only
+// after the reader has returned. It is repeated in case the Read had not started yet.
+// File reads do not block indefinitely, so kind file only waits.
+func (r *capReader) close(c *Camera) {
+	close(r.stop)
+	if r.loop {
+		<-r.done
+	} else {
+		t := time.NewTicker(unblockEvery)
+		began, warned := time.Now(), false
+	wait:
+		for {
+			select {
+			case <-r.done:
+				break wait
+			case <-t.C:
+				r.vc.Set(gocv.VideoCaptureGain, 0)
+				if !warned && time.Since(began) > unblockWarn {
+					warned = true
+					c.log.Warn("gstreamer read does not return after stop; still waiting")
+				}
+			}
+		}
+		t.Stop()
+	}
+	closeCapture(r.vc)
+	for i := range r.mats {
+		r.mats[i].Close()
+	}
+}
+
+func closeCapture(vc *gocv.VideoCapture) {
+	if vc != nil {
+		vc.Close()
+	}
+}
+
+// sleepUntil waits on timer until at; false if ctx ended first.
+func sleepUntil(ctx context.Context, timer *time.Timer, at time.Time) bool {
+	d := time.Until(at)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer.Reset(d)
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// letterboxer draws BGR(A) Mats into letterboxed RGB24 buffers with reused Mats: after the
+// first frame of a size, fill allocates nothing.
+type letterboxer struct {
+	src    gocv.Mat // the frame to draw; set before each fill, not owned
+	scaled gocv.Mat // src resized to ScaledW x ScaledH
+	rgb    gocv.Mat // scaled converted to RGB
+}
+
+// fill draws src into pix at lb (the emit callback).
+func (l *letterboxer) fill(pix []byte, lb infer.Letterbox) error {
+	if l.src.Cols() != lb.SrcW || l.src.Rows() != lb.SrcH {
+		return fmt.Errorf("frame is %dx%d, letterbox expects %dx%d", l.src.Cols(), l.src.Rows(), lb.SrcW, lb.SrcH)
+	}
+	var code gocv.ColorConversionCode
+	switch t := l.src.Type(); t {
+	case gocv.MatTypeCV8UC3:
+		code = gocv.ColorBGRToRGB
+	case gocv.MatTypeCV8UC4:
+		code = gocv.ColorRGBAToBGR // = COLOR_BGRA2RGB (3): swap R and B, drop alpha
+	default:
+		return fmt.Errorf("frame Mat type %v (%d channels), want 8-bit BGR: end the pipeline with "+
+			"videoconvert ! video/x-raw,format=BGR ! appsink", t, l.src.Channels())
+	}
+	src := l.src
+	if lb.ScaledW != lb.SrcW || lb.ScaledH != lb.SrcH {
+		gocv.Resize(l.src, &l.scaled, image.Pt(lb.ScaledW, lb.ScaledH), 0, 0, gocv.InterpolationLinear)
+		src = l.scaled
+	}
+	gocv.CvtColor(src, &l.rgb, code)
+	data, err := l.rgb.DataPtrUint8()
+	if err != nil {
+		return err
+	}
+	row, stride := lb.ScaledW*3, lb.DstW*3
+	if len(data) < row*lb.ScaledH {
+		return fmt.Errorf("converted frame has %d bytes, want %d", len(data), row*lb.ScaledH)
+	}
+	off := (lb.PadY*lb.DstW + lb.PadX) * 3
+	if need := off + (lb.ScaledH-1)*stride + row; len(pix) < need {
+		return fmt.Errorf("buffer has %d bytes, letterbox %+v needs %d", len(pix), lb, need)
+	}
+	if row == stride {
+		copy(pix[off:off+row*lb.ScaledH], data)
+		return nil
+	}
+	for y := range lb.ScaledH {
+		copy(pix[off+y*stride:off+y*stride+row], data[y*row:(y+1)*row])
+	}
+	return nil
+}
+
+func (l *letterboxer) close() {
+	l.scaled.Close()
+	l.rgb.Close()
+}
+
+// redactPipeline hides passwords of the URLs in a pipeline string (rtspsrc location=...).
+func redactPipeline(p string) string {
+	fields := strings.Fields(p)
+	for i, f := range fields {
+		k := strings.Index(f, "://")
+		if k < 0 {
+			continue
+		}
+		s := strings.LastIndexAny(f[:k], "=\"'") + 1
+		u := strings.TrimRight(f[s:], "\"'")
+		fields[i] = f[:s] + config.Redact(u) + f[s+len(u):]
+	}
+	return strings.Join(fields, " ")
 }

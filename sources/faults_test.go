@@ -208,3 +208,37 @@ func TestCameraH265WithAudio(t *testing.T) {
 		t.Fatalf("logs do not show the H.265 track was chosen:\n%s", logs.String())
 	}
 }
+
+// A link that loses and damages packets: the decoder skips to the next keyframe after each
+// hole, never crashes, and frames keep coming.
+func TestCameraDamagedStream(t *testing.T) {
+	var logs logBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs, func(s *samplecam.Server) { s.Damage = 0.01 })
+	cam, _ := testCamera(t, srv.URL("cam"), &logs)
+	waitFor(t, 15*time.Second, "frames through a damaged stream", func() bool { return cam.Status().Frames >= 5 })
+	before := cam.Status().Frames
+	waitFor(t, 15*time.Second, "frames to keep coming", func() bool { return cam.Status().Frames >= before+10 })
+	if !strings.Contains(logs.String(), "waiting for the next IDR") && !strings.Contains(logs.String(), "RTP packets lost") &&
+		!strings.Contains(logs.String(), "depacketize error") {
+		t.Fatalf("no sign that damage was seen and handled:\n%s", logs.String())
+	}
+	if st := cam.Status(); st.State != StateOnline {
+		t.Fatalf("status %+v, want online", st)
+	}
+}
+
+// A host that does not answer (a TEST-NET address, never routed): the camera reports the
+// failure and Close does not wait for the connection attempt.
+func TestCameraUnreachableHost(t *testing.T) {
+	var logs logBuffer
+	cam, rec := testCamera(t, "rtsp://192.0.2.1:554/stream", &logs, func(c *Camera) { c.readTimeout = time.Second })
+	off := rec.next(t, StateOffline, 15*time.Second, &logs)
+	if off.Reason == "" {
+		t.Fatalf("offline without a reason: %+v", off)
+	}
+	start := time.Now()
+	cam.Close()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -45,6 +46,9 @@ type Server struct {
 	Username, Password string
 	// Audio also offers a silent G.711 audio track after the video, as many cameras do.
 	Audio bool
+	// Damage is the fraction of video RTP packets, 0..1, that are dropped or have bytes of
+	// their payload flipped, to rehearse a bad link. Default 0.
+	Damage float64
 
 	log     *slog.Logger
 	srv     *gortsplib.Server
@@ -367,6 +371,14 @@ func (s *Server) play(ctx context.Context, fs *fileStream) {
 			ts := rtpBase + uint32(offset+au.PTS)
 			for _, p := range pkts {
 				p.Timestamp = ts
+				if s.Damage > 0 && mrand.Float64() < s.Damage {
+					if mrand.IntN(2) == 0 {
+						continue // lost
+					}
+					for range 4 {
+						p.Payload[mrand.IntN(len(p.Payload))] ^= byte(1 + mrand.IntN(255))
+					}
+				}
 				if err := fs.stream.WritePacketRTP(medi, p); err != nil {
 					r.Close()
 					log.Error("sample stream stopped", "error", err)

@@ -1,0 +1,150 @@
+package sources
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// systemPython is Debian's interpreter, the one python3-gi is installed for.
+const systemPython = "/usr/bin/python3"
+
+// gstRTSPServerScript serves one file over RTSP with GStreamer's RTSP server
+// (GstRtspServer), on 127.0.0.1 and a port the kernel picks. It prints "PORT n" once it
+// listens and exits when its stdin closes (the test ended or died).
+const gstRTSPServerScript = `
+import sys
+import gi
+gi.require_version("Gst", "1.0")
+gi.require_version("GstRtspServer", "1.0")
+from gi.repository import GLib, Gst, GstRtspServer
+
+path, mount = sys.argv[1], sys.argv[2]
+Gst.init(None)
+server = GstRtspServer.RTSPServer()
+server.set_address("127.0.0.1")
+server.set_service("0")
+factory = GstRtspServer.RTSPMediaFactory()
+factory.set_launch('( filesrc location="%s" ! tsdemux ! h264parse ! rtph264pay name=pay0 pt=96 config-interval=1 )' % path)
+factory.set_shared(True)
+server.get_mount_points().add_factory(mount, factory)
+if server.attach(None) == 0:
+    sys.exit("cannot attach the RTSP server")
+print("PORT %d" % server.get_bound_port(), flush=True)
+
+loop = GLib.MainLoop()
+GLib.io_add_watch(sys.stdin.fileno(), GLib.IO_IN | GLib.IO_HUP | GLib.IO_ERR, lambda *a: loop.quit() or False)
+loop.run()
+`
+
+// startGstRTSPServer runs GStreamer's RTSP server on file at mount and returns its URL.
+// The server is killed when the test ends.
+func startGstRTSPServer(t *testing.T, file, mount string) string {
+	t.Helper()
+	if _, err := os.Stat(systemPython); err != nil {
+		t.Fatalf("%s missing: run scripts/setup.sh", systemPython)
+	}
+	probe := exec.Command(systemPython, "-c", `import gi; gi.require_version("GstRtspServer", "1.0"); from gi.repository import GstRtspServer`)
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Fatalf("python3-gi or gir1.2-gst-rtsp-server-1.0 missing (%v: %s): run scripts/setup.sh", err, strings.TrimSpace(string(out)))
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(t.TempDir(), "rtsp_server.py")
+	if err := os.WriteFile(script, []byte(gstRTSPServerScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(systemPython, script, abs, mount)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr logBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		<-exited
+	})
+
+	port := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if p, ok := strings.CutPrefix(sc.Text(), "PORT "); ok {
+				port <- p
+			}
+		}
+	}()
+	var p string
+	select {
+	case p = <-port:
+	case <-exited:
+		t.Fatalf("GStreamer RTSP server exited: %s", stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("GStreamer RTSP server did not report its port: %s", stderr.String())
+	}
+	if n, err := strconv.Atoi(p); err != nil || n <= 0 {
+		t.Fatalf("GStreamer RTSP server reported port %q", p)
+	}
+	addr := net.JoinHostPort("127.0.0.1", p)
+	waitFor(t, 10*time.Second, "the RTSP server to accept connections", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return fmt.Sprintf("rtsp://%s%s", addr, mount)
+}
+
+// TestThirdPartyGstRTSPServer plays the sample from GStreamer's RTSP server, an
+// implementation independent of the gortsplib-based sample camera.
+func TestThirdPartyGstRTSPServer(t *testing.T) {
+	url := startGstRTSPServer(t, media(t, sampleFile), "/vtest")
+	base := runtimeGoroutines() // the server's pipe readers live until Cleanup
+	var logs logBuffer
+	frames, onFrame, drain := frameSink(4)
+	cam := &Camera{ID: "gst-rtsp", URL: url, Transport: "tcp", InputW: 640, InputH: 640, OnFrame: onFrame, Logger: logs.logger()}
+	cam.Start()
+	var lastSeq uint64
+	for i := 0; i < 8; i++ {
+		f := nextFrame(t, frames, cam, &logs)
+		if f.Camera != "gst-rtsp" || f.Letterbox != vtestLetterbox {
+			t.Fatalf("frame %d: camera %q letterbox %+v, want %+v", i, f.Camera, f.Letterbox, vtestLetterbox)
+		}
+		if f.Seq <= lastSeq {
+			t.Fatalf("frame %d: Seq %d after %d", i, f.Seq, lastSeq)
+		}
+		lastSeq = f.Seq
+		checkLetterboxed(t, f.Pix, f.Letterbox)
+		f.Release()
+	}
+	if st := cam.Status(); st.State != StateOnline || st.LastError != "" {
+		t.Errorf("status %+v", st)
+	}
+	closeQuickly(t, cam, 2*time.Second)
+	drain()
+	checkGoroutines(t, base)
+}
