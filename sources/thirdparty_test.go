@@ -121,12 +121,19 @@ func startGstRTSPServer(t *testing.T, file, mount string) string {
 
 // TestThirdPartyGstRTSPServer plays the sample from GStreamer's RTSP server, an
 // implementation independent of the gortsplib-based sample camera.
+// Over TCP (interleaved) and over UDP, which the sample camera does not offer.
 func TestThirdPartyGstRTSPServer(t *testing.T) {
 	url := startGstRTSPServer(t, media(t, sampleFile), "/vtest")
+	for _, transport := range []string{"tcp", "udp"} {
+		t.Run(transport, func(t *testing.T) { playGstRTSP(t, url, transport) })
+	}
+}
+
+func playGstRTSP(t *testing.T, url, transport string) {
 	base := runtimeGoroutines() // the server's pipe readers live until Cleanup
 	var logs logBuffer
 	frames, onFrame, drain := frameSink(4)
-	cam := &Camera{ID: "gst-rtsp", URL: url, Transport: "tcp", InputW: 640, InputH: 640, OnFrame: onFrame, Logger: logs.logger()}
+	cam := &Camera{ID: "gst-rtsp", URL: url, Transport: transport, InputW: 640, InputH: 640, OnFrame: onFrame, Logger: logs.logger()}
 	cam.Start()
 	var lastSeq uint64
 	for i := 0; i < 8; i++ {
