@@ -51,8 +51,8 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		return time.Time{}, fmt.Errorf("unknown transport %q (want tcp, udp or auto)", c.Transport)
 	}
 
-	var gap atomic.Bool // set on loss; carried by the next queued access unit
-	var lossLog, dropLog, depacketLog, clockLog rateLog
+	var lossLog, clockLog rateLog
+	var recv *receiver // set before PLAY, when the track is known
 	client := &gortsplib.Client{
 		Scheme:       u.Scheme,
 		Host:         u.Host,
@@ -63,11 +63,13 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 			c.log.Info("RTSP transport switched", "reason", c.redactor.Scrub(err.Error()))
 		},
 		OnPacketsLost: func(lost uint64) {
-			gap.Store(true)
+			if recv != nil {
+				recv.gap.Store(true)
+			}
 			lossLog.warn(c.log, "RTP packets lost", "lost", lost)
 		},
 		OnDecodeError: func(err error) {
-			depacketLog.warn(c.log, "RTP/RTCP decode error", "error", c.redactor.Scrub(err.Error()))
+			lossLog.warn(c.log, "RTP/RTCP decode error", "error", c.redactor.Scrub(err.Error()))
 		},
 	}
 	if err := client.Start2(); err != nil {
@@ -99,10 +101,7 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	if params := track.params(); len(params) > 0 {
 		_ = dec.decode(appendAnnexB(nil, params), nil) // bad parameter sets show up on the first frames
 	}
-	keyframesOnly := c.Decode == "keyframes"
-
-	queue := make(chan accessUnit, queueLen)
-	spare := make(chan []byte, queueLen+2)
+	recv = newReceiver(c, track, queueLen)
 	stopDecode := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -112,12 +111,9 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 			select {
 			case <-stopDecode:
 				return
-			case au := <-queue:
+			case au := <-recv.queue:
 				loop.handle(au)
-				select {
-				case spare <- au.data:
-				default:
-				}
+				recv.recycle(au)
 			}
 		}
 	}()
@@ -130,23 +126,6 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	}()
 
 	client.OnPacketRTP(track.media, track.format, func(pkt *rtp.Packet) {
-		nalus, err := track.depacketize(pkt)
-		if err != nil {
-			if !track.incomplete(err) {
-				gap.Store(true)
-				depacketLog.warn(c.log, track.codec+" depacketize error", "error", err.Error())
-			}
-			return
-		}
-		nalus = slices.DeleteFunc(nalus, func(n []byte) bool { return len(n) == 0 })
-		if len(nalus) == 0 {
-			return
-		}
-		key := track.randomAccess(nalus)
-		if keyframesOnly && !key {
-			c.skipped.Add(1)
-			return
-		}
 		// The camera's capture time, from its RTCP sender reports, once one has arrived.
 		now := time.Now()
 		at, ok := client.PacketNTP(track.media, pkt)
@@ -155,24 +134,7 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		} else if skew := at.Sub(now); skew > clockSkewWarn || skew < -clockSkewWarn {
 			clockLog.warn(c.log, "camera clock is off; events carry its capture times", "skew", skew.Round(time.Millisecond))
 		}
-		var buf []byte
-		select {
-		case buf = <-spare:
-		default:
-		}
-		au := accessUnit{
-			data: appendAnnexB(buf[:0], nalus),
-			key:  key,
-			gap:  gap.Swap(false),
-			at:   at,
-		}
-		select {
-		case queue <- au:
-		default:
-			c.dropped.Add(1)
-			gap.Store(true)
-			dropLog.warn(c.log, "decode queue full, access units dropped")
-		}
+		recv.push(pkt, at)
 	})
 
 	if _, err := client.Play(nil); err != nil {
@@ -184,6 +146,68 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		err = errors.New("RTSP session closed")
 	}
 	return time.Time{}, err
+}
+
+// receiver turns a session's RTP packets into access units for the decode goroutine. push
+// runs in the RTP callback: it only depacketizes and queues (bounded; a full queue drops
+// and marks a gap, so decoding resumes at the next random-access unit).
+type receiver struct {
+	cam           *Camera
+	track         *videoTrack
+	keyframesOnly bool
+	gap           atomic.Bool // set on loss; carried by the next queued access unit
+	queue         chan accessUnit
+	spare         chan []byte // buffers of decoded access units, for reuse
+	dropLog       rateLog
+	depacketLog   rateLog
+}
+
+func newReceiver(c *Camera, track *videoTrack, n int) *receiver {
+	return &receiver{cam: c, track: track, keyframesOnly: c.Decode == "keyframes",
+		queue: make(chan accessUnit, n), spare: make(chan []byte, n+2)}
+}
+
+// push depacketizes one RTP packet; a completed access unit is queued with time at.
+func (r *receiver) push(pkt *rtp.Packet, at time.Time) {
+	c, track := r.cam, r.track
+	nalus, err := track.depacketize(pkt)
+	if err != nil {
+		if !track.incomplete(err) {
+			r.gap.Store(true)
+			r.depacketLog.warn(c.log, track.codec+" depacketize error", "error", err.Error())
+		}
+		return
+	}
+	nalus = slices.DeleteFunc(nalus, func(n []byte) bool { return len(n) == 0 })
+	if len(nalus) == 0 {
+		return
+	}
+	key := track.randomAccess(nalus)
+	if r.keyframesOnly && !key {
+		c.skipped.Add(1)
+		return
+	}
+	var buf []byte
+	select {
+	case buf = <-r.spare:
+	default:
+	}
+	au := accessUnit{data: appendAnnexB(buf[:0], nalus), key: key, gap: r.gap.Swap(false), at: at}
+	select {
+	case r.queue <- au:
+	default:
+		c.dropped.Add(1)
+		r.gap.Store(true)
+		r.dropLog.warn(c.log, "decode queue full, access units dropped")
+	}
+}
+
+// recycle keeps a decoded access unit's buffer for a later one.
+func (r *receiver) recycle(au accessUnit) {
+	select {
+	case r.spare <- au.data:
+	default:
+	}
 }
 
 // decodeLoop is the decode goroutine's state for one session.
