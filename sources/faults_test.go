@@ -158,7 +158,7 @@ func TestCameraKeyframesOnly(t *testing.T) {
 }
 
 // encodeClip makes a short clip of the sample video with ffmpeg, in MPEG-TS.
-func encodeClip(t *testing.T, name string, args ...string) string {
+func encodeClip(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	ffmpeg, err := exec.LookPath("ffmpeg")
 	if err != nil {

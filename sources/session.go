@@ -182,7 +182,7 @@ func (r *receiver) push(pkt *rtp.Packet, at time.Time) {
 	if len(nalus) == 0 {
 		return
 	}
-	key := track.randomAccess(nalus)
+	key := track.isKey(nalus)
 	if r.keyframesOnly && !key {
 		c.skipped.Add(1)
 		return
@@ -284,13 +284,21 @@ func appendAnnexB(dst []byte, nalus [][]byte) []byte {
 
 // videoTrack is the stream's video: H.264 or H.265, the first one offered.
 type videoTrack struct {
-	codec        string // codecH264 or codecH265
-	media        *description.Media
-	format       format.Format
-	depacketize  func(*rtp.Packet) ([][]byte, error)
-	incomplete   func(error) bool // the depacketizer needs more packets: not an error
-	randomAccess func([][]byte) bool
-	params       func() [][]byte // parameter sets from the SDP
+	codec       string // codecH264 or codecH265
+	media       *description.Media
+	format      format.Format
+	depacketize func(*rtp.Packet) ([][]byte, error)
+	incomplete  func(error) bool // the depacketizer needs more packets: not an error
+	params      func() [][]byte  // parameter sets from the SDP
+}
+
+// isKey reports whether the access unit is a random-access one of the track's codec (its
+// NAL units must not be empty).
+func (t *videoTrack) isKey(nalus [][]byte) bool {
+	if t.codec == codecH265 {
+		return h265.IsRandomAccess(nalus)
+	}
+	return h264.IsRandomAccess(nalus)
 }
 
 // findVideo picks the stream's H.264 or H.265 media; audio, metadata and other tracks are
@@ -307,7 +315,6 @@ func findVideo(desc *description.Session) (*videoTrack, error) {
 			incomplete: func(err error) bool {
 				return errors.Is(err, rtph264.ErrMorePacketsNeeded) || errors.Is(err, rtph264.ErrNonStartingPacketAndNoPrevious)
 			},
-			randomAccess: h264.IsRandomAccess,
 			params: func() [][]byte {
 				sps, pps := h264f.SafeParams()
 				return nonEmpty(sps, pps)
@@ -325,7 +332,6 @@ func findVideo(desc *description.Session) (*videoTrack, error) {
 			incomplete: func(err error) bool {
 				return errors.Is(err, rtph265.ErrMorePacketsNeeded) || errors.Is(err, rtph265.ErrNonStartingPacketAndNoPrevious)
 			},
-			randomAccess: h265.IsRandomAccess,
 			params: func() [][]byte {
 				vps, sps, pps := h265f.SafeParams()
 				return nonEmpty(vps, sps, pps)
