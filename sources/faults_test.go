@@ -1,6 +1,8 @@
 package sources
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -240,5 +242,89 @@ func TestCameraUnreachableHost(t *testing.T) {
 	cam.Close()
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("Close took %v", d)
+	}
+}
+
+// Capture times come from the camera's RTCP sender reports, on the camera's clock (here an
+// hour behind); Received stays on this host's clock, and the skew is reported.
+func TestCameraCaptureTimeFromRTCP(t *testing.T) {
+	var logs logBuffer
+	const offset = -time.Hour
+	srv := startSample(t, "127.0.0.1:0", &logs, func(s *samplecam.Server) { s.ClockOffset = offset })
+	got := make(chan *Frame, 1)
+	_, _ = testCamera(t, srv.URL("cam"), &logs, func(c *Camera) {
+		c.OnFrame = func(f *Frame) {
+			if time.Since(f.Captured) > 30*time.Minute { // once a sender report has arrived
+				select {
+				case got <- f:
+					return
+				default:
+				}
+			}
+			f.Release()
+		}
+	})
+	select {
+	case f := <-got:
+		if skew := f.Captured.Sub(f.Received) - offset; skew > 2*time.Second || skew < -2*time.Second {
+			t.Fatalf("captured %v, received %v: want captured an hour earlier", f.Captured, f.Received)
+		}
+		if time.Since(f.Received) > 5*time.Second {
+			t.Fatalf("received %v: not this host's clock", f.Received)
+		}
+		f.Release()
+	case <-time.After(30 * time.Second): // gortsplib's server sends a report every 10 s
+		t.Fatalf("no frame with the camera's capture time in 30 s\nlogs:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "camera clock is off") {
+		t.Fatalf("skew not reported:\n%s", logs.String())
+	}
+}
+
+// A stream whose resolution changes mid-stream (new parameter sets in-band): the decoder
+// and scaler follow and frames come with the new geometry.
+func TestCameraResolutionChange(t *testing.T) {
+	var logs logBuffer
+	a := encodeClip(t, "a.ts", "-vf", "scale=640:360", "-c:v", "libx264", "-g", "10")
+	b := encodeClip(t, "b.ts", "-vf", "scale=320:240", "-c:v", "libx264", "-g", "10")
+	list := filepath.Join(t.TempDir(), "list.txt")
+	if err := os.WriteFile(list, []byte(fmt.Sprintf("file '%s'\nfile '%s'\n", a, b)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	both := filepath.Join(t.TempDir(), "both.ts")
+	if out, err := exec.Command("ffmpeg", "-v", "error", "-f", "concat", "-safe", "0", "-i", list, "-c", "copy", "-f", "mpegts", both).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg concat: %v\n%s", err, out)
+	}
+	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": both}, Logger: logs.logger()}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	frames := make(chan *Frame, 2)
+	_, _ = testCamera(t, srv.URL("cam"), &logs, func(c *Camera) {
+		c.InputW, c.InputH = 320, 320
+		c.OnFrame = func(f *Frame) {
+			select {
+			case frames <- f:
+			default:
+				f.Release()
+			}
+		}
+	})
+	seen := map[[2]int]bool{}
+	timeout := time.After(20 * time.Second)
+	for !seen[[2]int{640, 360}] || !seen[[2]int{320, 240}] {
+		select {
+		case f := <-frames:
+			lb := f.Letterbox
+			if lb != infer.NewLetterbox(lb.SrcW, lb.SrcH, 320, 320) {
+				t.Fatalf("letterbox %+v inconsistent", lb)
+			}
+			checkLetterboxed(t, f.Pix, lb)
+			seen[[2]int{lb.SrcW, lb.SrcH}] = true
+			f.Release()
+		case <-timeout:
+			t.Fatalf("sizes seen %v, want 640x360 then 320x240\nlogs:\n%s", seen, logs.String())
+		}
 	}
 }

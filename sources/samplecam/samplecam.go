@@ -46,6 +46,9 @@ type Server struct {
 	Username, Password string
 	// Audio also offers a silent G.711 audio track after the video, as many cameras do.
 	Audio bool
+	// ClockOffset sets the camera's clock, as its RTCP sender reports show it, this far from
+	// this host's (a camera with a wrong clock). Default 0.
+	ClockOffset time.Duration
 	// Damage is the fraction of video RTP packets, 0..1, that are dropped or have bytes of
 	// their payload flipped, to rehearse a bad link. Default 0.
 	Damage float64
@@ -379,7 +382,7 @@ func (s *Server) play(ctx context.Context, fs *fileStream) {
 						p.Payload[mrand.IntN(len(p.Payload))] ^= byte(1 + mrand.IntN(255))
 					}
 				}
-				if err := fs.stream.WritePacketRTP(medi, p); err != nil {
+				if err := fs.stream.WritePacketRTPWithNTP(medi, p, time.Now().Add(s.ClockOffset)); err != nil {
 					r.Close()
 					log.Error("sample stream stopped", "error", err)
 					return
