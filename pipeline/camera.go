@@ -138,6 +138,8 @@ type CameraStatus struct {
 	Analysed     uint64    `json:"frames_analysed"`
 	Dropped      uint64    `json:"frames_dropped"` // replaced in the mailbox before their turn
 	SourceDrops  uint64    `json:"frames_dropped_source"`
+	Resyncs      uint64    `json:"resyncs"` // skips to the next keyframe after loss or damage
+	Reconnects   uint64    `json:"reconnects"`
 	Stale        uint64    `json:"frames_stale"`
 	Lost         uint64    `json:"jobs_lost"`
 	Detections   uint64    `json:"detections"`
@@ -159,6 +161,8 @@ func (c *camera) status() CameraStatus {
 		Analysed:     c.analysed.Load(),
 		Dropped:      c.box.Dropped(),
 		SourceDrops:  st.Dropped,
+		Resyncs:      st.Resyncs,
+		Reconnects:   st.Reconnects,
 		Stale:        c.stale.Load(),
 		Lost:         c.lost.Load(),
 		Detections:   c.detections.Load(),

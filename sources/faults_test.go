@@ -217,13 +217,9 @@ func TestCameraDamagedStream(t *testing.T) {
 	var logs logBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs, func(s *samplecam.Server) { s.Damage = 0.01 })
 	cam, _ := testCamera(t, srv.URL("cam"), &logs)
-	waitFor(t, 15*time.Second, "frames through a damaged stream", func() bool { return cam.Status().Frames >= 5 })
+	waitFor(t, 30*time.Second, "a resync after damage", func() bool { return cam.Status().Resyncs >= 1 })
 	before := cam.Status().Frames
-	waitFor(t, 15*time.Second, "frames to keep coming", func() bool { return cam.Status().Frames >= before+10 })
-	if !strings.Contains(logs.String(), "waiting for the next IDR") && !strings.Contains(logs.String(), "RTP packets lost") &&
-		!strings.Contains(logs.String(), "depacketize error") {
-		t.Fatalf("no sign that damage was seen and handled:\n%s", logs.String())
-	}
+	waitFor(t, 30*time.Second, "frames to keep coming", func() bool { return cam.Status().Frames >= before+10 })
 	if st := cam.Status(); st.State != StateOnline {
 		t.Fatalf("status %+v, want online", st)
 	}

@@ -225,8 +225,9 @@ type decodeLoop struct {
 // handle decodes one access unit; decoding errors only make it wait for the next
 // random-access unit.
 func (l *decodeLoop) handle(au accessUnit) {
-	if au.gap {
+	if au.gap && !l.needKey {
 		l.needKey = true
+		l.cam.resyncs.Add(1)
 	}
 	if l.needKey {
 		if !au.key {
@@ -240,7 +241,8 @@ func (l *decodeLoop) handle(au accessUnit) {
 	l.at = au.at
 	if err := l.dec.decode(au.data, l.onFrame); err != nil {
 		l.needKey = true
-		l.errLog.warn(l.cam.log, "H.264 decode error, waiting for the next IDR", "error", err.Error())
+		l.cam.resyncs.Add(1)
+		l.errLog.warn(l.cam.log, "decode error, waiting for the next keyframe", "error", err.Error())
 	}
 }
 

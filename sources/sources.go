@@ -96,6 +96,7 @@ type Status struct {
 	Dropped    uint64 // access units dropped (decode queue full) plus frames not scaled (no free buffer)
 	Reconnects uint64 // sessions started after a failed one
 	Skipped    uint64 // access units not decoded because decode is keyframes
+	Resyncs    uint64 // times decoding skipped to the next keyframe after a loss or a decode error
 }
 
 // Camera is one RTSP camera, supervised: a failed session is restarted after a jittered,
@@ -135,6 +136,7 @@ type Camera struct {
 
 	frames, delivered, dropped, reconnects atomic.Uint64
 	skipped                                atomic.Uint64 // access units not decoded (decode: keyframes)
+	resyncs                                atomic.Uint64 // waits for a keyframe after loss or damage
 	lastFrame                              atomic.Int64  // unix ns of the last decoded frame
 
 	mu        sync.Mutex
@@ -220,6 +222,7 @@ func (c *Camera) Status() Status {
 	st.Dropped = c.dropped.Load()
 	st.Reconnects = c.reconnects.Load()
 	st.Skipped = c.skipped.Load()
+	st.Resyncs = c.resyncs.Load()
 	return st
 }
 
