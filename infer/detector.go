@@ -14,16 +14,34 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 )
 
-// DetectorOptions configure a Detector. Zero values take the documented defaults.
+// DetectorOptions configure a Detector. Zero values take the documented defaults. The
+// daemon hands them to each worker process as JSON (the -detector flag).
 type DetectorOptions struct {
-	Model      string  // path of the .onnx file (required)
-	Library    string  // path of libonnxruntime.so (required unless ORT is already initialized in this process)
-	Provider   string  // "cpu" (default) or "cuda"; cuda never falls back to cpu
-	Device     int     // CUDA device id
-	Threads    int     // intra-op threads; 0: ORT's default
-	Confidence float64 // minimum class score kept; default 0.25
-	IoU        float64 // NMS IoU threshold: a box overlapping a better one of its class by more is dropped; default 0.45
-	MaxDet     int     // most detections returned per frame; default 300
+	Model      string  `json:"model"`                // path of the .onnx file (required)
+	Library    string  `json:"library,omitempty"`    // path of libonnxruntime.so (required unless ORT is already initialized in this process)
+	Provider   string  `json:"provider,omitempty"`   // "cpu" (default) or "cuda"; cuda never falls back to cpu
+	Device     int     `json:"device,omitempty"`     // CUDA device id
+	Threads    int     `json:"threads,omitempty"`    // intra-op threads; 0: ORT's default
+	Confidence float64 `json:"confidence,omitempty"` // minimum class score kept; default 0.25
+	IoU        float64 `json:"iou,omitempty"`        // NMS IoU threshold: a box overlapping a better one of its class by more is dropped; default 0.45
+	MaxDet     int     `json:"max_det,omitempty"`    // most detections returned per frame; default 300
+}
+
+// validate checks the options after defaults.
+func (o *DetectorOptions) validate() error {
+	switch {
+	case o.Model == "":
+		return errors.New("model path is empty")
+	case o.Provider != "cpu" && o.Provider != "cuda":
+		return fmt.Errorf("provider %q: want cpu or cuda", o.Provider)
+	case o.Confidence <= 0 || o.Confidence > 1:
+		return fmt.Errorf("confidence %g must be in (0,1]", o.Confidence)
+	case o.IoU <= 0 || o.IoU > 1:
+		return fmt.Errorf("iou %g must be in (0,1]", o.IoU)
+	case o.Threads < 0 || o.Device < 0 || o.MaxDet < 0:
+		return fmt.Errorf("threads %d, device %d and max_det %d must not be negative", o.Threads, o.Device, o.MaxDet)
+	}
+	return nil
 }
 
 func (o *DetectorOptions) setDefaults() {
@@ -82,11 +100,8 @@ type Detector struct {
 // library or the provider that failed.
 func NewDetector(opts DetectorOptions) (*Detector, error) {
 	opts.setDefaults()
-	if opts.Model == "" {
-		return nil, errors.New("model path is empty (-model)")
-	}
-	if opts.Provider != "cpu" && opts.Provider != "cuda" {
-		return nil, fmt.Errorf("provider %q: want cpu or cuda", opts.Provider)
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(opts.Model); err != nil {
 		return nil, fmt.Errorf("model: %w", err)

@@ -3,6 +3,7 @@ package infer
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -88,11 +89,11 @@ func (c *PoolConfig) setDefaults() error {
 }
 
 func (c *PoolConfig) workerArgs() []string {
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	return append(slices.Clone(c.Command),
-		"-model", c.Model, "-library", c.Library, "-provider", c.Provider,
-		"-device", strconv.Itoa(c.Device), "-threads", strconv.Itoa(c.Threads),
-		"-confidence", f(c.Confidence), "-iou", f(c.IoU),
+	opts, err := json.Marshal(c.DetectorOptions)
+	if err != nil {
+		panic(err) // plain fields: cannot fail
+	}
+	return append(slices.Clone(c.Command), "-detector", string(opts),
 		"-slots", strconv.Itoa(c.Slots), "-slot-bytes", strconv.Itoa(c.SlotBytes))
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -160,7 +161,7 @@ func startRawWorker(t *testing.T, slots int) *rawWorker {
 	jobsR, jobsW, _ := os.Pipe()
 	resR, resW, _ := os.Pipe()
 	w := &rawWorker{jobs: jobsW, res: bufio.NewReader(resR), mem: mem}
-	w.cmd = exec.Command(os.Args[0], "-model", a.model, "-library", a.library, "-threads", "2",
+	w.cmd = exec.Command(os.Args[0], "-detector", fmt.Sprintf(`{"model":%q,"library":%q,"threads":2}`, a.model, a.library),
 		"-slots", "2", "-slot-bytes", "1228800")
 	w.cmd.Env = append(os.Environ(), workerEnv+"=1")
 	w.cmd.ExtraFiles = []*os.File{memfd, jobsR, resW}

@@ -3,12 +3,14 @@ package infer
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,15 +33,10 @@ type workerFlags struct {
 
 func parseWorkerFlags(args []string) (workerFlags, error) {
 	var f workerFlags
+	var detector string
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.Model, "model", "", "path of the .onnx model")
-	fs.StringVar(&f.Library, "library", "", "path of libonnxruntime.so")
-	fs.StringVar(&f.Provider, "provider", "cpu", "execution provider: cpu or cuda")
-	fs.IntVar(&f.Device, "device", 0, "CUDA device id")
-	fs.IntVar(&f.Threads, "threads", 0, "intra-op threads (0: ORT default)")
-	fs.Float64Var(&f.Confidence, "confidence", 0.25, "minimum class score")
-	fs.Float64Var(&f.IoU, "iou", 0.45, "NMS IoU threshold")
+	fs.StringVar(&detector, "detector", "", "detector options as JSON (infer.DetectorOptions)")
 	fs.IntVar(&f.slots, "slots", 1, "frame slots in the memfd on fd 3")
 	fs.IntVar(&f.slotBytes, "slot-bytes", DefaultSlotBytes, "bytes per frame slot")
 	if err := fs.Parse(args); err != nil {
@@ -48,15 +45,20 @@ func parseWorkerFlags(args []string) (workerFlags, error) {
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("worker flags: unexpected argument %q", fs.Arg(0))
 	}
+	dec := json.NewDecoder(strings.NewReader(detector))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f.DetectorOptions); err != nil {
+		return f, fmt.Errorf("worker flags: -detector: %w", err)
+	}
+	f.setDefaults()
 	switch {
 	case f.slots < 1:
 		return f, fmt.Errorf("worker flags: -slots %d must be >= 1", f.slots)
 	case f.slotBytes < 1:
 		return f, fmt.Errorf("worker flags: -slot-bytes %d must be >= 1", f.slotBytes)
-	case f.Confidence <= 0 || f.Confidence > 1:
-		return f, fmt.Errorf("worker flags: -confidence %g must be in (0,1]", f.Confidence)
-	case f.IoU <= 0 || f.IoU > 1:
-		return f, fmt.Errorf("worker flags: -iou %g must be in (0,1]", f.IoU)
+	}
+	if err := f.validate(); err != nil {
+		return f, fmt.Errorf("worker flags: -detector: %w", err)
 	}
 	return f, nil
 }
