@@ -25,6 +25,11 @@ type DetectorOptions struct {
 	Confidence float64 `json:"confidence,omitempty"` // minimum class score kept; default 0.25
 	IoU        float64 `json:"iou,omitempty"`        // NMS IoU threshold: a box overlapping a better one of its class by more is dropped; default 0.45
 	MaxDet     int     `json:"max_det,omitempty"`    // most detections returned per frame; default 300
+	Labels     string  `json:"labels,omitempty"`     // class names file, one per line; default: the model's metadata
+
+	CUDA     CUDAOptions     `json:"cuda,omitempty"`     // options of the cuda provider
+	TensorRT TensorRTOptions `json:"tensorrt,omitempty"` // options of the tensorrt provider
+	Fallback string          `json:"fallback,omitempty"` // "cpu": use the CPU provider when the configured one cannot be used; "" never
 }
 
 // validate checks the options after defaults.
@@ -164,10 +169,8 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 			return fmt.Errorf("inter-op threads: %w", err)
 		}
 	}
-	if d.opts.Provider == "cuda" {
-		if err := appendCUDA(so, d.opts.Device); err != nil {
-			return err
-		}
+	if err := appendProvider(so, d.opts); err != nil {
+		return err
 	}
 	d.input, err = ort.NewEmptyTensor[float32](in.Dimensions)
 	if err != nil {
@@ -181,21 +184,6 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 		[]ort.Value{d.input}, []ort.Value{d.output}, so)
 	if err != nil {
 		return fmt.Errorf("model %s: create session (provider %s): %w", d.opts.Model, d.opts.Provider, err)
-	}
-	return nil
-}
-
-func appendCUDA(so *ort.SessionOptions, device int) error {
-	co, err := ort.NewCUDAProviderOptions()
-	if err != nil {
-		return fmt.Errorf("provider cuda (device %d) unavailable: %w", device, err)
-	}
-	defer co.Destroy()
-	if err := co.Update(map[string]string{"device_id": strconv.Itoa(device)}); err != nil {
-		return fmt.Errorf("provider cuda (device %d) unavailable: %w", device, err)
-	}
-	if err := so.AppendExecutionProviderCUDA(co); err != nil {
-		return fmt.Errorf("provider cuda (device %d) unavailable: %w", device, err)
 	}
 	return nil
 }
