@@ -72,22 +72,16 @@ type NATS struct {
 
 // Workers configures the detector worker processes.
 type Workers struct {
-	// Count is the number of worker processes, 1 to 64. Default 1.
-	Count int `yaml:"count"`
-	// Model is the path of the YOLO ONNX model. Default
-	// "third_party/yolov8n.onnx". Required.
+	// Model is the path of the YOLO ONNX model (YOLOv5/v7/v8/v9/v10/v11 output
+	// layouts, float32 or float16). Default "third_party/yolov8n.onnx". Required.
 	Model string `yaml:"model"`
+	// Labels is a file of class names, one per line, for models whose metadata
+	// has none. Default "": the model's metadata.
+	Labels string `yaml:"labels"`
 	// Library is the path of libonnxruntime.so. Default:
 	// $ONNXRUNTIME_SHARED_LIBRARY_PATH if set, else
 	// "third_party/libonnxruntime.so.1". Required.
 	Library string `yaml:"library"`
-	// Provider is the ONNX Runtime execution provider, cpu or cuda. Default "cpu".
-	Provider string `yaml:"provider"`
-	// Device is the GPU id used with the cuda provider, >= 0. Default 0.
-	Device int `yaml:"device"`
-	// Threads is ONNX Runtime's intra-op thread count, >= 0; 0 leaves ONNX
-	// Runtime's own default. Default 0.
-	Threads int `yaml:"threads"`
 	// Confidence is the minimum score of a detection, in (0, 1). Default 0.25.
 	Confidence float64 `yaml:"confidence"`
 	// IoU is the non-maximum suppression IoU threshold, in (0, 1). Default 0.45.
@@ -95,6 +89,63 @@ type Workers struct {
 	// JobTimeout is how long a worker may take on one frame before it is
 	// killed and replaced, > 0. Default 5s.
 	JobTimeout time.Duration `yaml:"job_timeout"`
+	// MemoryLimitMiB recycles, between jobs, a worker whose resident memory
+	// passes it; 0 disables. Default 0.
+	MemoryLimitMiB int `yaml:"memory_limit_mib"`
+	// GPUMemoryLimitMiB does the same for a worker's GPU memory; 0 disables.
+	// Default 0.
+	GPUMemoryLimitMiB int `yaml:"gpu_memory_limit_mib"`
+	// Pools are the groups of workers, one per device. Default: one CPU worker.
+	Pools []WorkerPool `yaml:"pools"`
+}
+
+// WorkerPool is a group of identical worker processes on one device, each with
+// one ONNX Runtime session (one GPU context).
+type WorkerPool struct {
+	// Count is the number of worker processes, 1 to 64. Default 1.
+	Count int `yaml:"count"`
+	// Provider is the ONNX Runtime execution provider: cpu, cuda or tensorrt.
+	// Default "cpu".
+	Provider string `yaml:"provider"`
+	// Device is the GPU id for cuda and tensorrt, >= 0. Default 0.
+	Device int `yaml:"device"`
+	// Threads is ONNX Runtime's intra-op thread count, >= 0; 0 leaves ONNX
+	// Runtime's own default. Default 0.
+	Threads int `yaml:"threads"`
+	// Fallback "cpu" lets a worker whose provider cannot be used run on the
+	// CPU, saying so in its status; "" fails the worker at start. Default "".
+	Fallback string `yaml:"fallback"`
+	// CUDA holds options of the cuda provider (also used by tensorrt for the
+	// nodes TensorRT does not take).
+	CUDA CUDA `yaml:"cuda"`
+	// TensorRT holds options of the tensorrt provider.
+	TensorRT TensorRT `yaml:"tensorrt"`
+}
+
+// CUDA holds options of ONNX Runtime's CUDA execution provider; zero values
+// keep ONNX Runtime's defaults.
+type CUDA struct {
+	// GPUMemLimitMiB caps the provider's memory arena, >= 0; 0: no cap.
+	GPUMemLimitMiB int `yaml:"gpu_mem_limit_mib"`
+	// ArenaExtendStrategy is kNextPowerOfTwo or kSameAsRequested (grows the
+	// arena only by what is asked: flatter memory). Default "".
+	ArenaExtendStrategy string `yaml:"arena_extend_strategy"`
+	// CudnnConvAlgoSearch is EXHAUSTIVE, HEURISTIC or DEFAULT. Default "".
+	CudnnConvAlgoSearch string `yaml:"cudnn_conv_algo_search"`
+}
+
+// TensorRT holds options of ONNX Runtime's TensorRT execution provider.
+type TensorRT struct {
+	// FP16 lets TensorRT run layers in half precision. Default false.
+	FP16 bool `yaml:"fp16"`
+	// INT8 lets TensorRT run layers in 8-bit integers (needs calibration or
+	// a QDQ model). Default false.
+	INT8 bool `yaml:"int8"`
+	// EngineCache is a directory where built engines are kept, keyed by model,
+	// ONNX Runtime version and GPU; "" builds them at every start. Default "".
+	EngineCache string `yaml:"engine_cache"`
+	// WorkspaceMiB is TensorRT's workspace size, >= 0; 0: its default.
+	WorkspaceMiB int `yaml:"workspace_mib"`
 }
 
 // Pipeline configures the scheduling of frames to workers.
@@ -135,6 +186,10 @@ type CameraDefaults struct {
 	// StallTimeout is how long a camera may deliver no frame before its session
 	// is closed and reopened, > 0. Default 10s.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
+	// Weight is the camera's share of the workers when they cannot keep up
+	// with every camera's fps, > 0: under overload each camera's analysed fps
+	// falls in proportion to its weight. Default 1.
+	Weight float64 `yaml:"weight"`
 }
 
 // Camera kinds.
@@ -175,6 +230,8 @@ type Camera struct {
 	Decode string `yaml:"decode"`
 	// StallTimeout closes and reopens a session that delivers no frame for this long.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
+	// Weight is the camera's share of the workers under overload.
+	Weight float64 `yaml:"weight"`
 }
 
 // rawCamera is a camera as written in YAML: a nil field was left unset and
@@ -192,6 +249,7 @@ type rawCamera struct {
 	Transport    *string        `yaml:"transport"`
 	Decode       *string        `yaml:"decode"`
 	StallTimeout *time.Duration `yaml:"stall_timeout"`
+	Weight       *float64       `yaml:"weight"`
 }
 
 // resolve fills the fields r leaves unset from d.
@@ -209,6 +267,7 @@ func (r rawCamera) resolve(d CameraDefaults) Camera {
 		Transport:    or(r.Transport, d.Transport),
 		Decode:       or(r.Decode, d.Decode),
 		StallTimeout: or(r.StallTimeout, d.StallTimeout),
+		Weight:       or(r.Weight, d.Weight),
 	}
 }
 
@@ -239,13 +298,12 @@ func Default() *Config {
 		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
 		NATS:      NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "visiond"},
 		Workers: Workers{
-			Count:      1,
 			Model:      "third_party/yolov8n.onnx",
 			Library:    library,
-			Provider:   "cpu",
 			Confidence: 0.25,
 			IoU:        0.45,
 			JobTimeout: 5 * time.Second,
+			Pools:      []WorkerPool{{Count: 1, Provider: "cpu"}},
 		},
 		Pipeline: Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second},
 		Sample:   Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"},
@@ -255,6 +313,7 @@ func Default() *Config {
 			Transport:    "tcp",
 			Decode:       "all",
 			StallTimeout: 10 * time.Second,
+			Weight:       1,
 		},
 	}
 }
@@ -313,6 +372,17 @@ func Parse(data []byte) (*Config, error) {
 	cfg.Cameras = nil
 	for _, rc := range raw.Cameras {
 		cfg.Cameras = append(cfg.Cameras, rc.resolve(cfg.CameraDefaults))
+	}
+
+	// A worker pool takes count 1 and provider cpu unless it says otherwise.
+	for i := range cfg.Workers.Pools {
+		p := &cfg.Workers.Pools[i]
+		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].count", i)]; !set {
+			p.Count = 1
+		}
+		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].provider", i)]; !set {
+			p.Provider = "cpu"
+		}
 	}
 
 	cfg.lines = s.lines

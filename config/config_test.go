@@ -36,7 +36,7 @@ func TestShippedConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config.Camera{ID: "sample", Kind: "rtsp", URL: "rtsp://127.0.0.1:8554/sample", FPS: 5, Enabled: true,
-		Transport: "tcp", Decode: "all", StallTimeout: 10 * time.Second}
+		Transport: "tcp", Decode: "all", StallTimeout: 10 * time.Second, Weight: 1}
 	if cfg.Site != "demo" || !cfg.Sample.Enabled || len(cfg.Cameras) != 1 || cfg.Cameras[0] != want {
 		t.Errorf("default.yaml: got site %q, sample %v, cameras %+v", cfg.Site, cfg.Sample.Enabled, cfg.Cameras)
 	}
@@ -52,8 +52,8 @@ func TestDefaults(t *testing.T) {
 		if cfg.Site != "local" || cfg.LogLevel != "info" || cfg.LogFormat != "text" ||
 			cfg.HTTP.Listen != "127.0.0.1:8080" ||
 			cfg.NATS != (config.NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "visiond"}) ||
-			cfg.Workers != (config.Workers{Count: 1, Model: "third_party/yolov8n.onnx", Library: "third_party/libonnxruntime.so.1",
-				Provider: "cpu", Confidence: 0.25, IoU: 0.45, JobTimeout: 5 * time.Second}) ||
+			!reflect.DeepEqual(cfg.Workers, config.Workers{Model: "third_party/yolov8n.onnx", Library: "third_party/libonnxruntime.so.1",
+				Confidence: 0.25, IoU: 0.45, JobTimeout: 5 * time.Second, Pools: []config.WorkerPool{{Count: 1, Provider: "cpu"}}}) ||
 			cfg.Pipeline != (config.Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second}) ||
 			cfg.Sample != (config.Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"}) ||
 			cfg.CameraDefaults.FPS != 5 || cfg.CameraDefaults.Transport != "tcp" ||
@@ -77,15 +77,27 @@ func TestExplicitValues(t *testing.T) {
 http:
   listen: ""
 workers:
-  threads: 0
-  device: 1
-  provider: cuda
+  pools:
+    - {threads: 0, device: 1, provider: cuda}
+    - count: 3
+      provider: tensorrt
+      fallback: cpu
+      cuda: {arena_extend_strategy: kSameAsRequested, gpu_mem_limit_mib: 2048}
+      tensorrt: {fp16: true, engine_cache: /var/cache/visiond/trt}
+    - {}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTP.Listen != "" || cfg.Workers.Device != 1 || cfg.Workers.Provider != "cuda" || cfg.Workers.Count != 1 {
-		t.Errorf("got %+v %+v", cfg.HTTP, cfg.Workers)
+	want := []config.WorkerPool{
+		{Count: 1, Provider: "cuda", Device: 1},
+		{Count: 3, Provider: "tensorrt", Fallback: "cpu",
+			CUDA:     config.CUDA{ArenaExtendStrategy: "kSameAsRequested", GPUMemLimitMiB: 2048},
+			TensorRT: config.TensorRT{FP16: true, EngineCache: "/var/cache/visiond/trt"}},
+		{Count: 1, Provider: "cpu"},
+	}
+	if cfg.HTTP.Listen != "" || !reflect.DeepEqual(cfg.Workers.Pools, want) {
+		t.Errorf("got %+v %+v", cfg.HTTP, cfg.Workers.Pools)
 	}
 }
 
@@ -107,6 +119,7 @@ cameras:
     enabled: true
     decode: all
     stall_timeout: 3s
+    weight: 2
   - id: off
     url: rtsp://cam3
     enabled: false
@@ -116,11 +129,11 @@ cameras:
 	}
 	want := []config.Camera{
 		{ID: "inherits", Kind: "rtsp", URL: "rtsp://cam1/stream", FPS: 2, Enabled: true, Transport: "udp",
-			Decode: "keyframes", StallTimeout: 10 * time.Second},
+			Decode: "keyframes", StallTimeout: 10 * time.Second, Weight: 1},
 		{ID: "overrides", Kind: "rtsp", URL: "rtsps://cam2:322/live", Username: "user", Password: "pw", FPS: 12.5,
-			Enabled: true, Transport: "auto", Decode: "all", StallTimeout: 3 * time.Second},
+			Enabled: true, Transport: "auto", Decode: "all", StallTimeout: 3 * time.Second, Weight: 2},
 		{ID: "off", Kind: "rtsp", URL: "rtsp://cam3", FPS: 2, Enabled: false, Transport: "udp",
-			Decode: "keyframes", StallTimeout: 10 * time.Second},
+			Decode: "keyframes", StallTimeout: 10 * time.Second, Weight: 1},
 	}
 	if !reflect.DeepEqual(cfg.Cameras, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg.Cameras, want)
@@ -147,7 +160,7 @@ var badCases = []struct {
 }{
 	{"unknown top-level key", "site: a\nlog_levl: debug\n", "log_levl", 2, `unknown key "log_levl"`, ""},
 	{"unknown camera key", "cameras:\n  - id: a\n    url: rtsp://h\n    fsp: 3\n", "cameras[0].fsp", 4, `unknown key "fsp"`, ""},
-	{"unknown nested key", "workers:\n  count: 1\n  gpu: 0\n", "workers.gpu", 3, `unknown key "gpu"`, ""},
+	{"unknown nested key", "workers:\n  model: m.onnx\n  gpu: 0\n", "workers.gpu", 3, `unknown key "gpu"`, ""},
 	{"repeated key", "site: a\nsite: b\n", "site", 2, "repeated (first at line 1)", ""},
 	{"duplicate id", "cameras:\n  - id: door\n    url: rtsp://a\n  - id: yard\n    url: rtsp://b\n  - id: door\n    url: rtsp://c\n",
 		"cameras[2].id", 6, `duplicate id "door" (first at cameras[0], line 2)`, ""},
@@ -169,14 +182,19 @@ var badCases = []struct {
 	{"long id", "cameras:\n  - id: " + strings.Repeat("x", 65) + "\n    url: rtsp://h\n", "cameras[0].id", 2, "too long: 65 characters", ""},
 	{"bad transport", "cameras:\n  - id: a\n    url: rtsp://h\n    transport: quic\n", "cameras[0].transport", 4, `unknown value "quic"`, ""},
 	{"bad enabled", "cameras:\n  - id: a\n    url: rtsp://h\n    enabled: maybe\n", "cameras[0].enabled", 4, "want true or false", ""},
-	{"bad provider", "workers:\n  provider: tensorrt\n", "workers.provider", 2, `unknown value "tensorrt": want one of cpu, cuda`, ""},
+	{"bad provider", "workers:\n  pools:\n    - provider: openvino\n", "workers.pools[0].provider", 3, `unknown value "openvino": want one of cpu, cuda, tensorrt`, ""},
+	{"no pools", "workers:\n  pools: []\n", "workers.pools", 2, "missing: at least one pool", ""},
+	{"bad arena strategy", "workers:\n  pools:\n    - provider: cuda\n      cuda: {arena_extend_strategy: huge}\n", "workers.pools[0].cuda.arena_extend_strategy", 4, `unknown value "huge"`, ""},
+	{"bad fallback", "workers:\n  pools:\n    - {provider: cuda, fallback: gpu}\n", "workers.pools[0].fallback", 3, `unknown value "gpu": want one of cpu`, ""},
+	{"cpu with cuda options", "workers:\n  pools:\n    - cuda: {gpu_mem_limit_mib: 10}\n", "workers.pools[0].provider", 3, "cpu takes no cuda or tensorrt options", ""},
+	{"negative memory limit", "workers:\n  memory_limit_mib: -1\n", "workers.memory_limit_mib", 2, "must be >= 0", ""},
 	{"bad log level", "log_level: verbose\n", "log_level", 1, `unknown value "verbose"`, ""},
 	{"bad log format", "log_format: xml\n", "log_format", 1, `unknown value "xml"`, ""},
 	{"bad site", "site: my site\n", "site", 1, `invalid site "my site"`, ""},
-	{"count 0", "workers:\n  count: 0\n", "workers.count", 2, "must be in 1..64, got 0", ""},
-	{"count 65", "workers:\n  count: 65\n", "workers.count", 2, "got 65", ""},
-	{"count 2.5", "workers:\n  count: 2.5\n", "workers.count", 2, `want a whole number, got "2.5"`, ""},
-	{"negative device", "workers:\n  device: -1\n", "workers.device", 2, "must be >= 0", ""},
+	{"count 0", "workers:\n  pools:\n    - count: 0\n", "workers.pools[0].count", 3, "must be in 1..64, got 0", ""},
+	{"count 65", "workers:\n  pools:\n    - count: 65\n", "workers.pools[0].count", 3, "got 65", ""},
+	{"count 2.5", "workers:\n  pools:\n    - count: 2.5\n", "workers.pools[0].count", 3, `want a whole number, got "2.5"`, ""},
+	{"negative device", "workers:\n  pools:\n    - {provider: cuda, device: -1}\n", "workers.pools[0].device", 3, "must be >= 0", ""},
 	{"confidence 1.5", "workers:\n  confidence: 1.5\n", "workers.confidence", 2, "between 0 and 1 (exclusive), got 1.5", ""},
 	{"iou 0", "workers:\n  iou: 0\n", "workers.iou", 2, "got 0", ""},
 	{"empty model", "workers:\n  model: \"\"\n", "workers.model", 2, "missing", ""},
@@ -194,6 +212,7 @@ var badCases = []struct {
 	{"password without user", "cameras:\n  - id: a\n    url: rtsp://h/x\n    password: hunter2\n", "cameras[0].username", 2, "missing: password is set", "hunter2"},
 	{"bad decode", "cameras:\n  - id: a\n    url: rtsp://h\n    decode: some\n", "cameras[0].decode", 4, `unknown value "some": want one of all, keyframes`, ""},
 	{"bad default decode", "camera_defaults:\n  decode: iframes\n", "camera_defaults.decode", 2, `unknown value "iframes"`, ""},
+	{"zero weight", "cameras:\n  - id: a\n    url: rtsp://h\n    weight: 0\n", "cameras[0].weight", 4, "must be a finite number > 0, got 0", ""},
 	{"zero stall timeout", "cameras:\n  - id: a\n    url: rtsp://h\n    stall_timeout: 0s\n", "cameras[0].stall_timeout", 4, "must be > 0", ""},
 	{"bad port", "nats:\n  listen: 127.0.0.1:99999\n", "nats.listen", 2, "not a number in 0..65535", ""},
 	{"bad sample listen", "sample:\n  enabled: true\n  listen: 8554\n", "sample.listen", 3, "want host:port", ""},
@@ -240,7 +259,7 @@ func TestSeveralProblems(t *testing.T) {
 	_, err := config.Parse([]byte(`site: a
 log_level: loud
 workers:
-  count: 0
+  memory_limit_mib: -5
   confidence: 2
 cameras:
   - id: a
@@ -250,13 +269,13 @@ cameras:
     colour: red
 `))
 	want := `line 2: log_level: unknown value "loud": want one of debug, info, warn, error
-line 4: workers.count: must be in 1..64, got 0
+line 4: workers.memory_limit_mib: must be >= 0 (0 = no limit), got -5
 line 5: workers.confidence: must be between 0 and 1 (exclusive), got 2
 line 8: cameras[0].url: scheme "http" not supported: want rtsp:// or rtsps://
 line 9: cameras[1].id: duplicate id "a" (first at cameras[0], line 7)
 line 9: cameras[1].url: missing
 line 10: cameras[1].fps: must be a finite number > 0, got -1
-line 11: cameras[1].colour: unknown key "colour" (known here: decode, enabled, file, fps, id, kind, password, pipeline, stall_timeout, transport, url, username)`
+line 11: cameras[1].colour: unknown key "colour" (known here: decode, enabled, file, fps, id, kind, password, pipeline, stall_timeout, transport, url, username, weight)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
 	}
@@ -264,7 +283,7 @@ line 11: cameras[1].colour: unknown key "colour" (known here: decode, enabled, f
 
 func TestValidateGoConfig(t *testing.T) {
 	cfg := config.Default()
-	cam := config.Camera{ID: "a", Kind: "rtsp", URL: "rtsp://h", FPS: 5, Transport: "tcp", Decode: "all", StallTimeout: time.Second}
+	cam := config.Camera{ID: "a", Kind: "rtsp", URL: "rtsp://h", FPS: 5, Transport: "tcp", Decode: "all", StallTimeout: time.Second, Weight: 1}
 	cam2 := cam
 	cam2.FPS = 0
 	cfg.Cameras = []config.Camera{cam, cam2}

@@ -89,21 +89,51 @@ func (c *Config) Validate() error {
 	}
 
 	w := c.Workers
-	if w.Count < 1 || w.Count > 64 {
-		v.add("workers.count", "must be in 1..64, got %d", w.Count)
-	}
 	if w.Model == "" {
 		v.add("workers.model", "missing")
 	}
 	if w.Library == "" {
 		v.add("workers.library", "missing")
 	}
-	v.oneOf("workers.provider", w.Provider, "cpu", "cuda")
-	if w.Device < 0 {
-		v.add("workers.device", "must be >= 0, got %d", w.Device)
+	if w.MemoryLimitMiB < 0 {
+		v.add("workers.memory_limit_mib", "must be >= 0 (0 = no limit), got %d", w.MemoryLimitMiB)
 	}
-	if w.Threads < 0 {
-		v.add("workers.threads", "must be >= 0 (0 = ONNX Runtime's default), got %d", w.Threads)
+	if w.GPUMemoryLimitMiB < 0 {
+		v.add("workers.gpu_memory_limit_mib", "must be >= 0 (0 = no limit), got %d", w.GPUMemoryLimitMiB)
+	}
+	if len(w.Pools) == 0 {
+		v.add("workers.pools", "missing: at least one pool of workers")
+	}
+	for i, p := range w.Pools {
+		f := fmt.Sprintf("workers.pools[%d]", i)
+		if p.Count < 1 || p.Count > 64 {
+			v.add(f+".count", "must be in 1..64, got %d", p.Count)
+		}
+		v.oneOf(f+".provider", p.Provider, "cpu", "cuda", "tensorrt")
+		if p.Device < 0 {
+			v.add(f+".device", "must be >= 0, got %d", p.Device)
+		}
+		if p.Threads < 0 {
+			v.add(f+".threads", "must be >= 0 (0 = ONNX Runtime's default), got %d", p.Threads)
+		}
+		if p.Fallback != "" {
+			v.oneOf(f+".fallback", p.Fallback, "cpu")
+		}
+		if p.CUDA.GPUMemLimitMiB < 0 {
+			v.add(f+".cuda.gpu_mem_limit_mib", "must be >= 0, got %d", p.CUDA.GPUMemLimitMiB)
+		}
+		if p.CUDA.ArenaExtendStrategy != "" {
+			v.oneOf(f+".cuda.arena_extend_strategy", p.CUDA.ArenaExtendStrategy, "kNextPowerOfTwo", "kSameAsRequested")
+		}
+		if p.CUDA.CudnnConvAlgoSearch != "" {
+			v.oneOf(f+".cuda.cudnn_conv_algo_search", p.CUDA.CudnnConvAlgoSearch, "EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+		}
+		if p.TensorRT.WorkspaceMiB < 0 {
+			v.add(f+".tensorrt.workspace_mib", "must be >= 0, got %d", p.TensorRT.WorkspaceMiB)
+		}
+		if p.Provider == "cpu" && (p.CUDA != CUDA{} || p.TensorRT != TensorRT{}) {
+			v.add(f+".provider", "cpu takes no cuda or tensorrt options")
+		}
 	}
 	v.fraction("workers.confidence", w.Confidence)
 	v.fraction("workers.iou", w.IoU)
@@ -128,6 +158,7 @@ func (c *Config) Validate() error {
 	v.oneOf("camera_defaults.transport", c.CameraDefaults.Transport, "tcp", "udp", "auto")
 	v.oneOf("camera_defaults.decode", c.CameraDefaults.Decode, "all", "keyframes")
 	v.positive("camera_defaults.stall_timeout", c.CameraDefaults.StallTimeout)
+	v.fps("camera_defaults.weight", c.CameraDefaults.Weight)
 
 	firstByID := map[string]int{}
 	for i, cam := range c.Cameras {
@@ -155,6 +186,7 @@ func (c *Config) Validate() error {
 		v.oneOf(p+".transport", cam.Transport, "tcp", "udp", "auto")
 		v.oneOf(p+".decode", cam.Decode, "all", "keyframes")
 		v.positive(p+".stall_timeout", cam.StallTimeout)
+		v.fps(p+".weight", cam.Weight)
 	}
 
 	if len(v.problems) == 0 {
