@@ -24,12 +24,20 @@ type camera struct {
 	nextDue  time.Time     // owned by the slicer goroutine
 	dueAt    atomic.Int64  // nextDue-slack in unix ns, for onFrame
 	busy     atomic.Bool   // a job of this camera is in flight: batch=1, one at a time
+	pass     float64       // fair-queue virtual finish time of its last job (slicer goroutine)
 	wake     func()        // wakes the slicer
 
 	analysed   atomic.Uint64 // frames analysed and published
 	stale      atomic.Uint64 // frames older than max_frame_age when their turn came
-	lost       atomic.Uint64 // jobs that ended in an error (worker crash, timeout)
+	lost       atomic.Uint64 // jobs whose worker died or broke the protocol
+	timeouts   atomic.Uint64 // jobs whose worker passed job_timeout (and was replaced)
+	rejected   atomic.Uint64 // jobs a worker refused (bad frame or geometry)
 	detections atomic.Uint64 // objects detected
+
+	frameAge durStat // decoded to dispatched
+	inferAge durStat // the worker's session run
+	total    durStat // decoded to published
+	fps      rate    // analysed frames per second
 
 	mu       sync.Mutex // guards the fields below
 	labels   map[string]int
@@ -39,6 +47,9 @@ type camera struct {
 }
 
 func newCamera(cfg config.Camera, slice time.Duration, wake func()) *camera {
+	if !(cfg.Weight > 0) { // a Config built in Go without one
+		cfg.Weight = 1
+	}
 	interval := time.Duration(float64(time.Second) / cfg.FPS)
 	return &camera{cfg: cfg, interval: interval, slack: min(slice/2, interval/4), wake: wake}
 }
@@ -57,6 +68,67 @@ func (c *camera) onFrame(f *sources.Frame) {
 func (c *camera) schedule(next time.Time) {
 	c.nextDue = next
 	c.dueAt.Store(next.Add(-c.slack).UnixNano())
+}
+
+// durStat summarizes a duration: an exponentially weighted mean and the maximum since the
+// last summary line.
+type durStat struct {
+	mu   sync.Mutex
+	mean time.Duration
+	max  time.Duration
+	n    uint64
+}
+
+func (s *durStat) observe(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		s.mean = d
+	} else {
+		s.mean += (d - s.mean) / 16
+	}
+	s.n++
+	s.max = max(s.max, d)
+}
+
+// get returns the mean and the maximum; reset starts a new maximum.
+func (s *durStat) get(reset bool) (mean, maxd time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mean, maxd = s.mean, s.max
+	if reset {
+		s.max = 0
+	}
+	return mean, maxd
+}
+
+// rate measures events per second over the last events (up to 32).
+type rate struct {
+	mu    sync.Mutex
+	times [32]time.Time
+	n     int
+}
+
+func (r *rate) tick(t time.Time) {
+	r.mu.Lock()
+	r.times[r.n%len(r.times)] = t
+	r.n++
+	r.mu.Unlock()
+}
+
+// perSecond is the rate over the recorded events, 0 when the last is older than stale.
+func (r *rate) perSecond(now time.Time, stale time.Duration) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := min(r.n, len(r.times))
+	if k < 2 {
+		return 0
+	}
+	last, first := r.times[(r.n-1)%len(r.times)], r.times[(r.n-k)%len(r.times)]
+	if now.Sub(last) > stale || !last.After(first) {
+		return 0
+	}
+	return float64(k-1) / last.Sub(first).Seconds()
 }
 
 type counts struct{ analysed, stale, lost, dropped uint64 }
@@ -91,7 +163,7 @@ func (c *camera) noteError(err error) {
 
 // summarize returns the counts since the last call and starts a new window.
 func (c *camera) summarize() summary {
-	now := counts{c.analysed.Load(), c.stale.Load(), c.lost.Load(), c.box.Dropped()}
+	now := counts{c.analysed.Load(), c.stale.Load(), c.lost.Load() + c.timeouts.Load() + c.rejected.Load(), c.box.Dropped()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := summary{
@@ -127,6 +199,16 @@ func formatLabels(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
+// Drops counts a camera's frames that were not analysed, by reason.
+type Drops struct {
+	Superseded uint64 `json:"superseded"`  // a newer frame replaced it in the mailbox before its turn
+	Stale      uint64 `json:"stale"`       // older than max_frame_age when its turn came
+	Source     uint64 `json:"source"`      // dropped by the source: decode queue full or no free buffer
+	WorkerLost uint64 `json:"worker_lost"` // its worker died or broke the protocol
+	Timeout    uint64 `json:"timeout"`     // its worker passed job_timeout
+	Rejected   uint64 `json:"rejected"`    // the worker refused the job
+}
+
 // CameraStatus is a camera's state and counters, as served on /api/cameras.
 type CameraStatus struct {
 	ID           string    `json:"id"`
@@ -136,36 +218,50 @@ type CameraStatus struct {
 	FPS          float64   `json:"fps"`
 	Decoded      uint64    `json:"frames_decoded"`
 	Analysed     uint64    `json:"frames_analysed"`
-	Dropped      uint64    `json:"frames_dropped"` // replaced in the mailbox before their turn
-	SourceDrops  uint64    `json:"frames_dropped_source"`
+	Drops        Drops     `json:"frames_dropped"`
 	Resyncs      uint64    `json:"resyncs"` // skips to the next keyframe after loss or damage
 	Reconnects   uint64    `json:"reconnects"`
-	Stale        uint64    `json:"frames_stale"`
-	Lost         uint64    `json:"jobs_lost"`
 	Detections   uint64    `json:"detections"`
+	FPSAchieved  float64   `json:"fps_achieved"`     // analysed frames per second, recently
+	FrameAgeMS   float64   `json:"frame_age_ms"`     // decoded to dispatched, mean
+	FrameAgeMax  float64   `json:"frame_age_max_ms"` // decoded to dispatched, maximum since the last summary
+	InferMS      float64   `json:"inference_ms"`     // the worker's session run, mean
+	LatencyMS    float64   `json:"latency_ms"`       // decoded to published, mean
 	LastAnalysed time.Time `json:"last_analysed,omitempty"`
 }
 
 func (c *camera) status() CameraStatus {
 	st := c.src.Status()
+	age, ageMax := c.frameAge.get(false)
+	inf, _ := c.inferAge.get(false)
+	tot, _ := c.total.get(false)
 	c.mu.Lock()
 	last := c.lastSeen
 	c.mu.Unlock()
 	return CameraStatus{
-		ID:           c.cfg.ID,
-		URL:          config.Redact(c.cfg.URL),
-		State:        st.State,
-		LastError:    st.LastError,
-		FPS:          c.cfg.FPS,
-		Decoded:      st.Frames,
-		Analysed:     c.analysed.Load(),
-		Dropped:      c.box.Dropped(),
-		SourceDrops:  st.Dropped,
+		ID:        c.cfg.ID,
+		URL:       config.Redact(c.cfg.URL),
+		State:     st.State,
+		LastError: st.LastError,
+		FPS:       c.cfg.FPS,
+		Decoded:   st.Frames,
+		Analysed:  c.analysed.Load(),
+		Drops: Drops{
+			Superseded: c.box.Dropped(),
+			Stale:      c.stale.Load(),
+			Source:     st.Dropped,
+			WorkerLost: c.lost.Load(),
+			Timeout:    c.timeouts.Load(),
+			Rejected:   c.rejected.Load(),
+		},
 		Resyncs:      st.Resyncs,
 		Reconnects:   st.Reconnects,
-		Stale:        c.stale.Load(),
-		Lost:         c.lost.Load(),
 		Detections:   c.detections.Load(),
+		FPSAchieved:  c.fps.perSecond(time.Now(), 3*time.Second+2*c.interval),
+		FrameAgeMS:   ms(age),
+		FrameAgeMax:  ms(ageMax),
+		InferMS:      ms(inf),
+		LatencyMS:    ms(tot),
 		LastAnalysed: last,
 	}
 }

@@ -7,14 +7,17 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,14 +49,15 @@ type Daemon struct {
 	natsServer *sinks.Server
 	pub        *sinks.Publisher
 	sample     *samplecam.Server
-	pool       *infer.Pool
-	jobs       dispatcher                        // the pool; a stand-in in the slicer's unit tests
+	pools      workerPools
+	jobs       dispatcher                        // the pools; a stand-in in the slicer's unit tests
 	publish    func(*sinks.DetectionEvent) error // the publisher; a stand-in in unit tests
 	httpSrv    *http.Server
 	httpAddr   net.Addr
 	model      infer.ModelInfo
 	cams       []*camera
-	next       int // index of the camera the next dispatch round starts with
+	vtime      float64     // virtual time of the fair queue: start of the last job dispatched
+	ready      []candidate // reused by dispatch
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -110,27 +114,11 @@ func (d *Daemon) Start() (err error) {
 		}
 	}
 
-	d.pool = infer.NewPool(infer.PoolConfig{
-		Count: cfg.Workers.Count,
-		DetectorOptions: infer.DetectorOptions{
-			Model:      cfg.Workers.Model,
-			Library:    cfg.Workers.Library,
-			Provider:   cfg.Workers.Provider,
-			Device:     cfg.Workers.Device,
-			Threads:    cfg.Workers.Threads,
-			Confidence: cfg.Workers.Confidence,
-			IoU:        cfg.Workers.IoU,
-		},
-		JobTimeout: cfg.Workers.JobTimeout,
-		Command:    d.WorkerCommand,
-		Env:        d.WorkerEnv,
-		Logger:     d.log.With("component", "infer"),
-	})
-	if err := d.pool.Start(ctx); err != nil {
+	if err := d.pools.start(ctx, cfg.Workers, d.WorkerCommand, d.WorkerEnv, d.log.With("component", "infer")); err != nil {
 		return err
 	}
-	d.model = d.pool.Model()
-	d.jobs = d.pool
+	d.model = d.pools.model()
+	d.jobs = &d.pools
 	d.publish = d.pub.PublishDetections
 
 	for _, cc := range cfg.Cameras {
@@ -166,7 +154,7 @@ func (d *Daemon) Start() (err error) {
 	}
 
 	go d.run(ctx)
-	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", cfg.Workers.Count,
+	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
 		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(url))
 	return nil
 }
@@ -188,9 +176,7 @@ func (d *Daemon) Close() {
 		for _, c := range d.cams {
 			c.src.Close()
 		}
-		if d.pool != nil {
-			d.pool.Close()
-		}
+		d.pools.close()
 		for _, c := range d.cams {
 			c.box.Close()
 		}
@@ -226,7 +212,7 @@ func (d *Daemon) SampleURL() string {
 }
 
 // Workers reports the inference workers.
-func (d *Daemon) Workers() []infer.WorkerStatus { return d.pool.Workers() }
+func (d *Daemon) Workers() []infer.WorkerStatus { return d.pools.workers() }
 
 func (d *Daemon) run(ctx context.Context) {
 	defer close(d.done)
@@ -248,12 +234,15 @@ func (d *Daemon) run(ctx context.Context) {
 	}
 }
 
-// dispatch hands one job to an idle worker for each camera that is due and has a frame, in
-// round-robin order from where the last round stopped, until no worker is idle.
+// dispatch hands one job to an idle worker for each camera that is due and has a fresh
+// frame, until no worker is idle. The order is start-time fair queuing: each camera has a
+// virtual pass that a job advances by 1/weight, and the cameras with the smallest pass go
+// first, so under overload each camera gets a share of the workers in proportion to its
+// weight (up to its fps) and none starves; a camera that was idle or offline starts at the
+// current virtual time instead of catching up in a burst.
 func (d *Daemon) dispatch(now time.Time) {
-	n, start := len(d.cams), d.next
-	for i := 0; i < n; i++ {
-		c := d.cams[(start+i)%n]
+	ready := d.ready[:0]
+	for _, c := range d.cams {
 		if c.busy.Load() || c.nextDue.Sub(now) > c.slack {
 			continue
 		}
@@ -266,25 +255,41 @@ func (d *Daemon) dispatch(now time.Time) {
 			c.stale.Add(1)
 			continue
 		}
+		ready = append(ready, candidate{c, f, max(c.pass, d.vtime)})
+	}
+	slices.SortStableFunc(ready, func(a, b candidate) int { return cmp.Compare(a.start, b.start) })
+	for i, r := range ready {
+		c, f := r.cam, r.frame
 		job := infer.Job{Camera: c.cfg.ID, Seq: f.Seq, Captured: f.Captured, Letterbox: f.Letterbox}
 		c.busy.Store(true)
 		received := f.Received
-		ok := d.jobs.TryDispatch(job, f.Pix, func(r infer.Result) { d.finish(c, r, received, now) })
-		if !ok {
+		if !d.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { d.finish(c, res, received, now) }) {
 			c.busy.Store(false)
-			c.box.Restore(f)
-			d.next = (start + i) % n // this camera goes first when a worker frees up
-			return
+			for _, r := range ready[i:] { // no worker idle: the frames wait for the next round
+				r.cam.box.Restore(r.frame)
+			}
+			break
 		}
 		f.Release() // TryDispatch copied the pixels into the worker's slot
+		c.pass = r.start + 1/c.cfg.Weight
+		d.vtime = r.start
+		c.frameAge.observe(now.Sub(received))
 		// Keep to the camera's schedule, but never burst to catch up after a gap.
 		next := c.nextDue.Add(c.interval)
 		if next.Before(now) {
 			next = now.Add(c.interval)
 		}
 		c.schedule(next)
-		d.next = (start + i + 1) % n
 	}
+	clear(ready) // drop the frame pointers; keep the capacity
+	d.ready = ready[:0]
+}
+
+// candidate is a camera ready for a job in this dispatch round.
+type candidate struct {
+	cam   *camera
+	frame *sources.Frame
+	start float64 // virtual start time of its job
 }
 
 // finish runs on the pool's goroutine when a job ends.
@@ -294,7 +299,15 @@ func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Tim
 	defer d.wakeUp()
 	defer c.busy.Store(false)
 	if r.Err != nil {
-		c.lost.Add(1)
+		switch {
+		case errors.Is(r.Err, infer.ErrPoolClosed): // shutting down: not a loss
+		case errors.Is(r.Err, infer.ErrJobTimeout):
+			c.timeouts.Add(1)
+		case errors.Is(r.Err, infer.ErrJobRejected):
+			c.rejected.Add(1)
+		default:
+			c.lost.Add(1)
+		}
 		c.noteError(r.Err)
 		return
 	}
@@ -329,6 +342,9 @@ func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Tim
 		})
 	}
 	c.countResult(ev)
+	c.inferAge.observe(r.Run)
+	c.total.observe(published.Sub(received))
+	c.fps.tick(published)
 	if err := d.publish(ev); err != nil {
 		c.noteError(err)
 	}
@@ -359,8 +375,10 @@ func (d *Daemon) logSummary() {
 	for _, c := range d.cams {
 		s := c.summarize()
 		st := c.src.Status()
+		_, ageMax := c.frameAge.get(true)
 		args := []any{"camera", c.cfg.ID, "state", st.State, "analysed", s.analysed, "objects", s.objects,
-			"mailbox_dropped", c.box.Dropped() - s.prevDropped, "stale", s.stale, "lost", s.lost}
+			"superseded", c.box.Dropped() - s.prevDropped, "stale", s.stale, "lost", s.lost,
+			"frame_age_max_ms", ms(ageMax)}
 		if s.lastErr != "" {
 			args = append(args, "last_error", s.lastErr)
 		}

@@ -80,7 +80,7 @@ func startDaemon(t *testing.T) (*Daemon, *samplecam.Server) {
 site: test
 http: {listen: "127.0.0.1:0"}
 nats: {listen: "127.0.0.1:0"}
-workers: {count: 1, model: %q, library: %q}
+workers: {model: %q, library: %q, pools: [{count: 1, provider: cpu}]}
 pipeline: {slice: 100ms, max_frame_age: 2s}
 camera_defaults: {fps: 5}
 cameras:

@@ -214,3 +214,43 @@ func TestFrameWakesSlicerOnlyWhenCameraIsDue(t *testing.T) {
 		t.Fatal("a camera due within its slack was not woken")
 	}
 }
+
+// Under overload each camera's share follows its weight; a camera asking for less than its
+// share gets what it asks, and its unused share goes to the others.
+func TestSlicerSharesByWeight(t *testing.T) {
+	s := newSim(1, 200*time.Millisecond, 10, 10, 10, 10, 1)
+	for i, w := range []float64{1, 1, 2, 4, 8} {
+		s.d.cams[i].cfg.Weight = w
+	}
+	s.run(40*time.Second, 0) // one worker, two jobs per slice: 400 jobs for 410 wanted
+	got := s.perCamera()
+	// cam4 (weight 8) only wants 1 fps = 40 jobs; the remaining 360 split 1:1:2:4.
+	for cam, want := range map[string]int{"cam0": 45, "cam1": 45, "cam2": 90, "cam3": 180, "cam4": 40} {
+		if d := got[cam] - want; d < -3 || d > 3 {
+			t.Errorf("%s: %d jobs, want %d±3 (all: %v)", cam, got[cam], want, got)
+		}
+	}
+}
+
+// A camera that was away (offline, or not due for a long time) does not catch up in a burst
+// that starves the others: it starts at the current virtual time.
+func TestSlicerReturningCameraDoesNotStarveOthers(t *testing.T) {
+	s := newSim(1, 200*time.Millisecond, 5, 5, 5)
+	// 20 s with cam2 away: it gets no frames.
+	slice := s.d.Config.Pipeline.Slice
+	for end := s.now.Add(20 * time.Second); s.now.Before(end); s.now = s.now.Add(slice / 2) {
+		for _, c := range s.d.cams[:2] {
+			c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now, Received: s.now})
+		}
+		s.d.dispatch(s.now)
+		s.w.complete(nil)
+	}
+	before := s.perCamera()
+	s.run(10*time.Second, 0) // all three: 100 jobs
+	got := s.perCamera()
+	for _, cam := range []string{"cam0", "cam1", "cam2"} {
+		if n := got[cam] - before[cam]; n < 30 || n > 37 {
+			t.Errorf("%s: %d of 100 jobs after cam2 came back, want about a third (all: %v, before %v)", cam, n, got, before)
+		}
+	}
+}

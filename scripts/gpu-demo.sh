@@ -13,7 +13,7 @@ cfg=$out/gpu-demo.yaml
   echo "site: gpu"
   echo "http: {listen: ''}"
   echo "nats: {listen: 127.0.0.1:4222}"
-  echo "workers: {count: $workers, provider: $provider, device: 0, model: third_party/yolov8n.onnx, library: '${ONNXRUNTIME_SHARED_LIBRARY_PATH:?source activate.sh first}'}"
+  echo "workers: {model: third_party/yolov8n.onnx, library: '${ONNXRUNTIME_SHARED_LIBRARY_PATH:?source activate.sh first}', pools: [{count: $workers, provider: $provider, device: 0}]}"
   echo "sample: {enabled: true, listen: 127.0.0.1:8554, file: third_party/media/vtest.h264.ts}"
   echo "camera_defaults: {fps: $fps}"
   echo "cameras:"

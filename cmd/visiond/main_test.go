@@ -77,7 +77,7 @@ func TestCheck(t *testing.T) {
 
 // `visiond check` on a bad file exits non-zero, as a process, with every problem on stderr.
 func TestCheckExitStatus(t *testing.T) {
-	bad := writeConfig(t, "workers: {count: 0}\ncameras:\n  - {id: 'a b', url: rtsp://h/1, fps: -1}\n")
+	bad := writeConfig(t, "workers: {pools: [{count: 0}]}\ncameras:\n  - {id: 'a b', url: rtsp://h/1, fps: -1}\n")
 	cmd := exec.Command(os.Args[0], "check", bad)
 	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
 	var stderr bytes.Buffer
@@ -87,7 +87,7 @@ func TestCheckExitStatus(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("visiond check %s: %v, want exit status 1; stderr %q", bad, err, stderr.String())
 	}
-	for _, want := range []string{"workers.count", "cameras[0].id", "cameras[0].fps"} {
+	for _, want := range []string{"workers.pools[0].count", "cameras[0].id", "cameras[0].fps"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr %q does not name %s", stderr.String(), want)
 		}

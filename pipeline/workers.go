@@ -1,0 +1,88 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer"
+)
+
+// workerPools are the inference worker pools, one per configured device group. A job goes
+// to the first pool with an idle worker, so list faster devices first.
+type workerPools struct {
+	pools []*infer.Pool
+}
+
+// start starts every pool; all must load a model of the same input size.
+func (w *workerPools) start(ctx context.Context, cfg config.Workers, command, env []string, log *slog.Logger) error {
+	for i, pc := range cfg.Pools {
+		p := infer.NewPool(infer.PoolConfig{
+			Count: pc.Count,
+			DetectorOptions: infer.DetectorOptions{
+				Model:      cfg.Model,
+				Labels:     cfg.Labels,
+				Library:    cfg.Library,
+				Provider:   pc.Provider,
+				Device:     pc.Device,
+				Threads:    pc.Threads,
+				Confidence: cfg.Confidence,
+				IoU:        cfg.IoU,
+				Fallback:   pc.Fallback,
+				CUDA: infer.CUDAOptions{
+					GPUMemLimit:         int64(pc.CUDA.GPUMemLimitMiB) << 20,
+					ArenaExtendStrategy: pc.CUDA.ArenaExtendStrategy,
+					CudnnConvAlgoSearch: pc.CUDA.CudnnConvAlgoSearch,
+				},
+				TensorRT: infer.TensorRTOptions{
+					FP16:          pc.TensorRT.FP16,
+					INT8:          pc.TensorRT.INT8,
+					EngineCache:   pc.TensorRT.EngineCache,
+					WorkspaceSize: int64(pc.TensorRT.WorkspaceMiB) << 20,
+				},
+			},
+			JobTimeout: cfg.JobTimeout,
+			Command:    command,
+			Env:        env,
+			Logger:     log.With("pool", i),
+		})
+		w.pools = append(w.pools, p)
+		if err := p.Start(ctx); err != nil {
+			return fmt.Errorf("workers.pools[%d] (%s): %w", i, pc.Provider, err)
+		}
+		if m, first := p.Model(), w.pools[0].Model(); m.InputW != first.InputW || m.InputH != first.InputH {
+			return fmt.Errorf("workers.pools[%d]: model input %dx%d differs from pool 0's %dx%d", i, m.InputW, m.InputH, first.InputW, first.InputH)
+		}
+	}
+	return nil
+}
+
+// model describes the model the workers loaded.
+func (w *workerPools) model() infer.ModelInfo { return w.pools[0].Model() }
+
+// TryDispatch hands the job to the first pool with an idle worker.
+func (w *workerPools) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
+	for _, p := range w.pools {
+		if p.TryDispatch(job, pix, done) {
+			return true
+		}
+	}
+	return false
+}
+
+// workers reports every worker of every pool, in pool order.
+func (w *workerPools) workers() []infer.WorkerStatus {
+	var out []infer.WorkerStatus
+	for _, p := range w.pools {
+		out = append(out, p.Workers()...)
+	}
+	return out
+}
+
+// close stops every pool and waits for them.
+func (w *workerPools) close() {
+	for _, p := range w.pools {
+		p.Close()
+	}
+}
