@@ -290,3 +290,97 @@ func checkEvent(t *testing.T, ev *sinks.DetectionEvent) {
 		}
 	}
 }
+
+// Eight cameras at 5 fps against one CPU worker that manages far fewer jobs per second:
+// every camera gets about the same share (Jain's fairness index >= 0.95), frame age stays
+// bounded by max_frame_age, and no job is lost.
+func TestDaemonFairUnderOverload(t *testing.T) {
+	video := thirdParty(t, "media/vtest.h264.ts")
+	streams := map[string]string{}
+	var cams strings.Builder
+	for i := range 8 {
+		streams[fmt.Sprint("cam", i)] = video
+	}
+	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testLogger(t)}
+	if err := rtsp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rtsp.Close)
+	for i := range 8 {
+		fmt.Fprintf(&cams, "  - {id: cam%d, url: %q}\n", i, rtsp.URL(fmt.Sprint("cam", i)))
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+site: test
+http: {listen: ""}
+nats: {listen: "127.0.0.1:0"}
+workers: {model: %q, library: %q, pools: [{count: 1, threads: 1}]}
+pipeline: {max_frame_age: 1s}
+camera_defaults: {fps: 5}
+cameras:
+%s`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams.String())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+
+	// Count from the moment every camera is online, so start-up differences do not count.
+	waitUntil(t, 60*time.Second, "every camera online", func() bool {
+		for _, c := range d.Cameras() {
+			if c.State != "online" {
+				return false
+			}
+		}
+		return true
+	})
+	base := map[string]uint64{}
+	for _, c := range d.Cameras() {
+		base[c.ID] = c.Analysed
+	}
+	var cs []CameraStatus
+	waitUntil(t, 120*time.Second, "160 frames analysed", func() bool {
+		cs = d.Cameras()
+		var n uint64
+		for _, c := range cs {
+			n += c.Analysed - base[c.ID]
+		}
+		return n >= 160
+	})
+	var sum, sumSq float64
+	for _, c := range cs {
+		x := float64(c.Analysed - base[c.ID])
+		sum += x
+		sumSq += x * x
+		if c.FrameAgeMax > 1000 {
+			t.Errorf("camera %s: frame age up to %.0f ms, want <= max_frame_age (1 s)", c.ID, c.FrameAgeMax)
+		}
+		if c.Drops.WorkerLost+c.Drops.Timeout+c.Drops.Rejected != 0 {
+			t.Errorf("camera %s: jobs lost %+v", c.ID, c.Drops)
+		}
+	}
+	jain := sum * sum / (float64(len(cs)) * sumSq)
+	t.Logf("analysed per camera since all online: %v; Jain's index %.3f", func() []uint64 {
+		var v []uint64
+		for _, c := range cs {
+			v = append(v, c.Analysed-base[c.ID])
+		}
+		return v
+	}(), jain)
+	if jain < 0.95 {
+		t.Fatalf("Jain's fairness index %.3f < 0.95", jain)
+	}
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
