@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -19,7 +20,7 @@ import (
 type DetectorOptions struct {
 	Model      string  `json:"model"`                // path of the .onnx file (required)
 	Library    string  `json:"library,omitempty"`    // path of libonnxruntime.so (required unless ORT is already initialized in this process)
-	Provider   string  `json:"provider,omitempty"`   // "cpu" (default) or "cuda"; cuda never falls back to cpu
+	Provider   string  `json:"provider,omitempty"`   // "cpu" (default), "cuda" or "tensorrt"; never falls back to cpu unless Fallback says so
 	Device     int     `json:"device,omitempty"`     // CUDA device id
 	Threads    int     `json:"threads,omitempty"`    // intra-op threads; 0: ORT's default
 	Confidence float64 `json:"confidence,omitempty"` // minimum class score kept; default 0.25
@@ -37,8 +38,8 @@ func (o *DetectorOptions) validate() error {
 	switch {
 	case o.Model == "":
 		return errors.New("model path is empty")
-	case o.Provider != "cpu" && o.Provider != "cuda":
-		return fmt.Errorf("provider %q: want cpu or cuda", o.Provider)
+	case o.Provider != "cpu" && o.Provider != "cuda" && o.Provider != "tensorrt":
+		return fmt.Errorf("provider %q: want cpu, cuda or tensorrt", o.Provider)
 	case o.Confidence <= 0 || o.Confidence > 1:
 		return fmt.Errorf("confidence %g must be in (0,1]", o.Confidence)
 	case o.IoU <= 0 || o.IoU > 1:
@@ -87,17 +88,21 @@ func initORT(library string) error {
 	return nil
 }
 
-// Detector is one ONNX Runtime session of a YOLOv8-layout detector with its input and
-// output tensors and all per-frame buffers allocated once. It is not safe for concurrent
-// use: one goroutine (one worker) owns it.
+// Detector is one ONNX Runtime session of a YOLO-family detector (output layouts in
+// layout.go) with its input and output tensors and all per-frame buffers allocated once.
+// It is not safe for concurrent use: one goroutine (one worker) owns it.
 type Detector struct {
 	opts    DetectorOptions
 	info    ModelInfo
+	io      modelIO
 	session *ort.AdvancedSession
-	input   *ort.Tensor[float32]
-	output  *ort.Tensor[float32]
-	classes int // C in the output [1, 4+C, N]
-	anchors int // N
+	input   ort.Value
+	output  ort.Value
+	inF32   []float32 // the float32 input tensor's data; nil for a float16 input
+	inF16   []uint16  // the float16 input tensor's data; nil for a float32 input
+	outF32  []float32 // what the decoder reads: the float32 output tensor's data, or outF16 converted
+	outF16  []uint16  // the float16 output tensor's data; nil for a float32 output
+	f16LUT  []float32 // f16Table, for a float16 output
 	dec     decoder
 }
 
@@ -118,35 +123,23 @@ func NewDetector(opts DetectorOptions) (*Detector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", opts.Model, err)
 	}
-	if len(ins) != 1 || len(outs) != 1 {
-		return nil, fmt.Errorf("model %s: has %d inputs and %d outputs, want 1 and 1", opts.Model, len(ins), len(outs))
+	mio, err := checkIO(ins, outs)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", opts.Model, err)
 	}
-	in, out := ins[0], outs[0]
-	if in.DataType != ort.TensorElementDataTypeFloat || out.DataType != ort.TensorElementDataTypeFloat {
-		return nil, fmt.Errorf("model %s: input %s / output %s must be float32", opts.Model, in, out)
-	}
-	if len(in.Dimensions) != 4 || in.Dimensions[0] != 1 || in.Dimensions[1] != 3 || in.Dimensions[2] <= 0 || in.Dimensions[3] <= 0 {
-		return nil, fmt.Errorf("model %s: input %q has shape %v, want static [1,3,H,W]", opts.Model, in.Name, in.Dimensions)
-	}
-	if len(out.Dimensions) != 3 || out.Dimensions[0] != 1 || out.Dimensions[1] <= 4 || out.Dimensions[2] <= 0 {
-		return nil, fmt.Errorf("model %s: output %q has shape %v, want static YOLOv8 layout [1,4+C,N]", opts.Model, out.Name, out.Dimensions)
-	}
-	d := &Detector{
-		opts:    opts,
-		classes: int(out.Dimensions[1]) - 4,
-		anchors: int(out.Dimensions[2]),
-	}
+	in, out := mio.in, mio.out
+	d := &Detector{opts: opts, io: mio}
 	d.info = ModelInfo{
 		Path:     opts.Model,
-		InputW:   int(in.Dimensions[3]),
-		InputH:   int(in.Dimensions[2]),
+		InputW:   mio.inW,
+		InputH:   mio.inH,
 		Provider: opts.Provider,
 	}
-	d.info.Classes, err = modelClasses(opts.Model, d.classes)
+	d.info.Classes, err = classNames(opts, mio.classes)
 	if err != nil {
 		return nil, err
 	}
-	d.dec = newDecoder(d.classes, d.anchors, float32(opts.Confidence), opts.IoU, opts.MaxDet)
+	d.dec = newDecoder(mio.layout, mio.classes, mio.anchors, float32(opts.Confidence), opts.IoU, opts.MaxDet)
 
 	if err := d.newSession(in, out); err != nil {
 		d.Close()
@@ -172,13 +165,8 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 	if err := appendProvider(so, d.opts); err != nil {
 		return err
 	}
-	d.input, err = ort.NewEmptyTensor[float32](in.Dimensions)
-	if err != nil {
-		return fmt.Errorf("input tensor %v: %w", in.Dimensions, err)
-	}
-	d.output, err = ort.NewEmptyTensor[float32](out.Dimensions)
-	if err != nil {
-		return fmt.Errorf("output tensor %v: %w", out.Dimensions, err)
+	if err := d.newTensors(in, out); err != nil {
+		return err
 	}
 	d.session, err = ort.NewAdvancedSession(d.opts.Model, []string{in.Name}, []string{out.Name},
 		[]ort.Value{d.input}, []ort.Value{d.output}, so)
@@ -188,32 +176,114 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 	return nil
 }
 
-func modelClasses(path string, n int) ([]string, error) {
+// newTensors creates the session's input and output tensors on buffers that live as long
+// as the Detector: ort.Tensor[float32] for float32, ort.CustomDataTensor over a []uint16
+// for float16 (plus a float32 buffer the output is converted into, once per frame).
+func (d *Detector) newTensors(in, out ort.InputOutputInfo) error {
+	if d.io.inF16 {
+		d.inF16 = make([]uint16, in.Dimensions.FlattenedSize())
+		t, err := ort.NewCustomDataTensor(in.Dimensions, halfBytes(d.inF16), ort.TensorElementDataTypeFloat16)
+		if err != nil {
+			return fmt.Errorf("input tensor %v float16: %w", in.Dimensions, err)
+		}
+		d.input = t
+	} else {
+		t, err := ort.NewEmptyTensor[float32](in.Dimensions)
+		if err != nil {
+			return fmt.Errorf("input tensor %v: %w", in.Dimensions, err)
+		}
+		d.input, d.inF32 = t, t.GetData()
+	}
+	if d.io.outF16 {
+		d.outF16 = make([]uint16, out.Dimensions.FlattenedSize())
+		d.outF32 = make([]float32, len(d.outF16))
+		d.f16LUT = f16Table()
+		t, err := ort.NewCustomDataTensor(out.Dimensions, halfBytes(d.outF16), ort.TensorElementDataTypeFloat16)
+		if err != nil {
+			return fmt.Errorf("output tensor %v float16: %w", out.Dimensions, err)
+		}
+		d.output = t
+	} else {
+		t, err := ort.NewEmptyTensor[float32](out.Dimensions)
+		if err != nil {
+			return fmt.Errorf("output tensor %v: %w", out.Dimensions, err)
+		}
+		d.output, d.outF32 = t, t.GetData()
+	}
+	return nil
+}
+
+// classNames returns the class names: from the labels file when o.Labels is set, else
+// from the model's "names" metadata (Ultralytics exports), else "class0", "class1", ...
+// (logged). n is the class count the output layout says, 0 when it does not
+// (end-to-end): then any count is taken, and without names the list is empty and the
+// decoder names class ids as it meets them.
+func classNames(o DetectorOptions, n int) ([]string, error) {
+	if o.Labels != "" {
+		names, err := readLabels(o.Labels)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 && len(names) != n {
+			return nil, fmt.Errorf("labels %s: %d names, model %s has %d classes", o.Labels, len(names), o.Model, n)
+		}
+		return names, nil
+	}
+	names, ok, err := metadataNames(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if n > 0 && len(names) != n {
+			return nil, fmt.Errorf("model %s: metadata names %d classes, output has %d", o.Model, len(names), n)
+		}
+		return names, nil
+	}
+	slog.Warn("model has no class names (metadata \"names\") and no labels file: naming classes class0, class1, ...",
+		"model", o.Model, "classes", n)
+	names = make([]string, n)
+	for i := range names {
+		names[i] = "class" + strconv.Itoa(i)
+	}
+	return names, nil
+}
+
+// readLabels reads a class names file: one name per line, class 0 first. Surrounding
+// spaces and a final newline are ignored; an empty line within the names is an error.
+func readLabels(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("labels: %w", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), " \t\r\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+		if lines[i] == "" {
+			return nil, fmt.Errorf("labels %s: line %d is empty", path, i+1)
+		}
+	}
+	return lines, nil
+}
+
+// metadataNames reads Ultralytics' "names" metadata; ok is false when the model has none.
+func metadataNames(path string) (names []string, ok bool, err error) {
 	md, err := ort.GetModelMetadata(path)
 	if err != nil {
-		return nil, fmt.Errorf("model %s: metadata: %w", path, err)
+		return nil, false, fmt.Errorf("model %s: metadata: %w", path, err)
 	}
 	defer md.Destroy()
 	s, ok, err := md.LookupCustomMetadataMap("names")
 	if err != nil {
-		return nil, fmt.Errorf("model %s: metadata: %w", path, err)
+		return nil, false, fmt.Errorf("model %s: metadata: %w", path, err)
 	}
 	if !ok {
-		// Not an Ultralytics export: label by class id.
-		names := make([]string, n)
-		for i := range names {
-			names[i] = strconv.Itoa(i)
-		}
-		return names, nil
+		return nil, false, nil
 	}
-	names, err := ParseNames(s)
+	names, err = ParseNames(s)
 	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
+		return nil, false, fmt.Errorf("model %s: %w", path, err)
 	}
-	if len(names) != n {
-		return nil, fmt.Errorf("model %s: metadata names %d classes, output has %d", path, len(names), n)
-	}
-	return names, nil
+	return names, true, nil
 }
 
 // ParseNames parses Ultralytics' "names" metadata, a Python dict literal such as
@@ -283,13 +353,20 @@ func (d *Detector) Detect(pixRGB []byte, lb Letterbox, dst []Detection) ([]Detec
 		return dst[:0], tm, err
 	}
 	t0 := time.Now()
-	preprocess(d.input.GetData(), pixRGB, d.info.InputW*d.info.InputH)
+	if d.inF16 != nil {
+		preprocessF16(d.inF16, pixRGB, d.info.InputW*d.info.InputH)
+	} else {
+		preprocess(d.inF32, pixRGB, d.info.InputW*d.info.InputH)
+	}
 	t1 := time.Now()
 	if err := d.session.Run(); err != nil {
 		return dst[:0], tm, fmt.Errorf("session run: %w", err)
 	}
 	t2 := time.Now()
-	dst = d.dec.decode(d.output.GetData(), lb, d.info.Classes, dst[:0])
+	if d.outF16 != nil {
+		f16Decode(d.outF32, d.outF16, d.f16LUT)
+	}
+	dst = d.dec.decode(d.outF32, lb, d.info.Classes, dst[:0])
 	t3 := time.Now()
 	tm = Timings{Pre: t1.Sub(t0), Run: t2.Sub(t1), Post: t3.Sub(t2)}
 	return dst, tm, nil
@@ -356,26 +433,31 @@ type candidate struct {
 	class          int
 }
 
-// decoder turns a YOLOv8 output [1, 4+C, N] into detections, with buffers reused across
-// frames.
+// decoder turns an output of one of the layouts (layout.go) into detections, with buffers
+// reused across frames.
 type decoder struct {
-	classes, anchors int
+	layout           layout
+	classes, anchors int // C (0 for end-to-end) and N
 	conf             float32
 	iou              float64
 	maxDet           int
-	best             []float32 // best class score per anchor
+	best             []float32 // best class score per anchor (YOLOv8 layout)
 	bestC            []int32   // its class
 	cands            []candidate
 	removed          []bool
+	genNames         []string // "class<id>" for end-to-end class ids without names
 }
 
-func newDecoder(classes, anchors int, conf float32, iou float64, maxDet int) decoder {
-	return decoder{
-		classes: classes, anchors: anchors, conf: conf, iou: iou, maxDet: maxDet,
-		best:  make([]float32, anchors),
-		bestC: make([]int32, anchors),
-		cands: make([]candidate, 0, 1024),
+func newDecoder(l layout, classes, anchors int, conf float32, iou float64, maxDet int) decoder {
+	d := decoder{
+		layout: l, classes: classes, anchors: anchors, conf: conf, iou: iou, maxDet: maxDet,
+		cands: make([]candidate, 0, min(anchors, 1024)),
 	}
+	if l == layoutV8 {
+		d.best = make([]float32, anchors)
+		d.bestC = make([]int32, anchors)
+	}
+	return d
 }
 
 // candidates keeps, per anchor, the best class if its score reaches conf.
@@ -452,18 +534,24 @@ func iou(a, b candidate) float64 {
 	return inter / ua
 }
 
-// decode runs candidates and NMS and appends the kept boxes, mapped to source pixels, to dst.
+// decode finds the candidates of the layout, runs NMS where the layout needs it (not on
+// end-to-end outputs) and appends the kept boxes, mapped to source pixels, to dst.
 func (d *decoder) decode(out []float32, lb Letterbox, names []string, dst []Detection) []Detection {
-	for _, c := range d.nms(d.candidates(out)) {
+	var kept []candidate
+	switch d.layout {
+	case layoutV5:
+		kept = d.nms(d.candidatesV5(out))
+	case layoutE2E:
+		kept = d.candidatesE2E(out, names)
+	default:
+		kept = d.nms(d.candidates(out))
+	}
+	for _, c := range kept {
 		b := lb.ToSource(Box{X: float64(c.x1), Y: float64(c.y1), W: float64(c.x2 - c.x1), H: float64(c.y2 - c.y1)})
 		if b.W <= 0 || b.H <= 0 {
 			continue // entirely in the padding
 		}
-		label := ""
-		if c.class < len(names) {
-			label = names[c.class]
-		}
-		dst = append(dst, Detection{ClassID: c.class, Label: label, Score: c.score, Box: b})
+		dst = append(dst, Detection{ClassID: c.class, Label: d.label(names, c.class), Score: c.score, Box: b})
 	}
 	return dst
 }

@@ -33,7 +33,7 @@ func TestDecode(t *testing.T) {
 		{500, 500, 10, 10, 0.0, 0.0, 0.6},  // alone: kept
 	})
 	names := []string{"a", "b", "c"}
-	d := newDecoder(3, 5, 0.25, 0.45, 300)
+	d := newDecoder(layoutV8, 3, 5, 0.25, 0.45, 300)
 	same := NewLetterbox(640, 640, 640, 640)
 	got := d.decode(out, same, names, nil)
 	want := []Detection{
@@ -54,7 +54,7 @@ func TestDecode(t *testing.T) {
 	}
 
 	// maxDet caps the result, best first.
-	d1 := newDecoder(3, 5, 0.25, 0.45, 1)
+	d1 := newDecoder(layoutV8, 3, 5, 0.25, 0.45, 1)
 	if got := d1.decode(out, same, names, nil); len(got) != 1 || got[0].Score != 0.9 {
 		t.Fatalf("maxDet 1: got %+v", got)
 	}
@@ -71,7 +71,7 @@ func TestNMSThreshold(t *testing.T) {
 		thr  float64
 		want int
 	}{{0.5, 2}, {0.49, 1}, {0.51, 2}} {
-		d := newDecoder(1, 2, 0.25, tc.thr, 300)
+		d := newDecoder(layoutV8, 1, 2, 0.25, tc.thr, 300)
 		if got := d.nms([]candidate{b, a}); len(got) != tc.want || got[0] != a {
 			t.Errorf("threshold %v: kept %+v, want %d starting with A", tc.thr, got, tc.want)
 		}
@@ -277,7 +277,7 @@ func BenchmarkPreprocess(b *testing.B) {
 func BenchmarkSessionRun(b *testing.B) {
 	d, a := newTestDetector(b)
 	pix, _, _, _ := messiFrame(b, a)
-	preprocess(d.input.GetData(), pix, 640*640)
+	preprocess(d.inF32, pix, 640*640)
 	if err := d.session.Run(); err != nil { // warm-up
 		b.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func BenchmarkPostprocess(b *testing.B) {
 	if _, _, err := d.Detect(pix, lb, nil); err != nil {
 		b.Fatal(err)
 	}
-	out := slices.Clone(d.output.GetData())
+	out := slices.Clone(d.outF32)
 	dst := make([]Detection, 0, 300)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -36,6 +36,21 @@ type PoolConfig struct {
 	Slots           int           // frame slots per worker; default 2 (used in turn)
 	SlotBytes       int           // bytes per slot; default DefaultSlotBytes (1280x1280 RGB24)
 
+	// MemoryLimit is the resident memory (VmRSS) in bytes past which a worker is recycled:
+	// when its current job (if any) has finished, it is stopped gracefully and replaced.
+	// 0: no limit.
+	MemoryLimit int64
+	// GPUMemoryLimit is the same for the GPU memory of a worker process, as
+	// GPUMemoryCommand reports it. 0: no limit.
+	GPUMemoryLimit int64
+	// MemoryInterval is how often each worker's memory is sampled; default 5 s.
+	MemoryInterval time.Duration
+	// GPUMemoryCommand prints the GPU memory of each process as "pid, MiB" lines (the
+	// format of DefaultGPUMemoryCommand). nil: DefaultGPUMemoryCommand() when Provider is
+	// cuda or tensorrt, none for cpu. A non-nil empty slice: none, e.g. on a Jetson, where
+	// memory is unified and RSSBytes is the figure to watch.
+	GPUMemoryCommand []string
+
 	Command []string // argv that starts a worker; default {os.Executable(), "worker"}; flags are appended
 	Env     []string // extra environment of workers, appended to os.Environ()
 	Logger  *slog.Logger
@@ -70,6 +85,12 @@ func (c *PoolConfig) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MemoryInterval == 0 {
+		c.MemoryInterval = 5 * time.Second
+	}
+	if c.GPUMemoryCommand == nil && (c.Provider == ProviderCUDA || c.Provider == ProviderTensorRT) {
+		c.GPUMemoryCommand = DefaultGPUMemoryCommand()
+	}
 	if len(c.Command) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -84,6 +105,12 @@ func (c *PoolConfig) setDefaults() error {
 		return errors.New("infer: Model is empty")
 	case c.Slots < 0 || c.SlotBytes < 0:
 		return fmt.Errorf("infer: Slots %d and SlotBytes %d must be positive", c.Slots, c.SlotBytes)
+	case c.MemoryLimit < 0 || c.GPUMemoryLimit < 0 || c.MemoryInterval < 0:
+		return fmt.Errorf("infer: MemoryLimit %d, GPUMemoryLimit %d and MemoryInterval %v must not be negative",
+			c.MemoryLimit, c.GPUMemoryLimit, c.MemoryInterval)
+	}
+	if err := validateProviderOptions(c.DetectorOptions); err != nil {
+		return fmt.Errorf("infer: detector options: %w", err)
 	}
 	return nil
 }
@@ -133,9 +160,13 @@ type WorkerStatus struct {
 	Index    int
 	PID      int // 0 while no process runs
 	State    WorkerState
+	Provider string // the provider its process runs on, e.g. "cuda" or "cpu (fallback: ...)"
 	Jobs     uint64 // jobs answered (successfully or rejected)
 	Lost     uint64 // jobs lost to a crash, a protocol break or a timeout
 	Restarts uint64 // processes started after the first
+	Recycles uint64 // processes stopped between jobs for being over a memory limit
+	RSSBytes int64  // resident memory of its process at the last sample; 0 before one
+	GPUBytes int64  // GPU memory of its process at the last sample; 0 without a GPU memory command
 }
 
 // Pool runs Count worker processes and hands each at most one job at a time.
@@ -160,13 +191,19 @@ type worker struct {
 	mem   []byte // the daemon's mapping of memfd
 
 	// guarded by Pool.mu
-	state    WorkerState
-	pr       *proc
-	inflight *pending
-	slot     int
-	jobs     uint64
-	lost     uint64
-	restarts uint64
+	state     WorkerState
+	pr        *proc
+	provider  string
+	inflight  *pending
+	slot      int
+	jobs      uint64
+	lost      uint64
+	restarts  uint64
+	recycles  uint64
+	rss, gpu  int64  // last memory sample of pr
+	recycle   string // why pr is to be recycled when idle; "" if not
+	recycling bool   // pr's job stream was closed to recycle it
+	shrink    bool   // the next job asks for arena shrinkage
 }
 
 type pending struct {
@@ -260,10 +297,12 @@ func (p *Pool) Start(ctx context.Context) error {
 	p.model = ModelInfo{Path: h.Model, InputW: h.InputW, InputH: h.InputH, Classes: h.Classes, Provider: h.Provider}
 	p.workers = workers
 	for i, w := range workers {
-		w.pr, w.state = procs[i], WorkerIdle
+		w.pr, w.state, w.provider = procs[i], WorkerIdle, hellos[i].Provider
 		p.wg.Add(1)
 		go p.supervise(w)
 	}
+	p.wg.Add(1)
+	go p.monitorMemory()
 	return nil
 }
 
@@ -307,7 +346,8 @@ func (p *Pool) Workers() []WorkerStatus {
 	defer p.mu.Unlock()
 	out := make([]WorkerStatus, len(p.workers))
 	for i, w := range p.workers {
-		out[i] = WorkerStatus{Index: w.index, State: w.state, Jobs: w.jobs, Lost: w.lost, Restarts: w.restarts}
+		out[i] = WorkerStatus{Index: w.index, State: w.state, Provider: w.provider, Jobs: w.jobs, Lost: w.lost,
+			Restarts: w.restarts, Recycles: w.recycles, RSSBytes: w.rss, GPUBytes: w.gpu}
 		if w.pr != nil {
 			out[i].PID = w.pr.pid
 		}
@@ -352,13 +392,27 @@ func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
 	pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
 	err := writeMessage(pr.jobsW, message{Type: msgJob, Job: &jobMsg{
 		ID: p.nextID, Slot: slot, Camera: job.Camera, Seq: job.Seq, Letterbox: job.Letterbox,
+		ShrinkArenas: w.shrink,
 	}})
+	w.shrink = false
 	if err != nil {
 		// The worker is gone or going; its supervisor reports the job as lost.
 		pr.note(fmt.Errorf("write job: %w", err))
 		pr.kill()
 	}
 	return true
+}
+
+// ShrinkArenas makes the next job of each worker run with ONNX Runtime's arena
+// shrinkage (protocol.go: "shrink_arenas"), which hands back the memory the arenas hold
+// beyond what runs need. Call it when the camera set or a resolution changes, never per
+// frame: a shrink costs one extra session run.
+func (p *Pool) ShrinkArenas() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.workers {
+		w.shrink = true
+	}
 }
 
 func (p *Pool) checkInput(pix []byte, lb Letterbox) error {
@@ -398,12 +452,20 @@ func (p *Pool) supervise(w *worker) {
 			p.setState(w, WorkerStopped)
 			return
 		}
-		log.Warn("worker ended", "err", err, "served", time.Since(started).Round(time.Millisecond))
-		if time.Since(started) > time.Minute {
+		recycled := errors.Is(err, errRecycled)
+		if recycled {
+			log.Info("worker stopped to be recycled", "err", err, "served", time.Since(started).Round(time.Millisecond))
+		} else {
+			log.Warn("worker ended", "err", err, "served", time.Since(started).Round(time.Millisecond))
+		}
+		if recycled || time.Since(started) > time.Minute {
 			attempt = 0 // it had been healthy: restart promptly
 		}
 		for {
 			delay := backoff(p.cfg.RestartDelay, p.cfg.MaxRestartDelay, attempt)
+			if recycled {
+				delay, recycled = 0, false // a replacement at once; backoff if it fails
+			}
 			attempt++
 			p.setState(w, WorkerRestarting)
 			log.Info("restarting worker", "in", delay.Round(time.Millisecond), "attempt", attempt)
@@ -416,11 +478,12 @@ func (p *Pool) supervise(w *worker) {
 				return
 			}
 			p.setState(w, WorkerStarting)
-			pr, _, err := p.launch(p.ctx, w)
+			pr, hello, err := p.launch(p.ctx, w)
 			if err == nil {
 				p.mu.Lock()
-				w.pr, w.state = pr, WorkerIdle
+				w.pr, w.state, w.provider = pr, WorkerIdle, hello.Provider
 				w.restarts++
+				w.shrink = false // a fresh process has nothing to shrink
 				p.mu.Unlock()
 				log.Info("worker restarted", "pid", pr.pid)
 				break
@@ -466,8 +529,15 @@ func (p *Pool) serve(w *worker) error {
 		}
 	})
 	err := p.readResults(w, pr)
-	p.setState(w, WorkerRestarting) // no new job for this process
-	pr.kill()                       // no-op if it already exited
+	p.mu.Lock()
+	w.state = WorkerRestarting // no new job for this process
+	recycling, why := w.recycling, w.recycle
+	p.mu.Unlock()
+	if recycling {
+		pr.awaitExit(p.cfg.StopTimeout) // it stops at the end of its job stream
+	} else {
+		pr.kill() // no-op if it already exited
+	}
 	close(quit)
 	wg.Wait()
 	pr.close()
@@ -479,8 +549,13 @@ func (p *Pool) serve(w *worker) error {
 	p.mu.Lock()
 	pend := w.inflight
 	w.inflight, w.pr = nil, nil
+	w.rss, w.gpu, w.recycle, w.recycling = 0, 0, "", false
 	if pend != nil {
 		w.lost++
+	}
+	if recycling && pend == nil {
+		w.recycles++
+		err = fmt.Errorf("%w (%s): %v", errRecycled, why, err)
 	}
 	p.mu.Unlock()
 	if pend != nil {
@@ -525,6 +600,9 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 		w.inflight = nil
 		w.state = WorkerIdle
 		w.jobs++
+		if w.recycle != "" {
+			p.stopToRecycle(w)
+		}
 		p.mu.Unlock()
 
 		rm := m.Result
@@ -542,6 +620,88 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 
 // errNoResult: the job in flight passed its deadline.
 var errNoResult = errors.New("no result")
+
+// errRecycled: the worker was stopped between jobs for being over a memory limit.
+var errRecycled = errors.New("recycled")
+
+// stopToRecycle closes the job stream of w's idle process, which then exits: its reader
+// sees the end of the results and serve replaces it. Called with p.mu held.
+func (p *Pool) stopToRecycle(w *worker) {
+	w.state = WorkerRestarting // no new job for this process
+	w.recycling = true
+	w.pr.jobsW.Close()
+	w.pr.resR.SetReadDeadline(time.Now().Add(p.cfg.StopTimeout)) // should it not exit
+}
+
+// monitorMemory samples the memory of every worker each MemoryInterval until Close.
+func (p *Pool) monitorMemory() {
+	defer p.wg.Done()
+	log := p.cfg.Logger.With("component", "memory")
+	t := time.NewTicker(p.cfg.MemoryInterval)
+	defer t.Stop()
+	var gpuErr string // the last GPU memory command error, logged once until it changes
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.sampleMemory(log, &gpuErr)
+	}
+}
+
+// sampleMemory reads each worker's RSS and GPU memory, and marks a worker over a limit
+// for recycling: at once when idle, else when its job ends (readResults).
+func (p *Pool) sampleMemory(log *slog.Logger, gpuErr *string) {
+	p.mu.Lock()
+	samples := make([]memorySample, len(p.workers))
+	for i, w := range p.workers {
+		if w.pr != nil {
+			samples[i].pid = w.pr.pid
+		}
+	}
+	p.mu.Unlock()
+
+	for i := range samples {
+		if samples[i].pid != 0 {
+			samples[i].rss, _ = readRSS("/proc", samples[i].pid) // an error: it just exited
+		}
+	}
+	if len(p.cfg.GPUMemoryCommand) > 0 {
+		gpu, err := gpuMemory(p.ctx, p.cfg.GPUMemoryCommand, 5*time.Second)
+		switch {
+		case err != nil && p.ctx.Err() == nil && err.Error() != *gpuErr:
+			log.Warn("cannot read GPU memory per process (repeats are not logged)", "err", err)
+			*gpuErr = err.Error()
+		case err == nil && *gpuErr != "":
+			log.Info("GPU memory per process readable again")
+			*gpuErr = ""
+		}
+		for i := range samples {
+			samples[i].gpu = gpu[samples[i].pid]
+		}
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, w := range p.workers {
+		s := samples[i]
+		if w.pr == nil || w.pr.pid != s.pid {
+			continue // restarted meanwhile
+		}
+		w.rss, w.gpu = s.rss, s.gpu
+		why := overLimit(s, p.cfg.MemoryLimit, p.cfg.GPUMemoryLimit)
+		if why == "" || w.recycle != "" || w.recycling {
+			continue
+		}
+		w.recycle = why
+		log.Warn("recycling worker between jobs", "worker", w.index, "pid", s.pid, "reason", why,
+			"rss_bytes", s.rss, "gpu_bytes", s.gpu, "busy", w.inflight != nil)
+		if w.state == WorkerIdle && w.inflight == nil {
+			p.stopToRecycle(w)
+		}
+	}
+}
 
 // proc is one worker process with its pipes.
 type proc struct {
@@ -629,6 +789,9 @@ func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *helloMsg, error) 
 	case m.Hello.InputW*m.Hello.InputH*3 > p.cfg.SlotBytes:
 		return fail(fmt.Errorf("model input %dx%d does not fit a slot of %d bytes", m.Hello.InputW, m.Hello.InputH, p.cfg.SlotBytes))
 	}
+	if m.Hello.Provider != p.cfg.Provider {
+		log.Warn("worker runs on a fallback provider", "pid", pr.pid, "configured", p.cfg.Provider, "provider", m.Hello.Provider)
+	}
 	log.Info("worker started", "pid", pr.pid, "model", m.Hello.Model, "provider", m.Hello.Provider)
 	return pr, m.Hello, nil
 }
@@ -692,6 +855,17 @@ func (pr *proc) kill() {
 	case <-pr.exited:
 	default:
 		_ = pr.cmd.Process.Kill()
+	}
+}
+
+// awaitExit waits up to bound for the process to exit on its own, then kills it.
+func (pr *proc) awaitExit(bound time.Duration) {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-pr.exited:
+	case <-t.C:
+		pr.kill()
 	}
 }
 

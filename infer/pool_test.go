@@ -208,13 +208,15 @@ func TestPoolWorkerLost(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	r := waitResult(t, ch)
 	if !errors.Is(r.Err, ErrWorkerLost) || r.Detections != nil {
 		t.Fatalf("job of a killed worker: %+v", r)
 	}
 	t.Logf("lost: %v", r.Err)
 
-	// It comes back and serves.
+	// It comes back and serves, promptly: the restart delay (20 ms here) plus a model
+	// load and a warm-up run.
 	s := waitIdle(t, p, 0, 1)
 	if s.PID == pid || s.Lost != 1 {
 		t.Fatalf("after restart: %+v (old pid %d)", s, pid)
@@ -223,26 +225,58 @@ func TestPoolWorkerLost(t *testing.T) {
 	if r.Err != nil || r.PID != s.PID {
 		t.Fatalf("after restart: %+v", r)
 	}
+	served := time.Since(killed)
+	t.Logf("a replacement served %v after the kill", served.Round(time.Millisecond))
+	if served > 2*time.Second*replaceSlack {
+		t.Errorf("replacement served %v after the kill, want within 2 s (x%d slack for -race and a loaded box)", served, replaceSlack)
+	}
 	checkMessi(t, r.Detections, w, h)
 	if !strings.Contains(log.String(), "restarting worker") {
 		t.Errorf("restart not logged")
 	}
 }
 
+// replaceSlack widens the 2 s bound on replacing a killed worker: model load and warm-up
+// run slower under -race on a 2-core box.
+const replaceSlack = 3
+
+// A worker that hangs in a job (the VISIOND_TEST_WORKER_HANG hook: in its 2nd job) is
+// killed after JobTimeout, its job reported as timed out, and a replacement serves.
 func TestPoolJobTimeout(t *testing.T) {
 	a := thirdParty(t)
-	cfg, _ := testPoolConfig(t, a)
-	cfg.JobTimeout = time.Millisecond // no worker answers that fast
+	cfg, log := testPoolConfig(t, a)
+	cfg.JobTimeout = 2 * time.Second
+	cfg.Env = append(cfg.Env, hangEnv+"=2")
 	p := startPool(t, cfg)
-	pix, lb, _, _ := messiFrame(t, a)
+	pix, lb, w, h := messiFrame(t, a)
 	pid := p.Workers()[0].PID
-	r := waitResult(t, dispatch(t, p, Job{Letterbox: lb}, pix))
-	if !errors.Is(r.Err, ErrJobTimeout) {
+	r := waitResult(t, dispatch(t, p, Job{Seq: 1, Letterbox: lb}, pix))
+	if r.Err != nil {
+		t.Fatalf("first job: %v", r.Err)
+	}
+	start := time.Now()
+	r = waitResult(t, dispatch(t, p, Job{Seq: 2, Letterbox: lb}, pix))
+	if !errors.Is(r.Err, ErrJobTimeout) || r.Detections != nil {
 		t.Fatalf("want ErrJobTimeout, got %+v", r)
 	}
+	if took := time.Since(start); took < 2*time.Second || took > 4*time.Second {
+		t.Errorf("timeout reported after %v, want about 2 s", took)
+	}
 	t.Logf("timeout: %v", r.Err)
-	if s := waitIdle(t, p, 0, 1); s.PID == pid || s.Lost != 1 {
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("hung worker %d still runs", pid)
+	}
+	s := waitIdle(t, p, 0, 1)
+	if s.PID == pid || s.Lost != 1 || s.Jobs != 1 {
 		t.Fatalf("after timeout: %+v (old pid %d)", s, pid)
+	}
+	r = waitResult(t, dispatch(t, p, Job{Seq: 3, Letterbox: lb}, pix))
+	if r.Err != nil || r.PID != s.PID {
+		t.Fatalf("job after the timeout: %+v", r)
+	}
+	checkMessi(t, r.Detections, w, h)
+	if !strings.Contains(log.String(), "test hook: hanging in this job") {
+		t.Error("the hang hook did not fire")
 	}
 }
 

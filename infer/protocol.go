@@ -21,7 +21,14 @@ package infer
 //	    first message of a worker; "error" instead of the model fields when it could not
 //	    start (bad model, library, provider): the daemon reports it and the worker exits.
 //	{"type":"job","job":{"id":7,"slot":0,"camera":"gate","seq":42,
-//	  "letterbox":{"src_w":1920,"src_h":1080,"dst_w":640,"dst_h":640,"scaled_w":640,"scaled_h":360,"pad_x":0,"pad_y":140}}}
+//	  "letterbox":{"src_w":1920,"src_h":1080,"dst_w":640,"dst_h":640,"scaled_w":640,"scaled_h":360,"pad_x":0,"pad_y":140},
+//	  "shrink_arenas":true}}
+//	    "shrink_arenas" (optional, default false): before this job the worker runs its
+//	    session once with the run option memory.enable_memory_arena_shrinkage ("cpu:0",
+//	    plus "gpu:<device>" on cuda and tensorrt), which hands the arenas' unused memory
+//	    back. The daemon sets it on the next job of each worker after Pool.ShrinkArenas
+//	    (camera set or resolution changed), never per frame. A failed shrink is logged
+//	    and does not fail the job.
 //	{"type":"result","result":{"id":7,"detections":[{"class_id":0,"label":"person","score":0.9,
 //	  "box":{"x":1,"y":2,"w":3,"h":4}}],"pre_us":600,"run_us":41000,"post_us":300}}
 //	    or "error":"..." when the job was bad (slot out of range, letterbox not matching
@@ -73,6 +80,8 @@ type jobMsg struct {
 	Camera    string    `json:"camera"`
 	Seq       uint64    `json:"seq"`
 	Letterbox Letterbox `json:"letterbox"`
+	// ShrinkArenas asks for one session run with arena shrinkage before this job.
+	ShrinkArenas bool `json:"shrink_arenas,omitempty"`
 }
 
 type resultMsg struct {

@@ -1,47 +1,393 @@
 package infer
 
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The few OrtApi functions that onnxruntime_go does not wrap, called by their index in
+// the OrtApi table. ONNX Runtime keeps that table ABI-stable (functions are only ever
+// appended), so an index never changes; these were taken from onnxruntime_c_api.h with
+// ORT_API_VERSION 24 (offsetof(OrtApi, F)/sizeof(void*)).
+enum {
+	ortApiVersion = 24,
+	idxGetErrorMessage = 2,
+	idxReleaseStatus = 93,
+	idxAddRunConfigEntry = 165,
+};
+
+typedef struct { const void *(*GetApi)(uint32_t); const char *(*GetVersionString)(void); } apiBase;
+typedef const char *(*getErrorMessageFn)(void *status);
+typedef void (*releaseStatusFn)(void *status);
+typedef void *(*addRunConfigEntryFn)(void *runOptions, const char *key, const char *value);
+
+// addRunConfigEntry sets key=value on runOptions through the OrtApi of the library at
+// path, which must already be loaded. It returns NULL, or an error message to free.
+static char *addRunConfigEntry(const char *path, void *runOptions, const char *key, const char *value) {
+	void *lib = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+	if (!lib) return strdup("onnxruntime library is not loaded in this process");
+	const apiBase *(*getApiBase)(void) = (const apiBase *(*)(void))dlsym(lib, "OrtGetApiBase");
+	char *err = NULL;
+	const void *const *api = getApiBase ? (const void *const *)getApiBase()->GetApi(ortApiVersion) : NULL;
+	if (!api) {
+		err = strdup("onnxruntime library has no OrtApi of version 24");
+	} else {
+		void *status = ((addRunConfigEntryFn)api[idxAddRunConfigEntry])(runOptions, key, value);
+		if (status) {
+			err = strdup(((getErrorMessageFn)api[idxGetErrorMessage])(status));
+			((releaseStatusFn)api[idxReleaseStatus])(status);
+		}
+	}
+	dlclose(lib);
+	return err;
+}
+*/
+import "C"
+
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
+	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
 )
 
 // CUDAOptions are options of ONNX Runtime's CUDA execution provider; zero values leave
-// ONNX Runtime's defaults.
+// ONNX Runtime's defaults. They also apply to the CUDA provider that runs, after
+// TensorRT, the nodes TensorRT cannot take.
 type CUDAOptions struct {
-	GPUMemLimit         int64  `json:"gpu_mem_limit,omitempty"`          // bytes the provider's arena may hold
-	ArenaExtendStrategy string `json:"arena_extend_strategy,omitempty"`  // kNextPowerOfTwo or kSameAsRequested
-	CudnnConvAlgoSearch string `json:"cudnn_conv_algo_search,omitempty"` // EXHAUSTIVE, HEURISTIC or DEFAULT
+	GPUMemLimit         int64  `json:"gpu_mem_limit,omitempty"`          // bytes the provider's arena may hold; 0: no limit
+	ArenaExtendStrategy string `json:"arena_extend_strategy,omitempty"`  // kNextPowerOfTwo (ORT's default) or kSameAsRequested
+	CudnnConvAlgoSearch string `json:"cudnn_conv_algo_search,omitempty"` // EXHAUSTIVE (ORT's default), HEURISTIC or DEFAULT
 }
 
 // TensorRTOptions are options of ONNX Runtime's TensorRT execution provider.
 type TensorRTOptions struct {
-	FP16          bool   `json:"fp16,omitempty"`
-	INT8          bool   `json:"int8,omitempty"`
-	EngineCache   string `json:"engine_cache,omitempty"`   // directory of built engines; "" disables the cache
-	WorkspaceSize int64  `json:"workspace_size,omitempty"` // bytes
+	FP16 bool `json:"fp16,omitempty"`
+	INT8 bool `json:"int8,omitempty"`
+	// EngineCache is the directory of built engines; "" disables the cache. Engines go to
+	// a subdirectory named by engineCacheKey (model bytes, ORT version, GPU, precision,
+	// workspace), so a changed model, ORT or GPU builds a new engine instead of loading a
+	// stale one. A TensorRT library upgrade under the same ORT version is not detected:
+	// clear the directory then.
+	EngineCache   string `json:"engine_cache,omitempty"`
+	WorkspaceSize int64  `json:"workspace_size,omitempty"` // bytes; 0: ORT's default
 }
 
-// appendProvider adds the configured execution provider to so (cpu needs nothing).
-func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
-	if o.Provider != "cuda" {
-		return nil
-	}
-	return appendCUDA(so, o.Device)
-}
+// Execution providers and fallbacks accepted by DetectorOptions.
+const (
+	ProviderCPU      = "cpu"
+	ProviderCUDA     = "cuda"
+	ProviderTensorRT = "tensorrt"
+)
 
-func appendCUDA(so *ort.SessionOptions, device int) error {
-	co, err := ort.NewCUDAProviderOptions()
-	if err != nil {
-		return fmt.Errorf("provider cuda (device %d) unavailable: %w", device, err)
+// validateProviderOptions checks the provider, its options and the fallback; errors name
+// the option as it is spelled in JSON.
+func validateProviderOptions(o DetectorOptions) error {
+	switch o.Provider {
+	case "", ProviderCPU, ProviderCUDA, ProviderTensorRT:
+	default:
+		return fmt.Errorf("provider %q: want cpu, cuda or tensorrt", o.Provider)
 	}
-	defer co.Destroy()
-	if err := co.Update(map[string]string{"device_id": strconv.Itoa(device)}); err != nil {
-		return fmt.Errorf("provider cuda (device %d) unavailable: %w", device, err)
+	switch o.Fallback {
+	case "", ProviderCPU:
+	default:
+		return fmt.Errorf("fallback %q: want cpu or empty (no fallback)", o.Fallback)
 	}
-	if err := so.AppendExecutionProviderCUDA(co); err != nil {
-		return fmt.Errorf("provider cuda (device %d) unavailable: %w", device, err)
+	c, t := o.CUDA, o.TensorRT
+	switch c.ArenaExtendStrategy {
+	case "", "kNextPowerOfTwo", "kSameAsRequested":
+	default:
+		return fmt.Errorf("cuda.arena_extend_strategy %q: want kNextPowerOfTwo or kSameAsRequested", c.ArenaExtendStrategy)
+	}
+	switch c.CudnnConvAlgoSearch {
+	case "", "EXHAUSTIVE", "HEURISTIC", "DEFAULT":
+	default:
+		return fmt.Errorf("cuda.cudnn_conv_algo_search %q: want EXHAUSTIVE, HEURISTIC or DEFAULT", c.CudnnConvAlgoSearch)
+	}
+	if c.GPUMemLimit < 0 {
+		return fmt.Errorf("cuda.gpu_mem_limit %d must not be negative", c.GPUMemLimit)
+	}
+	if t.WorkspaceSize < 0 {
+		return fmt.Errorf("tensorrt.workspace_size %d must not be negative", t.WorkspaceSize)
 	}
 	return nil
+}
+
+// appendProvider sets the session options that keep memory flat and adds the configured
+// execution provider to so: nothing more for cpu, CUDA for cuda, TensorRT then CUDA for
+// tensorrt (CUDA takes the nodes TensorRT cannot, as ONNX Runtime recommends). Errors
+// name the provider; falling back to cpu is the worker's decision (openDetector).
+func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
+	if err := validateProviderOptions(o); err != nil {
+		return err
+	}
+	// The CPU arena stays on so that a run with memory.enable_memory_arena_shrinkage
+	// (ShrinkArenas) has an arena to shrink; the memory pattern plans one allocation for
+	// a run, which ONNX Runtime recommends for static input shapes, the only ones the
+	// detector takes.
+	if err := so.SetCpuMemArena(true); err != nil {
+		return fmt.Errorf("session options: cpu memory arena: %w", err)
+	}
+	if err := so.SetMemPattern(true); err != nil {
+		return fmt.Errorf("session options: memory pattern: %w", err)
+	}
+	switch o.Provider {
+	case ProviderCUDA:
+		return appendCUDA(so, o)
+	case ProviderTensorRT:
+		if err := appendTensorRT(so, o); err != nil {
+			return err
+		}
+		return appendCUDA(so, o)
+	}
+	return nil
+}
+
+// cudaOptions are the CUDA provider's options as ORT spells them.
+func cudaOptions(o DetectorOptions) map[string]string {
+	m := map[string]string{"device_id": strconv.Itoa(o.Device)}
+	if o.CUDA.GPUMemLimit > 0 {
+		m["gpu_mem_limit"] = strconv.FormatInt(o.CUDA.GPUMemLimit, 10)
+	}
+	if o.CUDA.ArenaExtendStrategy != "" {
+		m["arena_extend_strategy"] = o.CUDA.ArenaExtendStrategy
+	}
+	if o.CUDA.CudnnConvAlgoSearch != "" {
+		m["cudnn_conv_algo_search"] = o.CUDA.CudnnConvAlgoSearch
+	}
+	return m
+}
+
+func appendCUDA(so *ort.SessionOptions, o DetectorOptions) error {
+	fail := func(err error) error {
+		return fmt.Errorf("provider cuda (device %d) unavailable: %w", o.Device, err)
+	}
+	co, err := ort.NewCUDAProviderOptions()
+	if err != nil {
+		return fail(err)
+	}
+	defer co.Destroy()
+	if err := co.Update(cudaOptions(o)); err != nil {
+		return fail(err)
+	}
+	if err := so.AppendExecutionProviderCUDA(co); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// tensorRTOptions are the TensorRT provider's options as ORT spells them; cacheDir is
+// the engine cache directory of this model, ORT and GPU ("" for none).
+func tensorRTOptions(o DetectorOptions, cacheDir string) map[string]string {
+	b := func(v bool) string {
+		if v {
+			return "1"
+		}
+		return "0"
+	}
+	m := map[string]string{
+		"device_id":       strconv.Itoa(o.Device),
+		"trt_fp16_enable": b(o.TensorRT.FP16),
+		"trt_int8_enable": b(o.TensorRT.INT8),
+	}
+	if o.TensorRT.WorkspaceSize > 0 {
+		m["trt_max_workspace_size"] = strconv.FormatInt(o.TensorRT.WorkspaceSize, 10)
+	}
+	if cacheDir != "" {
+		m["trt_engine_cache_enable"] = "1"
+		m["trt_engine_cache_path"] = cacheDir
+	}
+	return m
+}
+
+func appendTensorRT(so *ort.SessionOptions, o DetectorOptions) error {
+	fail := func(err error) error {
+		return fmt.Errorf("provider tensorrt (device %d) unavailable: %w", o.Device, err)
+	}
+	to, err := ort.NewTensorRTProviderOptions()
+	if err != nil {
+		return fail(err)
+	}
+	defer to.Destroy()
+	var cacheDir string
+	if o.TensorRT.EngineCache != "" {
+		sum, err := fileSHA256(o.Model)
+		if err != nil {
+			return fmt.Errorf("tensorrt.engine_cache: %w", err)
+		}
+		key := engineCacheKey(sum, ort.GetVersion(), o.Device, gpuIdentity("/"), o.TensorRT)
+		cacheDir = filepath.Join(o.TensorRT.EngineCache, key)
+		if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+			return fmt.Errorf("tensorrt.engine_cache: %w", err)
+		}
+	}
+	if err := to.Update(tensorRTOptions(o, cacheDir)); err != nil {
+		return fail(err)
+	}
+	if err := so.AppendExecutionProviderTensorRT(to); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+func fileSHA256(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return h.Sum(nil), nil
+}
+
+// engineCacheKey names the engine cache subdirectory of one model (its sha256), ONNX
+// Runtime version, GPU (device id and gpuIdentity) and TensorRT build settings: engines
+// built for any other combination are never loaded.
+func engineCacheKey(modelSHA256 []byte, ortVersion string, device int, gpu string, t TensorRTOptions) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "model=%x\nort=%s\ndevice=%d\ngpu=%s\nfp16=%t\nint8=%t\nworkspace=%d\n",
+		modelSHA256, ortVersion, device, gpu, t.FP16, t.INT8, t.WorkspaceSize)
+	return "ort" + ortVersion + "-" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// gpuIdentity describes the machine's GPUs cheaply, from files under root ("/" but for
+// tests): the models of all NVIDIA GPUs in PCI order (/proc/driver/nvidia/gpus/*/
+// information; all of them, since CUDA's device order need not be PCI order), or on a
+// Jetson the board model (/proc/device-tree/model). "" when neither is there.
+func gpuIdentity(root string) string {
+	infos, _ := filepath.Glob(filepath.Join(root, "proc/driver/nvidia/gpus/*/information"))
+	slices.Sort(infos)
+	var models []string
+	for _, p := range infos {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "Model" {
+				models = append(models, strings.TrimSpace(v))
+			}
+		}
+	}
+	if len(models) > 0 {
+		return strings.Join(models, ",")
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "proc/device-tree/model")); err == nil {
+		return strings.TrimRight(string(b), "\x00\n ")
+	}
+	return ""
+}
+
+// openDetector opens the detector of o and runs it once (the first run allocates and,
+// on a GPU, initializes the provider, so that a provider that cannot run fails here and
+// not on the first frame). When that fails with a provider other than cpu and o.Fallback
+// is "cpu", it opens the detector on the CPU instead, whose ModelInfo.Provider then says
+// "cpu (fallback: <why>)"; warn is called with that reason. Option errors never fall back.
+func openDetector(o DetectorOptions, warn func(msg string, args ...any)) (*Detector, error) {
+	if err := validateProviderOptions(o); err != nil {
+		return nil, err
+	}
+	det, err := newWarmDetector(o)
+	if err == nil || o.Provider == "" || o.Provider == ProviderCPU || o.Fallback != ProviderCPU {
+		return det, err
+	}
+	cpu := o
+	cpu.Provider = ProviderCPU
+	det, cpuErr := newWarmDetector(cpu)
+	if cpuErr != nil {
+		return nil, fmt.Errorf("%w; fallback to cpu failed too: %v", err, cpuErr)
+	}
+	det.info.Provider = fmt.Sprintf("cpu (fallback: %s unavailable: %v)", o.Provider, err)
+	warn("configured provider unavailable: running on the CPU (fallback cpu)", "provider", o.Provider, "err", err)
+	return det, nil
+}
+
+func newWarmDetector(o DetectorOptions) (*Detector, error) {
+	det, err := NewDetector(o)
+	if err != nil {
+		return nil, err
+	}
+	info := det.Model()
+	warm := make([]byte, info.InputW*info.InputH*3)
+	for i := range warm {
+		warm[i] = PadValue
+	}
+	if _, _, err := det.Detect(warm, NewLetterbox(info.InputW, info.InputH, info.InputW, info.InputH), nil); err != nil {
+		det.Close()
+		return nil, fmt.Errorf("warm-up run of %s (provider %s): %w", info.Path, info.Provider, err)
+	}
+	return det, nil
+}
+
+// shrinkSpec is the value of memory.enable_memory_arena_shrinkage for d's session: its
+// CPU arena and, on cuda or tensorrt (which runs CUDA next to it), its GPU's.
+func (d *Detector) shrinkSpec() string {
+	if d.opts.Provider == ProviderCUDA || d.opts.Provider == ProviderTensorRT {
+		return "cpu:0;gpu:" + strconv.Itoa(d.opts.Device)
+	}
+	return "cpu:0"
+}
+
+// shrinkArenas runs the session once with memory.enable_memory_arena_shrinkage set to
+// spec, which returns the arenas' unused memory at the end of that run. The run works on
+// whatever the input tensor holds; the next Detect overwrites input and output.
+func (d *Detector) shrinkArenas(spec string) error {
+	ro, err := ort.NewRunOptions()
+	if err != nil {
+		return fmt.Errorf("arena shrinkage: run options: %w", err)
+	}
+	defer ro.Destroy()
+	if err := addRunConfigEntry(d.opts.Library, ro, "memory.enable_memory_arena_shrinkage", spec); err != nil {
+		return fmt.Errorf("arena shrinkage %q: %w", spec, err)
+	}
+	if err := d.session.RunWithOptions(ro); err != nil {
+		return fmt.Errorf("arena shrinkage %q: %w", spec, err)
+	}
+	return nil
+}
+
+// addRunConfigEntry calls OrtApi's AddRunConfigEntry, which onnxruntime_go does not wrap,
+// on ro. library is the path ORT was loaded from in this process.
+func addRunConfigEntry(library string, ro *ort.RunOptions, key, value string) error {
+	if library == "" {
+		return errors.New("onnxruntime library path is empty")
+	}
+	ptr, err := runOptionsHandle(ro)
+	if err != nil {
+		return err
+	}
+	cLib, cKey, cVal := C.CString(library), C.CString(key), C.CString(value)
+	defer C.free(unsafe.Pointer(cLib))
+	defer C.free(unsafe.Pointer(cKey))
+	defer C.free(unsafe.Pointer(cVal))
+	if msg := C.addRunConfigEntry(cLib, ptr, cKey, cVal); msg != nil {
+		defer C.free(unsafe.Pointer(msg))
+		return errors.New(C.GoString(msg))
+	}
+	return nil
+}
+
+// runOptionsHandle returns the OrtRunOptions pointer inside ro, the only field of
+// onnxruntime_go's RunOptions; an error if that layout ever changes.
+func runOptionsHandle(ro *ort.RunOptions) (unsafe.Pointer, error) {
+	v := reflect.ValueOf(ro).Elem()
+	if v.NumField() != 1 || v.Field(0).Kind() != reflect.Pointer || v.Field(0).IsNil() {
+		return nil, errors.New("onnxruntime_go's RunOptions is not the single pointer this code knows")
+	}
+	return v.Field(0).UnsafePointer(), nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,12 @@ const (
 
 // DefaultSlotBytes is the size of one frame slot: room for a 1280x1280 RGB24 input.
 const DefaultSlotBytes = 1280 * 1280 * 3
+
+// hangEnv is a test hook: a worker whose environment has VISIOND_TEST_WORKER_HANG=<n>
+// sleeps forever, ignoring SIGTERM, in the n-th job it receives (counting from 1), as a
+// worker stuck in the runtime or the GPU driver would. Tests use it to exercise
+// PoolConfig.JobTimeout; it has no use in production.
+const hangEnv = "VISIOND_TEST_WORKER_HANG"
 
 type workerFlags struct {
 	DetectorOptions
@@ -75,7 +82,7 @@ func WorkerMain(ctx context.Context, args []string) error {
 	}
 	results := os.NewFile(fdResults, "results")
 	defer results.Close()
-	jobs, slots, slotBytes, det, err := startWorker(args)
+	jobs, slots, slotBytes, det, err := startWorker(args, log)
 	if err != nil {
 		_ = writeMessage(results, message{Type: msgHello, Hello: &helloMsg{PID: os.Getpid(), Error: err.Error()}})
 		return err
@@ -92,6 +99,7 @@ func WorkerMain(ctx context.Context, args []string) error {
 	}
 	log.Info("worker ready", "model", info.Path, "input", fmt.Sprintf("%dx%d", info.InputW, info.InputH),
 		"classes", len(info.Classes), "provider", info.Provider)
+	hangAt, _ := strconv.Atoi(os.Getenv(hangEnv))
 
 	// A closed jobs pipe unblocks the read below when ctx ends.
 	stop := context.AfterFunc(ctx, func() { jobs.Close() })
@@ -102,7 +110,7 @@ func WorkerMain(ctx context.Context, args []string) error {
 	r := bufio.NewReader(jobs)
 	var buf []byte
 	dets := make([]Detection, 0, 300)
-	for {
+	for n := 1; ; n++ {
 		var m message
 		m, buf, err = readMessage(r, buf)
 		if err != nil {
@@ -113,6 +121,21 @@ func WorkerMain(ctx context.Context, args []string) error {
 		}
 		if m.Type != msgJob {
 			return fmt.Errorf("worker: read job: %w: got a %q message", ErrBadMessage, m.Type)
+		}
+		if n == hangAt {
+			log.Warn("test hook: hanging in this job", "env", hangEnv, "job", m.Job.ID)
+			for {
+				time.Sleep(time.Hour)
+			}
+		}
+		if m.Job.ShrinkArenas {
+			spec := det.shrinkSpec()
+			t0 := time.Now()
+			if err := det.shrinkArenas(spec); err != nil {
+				log.Warn("arena shrinkage failed", "job", m.Job.ID, "err", err)
+			} else {
+				log.Info("arenas shrunk", "job", m.Job.ID, "arenas", spec, "took", time.Since(t0).Round(time.Microsecond))
+			}
 		}
 		res := resultMsg{ID: m.Job.ID}
 		if err := checkJob(m.Job, nslots, info.InputW, info.InputH); err != nil {
@@ -136,7 +159,7 @@ func WorkerMain(ctx context.Context, args []string) error {
 	}
 }
 
-func startWorker(args []string) (jobs *os.File, slots []byte, slotBytes int, det *Detector, err error) {
+func startWorker(args []string, log *slog.Logger) (jobs *os.File, slots []byte, slotBytes int, det *Detector, err error) {
 	f, err := parseWorkerFlags(args)
 	if err != nil {
 		return nil, nil, 0, nil, err
@@ -150,25 +173,17 @@ func startWorker(args []string) (jobs *os.File, slots []byte, slotBytes int, det
 		return nil, nil, 0, nil, fmt.Errorf("worker: fd 3 (frame slots) has %d bytes, -slots %d x -slot-bytes %d needs %d",
 			st.Size, f.slots, f.slotBytes, size)
 	}
-	det, err = NewDetector(f.DetectorOptions)
+	// openDetector runs the model once: a provider that cannot run fails here (or falls
+	// back to the CPU when Fallback says so), before the hello, not on the first frame.
+	det, err = openDetector(f.DetectorOptions, log.Warn)
 	if err != nil {
-		return nil, nil, 0, nil, err
+		return nil, nil, 0, nil, fmt.Errorf("worker: %w", err)
 	}
 	info := det.Model()
 	if need := info.InputW * info.InputH * 3; need > f.slotBytes {
 		det.Close()
 		return nil, nil, 0, nil, fmt.Errorf("worker: model input %dx%d RGB24 needs %d bytes, -slot-bytes is %d",
 			info.InputW, info.InputH, need, f.slotBytes)
-	}
-	// Warm up: the first run allocates and, on a GPU, initializes the provider; a provider
-	// that cannot run fails here, before the hello, not on the first frame.
-	warm := make([]byte, info.InputW*info.InputH*3)
-	for i := range warm {
-		warm[i] = PadValue
-	}
-	if _, _, err := det.Detect(warm, NewLetterbox(info.InputW, info.InputH, info.InputW, info.InputH), nil); err != nil {
-		det.Close()
-		return nil, nil, 0, nil, fmt.Errorf("worker: warm-up run of %s (provider %s): %w", info.Path, info.Provider, err)
 	}
 	slots, err = unix.Mmap(fdSlots, 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
