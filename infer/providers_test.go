@@ -270,7 +270,8 @@ func TestGPUProviders(t *testing.T) {
 		checkMessi(t, r.Detections, w, h)
 		t.Logf("cuda: run %v", r.Run)
 	}
-	if !strings.Contains(log.String(), "arenas=\"cpu:0;gpu:0\"") || strings.Contains(log.String(), "arena shrinkage failed") {
+	if !strings.Contains(log.String(), "arenas shrunk") || !strings.Contains(log.String(), "cpu:0;gpu:0") ||
+		strings.Contains(log.String(), "arena shrinkage failed") {
 		t.Errorf("GPU arena shrinkage did not run")
 	}
 	deadline := time.Now().Add(30 * time.Second)
