@@ -157,16 +157,16 @@ const (
 
 // WorkerStatus is a snapshot of one worker slot.
 type WorkerStatus struct {
-	Index    int
-	PID      int // 0 while no process runs
-	State    WorkerState
-	Provider string // the provider its process runs on, e.g. "cuda" or "cpu (fallback: ...)"
-	Jobs     uint64 // jobs answered (successfully or rejected)
-	Lost     uint64 // jobs lost to a crash, a protocol break or a timeout
-	Restarts uint64 // processes started after the first
-	Recycles uint64 // processes stopped between jobs for being over a memory limit
-	RSSBytes int64  // resident memory of its process at the last sample; 0 before one
-	GPUBytes int64  // GPU memory of its process at the last sample; 0 without a GPU memory command
+	Index    int         `json:"index"`
+	PID      int         `json:"pid"` // 0 while no process runs
+	State    WorkerState `json:"state"`
+	Provider string      `json:"provider"`  // the provider its process runs on, e.g. "cuda" or "cpu (fallback: ...)"
+	Jobs     uint64      `json:"jobs"`      // jobs answered (successfully or rejected)
+	Lost     uint64      `json:"lost"`      // jobs lost to a crash, a protocol break or a timeout
+	Restarts uint64      `json:"restarts"`  // processes started after the first
+	Recycles uint64      `json:"recycles"`  // processes stopped between jobs for being over a memory limit
+	RSSBytes int64       `json:"rss_bytes"` // resident memory of its process at the last sample; 0 before one
+	GPUBytes int64       `json:"gpu_bytes"` // GPU memory of its process at the last sample; 0 without a GPU memory command
 }
 
 // Pool runs Count worker processes and hands each at most one job at a time.

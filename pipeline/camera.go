@@ -25,6 +25,7 @@ type camera struct {
 	dueAt    atomic.Int64  // nextDue-slack in unix ns, for onFrame
 	busy     atomic.Bool   // a job of this camera is in flight: batch=1, one at a time
 	pass     float64       // fair-queue virtual finish time of its last job (slicer goroutine)
+	geometry [2]int        // source size of its last job (slicer goroutine)
 	wake     func()        // wakes the slicer
 
 	analysed   atomic.Uint64 // frames analysed and published

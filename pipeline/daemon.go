@@ -270,7 +270,17 @@ func (d *Daemon) dispatch(now time.Time) {
 			}
 			break
 		}
+		g := [2]int{f.Letterbox.SrcW, f.Letterbox.SrcH}
 		f.Release() // TryDispatch copied the pixels into the worker's slot
+		if g != c.geometry {
+			if c.geometry != [2]int{} {
+				// Buffers sized for the old resolution may sit in the workers' arenas.
+				d.log.Info("camera resolution changed; shrinking worker memory arenas", "camera", c.cfg.ID,
+					"from", fmt.Sprintf("%dx%d", c.geometry[0], c.geometry[1]), "to", fmt.Sprintf("%dx%d", g[0], g[1]))
+				d.pools.shrinkArenas()
+			}
+			c.geometry = g
+		}
 		c.pass = r.start + 1/c.cfg.Weight
 		d.vtime = r.start
 		c.frameAge.observe(now.Sub(received))

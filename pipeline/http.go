@@ -9,7 +9,9 @@ import (
 	"time"
 )
 
-// startHTTP serves /healthz (the process is up) and /api/cameras (JSON status per camera).
+// startHTTP serves /healthz (the process is up), /api/cameras (JSON status per camera) and
+// /api/workers (JSON status per worker process: state, provider, jobs, restarts, host and
+// GPU memory).
 func (d *Daemon) startHTTP(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -24,6 +26,12 @@ func (d *Daemon) startHTTP(addr string) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(d.Cameras())
+	})
+	mux.HandleFunc("GET /api/workers", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(d.Workers())
 	})
 	d.httpAddr = ln.Addr()
 	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -42,10 +42,12 @@ func (w *workerPools) start(ctx context.Context, cfg config.Workers, command, en
 					WorkspaceSize: int64(pc.TensorRT.WorkspaceMiB) << 20,
 				},
 			},
-			JobTimeout: cfg.JobTimeout,
-			Command:    command,
-			Env:        env,
-			Logger:     log.With("pool", i),
+			JobTimeout:     cfg.JobTimeout,
+			MemoryLimit:    int64(cfg.MemoryLimitMiB) << 20,
+			GPUMemoryLimit: int64(cfg.GPUMemoryLimitMiB) << 20,
+			Command:        command,
+			Env:            env,
+			Logger:         log.With("pool", i),
 		})
 		w.pools = append(w.pools, p)
 		if err := p.Start(ctx); err != nil {
@@ -78,6 +80,14 @@ func (w *workerPools) workers() []infer.WorkerStatus {
 		out = append(out, p.Workers()...)
 	}
 	return out
+}
+
+// shrinkArenas makes every worker release its memory arenas before its next job: for when
+// the camera set or a resolution changes, never per frame.
+func (w *workerPools) shrinkArenas() {
+	for _, p := range w.pools {
+		p.ShrinkArenas()
+	}
 }
 
 // close stops every pool and waits for them.
