@@ -1,8 +1,10 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,19 +15,27 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
 // BenchmarkThroughputVsBareLoop measures detections per second through the whole daemon
-// (4 cameras of the 10 fps sample, far more than one CPU worker can take, every event
-// counted on NATS) and divides by the rate of a bare in-process loop of Detector.Detect on
-// the same model and provider (tensor preparation, session run, decoding and NMS: the
-// worker's own work, without the daemon around it). b.N is ignored: each run lasts
-// $VISIOND_BENCH_SECONDS (default 20) seconds per side.
+// (cameras of the 10 fps sample, more than the workers can take, every event counted on
+// NATS) and divides by the rate of a bare in-process loop of Detector.Detect on the same
+// model and provider (tensor preparation, session run, decoding and NMS: a worker's own
+// work without the daemon around it), times the number of workers. It also reports the
+// events' capture-to-publish latency (p50, p99) and each worker's memory at the end.
+// b.N is ignored. Environment: VISIOND_BENCH_SECONDS per side (20), VISIOND_BENCH_CAMERAS
+// (4), VISIOND_BENCH_WORKERS (1), VISIOND_BENCH_PROVIDER (cpu),
+// ONNXRUNTIME_SHARED_LIBRARY_PATH (third_party's).
 func BenchmarkThroughputVsBareLoop(b *testing.B) {
-	seconds := 20
-	if v := os.Getenv("VISIOND_BENCH_SECONDS"); v != "" {
-		fmt.Sscan(v, &seconds)
+	seconds, ncams, nworkers := 20, 4, 1
+	for v, p := range map[string]*int{"VISIOND_BENCH_SECONDS": &seconds, "VISIOND_BENCH_CAMERAS": &ncams, "VISIOND_BENCH_WORKERS": &nworkers} {
+		if s := os.Getenv(v); s != "" {
+			if _, err := fmt.Sscan(s, p); err != nil {
+				b.Fatalf("%s=%q: %v", v, s, err)
+			}
+		}
 	}
 	window := time.Duration(seconds) * time.Second
 	provider := os.Getenv("VISIOND_BENCH_PROVIDER")
@@ -72,17 +82,17 @@ func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	}
 	defer rtsp.Close()
 	var cams strings.Builder
-	for i := range 4 {
+	for i := range ncams {
 		fmt.Fprintf(&cams, "  - {id: cam%d, url: %q}\n", i, rtsp.URL("cam"))
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 site: bench
 http: {listen: ""}
 nats: {listen: "127.0.0.1:0"}
-workers: {model: %q, library: %q, pools: [{count: 1, provider: %s}]}
+workers: {model: %q, library: %q, pools: [{count: %d, provider: %s}]}
 camera_defaults: {fps: 10}
 cameras:
-%s`, model, library, provider, cams.String())))
+%s`, model, library, nworkers, provider, cams.String())))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,18 +115,40 @@ cameras:
 	for len(events) > 0 {
 		<-events
 	}
-	start, n := time.Now(), 0
+	start = time.Now()
+	var lat []float64
 	for deadline := time.After(window); ; {
 		select {
-		case <-events:
-			n++
+		case m := <-events:
+			var ev sinks.DetectionEvent
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, ev.LatencyMS.Total)
 			continue
 		case <-deadline:
 		}
 		break
 	}
-	daemon := float64(n) / time.Since(start).Seconds()
+	daemon := float64(len(lat)) / time.Since(start).Seconds()
+	slices.Sort(lat)
+	pct := func(q float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(q*float64(len(lat))))]
+	}
+	var rss, gpu float64
+	ws := d.Workers()
+	for _, w := range ws {
+		rss += float64(w.RSSBytes) / (1 << 20) / float64(len(ws))
+		gpu += float64(w.GPUBytes) / (1 << 20) / float64(len(ws))
+	}
 	b.ReportMetric(bare, "bare-runs/s")
 	b.ReportMetric(daemon, "daemon-events/s")
-	b.ReportMetric(daemon/bare, "ratio")
+	b.ReportMetric(daemon/(bare*float64(nworkers)), "ratio")
+	b.ReportMetric(pct(0.5), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(rss, "MiB-rss/worker")
+	b.ReportMetric(gpu, "MiB-gpu/worker")
 }
