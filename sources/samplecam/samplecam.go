@@ -208,24 +208,22 @@ func (h handler) authorized(conn *gortsplib.ServerConn, req *base.Request) bool 
 
 // OnDescribe implements gortsplib.ServerHandlerOnDescribe.
 func (h handler) OnDescribe(ctx *gortsplib.ServerHandlerOnDescribeCtx) (*base.Response, *gortsplib.ServerStream, error) {
-	if !h.authorized(ctx.Conn, ctx.Request) {
-		return &base.Response{StatusCode: base.StatusUnauthorized}, nil, liberrors.ErrServerAuth{}
-	}
-	fs := h.s.lookup(ctx.Path)
-	if fs == nil {
-		return &base.Response{StatusCode: base.StatusNotFound}, nil, fmt.Errorf("no stream on path %q", ctx.Path)
-	}
-	return &base.Response{StatusCode: base.StatusOK}, fs.stream, nil
+	return h.serve(ctx.Conn, ctx.Request, ctx.Path)
 }
 
 // OnSetup implements gortsplib.ServerHandlerOnSetup.
 func (h handler) OnSetup(ctx *gortsplib.ServerHandlerOnSetupCtx) (*base.Response, *gortsplib.ServerStream, error) {
-	if !h.authorized(ctx.Conn, ctx.Request) {
+	return h.serve(ctx.Conn, ctx.Request, ctx.Path)
+}
+
+// serve answers DESCRIBE and SETUP: the credentials, when required, then the path's stream.
+func (h handler) serve(conn *gortsplib.ServerConn, req *base.Request, path string) (*base.Response, *gortsplib.ServerStream, error) {
+	if !h.authorized(conn, req) {
 		return &base.Response{StatusCode: base.StatusUnauthorized}, nil, liberrors.ErrServerAuth{}
 	}
-	fs := h.s.lookup(ctx.Path)
+	fs := h.s.lookup(path)
 	if fs == nil {
-		return &base.Response{StatusCode: base.StatusNotFound}, nil, fmt.Errorf("no stream on path %q", ctx.Path)
+		return &base.Response{StatusCode: base.StatusNotFound}, nil, fmt.Errorf("no stream on path %q", path)
 	}
 	return &base.Response{StatusCode: base.StatusOK}, fs.stream, nil
 }
