@@ -90,20 +90,39 @@ func initORT(library string) error {
 
 // Detector is one ONNX Runtime session of a YOLO-family detector (output layouts in
 // layout.go) with its input and output tensors and all per-frame buffers allocated once.
-// It is not safe for concurrent use: one goroutine (one worker) owns it.
+//
+// It holds pipelineDepth pairs of input and output tensors, each pair bound to the one
+// session through its own IoBinding, so that a worker can fill the input of one pair and
+// decode the output of another while the session runs on a third (worker.go). Detect
+// uses pair 0. The Detector is not safe for concurrent use, except the staged methods
+// under the discipline of the worker: prepare (one goroutine), run and shrinkArenas
+// (another) and decodeOutput (a third), each on a pair no other stage holds.
 type Detector struct {
 	opts    DetectorOptions
 	info    ModelInfo
 	io      modelIO
-	session *ort.AdvancedSession
-	input   ort.Value
-	output  ort.Value
-	inF32   []float32 // the float32 input tensor's data; nil for a float16 input
-	inF16   []uint16  // the float16 input tensor's data; nil for a float32 input
-	outF32  []float32 // what the decoder reads: the float32 output tensor's data, or outF16 converted
-	outF16  []uint16  // the float16 output tensor's data; nil for a float32 output
+	session *ort.DynamicAdvancedSession
+	pairs   [pipelineDepth]tensorPair
+	outConv []float32 // a float16 output converted to float32 for the decoder; nil for a float32 output
 	f16LUT  []float32 // f16Table, for a float16 output
 	dec     decoder
+	binder  *inputBinder // binds inputs before each run; nil: through onnxruntime_go
+}
+
+// pipelineDepth is the number of input/output tensor pairs of a Detector: one being run,
+// one being filled with the next frame or decoded after the previous run.
+const pipelineDepth = 2
+
+// tensorPair is one input and one output tensor of the session, on buffers that live as
+// long as the Detector, and the IoBinding that runs the session on them.
+type tensorPair struct {
+	input   ort.Value
+	output  ort.Value
+	binding *ort.IoBinding
+	inF32   []float32 // the float32 input tensor's data; nil for a float16 input
+	inF16   []uint16  // the float16 input tensor's data; nil for a float32 input
+	outF32  []float32 // the float32 output tensor's data; nil for a float16 output
+	outF16  []uint16  // the float16 output tensor's data; nil for a float32 output
 }
 
 // NewDetector loads the model and creates its session. Errors name the file, the
@@ -165,50 +184,70 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 	if err := appendProvider(so, d.opts); err != nil {
 		return err
 	}
-	if err := d.newTensors(in, out); err != nil {
-		return err
+	if d.io.outF16 {
+		d.outConv = make([]float32, out.Dimensions.FlattenedSize())
+		d.f16LUT = f16Table()
 	}
-	d.session, err = ort.NewAdvancedSession(d.opts.Model, []string{in.Name}, []string{out.Name},
-		[]ort.Value{d.input}, []ort.Value{d.output}, so)
+	for i := range d.pairs {
+		if err := d.pairs[i].newTensors(d.io, in, out); err != nil {
+			return err
+		}
+	}
+	// One session for every pair: a second session would double the model's memory (on a
+	// GPU, its weights and arena). The pairs take turns through their IoBindings.
+	d.session, err = ort.NewDynamicAdvancedSession(d.opts.Model, []string{in.Name}, []string{out.Name}, so)
 	if err != nil {
 		return fmt.Errorf("model %s: create session (provider %s): %w", d.opts.Model, d.opts.Provider, err)
+	}
+	for i := range d.pairs {
+		p := &d.pairs[i]
+		if p.binding, err = d.session.CreateIoBinding(); err != nil {
+			return fmt.Errorf("model %s: io binding %d: %w", d.opts.Model, i, err)
+		}
+		if err := p.binding.BindInput(in.Name, p.input); err != nil {
+			return fmt.Errorf("model %s: bind input %q of pair %d: %w", d.opts.Model, in.Name, i, err)
+		}
+		if err := p.binding.BindOutput(out.Name, p.output); err != nil {
+			return fmt.Errorf("model %s: bind output %q of pair %d: %w", d.opts.Model, out.Name, i, err)
+		}
+	}
+	if d.binder, err = newInputBinder(d.opts.Library, in.Name, &d.pairs); err != nil {
+		return fmt.Errorf("model %s: %w", d.opts.Model, err)
 	}
 	return nil
 }
 
-// newTensors creates the session's input and output tensors on buffers that live as long
-// as the Detector: ort.Tensor[float32] for float32, ort.CustomDataTensor over a []uint16
-// for float16 (plus a float32 buffer the output is converted into, once per frame).
-func (d *Detector) newTensors(in, out ort.InputOutputInfo) error {
-	if d.io.inF16 {
-		d.inF16 = make([]uint16, in.Dimensions.FlattenedSize())
-		t, err := ort.NewCustomDataTensor(in.Dimensions, halfBytes(d.inF16), ort.TensorElementDataTypeFloat16)
+// newTensors creates the pair's input and output tensors on buffers that live as long as
+// the Detector: ort.Tensor[float32] for float32, ort.CustomDataTensor over a []uint16 for
+// float16 (which the decoder converts into Detector.outConv, once per frame).
+func (p *tensorPair) newTensors(mio modelIO, in, out ort.InputOutputInfo) error {
+	if mio.inF16 {
+		p.inF16 = make([]uint16, in.Dimensions.FlattenedSize())
+		t, err := ort.NewCustomDataTensor(in.Dimensions, halfBytes(p.inF16), ort.TensorElementDataTypeFloat16)
 		if err != nil {
 			return fmt.Errorf("input tensor %v float16: %w", in.Dimensions, err)
 		}
-		d.input = t
+		p.input = t
 	} else {
 		t, err := ort.NewEmptyTensor[float32](in.Dimensions)
 		if err != nil {
 			return fmt.Errorf("input tensor %v: %w", in.Dimensions, err)
 		}
-		d.input, d.inF32 = t, t.GetData()
+		p.input, p.inF32 = t, t.GetData()
 	}
-	if d.io.outF16 {
-		d.outF16 = make([]uint16, out.Dimensions.FlattenedSize())
-		d.outF32 = make([]float32, len(d.outF16))
-		d.f16LUT = f16Table()
-		t, err := ort.NewCustomDataTensor(out.Dimensions, halfBytes(d.outF16), ort.TensorElementDataTypeFloat16)
+	if mio.outF16 {
+		p.outF16 = make([]uint16, out.Dimensions.FlattenedSize())
+		t, err := ort.NewCustomDataTensor(out.Dimensions, halfBytes(p.outF16), ort.TensorElementDataTypeFloat16)
 		if err != nil {
 			return fmt.Errorf("output tensor %v float16: %w", out.Dimensions, err)
 		}
-		d.output = t
+		p.output = t
 	} else {
 		t, err := ort.NewEmptyTensor[float32](out.Dimensions)
 		if err != nil {
 			return fmt.Errorf("output tensor %v: %w", out.Dimensions, err)
 		}
-		d.output, d.outF32 = t, t.GetData()
+		p.output, p.outF32 = t, t.GetData()
 	}
 	return nil
 }
@@ -346,30 +385,70 @@ func (d *Detector) Model() ModelInfo { return d.info }
 
 // Detect runs the model on one letterboxed RGB24 frame (HWC uint8, exactly InputW x
 // InputH x 3 bytes) and appends its detections, in source pixels mapped through lb, to
-// dst[:0]. It allocates nothing when dst has room.
+// dst[:0]. It allocates nothing when dst has room. It uses tensor pair 0: do not call it
+// while a worker pipeline (worker.go) uses the Detector.
 func (d *Detector) Detect(pixRGB []byte, lb Letterbox, dst []Detection) ([]Detection, Timings, error) {
 	var tm Timings
 	if err := d.checkFrame(len(pixRGB), lb); err != nil {
 		return dst[:0], tm, err
 	}
 	t0 := time.Now()
-	if d.inF16 != nil {
-		preprocessF16(d.inF16, pixRGB, d.info.InputW*d.info.InputH)
-	} else {
-		preprocess(d.inF32, pixRGB, d.info.InputW*d.info.InputH)
-	}
+	d.prepare(0, pixRGB)
 	t1 := time.Now()
-	if err := d.session.Run(); err != nil {
-		return dst[:0], tm, fmt.Errorf("session run: %w", err)
+	if err := d.run(0); err != nil {
+		return dst[:0], tm, err
 	}
 	t2 := time.Now()
-	if d.outF16 != nil {
-		f16Decode(d.outF32, d.outF16, d.f16LUT)
-	}
-	dst = d.dec.decode(d.outF32, lb, d.info.Classes, dst[:0])
+	dst = d.decodeOutput(0, lb, dst[:0])
 	t3 := time.Now()
 	tm = Timings{Pre: t1.Sub(t0), Run: t2.Sub(t1), Post: t3.Sub(t2)}
 	return dst, tm, nil
+}
+
+// prepare converts a checked frame (checkFrame) into the input tensor of pair p.
+func (d *Detector) prepare(p int, pixRGB []byte) {
+	t := &d.pairs[p]
+	if t.inF16 != nil {
+		preprocessF16(t.inF16, pixRGB, d.info.InputW*d.info.InputH)
+	} else {
+		preprocess(t.inF32, pixRGB, d.info.InputW*d.info.InputH)
+	}
+}
+
+// run runs the session on pair p: its input tensor in, its output tensor out.
+//
+// The input is bound again before every run: ONNX Runtime copies a bound input to the
+// device of the provider (cuda, tensorrt) when it is bound, not when the session runs, so
+// a binding made once would run every frame on the first one's copy. On the CPU, binding
+// copies nothing. It allocates no Go memory (inputBinder), unless the Detector was opened
+// without a library path.
+func (d *Detector) run(p int) error {
+	t := &d.pairs[p]
+	var err error
+	if d.binder != nil {
+		err = d.binder.bind(p)
+	} else {
+		err = t.binding.BindInput(d.io.in.Name, t.input)
+	}
+	if err != nil {
+		return fmt.Errorf("session run: bind input %q: %w", d.io.in.Name, err)
+	}
+	if err := d.session.RunWithBinding(t.binding); err != nil {
+		return fmt.Errorf("session run: %w", err)
+	}
+	return nil
+}
+
+// decodeOutput decodes the output tensor of pair p, which a finished run filled, into
+// detections appended to dst.
+func (d *Detector) decodeOutput(p int, lb Letterbox, dst []Detection) []Detection {
+	t := &d.pairs[p]
+	out := t.outF32
+	if t.outF16 != nil {
+		f16Decode(d.outConv, t.outF16, d.f16LUT)
+		out = d.outConv
+	}
+	return d.dec.decode(out, lb, d.info.Classes, dst)
 }
 
 func (d *Detector) checkFrame(n int, lb Letterbox) error {
@@ -393,20 +472,31 @@ func checkLetterbox(lb Letterbox, w, h int) error {
 	return nil
 }
 
-// Close releases the session and tensors. The process-wide ORT environment stays.
+// Close releases the bindings, the session and the tensors. The process-wide ORT
+// environment stays.
 func (d *Detector) Close() error {
 	var errs []error
+	d.binder.close()
+	for i := range d.pairs {
+		if p := &d.pairs[i]; p.binding != nil {
+			errs = append(errs, p.binding.Destroy())
+			p.binding = nil
+		}
+	}
 	if d.session != nil {
 		errs = append(errs, d.session.Destroy())
 		d.session = nil
 	}
-	if d.input != nil {
-		errs = append(errs, d.input.Destroy())
-		d.input = nil
-	}
-	if d.output != nil {
-		errs = append(errs, d.output.Destroy())
-		d.output = nil
+	for i := range d.pairs {
+		p := &d.pairs[i]
+		if p.input != nil {
+			errs = append(errs, p.input.Destroy())
+			p.input = nil
+		}
+		if p.output != nil {
+			errs = append(errs, p.output.Destroy())
+			p.output = nil
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -277,12 +277,12 @@ func BenchmarkPreprocess(b *testing.B) {
 func BenchmarkSessionRun(b *testing.B) {
 	d, a := newTestDetector(b)
 	pix, _, _, _ := messiFrame(b, a)
-	preprocess(d.inF32, pix, 640*640)
-	if err := d.session.Run(); err != nil { // warm-up
+	d.prepare(0, pix)
+	if err := d.run(0); err != nil { // warm-up
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if err := d.session.Run(); err != nil {
+		if err := d.run(0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -294,7 +294,7 @@ func BenchmarkPostprocess(b *testing.B) {
 	if _, _, err := d.Detect(pix, lb, nil); err != nil {
 		b.Fatal(err)
 	}
-	out := slices.Clone(d.outF32)
+	out := slices.Clone(d.pairs[0].outF32)
 	dst := make([]Detection, 0, 300)
 	b.ReportAllocs()
 	for b.Loop() {

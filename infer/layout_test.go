@@ -447,7 +447,7 @@ func BenchmarkPostprocessV5(b *testing.B) {
 	if _, _, err := d.Detect(pix, lb, nil); err != nil {
 		b.Fatal(err)
 	}
-	v8, n := d.outF32, d.dec.anchors
+	v8, n := d.pairs[0].outF32, d.dec.anchors
 	out := make([]float32, 0, n*85)
 	for i := range n {
 		out = append(out, v8[i], v8[n+i], v8[2*n+i], v8[3*n+i], 1)

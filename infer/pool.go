@@ -28,16 +28,26 @@ type PoolConfig struct {
 	// the worker's default).
 	DetectorOptions
 
-	JobTimeout      time.Duration // a job running longer kills its worker (ErrJobTimeout); default 10 s
+	// JobTimeout bounds the wait for each job's result; a worker that misses it is killed
+	// (ErrJobTimeout for that job, ErrWorkerLost for the jobs queued behind it). A job's
+	// clock starts when it is the oldest job of its worker not answered: at its dispatch,
+	// or at the answer to the job ahead of it if that comes later. Since a worker serves
+	// its jobs in order, that bounds the time a job spends in the worker's run without
+	// charging it the runs of the jobs ahead of it. Default 10 s.
+	JobTimeout      time.Duration
 	StartTimeout    time.Duration // from exec to hello (model load); default 2 min
 	StopTimeout     time.Duration // SIGTERM to SIGKILL on Close; default 5 s
 	RestartDelay    time.Duration // first restart delay, doubled per failed attempt, jittered; default 250 ms
 	MaxRestartDelay time.Duration // cap of the restart delay; default 30 s
-	Slots           int           // frame slots per worker; default 2 (used in turn)
-	SlotBytes       int           // bytes per slot; default DefaultSlotBytes (1280x1280 RGB24)
+	// Slots is the number of frame slots per worker, and so the jobs a worker holds at
+	// once: while it runs one, it prepares the next and answers the previous. Default 2.
+	// 1: one job at a time.
+	Slots     int
+	SlotBytes int // bytes per slot; default DefaultSlotBytes (1280x1280 RGB24)
 
 	// MemoryLimit is the resident memory (VmRSS) in bytes past which a worker is recycled:
-	// when its current job (if any) has finished, it is stopped gracefully and replaced.
+	// it gets no new job, and when its jobs in flight have been answered it is stopped
+	// gracefully and replaced.
 	// 0: no limit.
 	MemoryLimit int64
 	// GPUMemoryLimit is the same for the GPU memory of a worker process, as
@@ -161,6 +171,7 @@ type WorkerStatus struct {
 	PID      int         `json:"pid"` // 0 while no process runs
 	State    WorkerState `json:"state"`
 	Provider string      `json:"provider"`  // the provider its process runs on, e.g. "cuda" or "cpu (fallback: ...)"
+	InFlight int         `json:"in_flight"` // jobs sent to its process and not answered yet (at most Slots)
 	Jobs     uint64      `json:"jobs"`      // jobs answered (successfully or rejected)
 	Lost     uint64      `json:"lost"`      // jobs lost to a crash, a protocol break or a timeout
 	Restarts uint64      `json:"restarts"`  // processes started after the first
@@ -169,7 +180,8 @@ type WorkerStatus struct {
 	GPUBytes int64       `json:"gpu_bytes"` // GPU memory of its process at the last sample; 0 without a GPU memory command
 }
 
-// Pool runs Count worker processes and hands each at most one job at a time.
+// Pool runs Count worker processes and hands each up to Slots jobs at a time, which it
+// answers in order.
 type Pool struct {
 	cfg    PoolConfig
 	ctx    context.Context // ends on Close
@@ -181,7 +193,7 @@ type Pool struct {
 	closed  bool
 	model   ModelInfo
 	workers []*worker
-	next    int    // round-robin start of the idle search
+	next    int    // round-robin start of the worker search, which breaks ties
 	nextID  uint64 // job ids
 }
 
@@ -194,23 +206,23 @@ type worker struct {
 	state     WorkerState
 	pr        *proc
 	provider  string
-	inflight  *pending
-	slot      int
+	inflight  []*pending // jobs sent to pr, oldest first: the order of their results
 	jobs      uint64
 	lost      uint64
 	restarts  uint64
 	recycles  uint64
 	rss, gpu  int64  // last memory sample of pr
-	recycle   string // why pr is to be recycled when idle; "" if not
+	recycle   string // why pr is to be recycled when idle (it gets no new job); "" if not
 	recycling bool   // pr's job stream was closed to recycle it
 	shrink    bool   // the next job asks for arena shrinkage
 }
 
 type pending struct {
 	id      uint64
+	slot    int
 	job     Job
 	done    func(Result)
-	started time.Time
+	started time.Time // dispatch
 }
 
 // NewPool returns a pool; Start starts its workers.
@@ -346,7 +358,7 @@ func (p *Pool) Workers() []WorkerStatus {
 	defer p.mu.Unlock()
 	out := make([]WorkerStatus, len(p.workers))
 	for i, w := range p.workers {
-		out[i] = WorkerStatus{Index: w.index, State: w.state, Provider: w.provider, Jobs: w.jobs, Lost: w.lost,
+		out[i] = WorkerStatus{Index: w.index, State: w.state, Provider: w.provider, InFlight: len(w.inflight), Jobs: w.jobs, Lost: w.lost,
 			Restarts: w.restarts, Recycles: w.recycles, RSSBytes: w.rss, GPUBytes: w.gpu}
 		if w.pr != nil {
 			out[i].PID = w.pr.pid
@@ -355,10 +367,14 @@ func (p *Pool) Workers() []WorkerStatus {
 	return out
 }
 
-// TryDispatch hands the job to an idle worker and returns true, or returns false at once
-// if none is idle (or the pool is not running). pix, RGB24 HWC of the model's input size
-// letterboxed as job.Letterbox says, is copied before TryDispatch returns. done is called
-// exactly once, from a goroutine of the pool, with the result; it must not block for long.
+// TryDispatch hands the job to a worker with a free slot and returns true, or returns
+// false at once if every worker holds Slots jobs (or the pool is not running). It picks
+// the worker with the fewest jobs in flight, so that an idle worker is preferred to a
+// busy one and latency stays low while there is capacity; ties go round-robin. pix,
+// RGB24 HWC of the model's input size letterboxed as job.Letterbox says, is copied before
+// TryDispatch returns. done is called exactly once, from a goroutine of the pool, with
+// the result; the results of one worker's jobs come in dispatch order. done must not
+// block for long.
 func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -368,39 +384,59 @@ func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
 	var w *worker
 	for k := range p.workers {
 		c := p.workers[(p.next+k)%len(p.workers)]
-		if c.state == WorkerIdle && c.inflight == nil && c.pr != nil {
+		if p.accepts(c) && (w == nil || len(c.inflight) < len(w.inflight)) {
 			w = c
-			p.next = (c.index + 1) % len(p.workers)
-			break
 		}
 	}
 	if w == nil {
 		return false
 	}
+	p.next = (w.index + 1) % len(p.workers)
 	if err := p.checkInput(pix, job.Letterbox); err != nil {
 		res := Result{Job: job, Worker: w.index, Err: fmt.Errorf("%w: camera %q seq %d: %v", ErrJobRejected, job.Camera, job.Seq, err)}
 		p.wg.Go(func() { done(res) })
 		return true
 	}
-	slot := w.slot
-	w.slot = (w.slot + 1) % p.cfg.Slots
+	slot := freeSlot(w.inflight, p.cfg.Slots)
 	copy(w.mem[slot*p.cfg.SlotBytes:], pix)
 	p.nextID++
-	w.inflight = &pending{id: p.nextID, job: job, done: done, started: time.Now()}
-	w.state = WorkerBusy
 	pr := w.pr
-	pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
+	if len(w.inflight) == 0 {
+		// The oldest job's clock (PoolConfig.JobTimeout); readResults moves it on.
+		pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
+	}
+	w.inflight = append(w.inflight, &pending{id: p.nextID, slot: slot, job: job, done: done, started: time.Now()})
+	w.state = WorkerBusy
 	err := writeMessage(pr.jobsW, message{Type: msgJob, Job: &jobMsg{
 		ID: p.nextID, Slot: slot, Camera: job.Camera, Seq: job.Seq, Letterbox: job.Letterbox,
 		ShrinkArenas: w.shrink,
 	}})
 	w.shrink = false
 	if err != nil {
-		// The worker is gone or going; its supervisor reports the job as lost.
+		// The worker is gone or going; its supervisor reports its jobs as lost.
 		pr.note(fmt.Errorf("write job: %w", err))
 		pr.kill()
 	}
 	return true
+}
+
+// accepts says whether w can take a job now: its process serves, is not to be recycled
+// and has a free slot. Called with p.mu held.
+func (p *Pool) accepts(w *worker) bool {
+	return (w.state == WorkerIdle || w.state == WorkerBusy) && w.pr != nil &&
+		w.recycle == "" && !w.recycling && len(w.inflight) < p.cfg.Slots
+}
+
+// freeSlot returns a slot no job in flight uses. The daemon writes a slot only after the
+// job on it has been answered (protocol.go), so the worker never reads a frame being
+// overwritten. There is one: len(inflight) < slots.
+func freeSlot(inflight []*pending, slots int) int {
+	for s := range slots {
+		if !slices.ContainsFunc(inflight, func(pd *pending) bool { return pd.slot == s }) {
+			return s
+		}
+	}
+	panic("infer: no free slot") // accepts checked len(inflight) < slots
 }
 
 // ShrinkArenas makes the next job of each worker run with ONNX Runtime's arena
@@ -513,7 +549,7 @@ func (p *Pool) setState(w *worker, s WorkerState) {
 }
 
 // serve reads w's results until its process ends or breaks the protocol, then reports
-// the job in flight, if any, as lost.
+// every job still in flight as lost (or timed out).
 func (p *Pool) serve(w *worker) error {
 	p.mu.Lock()
 	pr := w.pr
@@ -550,25 +586,27 @@ func (p *Pool) serve(w *worker) error {
 	pend := w.inflight
 	w.inflight, w.pr = nil, nil
 	w.rss, w.gpu, w.recycle, w.recycling = 0, 0, "", false
-	if pend != nil {
-		w.lost++
-	}
-	if recycling && pend == nil {
+	w.lost += uint64(len(pend))
+	if recycling && len(pend) == 0 {
 		w.recycles++
 		err = fmt.Errorf("%w (%s): %v", errRecycled, why, err)
 	}
 	p.mu.Unlock()
-	if pend != nil {
-		res := Result{Job: pend.job, Worker: w.index, PID: pr.pid, Total: time.Since(pend.started)}
+	// Every job in flight ends with an error, in order: the oldest timed out when no
+	// result came (the worker hung in it or before it), the others were lost with it.
+	for i, pd := range pend {
+		res := Result{Job: pd.job, Worker: w.index, PID: pr.pid, Total: time.Since(pd.started)}
 		switch {
-		case errors.Is(err, errNoResult):
-			res.Err = fmt.Errorf("%w: %v", ErrJobTimeout, err)
 		case p.ctx.Err() != nil:
 			res.Err = fmt.Errorf("%w: %v", ErrPoolClosed, err)
+		case errors.Is(err, errNoResult) && i == 0:
+			res.Err = fmt.Errorf("%w: %v", ErrJobTimeout, err)
+		case errors.Is(err, errNoResult):
+			res.Err = fmt.Errorf("%w: queued behind job %d, which timed out: %v", ErrWorkerLost, pend[0].id, err)
 		default:
 			res.Err = fmt.Errorf("%w: %v", ErrWorkerLost, err)
 		}
-		pend.done(res)
+		pd.done(res)
 	}
 	return err
 }
@@ -591,17 +629,22 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 			return fmt.Errorf("read result: %w: got a %q message", ErrBadMessage, m.Type)
 		}
 		p.mu.Lock()
-		pend := w.inflight
-		if pend == nil || pend.id != m.Result.ID {
+		if len(w.inflight) == 0 || w.inflight[0].id != m.Result.ID {
 			p.mu.Unlock()
-			return fmt.Errorf("read result: %w: result for job %d, none of that id in flight", ErrBadMessage, m.Result.ID)
+			return fmt.Errorf("read result: %w: result for job %d, not the oldest job in flight", ErrBadMessage, m.Result.ID)
 		}
-		pr.resR.SetReadDeadline(time.Time{}) // before idle: the next dispatch sets its own
-		w.inflight = nil
-		w.state = WorkerIdle
+		pend := w.inflight[0]
+		w.inflight = slices.Delete(w.inflight, 0, 1)
 		w.jobs++
-		if w.recycle != "" {
-			p.stopToRecycle(w)
+		if len(w.inflight) > 0 {
+			// The next job's clock starts now (PoolConfig.JobTimeout).
+			pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
+		} else {
+			pr.resR.SetReadDeadline(time.Time{}) // before idle: the next dispatch sets its own
+			w.state = WorkerIdle
+			if w.recycle != "" {
+				p.stopToRecycle(w)
+			}
 		}
 		p.mu.Unlock()
 
@@ -618,7 +661,7 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 	}
 }
 
-// errNoResult: the job in flight passed its deadline.
+// errNoResult: the oldest job in flight passed its deadline.
 var errNoResult = errors.New("no result")
 
 // errRecycled: the worker was stopped between jobs for being over a memory limit.
@@ -651,7 +694,8 @@ func (p *Pool) monitorMemory() {
 }
 
 // sampleMemory reads each worker's RSS and GPU memory, and marks a worker over a limit
-// for recycling: at once when idle, else when its job ends (readResults).
+// for recycling: at once when idle, else when its last job in flight is answered
+// (readResults); it gets no new job meanwhile.
 func (p *Pool) sampleMemory(log *slog.Logger, gpuErr *string) {
 	p.mu.Lock()
 	samples := make([]memorySample, len(p.workers))
@@ -696,8 +740,8 @@ func (p *Pool) sampleMemory(log *slog.Logger, gpuErr *string) {
 		}
 		w.recycle = why
 		log.Warn("recycling worker between jobs", "worker", w.index, "pid", s.pid, "reason", why,
-			"rss_bytes", s.rss, "gpu_bytes", s.gpu, "busy", w.inflight != nil)
-		if w.state == WorkerIdle && w.inflight == nil {
+			"rss_bytes", s.rss, "gpu_bytes", s.gpu, "busy", len(w.inflight) > 0, "in_flight", len(w.inflight))
+		if w.state == WorkerIdle && len(w.inflight) == 0 {
 			p.stopToRecycle(w)
 		}
 	}

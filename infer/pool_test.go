@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,7 +33,7 @@ func (l *testLog) String() string {
 	return l.buf.String()
 }
 
-func testPoolConfig(t *testing.T, a assets) (PoolConfig, *testLog) {
+func testPoolConfig(t testing.TB, a assets) (PoolConfig, *testLog) {
 	log := &testLog{}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -49,7 +51,7 @@ func testPoolConfig(t *testing.T, a assets) (PoolConfig, *testLog) {
 	}, log
 }
 
-func startPool(t *testing.T, cfg PoolConfig) *Pool {
+func startPool(t testing.TB, cfg PoolConfig) *Pool {
 	t.Helper()
 	p := NewPool(cfg)
 	t.Cleanup(p.Close)
@@ -62,16 +64,16 @@ func startPool(t *testing.T, cfg PoolConfig) *Pool {
 }
 
 // dispatch hands one job to the pool and returns a channel with its result.
-func dispatch(t *testing.T, p *Pool, job Job, pix []byte) <-chan Result {
+func dispatch(t testing.TB, p *Pool, job Job, pix []byte) <-chan Result {
 	t.Helper()
 	ch := make(chan Result, 2) // 2: a second call of done would show in the test
 	if !p.TryDispatch(job, pix, func(r Result) { ch <- r }) {
-		t.Fatal("TryDispatch: no idle worker")
+		t.Fatal("TryDispatch: no worker with a free slot")
 	}
 	return ch
 }
 
-func waitResult(t *testing.T, ch <-chan Result) Result {
+func waitResult(t testing.TB, ch <-chan Result) Result {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -100,6 +102,7 @@ func TestPoolStillImage(t *testing.T) {
 	a := thirdParty(t)
 	cfg, log := testPoolConfig(t, a)
 	cfg.Count = 2
+	cfg.Slots = 1 // one job per worker at a time; TestPoolPipelined has two
 	p := startPool(t, cfg)
 	m := p.Model()
 	if m.InputW != 640 || m.InputH != 640 || len(m.Classes) != 80 || m.Provider != "cpu" || m.Path != a.model {
@@ -138,7 +141,7 @@ func TestPoolStillImage(t *testing.T) {
 		t.Errorf("bad letterbox: %v", r.Err)
 	}
 	for _, s := range p.Workers() {
-		if s.PID == 0 || s.State != WorkerIdle || s.Jobs != 1 || s.Lost != 0 || s.Restarts != 0 {
+		if s.PID == 0 || s.State != WorkerIdle || s.InFlight != 0 || s.Jobs != 1 || s.Lost != 0 || s.Restarts != 0 {
 			t.Errorf("status %+v", s)
 		}
 	}
@@ -202,31 +205,47 @@ func TestPoolWorkerLost(t *testing.T) {
 	pix, lb, w, h := messiFrame(t, a)
 	job := Job{Camera: "messi", Seq: 1, Letterbox: lb}
 
-	// kill -9 mid-job: the job is lost, never a success.
+	// kill -9 with two jobs in flight: both are lost, never a success, each reported once.
 	ch := dispatch(t, p, job, pix)
-	pid := p.Workers()[0].PID
+	job2 := job
+	job2.Seq = 2
+	ch2 := dispatch(t, p, job2, pix)
+	s := p.Workers()[0]
+	if s.InFlight != 2 {
+		t.Fatalf("want two jobs in flight: %+v", s)
+	}
+	pid := s.PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	r := waitResult(t, ch)
-	if !errors.Is(r.Err, ErrWorkerLost) || r.Detections != nil {
-		t.Fatalf("job of a killed worker: %+v", r)
+	for i, ch := range []<-chan Result{ch, ch2} {
+		r := waitResult(t, ch)
+		if !errors.Is(r.Err, ErrWorkerLost) || r.Detections != nil || r.Job.Seq != uint64(i+1) {
+			t.Fatalf("job %d of a killed worker: %+v", i+1, r)
+		}
+		t.Logf("lost: %v", r.Err)
 	}
-	t.Logf("lost: %v", r.Err)
 
 	// It comes back and serves, promptly: the restart delay (20 ms here) plus a model
 	// load and a warm-up run.
-	s := waitIdle(t, p, 0, 1)
-	if s.PID == pid || s.Lost != 1 {
+	s = waitIdle(t, p, 0, 1)
+	if s.PID == pid || s.Lost != 2 || s.Jobs != 0 {
 		t.Fatalf("after restart: %+v (old pid %d)", s, pid)
 	}
-	r = waitResult(t, dispatch(t, p, Job{Seq: 2, Letterbox: lb}, pix))
+	r := waitResult(t, dispatch(t, p, Job{Seq: 3, Letterbox: lb}, pix))
 	if r.Err != nil || r.PID != s.PID {
 		t.Fatalf("after restart: %+v", r)
 	}
 	served := time.Since(killed)
 	t.Logf("a replacement served %v after the kill", served.Round(time.Millisecond))
+	for _, ch := range []<-chan Result{ch, ch2} {
+		select {
+		case r := <-ch:
+			t.Fatalf("a lost job reported twice: %+v", r)
+		default:
+		}
+	}
 	if served > 2*time.Second*replaceSlack {
 		t.Errorf("replacement served %v after the kill, want within 2 s (x%d slack for -race and a loaded box)", served, replaceSlack)
 	}
@@ -240,8 +259,9 @@ func TestPoolWorkerLost(t *testing.T) {
 // run slower under -race on a 2-core box.
 const replaceSlack = 3
 
-// A worker that hangs in a job (the VISIOND_TEST_WORKER_HANG hook: in its 2nd job) is
-// killed after JobTimeout, its job reported as timed out, and a replacement serves.
+// A worker that hangs in a job (the VISIOND_TEST_WORKER_HANG hook: in its 2nd job) with a
+// job queued behind it is killed after JobTimeout: the hung job is reported as timed out,
+// the one behind it as lost, neither as a success, and a replacement serves.
 func TestPoolJobTimeout(t *testing.T) {
 	a := thirdParty(t)
 	cfg, log := testPoolConfig(t, a)
@@ -255,28 +275,211 @@ func TestPoolJobTimeout(t *testing.T) {
 		t.Fatalf("first job: %v", r.Err)
 	}
 	start := time.Now()
-	r = waitResult(t, dispatch(t, p, Job{Seq: 2, Letterbox: lb}, pix))
-	if !errors.Is(r.Err, ErrJobTimeout) || r.Detections != nil {
+	ch := dispatch(t, p, Job{Seq: 2, Letterbox: lb}, pix)
+	ch3 := dispatch(t, p, Job{Seq: 3, Letterbox: lb}, pix)
+	r = waitResult(t, ch)
+	if !errors.Is(r.Err, ErrJobTimeout) || r.Detections != nil || r.Job.Seq != 2 {
 		t.Fatalf("want ErrJobTimeout, got %+v", r)
 	}
 	if took := time.Since(start); took < 2*time.Second || took > 4*time.Second {
 		t.Errorf("timeout reported after %v, want about 2 s", took)
 	}
 	t.Logf("timeout: %v", r.Err)
+	r = waitResult(t, ch3)
+	if !errors.Is(r.Err, ErrWorkerLost) || r.Detections != nil || r.Job.Seq != 3 {
+		t.Fatalf("job queued behind the hung one: want ErrWorkerLost, got %+v", r)
+	}
+	t.Logf("queued: %v", r.Err)
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Errorf("hung worker %d still runs", pid)
 	}
 	s := waitIdle(t, p, 0, 1)
-	if s.PID == pid || s.Lost != 1 || s.Jobs != 1 {
+	if s.PID == pid || s.Lost != 2 || s.Jobs != 1 {
 		t.Fatalf("after timeout: %+v (old pid %d)", s, pid)
 	}
-	r = waitResult(t, dispatch(t, p, Job{Seq: 3, Letterbox: lb}, pix))
+	r = waitResult(t, dispatch(t, p, Job{Seq: 4, Letterbox: lb}, pix))
 	if r.Err != nil || r.PID != s.PID {
 		t.Fatalf("job after the timeout: %+v", r)
 	}
 	checkMessi(t, r.Detections, w, h)
 	if !strings.Contains(log.String(), "test hook: hanging in this job") {
 		t.Error("the hang hook did not fire")
+	}
+}
+
+// One worker holds two jobs (the default Slots): each job gets its own frame's
+// detections, in dispatch order, while the next slot is refilled as soon as a result
+// frees it. Frames alternate between messi5.jpg and a blank (padding-gray) frame, so a
+// job answered with another job's frame or tensors would show.
+// $VISIOND_BENCH_PROVIDER picks the provider (e.g. cuda on the GPU machine).
+func TestPoolPipelined(t *testing.T) {
+	a := thirdParty(t)
+	cfg, _ := testPoolConfig(t, a)
+	cfg.Provider = os.Getenv("VISIOND_BENCH_PROVIDER")
+	p := startPool(t, cfg)
+	messi, lb, w, h := messiFrame(t, a)
+	blank := bytes.Repeat([]byte{PadValue}, len(messi))
+	frame := func(seq uint64) []byte {
+		if seq%2 == 1 {
+			return messi
+		}
+		return blank
+	}
+	results := make(chan Result, 16)
+	send := func(seq uint64) bool {
+		return p.TryDispatch(Job{Camera: "messi", Seq: seq, Letterbox: lb}, frame(seq), func(r Result) { results <- r })
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
+		if !send(seq) {
+			t.Fatalf("job %d refused", seq)
+		}
+	}
+	if s := p.Workers()[0]; s.InFlight != 2 || s.State != WorkerBusy {
+		t.Fatalf("want two jobs in flight: %+v", s)
+	}
+	if p.TryDispatch(Job{Letterbox: lb}, messi, func(Result) { t.Error("third job dispatched to a full worker") }) {
+		t.Fatal("TryDispatch accepted a third job with Slots 2")
+	}
+	const jobs = 8
+	var first []Detection
+	next := uint64(3)
+	for want := uint64(1); want <= jobs; want++ {
+		r := waitResult(t, results)
+		if r.Err != nil || r.Job.Seq != want {
+			t.Fatalf("result %d: seq %d, err %v", want, r.Job.Seq, r.Err)
+		}
+		if want%2 == 1 {
+			checkMessi(t, r.Detections, w, h)
+			if first == nil {
+				first = slices.Clone(r.Detections)
+			} else {
+				sameDetections(t, r.Detections, first, 0.5, 1e-3) // a GPU may differ in the last bits
+			}
+		} else if len(r.Detections) != 0 {
+			t.Errorf("job %d (blank frame): %+v", want, r.Detections)
+		}
+		if next <= jobs {
+			if !send(next) { // the result freed a slot
+				t.Fatalf("job %d refused after a result", next)
+			}
+			next++
+		}
+	}
+	if s := p.Workers()[0]; s.InFlight != 0 || s.State != WorkerIdle || s.Jobs != jobs || s.Lost != 0 {
+		t.Errorf("status %+v", s)
+	}
+	select {
+	case r := <-results:
+		t.Errorf("an extra result: %+v", r)
+	default:
+	}
+}
+
+// TryDispatch picks the worker with the fewest jobs in flight, whatever the round-robin
+// order says, and fills every slot of every worker before it refuses. Every worker hangs
+// in its first job (the test hook), so the jobs stay in flight; Close ends each with
+// ErrPoolClosed, exactly once.
+func TestPoolPrefersIdle(t *testing.T) {
+	a := thirdParty(t)
+	cfg, _ := testPoolConfig(t, a)
+	cfg.Count = 2
+	cfg.StopTimeout = 200 * time.Millisecond // a hung worker ignores SIGTERM
+	cfg.Env = append(cfg.Env, hangEnv+"=1")
+	p := startPool(t, cfg)
+	pix, lb, _, _ := messiFrame(t, a)
+	results := make(chan Result, 16)
+	send := func(seq uint64) bool {
+		return p.TryDispatch(Job{Seq: seq, Letterbox: lb}, pix, func(r Result) { results <- r })
+	}
+	inFlight := func() []int {
+		var n []int
+		for _, s := range p.Workers() {
+			n = append(n, s.InFlight)
+		}
+		return n
+	}
+	if !send(1) {
+		t.Fatal("job 1 refused")
+	}
+	busy := slices.Index(inFlight(), 1)
+	if busy < 0 {
+		t.Fatalf("in flight %v", inFlight())
+	}
+	p.mu.Lock()
+	p.next = busy // round-robin alone would try the busy worker first
+	p.mu.Unlock()
+	if !send(2) {
+		t.Fatal("job 2 refused")
+	}
+	if got := inFlight(); got[0] != 1 || got[1] != 1 {
+		t.Fatalf("job 2 went to the busy worker: in flight %v", got)
+	}
+	for seq := uint64(3); seq <= 4; seq++ {
+		if !send(seq) {
+			t.Fatalf("job %d refused with a free slot: in flight %v", seq, inFlight())
+		}
+	}
+	if got := inFlight(); got[0] != 2 || got[1] != 2 {
+		t.Fatalf("in flight %v, want [2 2]", got)
+	}
+	if send(5) {
+		t.Fatal("job 5 accepted with every slot taken")
+	}
+	p.Close()
+	seen := map[uint64]bool{}
+	for range 4 {
+		r := waitResult(t, results)
+		if !errors.Is(r.Err, ErrPoolClosed) || seen[r.Job.Seq] {
+			t.Fatalf("after Close: %+v (seen %v)", r, seen)
+		}
+		seen[r.Job.Seq] = true
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("an extra result: %+v", r)
+	default:
+	}
+}
+
+// BenchmarkPoolThroughput runs one worker process on messi5.jpg, dispatching jobs as fast
+// as slots free, with Slots 1 (one job at a time) and 2 (the next job prepared while one
+// runs), and reports jobs/s. $VISIOND_BENCH_PROVIDER picks the provider (e.g. cuda).
+func BenchmarkPoolThroughput(b *testing.B) {
+	a := thirdParty(b)
+	pix, lb, _, _ := messiFrame(b, a)
+	for _, slots := range []int{1, 2} {
+		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
+			cfg, _ := testPoolConfig(b, a)
+			cfg.Slots = slots
+			cfg.Provider = os.Getenv("VISIOND_BENCH_PROVIDER")
+			cfg.Logger = slog.New(slog.DiscardHandler)
+			p := startPool(b, cfg)
+			results := make(chan Result, slots)
+			run := func(n int) {
+				inflight := 0
+				for sent := 0; sent < n || inflight > 0; {
+					if sent < n && p.TryDispatch(Job{Seq: uint64(sent), Letterbox: lb}, pix, func(r Result) { results <- r }) {
+						sent++
+						inflight++
+						continue
+					}
+					r := <-results
+					inflight--
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+			}
+			r := waitResult(b, dispatch(b, p, Job{Letterbox: lb}, pix)) // warm up, and check
+			if r.Err != nil || len(r.Detections) == 0 {
+				b.Fatalf("warm-up job: %d detections, err %v", len(r.Detections), r.Err)
+			}
+			run(2 * slots)
+			b.ResetTimer()
+			run(b.N)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
 	}
 }
 

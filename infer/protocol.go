@@ -7,11 +7,21 @@ package infer
 //
 //	fd 3  a memfd of K*S bytes: K frame slots of S bytes each. A frame is RGB24 HWC uint8
 //	      of exactly the model's input size (already letterboxed by the daemon), at the start
-//	      of its slot. The daemon writes a slot only while the worker has no job on it.
+//	      of its slot.
 //	fd 4  daemon -> worker: job messages
 //	fd 5  worker -> daemon: hello, then one result per job, in job order
 //
 // stderr is the worker's log; the daemon forwards it line by line.
+//
+// Pipelining. The daemon may send up to K jobs, each on a different slot, before it reads
+// a result; the worker answers them strictly in the order they were sent. The daemon
+// writes a slot only when no job on it is waiting for its answer: after the result of the
+// last job that named the slot has been read. The worker may read a job's frame at any
+// time until it writes that job's result, and never after. A worker reads the next jobs
+// while it runs one (worker.go: it fills the next input, and decodes the previous output,
+// while the session runs), so a daemon that keeps K >= 2 jobs in flight keeps the device
+// busy. With K = 1 this is the one-job-at-a-time exchange of earlier daemons: the
+// messages are the same, a worker serves either kind of daemon.
 //
 // Every message is one frame: a 4-byte little-endian length n (1 <= n <= MaxFrameSize)
 // followed by n bytes of JSON, an object with a "type" and the one field named by it:

@@ -16,12 +16,36 @@ enum {
 	idxGetErrorMessage = 2,
 	idxReleaseStatus = 93,
 	idxAddRunConfigEntry = 165,
+	idxBindInput = 136,
 };
 
 typedef struct { const void *(*GetApi)(uint32_t); const char *(*GetVersionString)(void); } apiBase;
 typedef const char *(*getErrorMessageFn)(void *status);
 typedef void (*releaseStatusFn)(void *status);
 typedef void *(*addRunConfigEntryFn)(void *runOptions, const char *key, const char *value);
+typedef void *(*bindInputFn)(void *binding, const char *name, const void *value);
+
+// ortAPI returns the OrtApi table of the library at path, which must already be loaded
+// (and stays loaded: onnxruntime_go never unloads it), or NULL.
+static const void *const *ortAPI(const char *path) {
+	void *lib = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+	if (!lib) return NULL;
+	const apiBase *(*getApiBase)(void) = (const apiBase *(*)(void))dlsym(lib, "OrtGetApiBase");
+	const void *const *api = getApiBase ? (const void *const *)getApiBase()->GetApi(ortApiVersion) : NULL;
+	dlclose(lib);
+	return api;
+}
+
+// bindInput calls OrtApi's BindInput through api (ortAPI). It returns NULL, or an error
+// message to free.
+static char *bindInput(const void *api, void *binding, const char *name, const void *value) {
+	const void *const *fn = (const void *const *)api;
+	void *status = ((bindInputFn)fn[idxBindInput])(binding, name, value);
+	if (!status) return NULL;
+	char *err = strdup(((getErrorMessageFn)fn[idxGetErrorMessage])(status));
+	((releaseStatusFn)fn[idxReleaseStatus])(status);
+	return err;
+}
 
 // addRunConfigEntry sets key=value on runOptions through the OrtApi of the library at
 // path, which must already be loaded. It returns NULL, or an error message to free.
@@ -331,6 +355,14 @@ func newWarmDetector(o DetectorOptions) (*Detector, error) {
 		det.Close()
 		return nil, fmt.Errorf("warm-up run of %s (provider %s): %w", info.Path, info.Provider, err)
 	}
+	// Every other tensor pair runs once too, so that a binding that cannot run fails here.
+	for p := 1; p < pipelineDepth; p++ {
+		det.prepare(p, warm)
+		if err := det.run(p); err != nil {
+			det.Close()
+			return nil, fmt.Errorf("warm-up run of %s (provider %s), tensor pair %d: %w", info.Path, info.Provider, p, err)
+		}
+	}
 	return det, nil
 }
 
@@ -343,10 +375,12 @@ func (d *Detector) shrinkSpec() string {
 	return "cpu:0"
 }
 
-// shrinkArenas runs the session once with memory.enable_memory_arena_shrinkage set to
-// spec, which returns the arenas' unused memory at the end of that run. The run works on
-// whatever the input tensor holds; the next Detect overwrites input and output.
-func (d *Detector) shrinkArenas(spec string) error {
+// shrinkArenas runs the session once on tensor pair p with
+// memory.enable_memory_arena_shrinkage set to spec, which returns the arenas' unused
+// memory at the end of that run. The run works on whatever p's input holds and
+// overwrites p's output: call it before the run of the job that holds p, never between
+// that run and its decoding.
+func (d *Detector) shrinkArenas(p int, spec string) error {
 	ro, err := ort.NewRunOptions()
 	if err != nil {
 		return fmt.Errorf("arena shrinkage: run options: %w", err)
@@ -355,7 +389,8 @@ func (d *Detector) shrinkArenas(spec string) error {
 	if err := addRunConfigEntry(d.opts.Library, ro, "memory.enable_memory_arena_shrinkage", spec); err != nil {
 		return fmt.Errorf("arena shrinkage %q: %w", spec, err)
 	}
-	if err := d.session.RunWithOptions(ro); err != nil {
+	t := &d.pairs[p]
+	if err := d.session.RunWithOptions([]ort.Value{t.input}, []ort.Value{t.output}, ro); err != nil {
 		return fmt.Errorf("arena shrinkage %q: %w", spec, err)
 	}
 	return nil
@@ -390,4 +425,68 @@ func runOptionsHandle(ro *ort.RunOptions) (unsafe.Pointer, error) {
 		return nil, errors.New("onnxruntime_go's RunOptions is not the single pointer this code knows")
 	}
 	return v.Field(0).UnsafePointer(), nil
+}
+
+// inputBinder binds the input tensor of a tensor pair to its IoBinding before each run
+// (Detector.run) without allocating Go memory, which ort.IoBinding.BindInput does (one
+// allocation per call, in GetInternals): it calls OrtApi's BindInput with the pointers
+// taken once here. Without the library path (ORT initialized elsewhere in the process)
+// the binder is nil and run falls back to ort.IoBinding.BindInput.
+type inputBinder struct {
+	api    unsafe.Pointer // the OrtApi table
+	name   *C.char        // the input's name
+	ptrs   [pipelineDepth]struct{ binding, value unsafe.Pointer }
+	closed bool
+}
+
+func newInputBinder(library, name string, pairs *[pipelineDepth]tensorPair) (*inputBinder, error) {
+	if library == "" {
+		return nil, nil
+	}
+	cLib := C.CString(library)
+	defer C.free(unsafe.Pointer(cLib))
+	api := C.ortAPI(cLib)
+	if api == nil {
+		return nil, fmt.Errorf("onnxruntime library %s: no OrtApi of version %d", library, C.ortApiVersion)
+	}
+	b := &inputBinder{api: unsafe.Pointer(api)}
+	for i := range pairs {
+		var err error
+		if b.ptrs[i].binding, err = singlePointer(pairs[i].binding, "IoBinding"); err != nil {
+			return nil, err
+		}
+		if b.ptrs[i].value, err = singlePointer(pairs[i].input.GetInternals(), "ValueInternalData"); err != nil {
+			return nil, err
+		}
+	}
+	b.name = C.CString(name)
+	return b, nil
+}
+
+// bind binds pair p's input tensor to its IoBinding.
+func (b *inputBinder) bind(p int) error {
+	if msg := C.bindInput(b.api, b.ptrs[p].binding, b.name, b.ptrs[p].value); msg != nil {
+		defer C.free(unsafe.Pointer(msg))
+		return errors.New(C.GoString(msg))
+	}
+	return nil
+}
+
+func (b *inputBinder) close() {
+	if b != nil && !b.closed {
+		C.free(unsafe.Pointer(b.name))
+		b.closed = true
+	}
+}
+
+// singlePointer returns the C pointer inside x, an onnxruntime_go struct whose first field
+// is that pointer (IoBinding.o, ValueInternalData.ortValue); an error if that layout ever
+// changes.
+func singlePointer(x any, what string) (unsafe.Pointer, error) {
+	v := reflect.ValueOf(x)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct || v.Elem().NumField() < 1 ||
+		v.Elem().Field(0).Kind() != reflect.Pointer || v.Elem().Field(0).IsNil() {
+		return nil, fmt.Errorf("onnxruntime_go's %s is not the C pointer this code knows", what)
+	}
+	return v.Elem().Field(0).UnsafePointer(), nil
 }

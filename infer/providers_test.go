@@ -202,10 +202,10 @@ func TestShrinkArenasRunOption(t *testing.T) {
 	if spec := d.shrinkSpec(); spec != "cpu:0" {
 		t.Fatalf("shrinkSpec %q", spec)
 	}
-	if err := d.shrinkArenas("cpu:0"); err != nil {
+	if err := d.shrinkArenas(0, "cpu:0"); err != nil {
 		t.Fatal(err)
 	}
-	err = d.shrinkArenas("gpu:0")
+	err = d.shrinkArenas(1, "gpu:0")
 	if err == nil || !strings.Contains(err.Error(), `arena shrinkage "gpu:0"`) {
 		t.Fatalf("gpu:0 on a CPU session: %v", err)
 	}

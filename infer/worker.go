@@ -2,6 +2,7 @@ package infer
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,8 +30,9 @@ const (
 const DefaultSlotBytes = 1280 * 1280 * 3
 
 // hangEnv is a test hook: a worker whose environment has VISIOND_TEST_WORKER_HANG=<n>
-// sleeps forever, ignoring SIGTERM, in the n-th job it receives (counting from 1), as a
-// worker stuck in the runtime or the GPU driver would. Tests use it to exercise
+// sleeps forever, ignoring SIGTERM, in the session run of the n-th job it receives
+// (counting from 1), as a worker stuck in the runtime or the GPU driver would; it keeps
+// reading and preparing the jobs behind it until its pipeline is full. Tests use it to exercise
 // PoolConfig.JobTimeout; it has no use in production.
 const hangEnv = "VISIOND_TEST_WORKER_HANG"
 
@@ -100,18 +103,82 @@ func WorkerMain(ctx context.Context, args []string) error {
 	log.Info("worker ready", "model", info.Path, "input", fmt.Sprintf("%dx%d", info.InputW, info.InputH),
 		"classes", len(info.Classes), "provider", info.Provider)
 	hangAt, _ := strconv.Atoi(os.Getenv(hangEnv))
+	js := &jobServer{det: det, log: log, slots: slots, slotBytes: slotBytes, hangAt: hangAt}
+	return js.serve(ctx, jobs, results)
+}
 
-	// A closed jobs pipe unblocks the read below when ctx ends.
+// jobServer is WorkerMain's job pipeline. Three stages, each a goroutine, overlap the
+// work around the session run so that the device runs back to back:
+//
+//	read     reads job k+1, takes a free tensor pair and fills its input from the slot
+//	run      runs the session on job k's pair (and an arena shrinkage run before it)
+//	post     decodes job k-1's output, frees its pair and writes its result
+//
+// connected by channels of depth 1. A job holds its pair (Detector.pairs) from read to
+// post, so the stages never touch the same tensors; with pipelineDepth pairs, read waits
+// for post to free one. Results leave in job order: each stage serves jobs in turn.
+type jobServer struct {
+	det       *Detector
+	log       *slog.Logger
+	slots     []byte // the frame slots mapped from fd 3
+	slotBytes int
+	hangAt    int // hangEnv: the job (counting from 1) whose run hangs; 0 never
+}
+
+// stagedJob is a job passing through the stages.
+type stagedJob struct {
+	job      *jobMsg
+	n        int    // 1 for the first job received
+	pair     int    // the tensor pair it holds
+	err      string // why it failed (bad job, failed run); "" if not
+	pre, run time.Duration
+}
+
+// serve runs the stages until the job stream ends (nil, once every job read has been
+// answered), ctx ends (nil, jobs in the pipeline may go unanswered), the job stream breaks
+// (an error, after the jobs before the break are answered) or a result cannot be written
+// (an error).
+func (s *jobServer) serve(ctx context.Context, jobs *os.File, results io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A closed jobs pipe unblocks the read stage when ctx ends.
 	stop := context.AfterFunc(ctx, func() { jobs.Close() })
 	defer stop()
 
-	nslots := len(slots) / slotBytes
+	free := make(chan int, pipelineDepth)
+	for p := range pipelineDepth {
+		free <- p
+	}
+	toRun := make(chan stagedJob, 1)
+	toPost := make(chan stagedJob, 1)
+	var wg sync.WaitGroup
+	var readErr error
+	wg.Go(func() {
+		defer close(toRun)
+		readErr = s.read(ctx, bufio.NewReader(jobs), free, toRun)
+	})
+	wg.Go(func() {
+		defer close(toPost)
+		s.run(ctx, toRun, toPost)
+	})
+	postErr := s.post(toPost, free, results)
+	if postErr != nil {
+		cancel() // stop reading and running: nobody writes results any more
+	}
+	wg.Wait()
+	return cmp.Or(postErr, readErr)
+}
+
+// read is the first stage: it reads jobs, checks them and fills a tensor pair's input
+// from each job's slot.
+func (s *jobServer) read(ctx context.Context, r io.Reader, free <-chan int, out chan<- stagedJob) error {
+	info := s.det.Model()
+	nslots := len(s.slots) / s.slotBytes
 	frameBytes := info.InputW * info.InputH * 3
-	r := bufio.NewReader(jobs)
 	var buf []byte
-	dets := make([]Detection, 0, 300)
 	for n := 1; ; n++ {
 		var m message
+		var err error
 		m, buf, err = readMessage(r, buf)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, io.EOF) {
@@ -122,41 +189,82 @@ func WorkerMain(ctx context.Context, args []string) error {
 		if m.Type != msgJob {
 			return fmt.Errorf("worker: read job: %w: got a %q message", ErrBadMessage, m.Type)
 		}
-		if n == hangAt {
-			log.Warn("test hook: hanging in this job", "env", hangEnv, "job", m.Job.ID)
+		sj := stagedJob{job: m.Job, n: n}
+		select {
+		case sj.pair = <-free:
+		case <-ctx.Done():
+			return nil
+		}
+		if err := checkJob(m.Job, nslots, info.InputW, info.InputH); err != nil {
+			sj.err = err.Error()
+		} else {
+			off := m.Job.Slot * s.slotBytes
+			t0 := time.Now()
+			s.det.prepare(sj.pair, s.slots[off:off+frameBytes])
+			sj.pre = time.Since(t0)
+		}
+		select {
+		case out <- sj:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// run is the second stage: the session runs, one at a time, each on its job's pair.
+func (s *jobServer) run(ctx context.Context, in <-chan stagedJob, out chan<- stagedJob) {
+	for sj := range in {
+		if sj.n == s.hangAt {
+			s.log.Warn("test hook: hanging in this job", "env", hangEnv, "job", sj.job.ID)
 			for {
 				time.Sleep(time.Hour)
 			}
 		}
-		if m.Job.ShrinkArenas {
-			spec := det.shrinkSpec()
+		if sj.job.ShrinkArenas {
+			spec := s.det.shrinkSpec()
 			t0 := time.Now()
-			if err := det.shrinkArenas(spec); err != nil {
-				log.Warn("arena shrinkage failed", "job", m.Job.ID, "err", err)
+			if err := s.det.shrinkArenas(sj.pair, spec); err != nil {
+				s.log.Warn("arena shrinkage failed", "job", sj.job.ID, "err", err)
 			} else {
-				log.Info("arenas shrunk", "job", m.Job.ID, "arenas", spec, "took", time.Since(t0).Round(time.Microsecond))
+				s.log.Info("arenas shrunk", "job", sj.job.ID, "arenas", spec, "took", time.Since(t0).Round(time.Microsecond))
 			}
 		}
-		res := resultMsg{ID: m.Job.ID}
-		if err := checkJob(m.Job, nslots, info.InputW, info.InputH); err != nil {
-			res.Error = err.Error()
-		} else {
-			off := m.Job.Slot * slotBytes
-			var tm Timings
-			dets, tm, err = det.Detect(slots[off:off+frameBytes], m.Job.Letterbox, dets)
-			if err != nil {
-				res.Error = fmt.Sprintf("job %d: %v", m.Job.ID, err)
+		if sj.err == "" {
+			t0 := time.Now()
+			if err := s.det.run(sj.pair); err != nil {
+				sj.err = fmt.Sprintf("job %d: %v", sj.job.ID, err)
 			}
-			res.Detections = dets
-			res.PreUS, res.RunUS, res.PostUS = tm.Pre.Microseconds(), tm.Run.Microseconds(), tm.Post.Microseconds()
+			sj.run = time.Since(t0)
 		}
-		if res.Error != "" {
-			log.Warn("job rejected", "job", m.Job.ID, "camera", m.Job.Camera, "err", res.Error)
-		}
-		if err := writeMessage(results, message{Type: msgResult, Result: &res}); err != nil {
-			return fmt.Errorf("worker: write result of job %d: %w", m.Job.ID, err)
+		select {
+		case out <- sj:
+		case <-ctx.Done():
+			return
 		}
 	}
+}
+
+// post is the last stage: it decodes each job's output, frees its pair and writes its
+// result.
+func (s *jobServer) post(in <-chan stagedJob, free chan<- int, results io.Writer) error {
+	dets := make([]Detection, 0, 300)
+	for sj := range in {
+		res := resultMsg{ID: sj.job.ID, Error: sj.err, PreUS: sj.pre.Microseconds(), RunUS: sj.run.Microseconds()}
+		if sj.err == "" {
+			t0 := time.Now()
+			dets = s.det.decodeOutput(sj.pair, sj.job.Letterbox, dets[:0])
+			res.Detections = dets
+			res.PostUS = time.Since(t0).Microseconds()
+		}
+		free <- sj.pair // never blocks: it has room for every pair
+		if res.Error != "" {
+			s.log.Warn("job rejected", "job", sj.job.ID, "camera", sj.job.Camera, "err", res.Error)
+		}
+		if err := writeMessage(results, message{Type: msgResult, Result: &res}); err != nil {
+			return fmt.Errorf("worker: write result of job %d: %w", sj.job.ID, err)
+		}
+	}
+	return nil
 }
 
 func startWorker(args []string, log *slog.Logger) (jobs *os.File, slots []byte, slotBytes int, det *Detector, err error) {
