@@ -10,7 +10,8 @@ import (
 )
 
 // workerPools are the inference worker pools, one per configured device group. A job goes
-// to the first pool with an idle worker, so list faster devices first.
+// to the first pool with a free job slot (each worker takes up to two jobs, to keep its
+// device busy), so list faster devices first.
 type workerPools struct {
 	pools []*infer.Pool
 }
@@ -63,7 +64,7 @@ func (w *workerPools) start(ctx context.Context, cfg config.Workers, command, en
 // model describes the model the workers loaded.
 func (w *workerPools) model() infer.ModelInfo { return w.pools[0].Model() }
 
-// TryDispatch hands the job to the first pool with an idle worker.
+// TryDispatch hands the job to the first pool with a free job slot.
 func (w *workerPools) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
 	for _, p := range w.pools {
 		if p.TryDispatch(job, pix, done) {
