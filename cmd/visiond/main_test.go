@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // With VISIOND_CMD_TEST_MAIN=1 the test binary is visiond itself, so tests can check the real
@@ -168,5 +170,23 @@ cameras:
 	}
 	if !strings.Contains(stderr.String(), "msg=stopped") {
 		t.Fatalf("no clean stop logged; stderr:\n%s", stderr.String())
+	}
+}
+
+func TestFormatEvent(t *testing.T) {
+	for _, tc := range []struct{ subject, data, want string }{
+		{"visiond.s.door.status", `{"version":1,"site":"s","camera":"door","state":"offline","previous":"online","reason":"stalled: no frame for 10s","at":"2026-11-30T10:00:00Z"}`,
+			"s/door offline (was online): stalled: no frame for 10s"},
+		{"visiond.s.door.status", `{"version":1,"site":"s","camera":"door","state":"online","previous":"offline","at":"2026-11-30T10:00:00Z","gap_ms":12500}`,
+			"s/door online (was offline), no frames for 12.5 s"},
+		{"visiond.s.door.detections", `{"version":1,"site":"s","camera":"door","frame":{"seq":7,"width":640,"height":480},"detections":[{"label":"person","score":0.9,"box":{"x":1,"y":2,"w":3,"h":4}}],"latency_ms":{"total":80}}`,
+			"s/door frame 7 (640x480) 80 ms: person 0.90 [1,2 3x4]"},
+		{"visiond.s.door.detections", `not json`, "visiond.s.door.detections not json"},
+		{"other.subject", `{}`, "other.subject {}"},
+	} {
+		got := formatEvent(&nats.Msg{Subject: tc.subject, Data: []byte(tc.data)})
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("formatEvent(%s, %s) = %q, want it to contain %q", tc.subject, tc.data, got, tc.want)
+		}
 	}
 }

@@ -68,6 +68,19 @@ func printEvents(ctx context.Context, url, subject string, raw bool, count int, 
 // formatEvent renders a detection event as one human-readable line; other messages are
 // shown as subject and payload.
 func formatEvent(m *nats.Msg) string {
+	if strings.HasSuffix(m.Subject, ".status") {
+		var st sinks.StatusEvent
+		if json.Unmarshal(m.Data, &st) == nil && st.Camera != "" {
+			line := fmt.Sprintf("%s %s/%s %s (was %s)", st.At.Local().Format("15:04:05.000"), st.Site, st.Camera, st.State, st.Previous)
+			if st.Reason != "" {
+				line += ": " + st.Reason
+			}
+			if st.GapMS > 0 {
+				line += fmt.Sprintf(", no frames for %.1f s", st.GapMS/1000)
+			}
+			return line
+		}
+	}
 	var ev sinks.DetectionEvent
 	if !strings.HasSuffix(m.Subject, ".detections") || json.Unmarshal(m.Data, &ev) != nil {
 		return fmt.Sprintf("%s %s", m.Subject, m.Data)
