@@ -269,6 +269,8 @@ func (c *camera) status() CameraStatus {
 
 // Cameras reports every enabled camera.
 func (d *Daemon) Cameras() []CameraStatus {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	out := make([]CameraStatus, len(d.cams))
 	for i, c := range d.cams {
 		out[i] = c.status()

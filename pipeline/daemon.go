@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/visiond/visiond/config"
@@ -44,20 +45,27 @@ type Daemon struct {
 	WorkerCommand []string
 	WorkerEnv     []string
 
-	log        *slog.Logger
-	instance   string
-	natsServer *sinks.Server
-	pub        *sinks.Publisher
-	sample     *samplecam.Server
-	pools      workerPools
-	jobs       dispatcher                        // the pools; a stand-in in the slicer's unit tests
-	publish    func(*sinks.DetectionEvent) error // the publisher; a stand-in in unit tests
-	httpSrv    *http.Server
-	httpAddr   net.Addr
-	model      infer.ModelInfo
-	cams       []*camera
-	vtime      float64     // virtual time of the fair queue: start of the last job dispatched
-	ready      []candidate // reused by dispatch
+	log            *slog.Logger
+	instance       string
+	natsServer     *sinks.Server
+	pub            *sinks.Publisher
+	sample         *samplecam.Server
+	pools          *workerPools
+	jobs           dispatcher                        // the pools; a stand-in in the slicer's unit tests
+	publish        func(*sinks.DetectionEvent) error // the publisher; a stand-in in unit tests
+	httpSrv        *http.Server
+	httpAddr       net.Addr
+	model          infer.ModelInfo
+	cams           []*camera
+	site           string        // fixed at Start: a new site needs a restart
+	slice          time.Duration // the slicer's period (run goroutine)
+	maxAge         time.Duration // pipeline.max_frame_age (run goroutine)
+	reloads        chan reloadRequest
+	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
+	retiring       sync.WaitGroup // pools replaced by a reload, closing
+	reloadFailures atomic.Uint64
+	vtime          float64     // virtual time of the fair queue: start of the last job dispatched
+	ready          []candidate // reused by dispatch
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -114,37 +122,21 @@ func (d *Daemon) Start() (err error) {
 		}
 	}
 
+	d.site = cfg.Site
+	d.slice, d.maxAge = cfg.Pipeline.Slice, cfg.Pipeline.MaxFrameAge
+	d.reloads = make(chan reloadRequest)
+	d.pools = &workerPools{}
 	if err := d.pools.start(ctx, cfg.Workers, d.WorkerCommand, d.WorkerEnv, d.log.With("component", "infer")); err != nil {
 		return err
 	}
 	d.model = d.pools.model()
-	d.jobs = &d.pools
+	d.jobs = d.pools
 	d.publish = d.pub.PublishDetections
 
 	for _, cc := range cfg.Cameras {
-		if !cc.Enabled {
-			continue
+		if cc.Enabled {
+			d.cams = append(d.cams, d.startCamera(cc, cfg.Pipeline.Slice))
 		}
-		c := newCamera(cc, cfg.Pipeline.Slice, d.wakeUp)
-		c.src = &sources.Camera{
-			ID:           cc.ID,
-			Kind:         cc.Kind,
-			URL:          cc.URL,
-			Username:     cc.Username,
-			Password:     cc.Password,
-			Transport:    cc.Transport,
-			Decode:       cc.Decode,
-			Pipeline:     cc.Pipeline,
-			File:         cc.File,
-			StallTimeout: cc.StallTimeout,
-			InputW:       d.model.InputW,
-			InputH:       d.model.InputH,
-			OnFrame:      c.onFrame,
-			OnStatus:     d.publishStatus,
-			Logger:       d.log, // the camera adds its id and redacted URL
-		}
-		d.cams = append(d.cams, c)
-		c.src.Start()
 	}
 
 	if cfg.HTTP.Listen != "" {
@@ -157,6 +149,30 @@ func (d *Daemon) Start() (err error) {
 	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
 		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(url))
 	return nil
+}
+
+// startCamera starts a camera's source and returns the camera, ready for the slicer.
+func (d *Daemon) startCamera(cc config.Camera, slice time.Duration) *camera {
+	c := newCamera(cc, slice, d.wakeUp)
+	c.src = &sources.Camera{
+		ID:           cc.ID,
+		Kind:         cc.Kind,
+		URL:          cc.URL,
+		Username:     cc.Username,
+		Password:     cc.Password,
+		Transport:    cc.Transport,
+		Decode:       cc.Decode,
+		Pipeline:     cc.Pipeline,
+		File:         cc.File,
+		StallTimeout: cc.StallTimeout,
+		InputW:       d.model.InputW,
+		InputH:       d.model.InputH,
+		OnFrame:      c.onFrame,
+		OnStatus:     d.publishStatus,
+		Logger:       d.log, // the camera adds its id and redacted URL
+	}
+	c.src.Start()
+	return c
 }
 
 // Close stops intake, then the workers (each in-flight job ends with a result or an error),
@@ -176,7 +192,10 @@ func (d *Daemon) Close() {
 		for _, c := range d.cams {
 			c.src.Close()
 		}
-		d.pools.close()
+		d.retiring.Wait()
+		if d.pools != nil {
+			d.pools.close()
+		}
 		for _, c := range d.cams {
 			c.box.Close()
 		}
@@ -212,11 +231,15 @@ func (d *Daemon) SampleURL() string {
 }
 
 // Workers reports the inference workers.
-func (d *Daemon) Workers() []infer.WorkerStatus { return d.pools.workers() }
+func (d *Daemon) Workers() []infer.WorkerStatus {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.pools.workers()
+}
 
 func (d *Daemon) run(ctx context.Context) {
 	defer close(d.done)
-	tick := time.NewTicker(d.Config.Pipeline.Slice)
+	tick := time.NewTicker(d.slice)
 	defer tick.Stop()
 	summary := time.NewTicker(summaryEvery)
 	defer summary.Stop()
@@ -227,6 +250,9 @@ func (d *Daemon) run(ctx context.Context) {
 		case <-summary.C:
 			d.logSummary()
 			continue
+		case req := <-d.reloads:
+			req.done <- d.apply(req)
+			tick.Reset(d.slice)
 		case <-tick.C:
 		case <-d.wake:
 		}
@@ -250,7 +276,7 @@ func (d *Daemon) dispatch(now time.Time) {
 		if f == nil {
 			continue
 		}
-		if now.Sub(f.Received) > d.Config.Pipeline.MaxFrameAge {
+		if now.Sub(f.Received) > d.maxAge {
 			f.Release()
 			c.stale.Add(1)
 			continue
@@ -325,7 +351,7 @@ func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Tim
 	ev := &sinks.DetectionEvent{
 		Version:     sinks.Version,
 		ID:          sinks.EventID(d.instance, c.cfg.ID, r.Job.Seq),
-		Site:        d.Config.Site,
+		Site:        d.site,
 		Camera:      c.cfg.ID,
 		CapturedAt:  r.Job.Captured.UTC(),
 		PublishedAt: published.UTC(),
@@ -367,7 +393,7 @@ type dispatcher interface {
 
 // publishStatus publishes a camera's change of state; it runs on the camera's goroutines.
 func (d *Daemon) publishStatus(ch sources.StatusChange) {
-	ev := &sinks.StatusEvent{Version: sinks.Version, Site: d.Config.Site, Camera: ch.Camera, State: ch.State,
+	ev := &sinks.StatusEvent{Version: sinks.Version, Site: d.site, Camera: ch.Camera, State: ch.State,
 		Previous: ch.Previous, Reason: ch.Reason, At: ch.At.UTC(), GapMS: ms(ch.Gap)}
 	if err := d.pub.PublishStatus(ev); err != nil {
 		d.log.Warn("status event not published", "camera", ch.Camera, "state", ch.State, "error", err)

@@ -48,7 +48,7 @@ type sim struct {
 func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
 	s := &sim{w: &workers{n: nworkers}, now: time.Unix(1_000_000, 0)}
 	cfg := &config.Config{Site: "sim", Pipeline: config.Pipeline{Slice: slice, MaxFrameAge: time.Second}}
-	s.d = &Daemon{Config: cfg, jobs: s.w, wake: make(chan struct{}, 1), instance: "sim",
+	s.d = &Daemon{Config: cfg, jobs: s.w, wake: make(chan struct{}, 1), instance: "sim", slice: slice, maxAge: time.Second,
 		publish: func(ev *sinks.DetectionEvent) error { s.events = append(s.events, ev); return nil }}
 	for i, f := range fps {
 		cc := config.Camera{ID: fmt.Sprintf("cam%d", i), FPS: f, Enabled: true}

@@ -86,6 +86,9 @@ func (w *workerPools) workers() []infer.WorkerStatus {
 // shrinkArenas makes every worker release its memory arenas before its next job: for when
 // the camera set or a resolution changes, never per frame.
 func (w *workerPools) shrinkArenas() {
+	if w == nil {
+		return
+	}
 	for _, p := range w.pools {
 		p.ShrinkArenas()
 	}

@@ -77,6 +77,26 @@ type StatusEvent struct {
 	GapMS float64 `json:"gap_ms,omitempty"`
 }
 
+// ConfigEvent is published on <prefix>.<site>.config after every attempt to reload the
+// configuration: applied (with what changed) or rejected (with why; the running config
+// stays in force).
+type ConfigEvent struct {
+	Version         int       `json:"version"`
+	Site            string    `json:"site"`
+	Result          string    `json:"result"` // "applied" or "rejected"
+	Error           string    `json:"error,omitempty"`
+	At              time.Time `json:"at"`
+	Added           []string  `json:"added,omitempty"`     // cameras started
+	Removed         []string  `json:"removed,omitempty"`   // cameras stopped
+	Restarted       []string  `json:"restarted,omitempty"` // cameras whose source changed
+	Updated         []string  `json:"updated,omitempty"`   // cameras whose fps or weight changed, session kept
+	WorkersReplaced bool      `json:"workers_replaced,omitempty"`
+	NeedsRestart    []string  `json:"needs_restart,omitempty"` // changed sections that apply at the next start
+}
+
+// ConfigSubject is the subject of config events.
+func ConfigSubject(prefix, site string) string { return fmt.Sprintf("%s.%s.config", prefix, site) }
+
 // StatusSubject is the subject that carries a camera's status events.
 func StatusSubject(prefix, site, camera string) string {
 	return fmt.Sprintf("%s.%s.%s.status", prefix, site, camera)

@@ -76,6 +76,11 @@ func (p *Publisher) PublishStatus(ev *StatusEvent) error {
 	return p.publish(StatusSubject(p.Prefix, p.Site, ev.Camera), ev.Camera+" "+ev.State, ev)
 }
 
+// PublishConfig publishes ev on the site's config subject.
+func (p *Publisher) PublishConfig(ev *ConfigEvent) error {
+	return p.publish(ConfigSubject(p.Prefix, p.Site), "config "+ev.Result, ev)
+}
+
 func (p *Publisher) publish(subject, what string, ev any) error {
 	data, err := json.Marshal(ev)
 	if err != nil {

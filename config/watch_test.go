@@ -1,0 +1,110 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/visiond/visiond/config"
+)
+
+func startWatcher(t *testing.T, path string) *config.Watcher {
+	t.Helper()
+	w := &config.Watcher{Path: path, Debounce: 50 * time.Millisecond}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+func expectChange(t *testing.T, w *config.Watcher, what string) {
+	t.Helper()
+	select {
+	case <-w.Changed():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no change reported after %s", what)
+	}
+}
+
+func expectQuiet(t *testing.T, w *config.Watcher, what string) {
+	t.Helper()
+	select {
+	case <-w.Changed():
+		t.Fatalf("a change reported after %s", what)
+	case <-time.After(300 * time.Millisecond): // six debounce periods
+	}
+}
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatcher(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "visiond.yaml")
+	write(t, path, "site: a\n")
+	w := startWatcher(t, path)
+
+	write(t, path, "site: b\n")
+	expectChange(t, w, "a write in place")
+
+	tmp := filepath.Join(dir, ".visiond.yaml.swp")
+	write(t, tmp, "site: c\n")
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, w, "a temporary file renamed over it, as editors do")
+
+	for i := range 5 {
+		write(t, path, "site: d"+string(rune('0'+i))+"\n")
+	}
+	expectChange(t, w, "a burst of writes")
+	expectQuiet(t, w, "the burst's single notification")
+
+	write(t, filepath.Join(dir, "other.yaml"), "x\n")
+	expectQuiet(t, w, "a write to another file in the directory")
+}
+
+// Configuration managers (and Kubernetes ConfigMaps) swap a symlink to a new directory.
+func TestWatcherSymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, v, "visiond.yaml"), "site: "+v+"\n")
+	}
+	if err := os.Symlink("v1", filepath.Join(dir, "data")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "visiond.yaml")
+	if err := os.Symlink(filepath.Join("data", "visiond.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	w := startWatcher(t, path)
+
+	tmp := filepath.Join(dir, "data.tmp")
+	if err := os.Symlink("v2", tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "data")); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, w, "the data symlink swapped to a new version")
+	if cfg, err := config.Load(path); err != nil || cfg.Site != "v2" {
+		t.Fatalf("after the swap: %v, %v", cfg, err)
+	}
+}
+
+func TestWatcherMissingDirectory(t *testing.T) {
+	w := &config.Watcher{Path: filepath.Join(t.TempDir(), "nope", "visiond.yaml")}
+	if err := w.Start(); err == nil {
+		w.Close()
+		t.Fatal("watching a file in a missing directory succeeded")
+	}
+}
