@@ -123,7 +123,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 
 	// Signals first, so one that arrives during a slow start is not lost.
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
 	d := &pipeline.Daemon{Config: cfg, Logger: log}
@@ -136,19 +136,61 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		go func() { printed <- printEvents(ctx, d.NATSURL(), cfg.NATS.SubjectPrefix+".>", false, 0, stdout) }()
 		defer func() { cancel(); <-printed }()
 	}
-	sig := <-sigs
-	log.Info("stopping", "signal", sig.String())
+
+	// The config file is watched (and SIGHUP reloads it too); the embedded one never changes.
+	var changed <-chan struct{}
+	if *path != "" {
+		w := &config.Watcher{Path: *path, Logger: log.With("component", "config")}
+		if err := w.Start(); err != nil {
+			log.Warn("config file not watched; SIGHUP still reloads it", "error", err)
+		} else {
+			defer w.Close()
+			changed = w.Changed()
+		}
+	}
+	reload := func(trigger string) {
+		if *path == "" {
+			log.Warn("nothing to reload: running on the embedded config", "trigger", trigger)
+			return
+		}
+		log.Info("reloading config", "trigger", trigger, "config", *path)
+		next, err := config.Load(*path)
+		if err != nil {
+			d.Rejected(err) // logged, counted, published; the running config stays
+			return
+		}
+		_, _ = d.Reload(next) // the outcome is logged and published by Reload
+	}
+
+	for {
+		select {
+		case <-changed:
+			reload("file changed")
+			continue
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				reload("SIGHUP")
+				continue
+			}
+			log.Info("stopping", "signal", sig.String())
+		}
+		break
+	}
 	stopped := make(chan struct{})
 	go func() {
 		d.Close()
 		close(stopped)
 	}()
-	select {
-	case <-stopped:
-		log.Info("stopped")
-		return nil
-	case sig := <-sigs:
-		return fmt.Errorf("second signal (%s): exiting without a clean stop", sig)
+	for {
+		select {
+		case <-stopped:
+			log.Info("stopped")
+			return nil
+		case sig := <-sigs:
+			if sig != syscall.SIGHUP {
+				return fmt.Errorf("second signal (%s): exiting without a clean stop", sig)
+			}
+		}
 	}
 }
 

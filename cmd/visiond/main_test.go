@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -188,5 +191,122 @@ func TestFormatEvent(t *testing.T) {
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("formatEvent(%s, %s) = %q, want it to contain %q", tc.subject, tc.data, got, tc.want)
 		}
+	}
+}
+
+// logLines follows a process's stderr; wait returns the first line matching a pattern.
+type logLines struct {
+	lines chan string
+	all   strings.Builder
+}
+
+func followLog(t *testing.T, r io.Reader) *logLines {
+	l := &logLines{lines: make(chan string, 1024)}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			l.lines <- sc.Text()
+		}
+		close(l.lines)
+	}()
+	return l
+}
+
+func (l *logLines) wait(t *testing.T, re string) string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-l.lines:
+			if !ok {
+				t.Fatalf("process ended before a log line matching %q:\n%s", re, l.all.String())
+			}
+			l.all.WriteString(line + "\n")
+			if rx.MatchString(line) {
+				return line
+			}
+		case <-timeout:
+			t.Fatalf("no log line matching %q in 60 s:\n%s", re, l.all.String())
+		}
+	}
+}
+
+// The running daemon follows edits of its config file: a camera added is started, an
+// invalid edit is rejected with check's errors while the running config stays, SIGHUP
+// reloads too, and SIGINT still stops it cleanly.
+func TestRunReloadsEditedConfig(t *testing.T) {
+	abs := func(rel string) string {
+		p, err := filepath.Abs(filepath.Join("../../third_party", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtspAddr := ln.Addr().String()
+	ln.Close()
+	base := fmt.Sprintf(`site: demo
+http: {listen: ""}
+nats: {listen: "127.0.0.1:0"}
+workers: {model: %q, library: %q}
+sample: {enabled: true, listen: %q, file: %q}
+cameras:
+  - {id: sample, url: "rtsp://%s/sample"}
+`, abs("yolov8n.onnx"), abs("libonnxruntime.so.1"), rtspAddr, abs("media/vtest.h264.ts"), rtspAddr)
+	path := writeConfig(t, base)
+
+	cmd := exec.Command(os.Args[0], "run", "-config", path)
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	logs := followLog(t, stderr)
+	logs.wait(t, `msg="visiond running"`)
+
+	// An editor's save: a temporary file renamed over the config.
+	save := func(body string) {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save(base + fmt.Sprintf("  - {id: second, url: \"rtsp://%s/sample\", fps: 2}\n", rtspAddr))
+	logs.wait(t, `msg="config reloaded".*added=\[second\]`)
+	logs.wait(t, `camera=second.*msg="camera online"|msg="camera online".*camera=second`)
+
+	save(base + "  - {id: sample, url: \"rtsp://h/dup\"}\n")
+	line := logs.wait(t, `config reload rejected`)
+	if !strings.Contains(line, `cameras[1].id: duplicate id`) {
+		t.Fatalf("rejection does not say why: %s", line)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	logs.wait(t, `trigger=SIGHUP`)
+	logs.wait(t, `config reload rejected`) // the file is still the invalid one
+
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	logs.wait(t, `msg=stopped`)
+	go func() {
+		for range logs.lines {
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGINT: %v", err)
 	}
 }
