@@ -64,6 +64,7 @@ type Daemon struct {
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
 	retiring       sync.WaitGroup // pools replaced by a reload, closing
 	reloadFailures atomic.Uint64
+	heartbeat      atomic.Int64 // unix ns of the slicer's last round
 	vtime          float64     // virtual time of the fair queue: start of the last job dispatched
 	ready          []candidate // reused by dispatch
 
@@ -211,6 +212,12 @@ func (d *Daemon) Close() {
 	})
 }
 
+// Healthy reports whether the slicer went round within the last few seconds (it ticks every
+// slice): the systemd watchdog is fed only while it does.
+func (d *Daemon) Healthy() bool {
+	return time.Since(time.Unix(0, d.heartbeat.Load())) < max(5*time.Second, 10*d.slice)
+}
+
 // NATSURL is the URL of the NATS server the daemon publishes to.
 func (d *Daemon) NATSURL() string {
 	if d.natsServer != nil {
@@ -256,7 +263,9 @@ func (d *Daemon) run(ctx context.Context) {
 		case <-tick.C:
 		case <-d.wake:
 		}
-		d.dispatch(time.Now())
+		now := time.Now()
+		d.heartbeat.Store(now.UnixNano())
+		d.dispatch(now)
 	}
 }
 

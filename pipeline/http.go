@@ -7,11 +7,14 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/visiond/visiond/sources"
 )
 
-// startHTTP serves /healthz (the process is up), /api/cameras (JSON status per camera) and
-// /api/workers (JSON status per worker process: state, provider, jobs, restarts, host and
-// GPU memory).
+// startHTTP serves /healthz (the process is up), /readyz (see notReady), /metrics (Prometheus),
+// /api/cameras (JSON status per camera) and /api/workers (JSON status per worker process:
+// state, provider, jobs, restarts, host and GPU memory). Start calls it last, after every
+// other stage has started, so a request it answers comes after a completed Start.
 func (d *Daemon) startHTTP(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -21,6 +24,16 @@ func (d *Daemon) startHTTP(addr string) error {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if reason := d.notReady(); reason != "" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintln(w, reason)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", d.metricsHandler())
 	mux.HandleFunc("GET /api/cameras", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -44,4 +57,25 @@ func (d *Daemon) startHTTP(addr string) error {
 	}()
 	d.log.Info("http endpoint ready", "addr", ln.Addr().String())
 	return nil
+}
+
+// notReady returns why the daemon is not ready to serve, or "" when it is: Start has
+// completed (the HTTP endpoint only starts at its end), the daemon is not stopping, and at
+// least one camera is online, or none is configured.
+func (d *Daemon) notReady() string {
+	select {
+	case <-d.done:
+		return "stopping"
+	default:
+	}
+	cams := d.Cameras()
+	if len(cams) == 0 {
+		return ""
+	}
+	for _, c := range cams {
+		if c.State == sources.StateOnline {
+			return ""
+		}
+	}
+	return fmt.Sprintf("no camera online (%d enabled)", len(cams))
 }

@@ -130,6 +130,16 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if err := d.Start(); err != nil {
 		return err
 	}
+	// systemd (Type=notify): ready now; the watchdog is fed while the slicer goes round.
+	notify := newNotifier(log.With("component", "systemd"))
+	notify.Ready()
+	wdCtx, wdStop := context.WithCancel(context.Background())
+	wdDone := make(chan struct{})
+	go func() {
+		defer close(wdDone)
+		notify.watchdog(wdCtx, d.Healthy)
+	}()
+	defer func() { wdStop(); <-wdDone }()
 	if *print {
 		ctx, cancel := context.WithCancel(context.Background())
 		printed := make(chan error, 1)
@@ -154,6 +164,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			return
 		}
 		log.Info("reloading config", "trigger", trigger, "config", *path)
+		notify.Reloading()
+		defer notify.Ready()
 		next, err := config.Load(*path)
 		if err != nil {
 			d.Rejected(err) // logged, counted, published; the running config stays
@@ -176,6 +188,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		break
 	}
+	notify.Stopping()
+	wdStop()
+	<-wdDone
 	stopped := make(chan struct{})
 	go func() {
 		d.Close()
