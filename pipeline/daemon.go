@@ -65,8 +65,8 @@ type Daemon struct {
 	retiring       sync.WaitGroup // pools replaced by a reload, closing
 	reloadFailures atomic.Uint64
 	heartbeat      atomic.Int64 // unix ns of the slicer's last round
-	vtime          float64     // virtual time of the fair queue: start of the last job dispatched
-	ready          []candidate // reused by dispatch
+	vtime          float64      // virtual time of the fair queue: start of the last job dispatched
+	ready          []candidate  // reused by dispatch
 
 	wake   chan struct{}
 	cancel context.CancelFunc
