@@ -33,6 +33,7 @@ type camera struct {
 	lost       atomic.Uint64 // jobs whose worker died or broke the protocol
 	timeouts   atomic.Uint64 // jobs whose worker passed job_timeout (and was replaced)
 	rejected   atomic.Uint64 // jobs a worker refused (bad frame or geometry)
+	shutdown   atomic.Uint64 // jobs cut off by shutdown (or a pool replaced by a reload)
 	detections atomic.Uint64 // objects detected
 
 	frameAge durStat // decoded to dispatched
@@ -208,6 +209,7 @@ type Drops struct {
 	WorkerLost uint64 `json:"worker_lost"` // its worker died or broke the protocol
 	Timeout    uint64 `json:"timeout"`     // its worker passed job_timeout
 	Rejected   uint64 `json:"rejected"`    // the worker refused the job
+	Shutdown   uint64 `json:"shutdown"`    // cut off by shutdown (or by a reload's pool swap)
 }
 
 // CameraStatus is a camera's state and counters, as served on /api/cameras.
@@ -254,6 +256,7 @@ func (c *camera) status() CameraStatus {
 			WorkerLost: c.lost.Load(),
 			Timeout:    c.timeouts.Load(),
 			Rejected:   c.rejected.Load(),
+			Shutdown:   c.shutdown.Load(),
 		},
 		Resyncs:      st.Resyncs,
 		Reconnects:   st.Reconnects,

@@ -64,9 +64,10 @@ type Daemon struct {
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
 	retiring       sync.WaitGroup // pools replaced by a reload, closing
 	reloadFailures atomic.Uint64
-	heartbeat      atomic.Int64 // unix ns of the slicer's last round
-	vtime          float64      // virtual time of the fair queue: start of the last job dispatched
-	ready          []candidate  // reused by dispatch
+	heartbeat      atomic.Int64   // unix ns of the slicer's last round
+	inflight       sync.WaitGroup // jobs dispatched and not finished
+	vtime          float64        // virtual time of the fair queue: start of the last job dispatched
+	ready          []candidate    // reused by dispatch
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -193,6 +194,8 @@ func (d *Daemon) Close() {
 		for _, c := range d.cams {
 			c.src.Close()
 		}
+		// No new jobs now; let those in flight finish and publish, within a bound.
+		d.drain(d.drainTimeout())
 		d.retiring.Wait()
 		if d.pools != nil {
 			d.pools.close()
@@ -216,6 +219,29 @@ func (d *Daemon) Close() {
 // slice): the systemd watchdog is fed only while it does.
 func (d *Daemon) Healthy() bool {
 	return time.Since(time.Unix(0, d.heartbeat.Load())) < max(5*time.Second, 10*d.slice)
+}
+
+// drain waits until no job is in flight, or until timeout. (After a timeout the waiting
+// goroutine ends when the pools are closed, which ends every job.)
+func (d *Daemon) drain(timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		d.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		d.log.Warn("stopping with jobs still in flight; they end as lost", "waited", timeout)
+	}
+}
+
+// drainTimeout bounds how long Close waits for jobs in flight: a job's own deadline.
+func (d *Daemon) drainTimeout() time.Duration {
+	if d.Config == nil || d.Config.Workers.JobTimeout <= 0 {
+		return 5 * time.Second
+	}
+	return d.Config.Workers.JobTimeout
 }
 
 // NATSURL is the URL of the NATS server the daemon publishes to.
@@ -298,7 +324,9 @@ func (d *Daemon) dispatch(now time.Time) {
 		job := infer.Job{Camera: c.cfg.ID, Seq: f.Seq, Captured: f.Captured, Letterbox: f.Letterbox}
 		c.busy.Store(true)
 		received := f.Received
+		d.inflight.Add(1)
 		if !d.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { d.finish(c, res, received, now) }) {
+			d.inflight.Done()
 			c.busy.Store(false)
 			for _, r := range ready[i:] { // no worker idle: the frames wait for the next round
 				r.cam.box.Restore(r.frame)
@@ -341,11 +369,13 @@ type candidate struct {
 // Latencies are measured on this host's clock from when the frame was decoded (received);
 // captured_at is the camera's own capture time.
 func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Time) {
+	defer d.inflight.Done()
 	defer d.wakeUp()
 	defer c.busy.Store(false)
 	if r.Err != nil {
 		switch {
-		case errors.Is(r.Err, infer.ErrPoolClosed): // shutting down: not a loss
+		case errors.Is(r.Err, infer.ErrPoolClosed): // cut off by shutdown after the drain timed out
+			c.shutdown.Add(1)
 		case errors.Is(r.Err, infer.ErrJobTimeout):
 			c.timeouts.Add(1)
 		case errors.Is(r.Err, infer.ErrJobRejected):

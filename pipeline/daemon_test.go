@@ -384,3 +384,75 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// SIGTERM's path: Close stops intake, lets the jobs in flight finish and publishes their
+// events before it stops the workers; nothing analysed goes unpublished.
+func TestDaemonCloseFinishesJobsInFlight(t *testing.T) {
+	srv := &sinks.Server{Listen: "127.0.0.1:0"} // outlives the daemon, so late events can be counted
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	video := thirdParty(t, "media/vtest.h264.ts")
+	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": video}, Logger: testLogger(t)}
+	if err := rtsp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer rtsp.Close()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+site: test
+http: {listen: ""}
+nats: {url: %q}
+workers: {model: %q, library: %q}
+cameras:
+  - {id: a, url: %q, fps: 10}
+  - {id: b, url: %q, fps: 10}
+`, srv.ClientURL(), thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), rtsp.URL("cam"), rtsp.URL("cam"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync("visiond.test.*.detections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, "a job in flight after a few were analysed", func() bool {
+		var analysed uint64
+		for _, c := range d.Cameras() {
+			analysed += c.Analysed
+		}
+		ws := d.Workers()
+		return analysed >= 3 && len(ws) > 0 && ws[0].InFlight > 0
+	})
+	d.Close()
+
+	var analysed, lost uint64
+	for _, c := range d.Cameras() {
+		analysed += c.Analysed
+		lost += c.Drops.WorkerLost + c.Drops.Timeout + c.Drops.Shutdown
+	}
+	if lost != 0 {
+		t.Fatalf("%d jobs lost or cut off at shutdown", lost)
+	}
+	var got uint64
+	for {
+		if _, err := sub.NextMsg(2 * time.Second); err != nil {
+			break
+		}
+		got++
+	}
+	if got != analysed {
+		t.Fatalf("%d frames analysed, %d events received: the jobs in flight at Close were not all published", analysed, got)
+	}
+}

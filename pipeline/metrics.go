@@ -41,7 +41,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		d:             d,
 		camDecoded:    desc("camera_frames_decoded_total", "Frames the camera's source decoded.", cam...),
 		camAnalysed:   desc("camera_frames_analysed_total", "Frames analysed and published as detection events.", cam...),
-		camDropped:    desc("camera_frames_dropped_total", "Frames not analysed, by reason: superseded (a newer frame replaced it before its turn), stale (older than max_frame_age), source (decode queue full or no free buffer), worker_lost, timeout, rejected.", "camera", "reason"),
+		camDropped:    desc("camera_frames_dropped_total", "Frames not analysed, by reason: superseded (a newer frame replaced it before its turn), stale (older than max_frame_age), source (decode queue full or no free buffer), worker_lost, timeout, rejected, shutdown (cut off when stopping).", "camera", "reason"),
 		camDetections: desc("camera_detections_total", "Objects detected.", cam...),
 		camReconnects: desc("camera_reconnects_total", "Sessions the camera's source opened after the first.", cam...),
 		camResyncs:    desc("camera_resyncs_total", "Skips to the next keyframe after loss or damage.", cam...),
@@ -102,6 +102,7 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			{"worker_lost", c.Drops.WorkerLost},
 			{"timeout", c.Drops.Timeout},
 			{"rejected", c.Drops.Rejected},
+			{"shutdown", c.Drops.Shutdown},
 		} {
 			counter(m.camDropped, r.n, id, r.reason)
 		}

@@ -30,7 +30,7 @@ func TestDaemonMetrics(t *testing.T) {
 	})
 
 	for _, cam := range []string{"east", "west", "down"} {
-		for _, reason := range []string{"superseded", "stale", "source", "worker_lost", "timeout", "rejected"} {
+		for _, reason := range []string{"superseded", "stale", "source", "worker_lost", "timeout", "rejected", "shutdown"} {
 			m.mustHave(t, fmt.Sprintf(`visiond_camera_frames_dropped_total{camera=%q,reason=%q}`, cam, reason))
 		}
 		for _, name := range []string{"frames_decoded_total", "detections_total", "reconnects_total", "resyncs_total",
