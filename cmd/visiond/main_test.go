@@ -102,31 +102,8 @@ func TestCheckExitStatus(t *testing.T) {
 // `visiond run -print` as a process, as `make run` starts it: the sample camera, an embedded
 // NATS server and a worker process; people are printed; SIGINT stops it with status 0.
 func TestRunPrintsDetections(t *testing.T) {
-	abs := func(rel string) string {
-		p, err := filepath.Abs(filepath.Join("../../third_party", rel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%v: run scripts/setup.sh", err)
-		}
-		return p
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rtspAddr := ln.Addr().String()
-	ln.Close()
-	cfg := writeConfig(t, fmt.Sprintf(`
-site: demo
-http: {listen: ""}
-nats: {listen: "127.0.0.1:0"}
-workers: {model: %q, library: %q}
-sample: {enabled: true, listen: %q, file: %q}
-cameras:
-  - {id: sample, url: "rtsp://%s/sample"}
-`, abs("yolov8n.onnx"), abs("libonnxruntime.so.1"), rtspAddr, abs("media/vtest.h264.ts"), rtspAddr))
+	rtspAddr := freeAddr(t)
+	cfg := writeConfig(t, demoConfig(t, rtspAddr))
 
 	cmd := exec.Command(os.Args[0], "run", "-print", "-config", cfg)
 	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1") // its workers inherit it
@@ -194,6 +171,39 @@ func TestFormatEvent(t *testing.T) {
 	}
 }
 
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// demoConfig is the demo with random ports: the sample camera on rtspAddr, the files
+// scripts/setup.sh fetched, no HTTP.
+func demoConfig(t *testing.T, rtspAddr string) string {
+	abs := func(rel string) string {
+		p, err := filepath.Abs(filepath.Join("../../third_party", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%v: run scripts/setup.sh", err)
+		}
+		return p
+	}
+	return fmt.Sprintf(`site: demo
+http: {listen: ""}
+nats: {listen: "127.0.0.1:0"}
+workers: {model: %q, library: %q}
+sample: {enabled: true, listen: %q, file: %q}
+cameras:
+  - {id: sample, url: "rtsp://%s/sample"}
+`, abs("yolov8n.onnx"), abs("libonnxruntime.so.1"), rtspAddr, abs("media/vtest.h264.ts"), rtspAddr)
+}
+
 // logLines follows a process's stderr; wait returns the first line matching a pattern.
 type logLines struct {
 	lines chan string
@@ -236,27 +246,8 @@ func (l *logLines) wait(t *testing.T, re string) string {
 // invalid edit is rejected with check's errors while the running config stays, SIGHUP
 // reloads too, and SIGINT still stops it cleanly.
 func TestRunReloadsEditedConfig(t *testing.T) {
-	abs := func(rel string) string {
-		p, err := filepath.Abs(filepath.Join("../../third_party", rel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rtspAddr := ln.Addr().String()
-	ln.Close()
-	base := fmt.Sprintf(`site: demo
-http: {listen: ""}
-nats: {listen: "127.0.0.1:0"}
-workers: {model: %q, library: %q}
-sample: {enabled: true, listen: %q, file: %q}
-cameras:
-  - {id: sample, url: "rtsp://%s/sample"}
-`, abs("yolov8n.onnx"), abs("libonnxruntime.so.1"), rtspAddr, abs("media/vtest.h264.ts"), rtspAddr)
+	rtspAddr := freeAddr(t)
+	base := demoConfig(t, rtspAddr)
 	path := writeConfig(t, base)
 
 	cmd := exec.Command(os.Args[0], "run", "-config", path)
