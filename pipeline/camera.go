@@ -40,6 +40,7 @@ type camera struct {
 	inferAge durStat // the worker's session run
 	total    durStat // decoded to published
 	fps      rate    // analysed frames per second
+	snap     snapshot
 
 	mu       sync.Mutex // guards the fields below
 	labels   map[string]int
@@ -279,4 +280,16 @@ func (d *Daemon) Cameras() []CameraStatus {
 		out[i] = c.status()
 	}
 	return out
+}
+
+// camera returns the enabled camera with that id, or nil.
+func (d *Daemon) camera(id string) *camera {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, c := range d.cams {
+		if c.cfg.ID == id {
+			return c
+		}
+	}
+	return nil
 }

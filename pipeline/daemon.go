@@ -325,6 +325,7 @@ func (d *Daemon) dispatch(now time.Time) {
 		c.busy.Store(true)
 		received := f.Received
 		d.inflight.Add(1)
+		c.snap.offer(f.Pix, f.Letterbox, f.Seq, now)
 		if !d.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { d.finish(c, res, received, now) }) {
 			d.inflight.Done()
 			c.busy.Store(false)
@@ -417,6 +418,7 @@ func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Tim
 		})
 	}
 	c.countResult(ev)
+	c.snap.result(r.Job.Seq, r.Detections)
 	c.inferAge.observe(r.Run)
 	c.total.observe(published.Sub(received))
 	c.fps.tick(published)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
 	"log/slog"
 	"net"
 	"net/http"
@@ -169,6 +172,27 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatalf("status event %+v, want back online with a gap of at least the 1 s stall timeout", on)
 	}
 
+	// The snapshot: the latest analysed frame as JPEG, the picture without letterbox bars
+	// (640x480 for the 768x576 sample), with boxes drawn in the box colour.
+	resp0, err := http.Get("http://" + d.HTTPAddr().String() + "/api/cameras/east/snapshot.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := jpeg.Decode(resp0.Body)
+	resp0.Body.Close()
+	if err != nil || resp0.Header.Get("Content-Type") != "image/jpeg" {
+		t.Fatalf("snapshot: %v (content type %q)", err, resp0.Header.Get("Content-Type"))
+	}
+	if b := img.Bounds(); b.Dx() != 640 || b.Dy() != 480 {
+		t.Fatalf("snapshot is %v, want 640x480", b)
+	}
+	if n := countNear(img, boxColor, 60); n < 50 {
+		t.Fatalf("snapshot has %d box-coloured pixels: no boxes drawn", n)
+	}
+	if resp, err := http.Get("http://" + d.HTTPAddr().String() + "/api/cameras/nosuch/snapshot.jpg"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("snapshot of an unknown camera: %v %v", resp, err)
+	}
+
 	// The detector runs in a separate worker process.
 	ws := d.Workers()
 	if len(ws) != 1 {
@@ -237,6 +261,23 @@ func closedAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// countNear counts pixels within tol (per channel) of c.
+func countNear(img image.Image, c color.RGBA, tol int) int {
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if abs(int(r>>8)-int(c.R)) <= tol && abs(int(g>>8)-int(c.G)) <= tol && abs(int(bl>>8)-int(c.B)) <= tol {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func abs(v int) int { return max(v, -v) }
 
 // nextStatus returns the next status event into state.
 func nextStatus(t *testing.T, msgs chan *nats.Msg, state string) sinks.StatusEvent {

@@ -40,6 +40,24 @@ func (d *Daemon) startHTTP(addr string) error {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(d.Cameras())
 	})
+	mux.HandleFunc("GET /api/cameras/{id}/snapshot.jpg", func(w http.ResponseWriter, r *http.Request) {
+		c := d.camera(r.PathValue("id"))
+		if c == nil {
+			http.Error(w, "no such camera", http.StatusNotFound)
+			return
+		}
+		data, ok, err := c.snap.jpeg()
+		switch {
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		case !ok:
+			http.Error(w, "no frame analysed yet", http.StatusServiceUnavailable)
+		default:
+			w.Header().Set("Content-Type", "image/jpeg")
+			w.Header().Set("Cache-Control", "no-store")
+			_, _ = w.Write(data)
+		}
+	})
 	mux.HandleFunc("GET /api/workers", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

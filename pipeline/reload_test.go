@@ -107,17 +107,6 @@ func TestDaemonReload(t *testing.T) {
 	}
 }
 
-func (d *Daemon) camera(id string) *camera {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	for _, c := range d.cams {
-		if c.cfg.ID == id {
-			return c
-		}
-	}
-	return nil
-}
-
 func pids(d *Daemon) []int {
 	var out []int
 	for _, w := range d.Workers() {

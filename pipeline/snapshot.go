@@ -1,0 +1,92 @@
+package pipeline
+
+import (
+	"fmt"
+	"image"
+	"image/color"
+	"sync"
+	"time"
+
+	"gocv.io/x/gocv"
+
+	"github.com/visiond/visiond/infer"
+)
+
+// snapshotEvery is how often a camera's analysed frame is kept for /snapshot.jpg: copying
+// every frame would cost a frame-sized copy per job.
+const snapshotEvery = time.Second
+
+// snapshot keeps one analysed frame of a camera (letterboxed RGB, as the model saw it) and
+// its detections, for the snapshot endpoint.
+type snapshot struct {
+	mu       sync.Mutex
+	pix      []byte // reused
+	lb       infer.Letterbox
+	seq      uint64
+	dets     []infer.Detection
+	complete bool // dets belong to pix
+	taken    time.Time
+}
+
+// offer keeps a copy of a frame about to be analysed, at most once per snapshotEvery.
+func (s *snapshot) offer(pix []byte, lb infer.Letterbox, seq uint64, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.taken) < snapshotEvery && s.complete {
+		return
+	}
+	s.pix = append(s.pix[:0], pix...)
+	s.lb, s.seq, s.complete, s.taken = lb, seq, false, now
+}
+
+// result attaches a job's detections when they belong to the kept frame.
+func (s *snapshot) result(seq uint64, dets []infer.Detection) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq == s.seq && !s.complete {
+		s.dets, s.complete = append(s.dets[:0], dets...), true
+	}
+}
+
+var (
+	boxColor  = color.RGBA{R: 255, G: 64, B: 32, A: 255}
+	textColor = color.RGBA{R: 255, G: 255, B: 255, A: 255}
+)
+
+// jpeg renders the kept frame, cropped to the picture (no letterbox bars), with its boxes
+// and labels drawn, as JPEG. ok is false when no analysed frame is kept yet.
+func (s *snapshot) jpeg() (data []byte, ok bool, err error) {
+	s.mu.Lock()
+	if !s.complete {
+		s.mu.Unlock()
+		return nil, false, nil
+	}
+	lb := s.lb
+	rgb, err := gocv.NewMatFromBytes(lb.DstH, lb.DstW, gocv.MatTypeCV8UC3, s.pix)
+	dets := append([]infer.Detection(nil), s.dets...)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, false, fmt.Errorf("snapshot: %w", err)
+	}
+	picture := rgb.Region(image.Rect(lb.PadX, lb.PadY, lb.PadX+lb.ScaledW, lb.PadY+lb.ScaledH))
+	bgr := gocv.NewMat()
+	gocv.CvtColor(picture, &bgr, gocv.ColorBGRToRGB) // swaps R and B, into a copy: the lock can go
+	picture.Close()
+	rgb.Close()
+	s.mu.Unlock()
+	defer bgr.Close()
+
+	sx, sy := float64(lb.ScaledW)/float64(lb.SrcW), float64(lb.ScaledH)/float64(lb.SrcH)
+	for _, d := range dets {
+		r := image.Rect(int(d.Box.X*sx), int(d.Box.Y*sy), int((d.Box.X+d.Box.W)*sx), int((d.Box.Y+d.Box.H)*sy))
+		gocv.Rectangle(&bgr, r, boxColor, 2)
+		label := fmt.Sprintf("%s %.2f", d.Label, d.Score)
+		gocv.PutText(&bgr, label, image.Pt(r.Min.X+2, max(r.Min.Y-4, 12)), gocv.FontHersheySimplex, 0.45, textColor, 1)
+	}
+	buf, err := gocv.IMEncode(gocv.JPEGFileExt, bgr)
+	if err != nil {
+		return nil, false, fmt.Errorf("snapshot: encode: %w", err)
+	}
+	defer buf.Close()
+	return append([]byte(nil), buf.GetBytes()...), true, nil
+}
