@@ -114,12 +114,27 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// Watch the file before reading it, so that an edit made while the daemon starts is
+	// not missed (at worst it is read twice). SIGHUP reloads too; the embedded config never
+	// changes.
+	var changed <-chan struct{}
+	var watchErr error
+	if *path != "" {
+		w := &config.Watcher{Path: *path, Logger: slog.New(slog.NewTextHandler(stderr, nil)).With("component", "config")}
+		if watchErr = w.Start(); watchErr == nil {
+			defer w.Close()
+			changed = w.Changed()
+		}
+	}
 	cfg, name, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}
 	log := newLogger(cfg, stderr)
 	log.Info("starting", "config", name)
+	if watchErr != nil {
+		log.Warn("config file not watched; SIGHUP still reloads it", "error", watchErr)
+	}
 
 	// Signals first, so one that arrives during a slow start is not lost.
 	sigs := make(chan os.Signal, 2)
@@ -147,17 +162,6 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		defer func() { cancel(); <-printed }()
 	}
 
-	// The config file is watched (and SIGHUP reloads it too); the embedded one never changes.
-	var changed <-chan struct{}
-	if *path != "" {
-		w := &config.Watcher{Path: *path, Logger: log.With("component", "config")}
-		if err := w.Start(); err != nil {
-			log.Warn("config file not watched; SIGHUP still reloads it", "error", err)
-		} else {
-			defer w.Close()
-			changed = w.Changed()
-		}
-	}
 	reload := func(trigger string) {
 		if *path == "" {
 			log.Warn("nothing to reload: running on the embedded config", "trigger", trigger)
