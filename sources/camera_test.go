@@ -53,20 +53,10 @@ func TestCameraSampleEndToEnd(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("frame %d did not arrive; status %+v\nlogs:\n%s", i, cam.Status(), logs.String())
 		}
-		if f.Camera != "cam1" || f.Letterbox != want {
-			t.Fatalf("frame %d: camera %q letterbox %+v, want %+v", i, f.Camera, f.Letterbox, want)
-		}
-		if f.Seq <= lastSeq {
-			t.Fatalf("frame %d: Seq %d after %d", i, f.Seq, lastSeq)
-		}
-		lastSeq = f.Seq
+		lastSeq = checkFrame(t, i, f, "cam1", want, lastSeq)
 		if time.Since(f.Captured) > 5*time.Second || f.Captured.After(time.Now()) {
 			t.Fatalf("frame %d: Captured %v", i, f.Captured)
 		}
-		if len(f.Pix) != 640*640*3 {
-			t.Fatalf("len(Pix) = %d", len(f.Pix))
-		}
-		checkLetterboxed(t, f.Pix, f.Letterbox)
 		f.Release()
 	}
 	st := cam.Status()

@@ -103,17 +103,10 @@ func TestCaptureGStreamerSamplecam(t *testing.T) {
 	changed := false
 	for i := 0; i < 12; i++ {
 		f := nextFrame(t, frames, cam, &logs)
-		if f.Camera != "gst" || f.Letterbox != vtestLetterbox {
-			t.Fatalf("frame %d: camera %q letterbox %+v, want %+v", i, f.Camera, f.Letterbox, vtestLetterbox)
-		}
-		if f.Seq <= lastSeq {
-			t.Fatalf("frame %d: Seq %d after %d", i, f.Seq, lastSeq)
-		}
-		lastSeq = f.Seq
+		lastSeq = checkFrame(t, i, f, "gst", vtestLetterbox, lastSeq)
 		if time.Since(f.Captured) > 5*time.Second || f.Captured.After(time.Now()) {
 			t.Fatalf("frame %d: Captured %v", i, f.Captured)
 		}
-		checkLetterboxed(t, f.Pix, f.Letterbox)
 		if first == nil {
 			first = bytes.Clone(f.Pix)
 		} else if !bytes.Equal(first, f.Pix) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
 
+	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sources/internal/tsfile"
 )
 
@@ -107,3 +108,21 @@ func (b *logBuffer) logger() *slog.Logger {
 }
 
 func runtimeGoroutines() int { return runtime.NumGoroutine() }
+
+// checkFrame asserts what every frame of a camera must satisfy: its camera, the expected
+// letterbox, a sequence number after the previous one (returned for the next call), a
+// buffer of the model input's size and a real letterboxed picture.
+func checkFrame(t *testing.T, i int, f *Frame, camera string, want infer.Letterbox, lastSeq uint64) uint64 {
+	t.Helper()
+	if f.Camera != camera || f.Letterbox != want {
+		t.Fatalf("frame %d: camera %q letterbox %+v, want %q %+v", i, f.Camera, f.Letterbox, camera, want)
+	}
+	if f.Seq <= lastSeq {
+		t.Fatalf("frame %d: Seq %d after %d", i, f.Seq, lastSeq)
+	}
+	if n := want.DstW * want.DstH * 3; len(f.Pix) != n {
+		t.Fatalf("frame %d: len(Pix) = %d, want %d", i, len(f.Pix), n)
+	}
+	checkLetterboxed(t, f.Pix, f.Letterbox)
+	return f.Seq
+}

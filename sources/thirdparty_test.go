@@ -138,14 +138,7 @@ func playGstRTSP(t *testing.T, url, transport string) {
 	var lastSeq uint64
 	for i := 0; i < 8; i++ {
 		f := nextFrame(t, frames, cam, &logs)
-		if f.Camera != "gst-rtsp" || f.Letterbox != vtestLetterbox {
-			t.Fatalf("frame %d: camera %q letterbox %+v, want %+v", i, f.Camera, f.Letterbox, vtestLetterbox)
-		}
-		if f.Seq <= lastSeq {
-			t.Fatalf("frame %d: Seq %d after %d", i, f.Seq, lastSeq)
-		}
-		lastSeq = f.Seq
-		checkLetterboxed(t, f.Pix, f.Letterbox)
+		lastSeq = checkFrame(t, i, f, "gst-rtsp", vtestLetterbox, lastSeq)
 		f.Release()
 	}
 	if st := cam.Status(); st.State != StateOnline || st.LastError != "" {
