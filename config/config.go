@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -31,6 +33,11 @@ type Config struct {
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is text or json. Default "text".
 	LogFormat string `yaml:"log_format"`
+	// StateDir holds what the daemon keeps across restarts: the embedded NATS
+	// server's JetStream store (events not yet delivered). Default "":
+	// $STATE_DIRECTORY (set by systemd's StateDirectory=), else
+	// $XDG_STATE_HOME/visiond, else ~/.local/state/visiond. See StatePath.
+	StateDir string `yaml:"state_dir"`
 
 	HTTP     HTTP     `yaml:"http"`
 	NATS     NATS     `yaml:"nats"`
@@ -57,7 +64,7 @@ type HTTP struct {
 	Listen string `yaml:"listen"`
 }
 
-// NATS configures where detections are published.
+// NATS configures where events are published, and how durably.
 type NATS struct {
 	// URL lists external servers, comma-separated, each nats:// or tls://.
 	// Default "": start an embedded server on Listen.
@@ -68,6 +75,121 @@ type NATS struct {
 	// SubjectPrefix is the first token(s) of every subject, as in
 	// "<prefix>.<site>.<camera>.detections". Default "visiond".
 	SubjectPrefix string `yaml:"subject_prefix"`
+	// Auth holds credentials. With URL, the daemon connects with them; with
+	// the embedded server, clients of that server must present them (user
+	// and password, or token). Default: none.
+	Auth NATSAuth `yaml:"auth"`
+	// TLS: with URL, the CA that signs the servers' certificates and an
+	// optional client certificate; with the embedded server, its certificate
+	// and key (clients then connect with tls://). Default: none.
+	TLS TLS `yaml:"tls"`
+	// JetStream publishes every event into a stream and waits for the
+	// server's acknowledgement, retrying with the event id as Nats-Msg-Id so
+	// that a retry never duplicates; the embedded server then keeps the
+	// stream on disk in StateDir. false publishes with core NATS (an outage
+	// loses what the reconnect buffer cannot hold). Default true.
+	JetStream bool `yaml:"jetstream"`
+	// Domain is the embedded server's JetStream domain, through which a hub
+	// reaches its stream ("$JS.<domain>.API"). Default "": the site.
+	Domain string `yaml:"domain"`
+	// Stream is the stream that captures "<prefix>.<site>.>".
+	Stream Stream `yaml:"stream"`
+	// Leaf joins the embedded server to a hub as a leaf node.
+	Leaf Leaf `yaml:"leaf"`
+	// OutboxMiB bounds the events held in the daemon's memory while they wait
+	// for an acknowledgement (the server is unreachable, or slow); past it the
+	// oldest go first and a gap event says how many, >= 1. Default 64.
+	OutboxMiB int `yaml:"outbox_mib"`
+	// HealthInterval is the period of the health event on
+	// "<prefix>.<site>.health", > 0. Default 10s.
+	HealthInterval time.Duration `yaml:"health_interval"`
+}
+
+// NATSAuth holds NATS credentials: user and password, or a token, or an nkey
+// seed file, or a credentials (JWT) file; at most one of these. Log none of it.
+type NATSAuth struct {
+	User            string `yaml:"user,omitempty"`
+	Password        string `yaml:"password,omitempty"`
+	Token           string `yaml:"token,omitempty"`
+	NKeySeedFile    string `yaml:"nkey_seed_file,omitempty"`
+	CredentialsFile string `yaml:"credentials_file,omitempty"`
+}
+
+// Set reports whether any credential is given.
+func (a NATSAuth) Set() bool { return a != NATSAuth{} }
+
+// TLS names PEM files.
+type TLS struct {
+	CAFile   string `yaml:"ca_file,omitempty"`
+	CertFile string `yaml:"cert_file,omitempty"`
+	KeyFile  string `yaml:"key_file,omitempty"`
+}
+
+// Stream configures the JetStream stream that holds the site's events.
+type Stream struct {
+	// Name is the stream's name. Default "": the subject prefix with '.' as
+	// '_', a '-', and the site, e.g. "visiond-warehouse-7".
+	Name string `yaml:"name"`
+	// MaxAge removes events older than this, >= 0; 0 keeps them until
+	// MaxBytesMiB. Default 168h (7 days).
+	MaxAge time.Duration `yaml:"max_age"`
+	// MaxBytesMiB bounds the stream: when full, the oldest events go first
+	// and a gap event says how many, >= 1. Default 1024.
+	MaxBytesMiB int `yaml:"max_bytes_mib"`
+	// DuplicateWindow is how long the server remembers event ids to drop
+	// a retried event it already holds, > 0. Default 2m.
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+}
+
+// Leaf joins the embedded server to a hub as a leaf node: events published
+// on the box flow to the hub while the link is up, and the hub's stream
+// sources the box's stream (which keeps them while the link is down).
+type Leaf struct {
+	// URL lists the hub's leaf node URLs, comma-separated, each nats-leaf://,
+	// nats:// or tls://. Default "": no hub.
+	URL string `yaml:"url"`
+	// Auth is what the box presents to the hub: user and password, a token,
+	// an nkey seed file or a credentials file.
+	Auth NATSAuth `yaml:"auth"`
+	// TLS: the CA that signs the hub's certificate, and an optional client
+	// certificate.
+	TLS TLS `yaml:"tls"`
+}
+
+// StreamName is the stream's name, Stream.Name or its default.
+func (n NATS) StreamName(site string) string {
+	if n.Stream.Name != "" {
+		return n.Stream.Name
+	}
+	return strings.ReplaceAll(n.SubjectPrefix, ".", "_") + "-" + site
+}
+
+// JetStreamDomain is the embedded server's JetStream domain, Domain or the site.
+func (n NATS) JetStreamDomain(site string) string {
+	if n.Domain != "" {
+		return n.Domain
+	}
+	return site
+}
+
+// StatePath is the state directory: StateDir, or where systemd or the XDG
+// base directory convention puts it.
+func (c *Config) StatePath() (string, error) {
+	if c.StateDir != "" {
+		return c.StateDir, nil
+	}
+	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
+		// systemd may list several, separated by ':'; ours is the first.
+		return strings.Split(d, ":")[0], nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "visiond"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("state_dir: not set, and no home directory: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "visiond"), nil
 }
 
 // Workers configures the detector worker processes.
@@ -296,7 +418,14 @@ func Default() *Config {
 		LogLevel:  "info",
 		LogFormat: "text",
 		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
-		NATS:      NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "visiond"},
+		NATS: NATS{
+			Listen:         "127.0.0.1:4222",
+			SubjectPrefix:  "visiond",
+			JetStream:      true,
+			Stream:         Stream{MaxAge: 7 * 24 * time.Hour, MaxBytesMiB: 1024, DuplicateWindow: 2 * time.Minute},
+			OutboxMiB:      64,
+			HealthInterval: 10 * time.Second,
+		},
 		Workers: Workers{
 			Model:      "third_party/yolov8n.onnx",
 			Library:    library,

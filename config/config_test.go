@@ -51,7 +51,9 @@ func TestDefaults(t *testing.T) {
 		}
 		if cfg.Site != "local" || cfg.LogLevel != "info" || cfg.LogFormat != "text" ||
 			cfg.HTTP.Listen != "127.0.0.1:8080" ||
-			cfg.NATS != (config.NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "visiond"}) ||
+			cfg.NATS != (config.NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "visiond", JetStream: true,
+				Stream:    config.Stream{MaxAge: 7 * 24 * time.Hour, MaxBytesMiB: 1024, DuplicateWindow: 2 * time.Minute},
+				OutboxMiB: 64, HealthInterval: 10 * time.Second}) ||
 			!reflect.DeepEqual(cfg.Workers, config.Workers{Model: "third_party/yolov8n.onnx", Library: "third_party/libonnxruntime.so.1",
 				Confidence: 0.25, IoU: 0.45, JobTimeout: 5 * time.Second, Pools: []config.WorkerPool{{Count: 1, Provider: "cpu"}}}) ||
 			cfg.Pipeline != (config.Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second}) ||
@@ -217,6 +219,16 @@ var badCases = []struct {
 	{"bad port", "nats:\n  listen: 127.0.0.1:99999\n", "nats.listen", 2, "not a number in 0..65535", ""},
 	{"bad sample listen", "sample:\n  enabled: true\n  listen: 8554\n", "sample.listen", 3, "want host:port", ""},
 	{"bad nats url", "nats:\n  url: nats://a:4222,http://u:hunter2@b:4222\n", "nats.url", 2, `server 2: scheme "http" not supported`, "hunter2"},
+	{"two kinds of nats credentials", "nats:\n  url: nats://h:4222\n  auth:\n    token: s3cret\n    credentials_file: /etc/visiond/box.creds\n", "nats.auth", 3, "give one of user and password, token", "s3cret"},
+	{"nats password without user", "nats:\n  auth:\n    password: s3cret\n", "nats.auth.user", 2, "a password needs a user", "s3cret"},
+	{"embedded server with creds", "nats:\n  auth:\n    credentials_file: box.creds\n", "nats.auth", 2, "the embedded server takes user and password or a token", ""},
+	{"tls cert without key", "nats:\n  url: tls://h:4222\n  tls:\n    cert_file: c.pem\n", "nats.tls", 3, "cert_file and key_file go together", ""},
+	{"leaf with external url", "nats:\n  url: nats://h:4222\n  leaf:\n    url: nats-leaf://hub:7422\n", "nats.leaf.url", 4, "needs the embedded server", ""},
+	{"bad leaf scheme", "nats:\n  leaf:\n    url: http://u:hunter2@hub:7422\n", "nats.leaf.url", 3, `scheme "http" not supported: want nats-leaf:// or nats:// or tls://`, "hunter2"},
+	{"bad stream name", "nats:\n  stream:\n    name: a.b\n", "nats.stream.name", 3, `invalid stream name "a.b"`, ""},
+	{"stream max bytes 0", "nats:\n  stream:\n    max_bytes_mib: 0\n", "nats.stream.max_bytes_mib", 3, "must be >= 1, got 0", ""},
+	{"outbox 0", "nats:\n  outbox_mib: 0\n", "nats.outbox_mib", 2, "must be >= 1", ""},
+	{"bad domain", "nats:\n  domain: a.b\n", "nats.domain", 2, `invalid domain "a.b"`, ""},
 	{"bad subject prefix", "nats:\n  subject_prefix: a.>\n", "nats.subject_prefix", 2, "invalid prefix", ""},
 	{"section not a mapping", "workers: 4\n", "workers", 1, "want a mapping of keys, got a single value", ""},
 	{"cameras not a list", "cameras:\n  id: a\n", "cameras", 2, "want a list, got a mapping", ""},

@@ -87,6 +87,7 @@ func (c *Config) Validate() error {
 	if !isSubjectPrefix(c.NATS.SubjectPrefix) {
 		v.add("nats.subject_prefix", "invalid prefix %s: want tokens of letters, digits, '_' or '-', joined by dots", quoteOrEmpty(c.NATS.SubjectPrefix))
 	}
+	v.nats(c)
 
 	w := c.Workers
 	if w.Model == "" {
@@ -298,9 +299,12 @@ func (v *validator) listen(field, addr string) {
 	}
 }
 
-// natsURLs checks a comma-separated list of NATS server URLs. Messages never
-// echo a URL, which may carry a password or a token.
-func (v *validator) natsURLs(field, list string) {
+// natsURLs checks a comma-separated list of NATS server URLs.
+func (v *validator) natsURLs(field, list string) { v.urls(field, list, "nats", "tls") }
+
+// urls checks a comma-separated list of server URLs with one of schemes.
+// Messages never echo a URL, which may carry a password or a token.
+func (v *validator) urls(field, list string, schemes ...string) {
 	for i, raw := range strings.Split(list, ",") {
 		raw = strings.TrimSpace(raw)
 		u, err := url.Parse(raw)
@@ -309,11 +313,80 @@ func (v *validator) natsURLs(field, list string) {
 			v.add(field, "server %d: empty URL in the list", i+1)
 		case err != nil:
 			v.add(field, "server %d: cannot parse URL", i+1)
-		case u.Scheme != "nats" && u.Scheme != "tls":
-			v.add(field, "server %d: scheme %s not supported: want nats:// or tls://", i+1, quoteOrEmpty(u.Scheme))
+		case !slices.Contains(schemes, u.Scheme):
+			v.add(field, "server %d: scheme %s not supported: want %s://", i+1, quoteOrEmpty(u.Scheme), strings.Join(schemes, ":// or "))
 		case u.Hostname() == "":
 			v.add(field, "server %d: URL has no host", i+1)
 		}
+	}
+}
+
+// nats checks the nats section beyond its URLs and addresses.
+func (v *validator) nats(c *Config) {
+	n := c.NATS
+	embedded := n.URL == ""
+	v.auth("nats.auth", n.Auth)
+	if embedded && (n.Auth.NKeySeedFile != "" || n.Auth.CredentialsFile != "") {
+		v.add("nats.auth", "the embedded server takes user and password or a token; nkey_seed_file and credentials_file are for nats.url and nats.leaf")
+	}
+	v.tls("nats.tls", n.TLS, embedded)
+	if n.Domain != "" && !isToken(n.Domain) {
+		v.add("nats.domain", "invalid domain %q: want letters, digits, '_' or '-'", n.Domain)
+	}
+	if name := n.Stream.Name; name != "" && (strings.ContainsAny(name, " \t.*>/\\") || len(name) > 255) {
+		v.add("nats.stream.name", "invalid stream name %q: no spaces, '.', '*', '>' or path separators", name)
+	}
+	if n.Stream.MaxAge < 0 {
+		v.add("nats.stream.max_age", "must be >= 0 (0 = no age limit), got %s", n.Stream.MaxAge)
+	}
+	if n.Stream.MaxBytesMiB < 1 {
+		v.add("nats.stream.max_bytes_mib", "must be >= 1, got %d", n.Stream.MaxBytesMiB)
+	}
+	if n.Stream.DuplicateWindow <= 0 {
+		v.add("nats.stream.duplicate_window", "must be > 0, got %s", n.Stream.DuplicateWindow)
+	}
+	if n.OutboxMiB < 1 {
+		v.add("nats.outbox_mib", "must be >= 1, got %d", n.OutboxMiB)
+	}
+	if n.HealthInterval <= 0 {
+		v.add("nats.health_interval", "must be > 0, got %s", n.HealthInterval)
+	}
+	if n.Leaf.URL != "" {
+		if !embedded {
+			v.add("nats.leaf.url", "a leaf node link needs the embedded server: set nats.url to \"\" or drop nats.leaf")
+		}
+		v.urls("nats.leaf.url", n.Leaf.URL, "nats-leaf", "nats", "tls")
+	}
+	v.auth("nats.leaf.auth", n.Leaf.Auth)
+	v.tls("nats.leaf.tls", n.Leaf.TLS, false)
+}
+
+// auth checks that at most one kind of NATS credential is given, and whole.
+func (v *validator) auth(field string, a NATSAuth) {
+	kinds := 0
+	for _, set := range []bool{a.User != "" || a.Password != "", a.Token != "", a.NKeySeedFile != "", a.CredentialsFile != ""} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		v.add(field, "give one of user and password, token, nkey_seed_file or credentials_file, not several")
+	}
+	if a.Password != "" && a.User == "" {
+		v.add(field+".user", "missing: a password needs a user")
+	}
+	if a.User != "" && a.Password == "" {
+		v.add(field+".password", "missing: user %q has no password", a.User)
+	}
+}
+
+// tls checks that a certificate comes with its key; a server needs both.
+func (v *validator) tls(field string, t TLS, server bool) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		v.add(field, "cert_file and key_file go together")
+	}
+	if server && t.CAFile != "" && t.CertFile == "" {
+		v.add(field, "the embedded server needs cert_file and key_file for TLS; ca_file alone verifies nothing")
 	}
 }
 

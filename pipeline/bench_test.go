@@ -96,6 +96,7 @@ cameras:
 	if err != nil {
 		b.Fatal(err)
 	}
+	cfg.StateDir = b.TempDir()
 	d := &Daemon{Config: cfg, WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
 	if err := d.Start(); err != nil {
 		b.Fatal(err)

@@ -68,6 +68,11 @@ type Daemon struct {
 	inflight       sync.WaitGroup // jobs dispatched and not finished
 	vtime          float64        // virtual time of the fair queue: start of the last job dispatched
 	ready          []candidate    // reused by dispatch
+	started        time.Time
+	healthEvery    time.Duration           // nats.health_interval
+	lastHealth     time.Time               // run goroutine
+	healthPrev     map[string]healthCounts // run goroutine
+	flushTimeout   time.Duration           // how long Close waits for events to be acknowledged
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -86,6 +91,7 @@ func (d *Daemon) Start() (err error) {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	d.instance = newInstanceID()
+	d.started = time.Now()
 	d.wake = make(chan struct{}, 1)
 	d.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -97,18 +103,7 @@ func (d *Daemon) Start() (err error) {
 		}
 	}()
 
-	url := cfg.NATS.URL
-	if url == "" {
-		d.natsServer = &sinks.Server{Listen: cfg.NATS.Listen, Logger: d.log.With("component", "nats-server")}
-		if err := d.natsServer.Start(); err != nil {
-			d.natsServer = nil
-			return err
-		}
-		url = d.natsServer.ClientURL()
-	}
-	d.pub = &sinks.Publisher{URL: url, Prefix: cfg.NATS.SubjectPrefix, Site: cfg.Site, Logger: d.log.With("component", "nats")}
-	if err := d.pub.Start(); err != nil {
-		d.pub = nil
+	if err := d.startNATS(cfg); err != nil {
 		return err
 	}
 
@@ -149,7 +144,7 @@ func (d *Daemon) Start() (err error) {
 
 	go d.run(ctx)
 	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
-		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(url))
+		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(d.NATSURL()))
 	return nil
 }
 
@@ -204,7 +199,7 @@ func (d *Daemon) Close() {
 			c.box.Close()
 		}
 		if d.pub != nil {
-			d.pub.Close(2 * time.Second)
+			d.pub.Close(d.flushTimeout)
 		}
 		if d.sample != nil {
 			d.sample.Close()
@@ -276,12 +271,21 @@ func (d *Daemon) run(ctx context.Context) {
 	defer tick.Stop()
 	summary := time.NewTicker(summaryEvery)
 	defer summary.Stop()
+	var healthC <-chan time.Time
+	if d.healthEvery > 0 && d.pub != nil {
+		health := time.NewTicker(d.healthEvery)
+		defer health.Stop()
+		healthC = health.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-summary.C:
 			d.logSummary()
+			continue
+		case now := <-healthC:
+			d.publishHealth(now)
 			continue
 		case req := <-d.reloads:
 			req.done <- d.apply(req)

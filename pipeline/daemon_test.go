@@ -100,6 +100,7 @@ cameras:
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.StateDir = t.TempDir()
 	d := &Daemon{
 		Config:        cfg,
 		Logger:        testLogger(t),
@@ -362,6 +363,7 @@ cameras:
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.StateDir = t.TempDir()
 	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
@@ -429,7 +431,8 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 // SIGTERM's path: Close stops intake, lets the jobs in flight finish and publishes their
 // events before it stops the workers; nothing analysed goes unpublished.
 func TestDaemonCloseFinishesJobsInFlight(t *testing.T) {
-	srv := &sinks.Server{Listen: "127.0.0.1:0"} // outlives the daemon, so late events can be counted
+	// An external server with JetStream, which outlives the daemon, so late events can be counted.
+	srv := &sinks.Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "ext"}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}

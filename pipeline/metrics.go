@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
 
@@ -25,6 +26,7 @@ type metricsCollector struct {
 	camDecoded, camAnalysed, camDropped, camDetections, camReconnects, camResyncs *prometheus.Desc
 	camState, camFPS, camFPSTarget                                                *prometheus.Desc
 	camAgeMean, camAgeMax, camInferMean, camLatencyMean                           *prometheus.Desc
+	stageLatency                                                                  *prometheus.Desc
 
 	wJobs, wLost, wRestarts, wRecycles, wInFlight, wRSS, wGPU *prometheus.Desc
 
@@ -53,6 +55,10 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		camInferMean:  desc("camera_inference_mean_seconds", "The worker's model run, exponentially weighted mean.", cam...),
 		camLatencyMean: desc("camera_latency_mean_seconds",
 			"Decoded to published (end to end on this host), exponentially weighted mean.", cam...),
+		stageLatency: desc("stage_latency_seconds",
+			"Latency of each analysed frame by stage: queue (decoded to dispatched to a worker: the frame's age at dispatch), "+
+				"pre, infer and post (the worker's preprocessing, model run and postprocessing), total (decoded to published).",
+			"camera", "stage"),
 
 		wJobs:     desc("worker_jobs_total", "Jobs the worker answered (successfully or rejected).", wrk...),
 		wLost:     desc("worker_jobs_lost_total", "Jobs lost to a worker crash, protocol break or timeout.", wrk...),
@@ -73,6 +79,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		m.camDecoded, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs,
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
+		m.stageLatency,
 		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU,
 		m.published, m.publishFailed, m.reloadFailures,
 	} {
@@ -88,8 +95,8 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, c := range m.d.Cameras() {
-		id := c.ID
+	for _, cm := range m.d.cameraMetrics() {
+		c, id := cm.status, cm.status.ID
 		counter(m.camDecoded, c.Decoded, id)
 		counter(m.camAnalysed, c.Analysed, id)
 		for _, r := range []struct {
@@ -121,6 +128,10 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(m.camAgeMax, c.FrameAgeMax/1000, id)
 		gauge(m.camInferMean, c.InferMS/1000, id)
 		gauge(m.camLatencyMean, c.LatencyMS/1000, id)
+		for stage := range nStages {
+			count, sum, buckets := cm.latency.get(stage)
+			ch <- prometheus.MustNewConstHistogram(m.stageLatency, count, sum, buckets, id, stageName(stage))
+		}
 	}
 
 	// WorkerStatus.Index counts within a pool; the position in Workers (pool order) is
@@ -137,11 +148,88 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	if m.d.pub != nil {
-		ok, failed := m.d.pub.Stats()
-		counter(m.published, ok)
-		counter(m.publishFailed, failed)
+		ps := m.d.pub.Stats()
+		counter(m.published, ps.Published)
+		counter(m.publishFailed, ps.Failed)
 	}
 	counter(m.reloadFailures, m.d.ReloadFailures())
+}
+
+// cameraMetrics is a camera's status with its latency histograms, read together.
+type cameraMetrics struct {
+	status  CameraStatus
+	latency stageLatency
+}
+
+// cameraMetrics reports every enabled camera for a scrape. A removed camera's series go with
+// it; a restarted one starts from zero, like its counters.
+func (d *Daemon) cameraMetrics() []cameraMetrics {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]cameraMetrics, len(d.cams))
+	for i, c := range d.cams {
+		out[i].status, out[i].latency = c.statusLatency()
+	}
+	return out
+}
+
+// The stages of visiond_stage_latency_seconds: the fields of sinks.Latency.
+const (
+	stageQueue = iota
+	stagePre
+	stageInfer
+	stagePost
+	stageTotal
+	nStages
+)
+
+func stageName(stage int) string {
+	return [nStages]string{"queue", "pre", "infer", "post", "total"}[stage]
+}
+
+// nLatencyBuckets is the number of finite buckets of visiond_stage_latency_seconds.
+const nLatencyBuckets = 15
+
+// latencyBounds returns the buckets' upper bounds in seconds: 0.5 ms (a preprocessing or
+// postprocessing step) to 5 s (an overloaded box's queue, past any sensible max_frame_age),
+// finest around the 5-150 ms that a model run and a whole frame take on edge hardware.
+func latencyBounds() [nLatencyBuckets]float64 {
+	return [nLatencyBuckets]float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5}
+}
+
+// stageLatency holds a camera's latency histograms, one per stage. A plain value guarded by
+// the camera's mutex: observed once per analysed frame, copied on each scrape.
+type stageLatency struct {
+	n       uint64                               // observations, the same in every stage
+	buckets [nStages][nLatencyBuckets + 1]uint64 // per bucket, not cumulative; the last is above 5 s
+	sum     [nStages]float64                     // seconds
+}
+
+func (s *stageLatency) observe(l sinks.Latency) {
+	bounds := latencyBounds()
+	s.n++
+	for stage, ms := range [nStages]float64{stageQueue: l.Queue, stagePre: l.Pre, stageInfer: l.Infer, stagePost: l.Post, stageTotal: l.Total} {
+		v := ms / 1000
+		i := 0
+		for i < len(bounds) && v > bounds[i] {
+			i++
+		}
+		s.buckets[stage][i]++
+		s.sum[stage] += v
+	}
+}
+
+// get returns a stage's histogram as Prometheus has it: count, sum and cumulative counts by
+// upper bound.
+func (s *stageLatency) get(stage int) (count uint64, sum float64, cumulative map[float64]uint64) {
+	bounds := latencyBounds()
+	cumulative = make(map[float64]uint64, len(bounds))
+	var acc uint64
+	for i, b := range bounds {
+		acc += s.buckets[stage][i]
+		cumulative[b] = acc
+	}
+	return s.n, s.sum[stage], cumulative
 }
 
 func b2f(b bool) float64 {

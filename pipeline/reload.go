@@ -83,6 +83,7 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 	}{
 		{"site", cfg.Site != old.Site},
 		{"nats", cfg.NATS != old.NATS},
+		{"state_dir", cfg.StateDir != old.StateDir},
 		{"http", cfg.HTTP != old.HTTP},
 		{"sample", cfg.Sample != old.Sample},
 		{"log_level", cfg.LogLevel != old.LogLevel},

@@ -66,6 +66,7 @@ type Latency struct {
 // state: connecting, online, offline or unauthorized.
 type StatusEvent struct {
 	Version  int       `json:"version"`
+	ID       string    `json:"id"` // <instance>.<camera>.status.<n>
 	Site     string    `json:"site"`
 	Camera   string    `json:"camera"`
 	State    string    `json:"state"`
@@ -82,6 +83,7 @@ type StatusEvent struct {
 // stays in force).
 type ConfigEvent struct {
 	Version         int       `json:"version"`
+	ID              string    `json:"id"` // <instance>.config.<n>
 	Site            string    `json:"site"`
 	Result          string    `json:"result"` // "applied" or "rejected"
 	Error           string    `json:"error,omitempty"`
@@ -93,6 +95,68 @@ type ConfigEvent struct {
 	WorkersReplaced bool      `json:"workers_replaced,omitempty"`
 	NeedsRestart    []string  `json:"needs_restart,omitempty"` // changed sections that apply at the next start
 }
+
+// HealthEvent is published on <prefix>.<site>.health every health interval: what each camera
+// delivered and what was analysed in the interval, so that consumers know the coverage behind
+// the detections they received (and notice a silent box by the absence of this event).
+type HealthEvent struct {
+	Version   int            `json:"version"`
+	ID        string         `json:"id"` // <instance>.health.<n>
+	Site      string         `json:"site"`
+	Instance  string         `json:"instance"` // this daemon run
+	At        time.Time      `json:"at"`
+	Interval  float64        `json:"interval_s"` // seconds covered by the counts below
+	UptimeS   float64        `json:"uptime_s"`
+	Cameras   []CameraHealth `json:"cameras"`
+	Workers   int            `json:"workers"`   // worker processes ready
+	Publisher PublishHealth  `json:"publisher"` // the publisher's totals since start
+}
+
+// CameraHealth is one camera's part of a health event; counts cover the interval.
+type CameraHealth struct {
+	Camera      string  `json:"camera"`
+	State       string  `json:"state"`
+	FPS         float64 `json:"fps"`          // configured
+	FPSAchieved float64 `json:"fps_achieved"` // analysed frames per second over the interval
+	Decoded     uint64  `json:"frames_decoded"`
+	Analysed    uint64  `json:"frames_analysed"`
+	Dropped     uint64  `json:"frames_dropped"`
+}
+
+// PublishHealth counts the publisher's events since the daemon started.
+type PublishHealth struct {
+	Published uint64 `json:"published"` // acknowledged by the server (JetStream), or sent (core NATS)
+	Retried   uint64 `json:"retried"`   // sent again after an error or a missing acknowledgement
+	Dropped   uint64 `json:"dropped"`   // dropped from the outbox, full while the server was unreachable
+	Pending   int    `json:"pending"`   // waiting in the outbox or for an acknowledgement
+}
+
+// GapEvent is published on <prefix>.<site>.gaps when events were lost before a subscriber
+// could have them: dropped from the daemon's outbox (full while the server was unreachable),
+// or removed from the site's stream by its size limit before their age limit (the store was
+// full; a hub that was linked when they were published may have them).
+type GapEvent struct {
+	Version int       `json:"version"`
+	ID      string    `json:"id"` // <instance>.gap.<n>
+	Site    string    `json:"site"`
+	Reason  string    `json:"reason"` // "outbox_full" or "store_full"
+	Events  uint64    `json:"events"` // how many
+	From    time.Time `json:"from"`   // when the first of them was made (outbox) or stored (stream)
+	To      time.Time `json:"to"`     // when the last of them was
+	// FirstSeq and LastSeq are the stream sequence numbers removed (store_full only).
+	FirstSeq uint64    `json:"first_seq,omitempty"`
+	LastSeq  uint64    `json:"last_seq,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// HealthSubject is the subject of health events.
+func HealthSubject(prefix, site string) string { return fmt.Sprintf("%s.%s.health", prefix, site) }
+
+// GapSubject is the subject of gap events.
+func GapSubject(prefix, site string) string { return fmt.Sprintf("%s.%s.gaps", prefix, site) }
+
+// StreamSubjects is the subject filter of the site's stream: every event of the site.
+func StreamSubjects(prefix, site string) string { return fmt.Sprintf("%s.%s.>", prefix, site) }
 
 // ConfigSubject is the subject of config events.
 func ConfigSubject(prefix, site string) string { return fmt.Sprintf("%s.%s.config", prefix, site) }

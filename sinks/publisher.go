@@ -1,68 +1,215 @@
 package sinks
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/visiond/visiond/config"
 )
 
-// Publisher publishes events to NATS. Publish never blocks the pipeline: nats.go writes into
-// its buffer and flushes from its own goroutine; while the connection is down events wait in
-// the reconnect buffer (ReconnectBuffer bytes), and past it they are counted as failed.
+// Publisher delivers events to NATS without ever blocking the pipeline.
+//
+// Publish* encode the event and put it in a bounded outbox (OutboxBytes); one goroutine takes
+// events from there and publishes them. With JetStream, each event goes into the site's stream
+// with its id as Nats-Msg-Id, up to Window at once, and is forgotten only when the server
+// acknowledges it; an error or a missing acknowledgement (AckTimeout) sends it again, and the
+// server drops a copy of an id it already holds, so retries never duplicate. While the server
+// is unreachable events wait in the outbox; when it is full the oldest go first, and a gap event
+// says how many and when. Without JetStream, events are published with core NATS once.
+//
+// The lifecycle is Start, then Publish* from any goroutine, then Close, which waits.
 type Publisher struct {
-	URL             string // one or more comma-separated server URLs
-	Prefix          string // subject prefix, e.g. "visiond"
-	Site            string
-	ReconnectBuffer int // bytes buffered while disconnected; default 64 MiB
-	Logger          *slog.Logger
+	URL    string  // external servers, comma-separated; ignored when Server is set
+	Server *Server // the embedded server: connect to it in-process
+	Auth   config.NATSAuth
+	TLS    config.TLS
 
-	nc        *nats.Conn
-	published atomic.Uint64
-	failed    atomic.Uint64
+	Prefix   string // subject prefix, e.g. "visiond"
+	Site     string
+	Instance string // this daemon run: a part of the ids of the events it makes
+
+	JetStream bool
+	Stream    StreamConfig
+
+	OutboxBytes int           // default 64 MiB
+	Window      int           // events awaiting acknowledgement at once; default 512
+	AckTimeout  time.Duration // default 5s
+	// StoreCheck is how often the stream is checked for events removed by its size limit;
+	// default 10s.
+	StoreCheck time.Duration
+	Logger     *slog.Logger
+
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	out    *outbox
+	log    *slog.Logger
+	up     chan struct{} // a value on each reconnection
+	stop   chan struct{} // closed by Close: drain, then return
+	quit   chan struct{} // closed by Close past its timeout: return now
+	done   chan struct{}
+	closed sync.Once
+	seq    atomic.Uint64 // numbers the ids of events other than detections
+
+	published  atomic.Uint64
+	failed     atomic.Uint64 // could not be encoded, or came after Close
+	retried    atomic.Uint64
+	dropped    atomic.Uint64
+	duplicates atomic.Uint64 // acknowledged as duplicates: a retry of an event the server had
+	inflight   atomic.Int64  // sent, awaiting acknowledgement
+	held       atomic.Int64  // taken from the outbox, to be sent (again)
 }
 
-// Start connects. The first connection must succeed, so a wrong URL is reported at start;
-// later outages are ridden out by reconnecting forever.
+// StreamConfig is the site's stream.
+type StreamConfig struct {
+	Name       string
+	MaxAge     time.Duration // 0: none
+	MaxBytes   int64
+	Duplicates time.Duration // the server's memory of event ids
+}
+
+// Stats are the publisher's counters since Start.
+type Stats struct {
+	Published  uint64 // acknowledged (JetStream) or sent (core NATS)
+	Failed     uint64 // not encodable, or published after Close
+	Retried    uint64
+	Dropped    uint64 // dropped from a full outbox
+	Duplicates uint64 // retries the server already held
+	Pending    int    // in the outbox or awaiting acknowledgement
+}
+
+// Start connects, makes sure the stream exists (with JetStream) and starts the publishing
+// goroutine. The first connection must succeed, so that a wrong URL, credential or TLS file is
+// reported at start; later outages are ridden out.
 func (p *Publisher) Start() error {
-	buf := p.ReconnectBuffer
-	if buf == 0 {
-		buf = 64 << 20
+	p.log = p.Logger
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
 	}
-	log := p.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if p.OutboxBytes <= 0 {
+		p.OutboxBytes = 64 << 20
 	}
-	nc, err := nats.Connect(p.URL,
-		nats.Name("visiond"),
+	if p.Window <= 0 {
+		p.Window = 512
+	}
+	if p.AckTimeout <= 0 {
+		p.AckTimeout = 5 * time.Second
+	}
+	if p.StoreCheck <= 0 {
+		p.StoreCheck = 10 * time.Second
+	}
+	p.out = newOutbox(p.OutboxBytes)
+	p.up = make(chan struct{}, 1)
+	p.stop = make(chan struct{})
+	p.quit = make(chan struct{})
+	p.done = make(chan struct{})
+
+	if err := p.connect(); err != nil {
+		return err
+	}
+	if p.JetStream {
+		if err := p.ensureStream(); err != nil {
+			p.nc.Close()
+			return err
+		}
+	}
+	go p.run()
+	return nil
+}
+
+func (p *Publisher) connect() error {
+	opts := []nats.Option{
+		nats.Name("visiond " + p.Site),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
 		nats.ReconnectJitter(500*time.Millisecond, time.Second),
-		nats.ReconnectBufSize(buf),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: our own Close
-				log.Warn("NATS disconnected; buffering events", "error", err)
+				p.log.Warn("NATS disconnected; events wait in the outbox", "error", err)
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("NATS reconnected", "url", config.Redact(nc.ConnectedUrl()))
+			p.log.Info("NATS reconnected", "url", config.Redact(nc.ConnectedUrl()))
+			select {
+			case p.up <- struct{}{}:
+			default:
+			}
 		}),
-	)
+	}
+	if p.JetStream {
+		// Events wait in the outbox, not in nats.go's reconnect buffer, where a retry would
+		// queue a second copy behind the first.
+		opts = append(opts, nats.ReconnectBufSize(-1))
+	} else {
+		opts = append(opts, nats.ReconnectBufSize(p.OutboxBytes))
+	}
+	if p.Server != nil {
+		nc, err := p.Server.Connect(opts...)
+		if err != nil {
+			return fmt.Errorf("embedded NATS server: connect: %w", err)
+		}
+		p.nc = nc
+		return nil
+	}
+	sec, err := clientOptions("nats.auth", p.Auth, p.TLS)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(p.URL, append(opts, sec...)...)
 	if err != nil {
 		// nats.go may quote a URL in its error (a parse error does): scrub the whole text.
 		msg := fmt.Sprintf("NATS %s: %v", p.URL, err)
 		for _, u := range strings.Split(p.URL, ",") {
 			msg = config.NewRedactor(strings.TrimSpace(u)).Scrub(msg)
 		}
+		if p.Auth.Password != "" {
+			msg = strings.ReplaceAll(msg, p.Auth.Password, "xxxxx")
+		}
+		if p.Auth.Token != "" {
+			msg = strings.ReplaceAll(msg, p.Auth.Token, "xxxxx")
+		}
 		return errors.New(msg)
 	}
 	p.nc = nc
+	return nil
+}
+
+// ensureStream creates the site's stream, or updates it to the configured limits.
+func (p *Publisher) ensureStream() error {
+	js, err := jetstream.New(p.nc, jetstream.WithPublishAsyncTimeout(p.AckTimeout))
+	if err != nil {
+		return fmt.Errorf("NATS JetStream: %w", err)
+	}
+	cfg := jetstream.StreamConfig{
+		Name:        p.Stream.Name,
+		Description: "visiond events of site " + p.Site,
+		Subjects:    []string{StreamSubjects(p.Prefix, p.Site)},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      p.Stream.MaxAge,
+		MaxBytes:    p.Stream.MaxBytes,
+		Duplicates:  p.Stream.Duplicates,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("NATS JetStream: stream %s: %w (is JetStream enabled on the server? set nats.jetstream: false for core NATS)", cfg.Name, err)
+		}
+		return fmt.Errorf("NATS JetStream: stream %s: %w", cfg.Name, err)
+	}
+	p.js, p.stream = js, s
 	return nil
 }
 
@@ -71,42 +218,233 @@ func (p *Publisher) PublishDetections(ev *DetectionEvent) error {
 	return p.publish(DetectionSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
 }
 
-// PublishStatus publishes ev on its camera's status subject.
+// PublishStatus publishes ev on its camera's status subject, giving it an id.
 func (p *Publisher) PublishStatus(ev *StatusEvent) error {
-	return p.publish(StatusSubject(p.Prefix, p.Site, ev.Camera), ev.Camera+" "+ev.State, ev)
+	ev.ID = fmt.Sprintf("%s.%s.status.%d", p.Instance, ev.Camera, p.seq.Add(1))
+	return p.publish(StatusSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
 }
 
-// PublishConfig publishes ev on the site's config subject.
+// PublishConfig publishes ev on the site's config subject, giving it an id.
 func (p *Publisher) PublishConfig(ev *ConfigEvent) error {
-	return p.publish(ConfigSubject(p.Prefix, p.Site), "config "+ev.Result, ev)
+	ev.ID = fmt.Sprintf("%s.config.%d", p.Instance, p.seq.Add(1))
+	return p.publish(ConfigSubject(p.Prefix, p.Site), ev.ID, ev)
 }
 
-func (p *Publisher) publish(subject, what string, ev any) error {
+// PublishHealth publishes ev on the site's health subject, giving it an id and the
+// publisher's own counts.
+func (p *Publisher) PublishHealth(ev *HealthEvent) error {
+	ev.ID = fmt.Sprintf("%s.health.%d", p.Instance, p.seq.Add(1))
+	s := p.Stats()
+	ev.Publisher = PublishHealth{Published: s.Published, Retried: s.Retried, Dropped: s.Dropped, Pending: s.Pending}
+	return p.publish(HealthSubject(p.Prefix, p.Site), ev.ID, ev)
+}
+
+// gapMessage encodes a gap event. It goes out before anything waiting, and takes no room in
+// the outbox: it must not push out another event.
+func (p *Publisher) gapMessage(ev *GapEvent) *message {
+	ev.Version, ev.Site, ev.At = Version, p.Site, time.Now().UTC()
+	ev.ID = fmt.Sprintf("%s.gap.%d", p.Instance, p.seq.Add(1))
+	data, err := json.Marshal(ev)
+	if err != nil {
+		panic(err) // a GapEvent always encodes
+	}
+	return &message{subject: GapSubject(p.Prefix, p.Site), id: ev.ID, data: data, at: time.Now()}
+}
+
+func (p *Publisher) publish(subject, id string, ev any) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		p.failed.Add(1)
-		return fmt.Errorf("encode event %s: %w", what, err)
+		return fmt.Errorf("encode event %s: %w", id, err)
 	}
-	if err := p.nc.Publish(subject, data); err != nil {
+	if !p.out.put(&message{subject: subject, id: id, data: data, at: time.Now()}) {
 		p.failed.Add(1)
-		return fmt.Errorf("publish event %s: %w", what, err)
+		return fmt.Errorf("event %s: the publisher is closed", id)
 	}
-	p.published.Add(1)
 	return nil
 }
 
-// Stats returns the number of events published and failed so far.
-func (p *Publisher) Stats() (published, failed uint64) {
-	return p.published.Load(), p.failed.Load()
+// Stats returns the publisher's counters.
+func (p *Publisher) Stats() Stats {
+	return Stats{
+		Published:  p.published.Load(),
+		Failed:     p.failed.Load(),
+		Retried:    p.retried.Load(),
+		Dropped:    p.dropped.Load(),
+		Duplicates: p.duplicates.Load(),
+		Pending:    p.out.len() + int(p.inflight.Load()+p.held.Load()),
+	}
 }
 
-// Close flushes what is buffered (bounded by timeout) and closes the connection.
+// Close stops taking events, publishes what is waiting within timeout (with JetStream: until
+// acknowledged), then closes the connection. Events still unpublished then are counted and
+// logged. Safe to call twice.
 func (p *Publisher) Close(timeout time.Duration) {
-	if p.nc == nil {
-		return
+	p.closed.Do(func() {
+		if p.out == nil || p.nc == nil {
+			return
+		}
+		p.out.close()
+		close(p.stop)
+		select {
+		case <-p.done:
+		case <-time.After(timeout):
+			p.log.Warn("events not published before the shutdown deadline", "pending", p.Stats().Pending, "timeout", timeout)
+			close(p.quit)
+			<-p.done
+		}
+		if !p.JetStream && p.nc.IsConnected() {
+			_ = p.nc.FlushTimeout(timeout)
+		}
+		p.nc.Close()
+	})
+}
+
+// pending is an event sent and awaiting its acknowledgement.
+type pending struct {
+	m   *message
+	ack jetstream.PubAckFuture
+}
+
+// run publishes from the outbox until Close and the outbox is drained (or the connection is
+// closed under it). Acknowledgements are awaited in the order of sending: the server answers
+// in that order, and a later answer waits in its future until its turn.
+func (p *Publisher) run() {
+	defer close(p.done)
+	var (
+		inflight []pending
+		retry    []*message // sent, not acknowledged: sent again before the outbox
+		waitUp   <-chan time.Time
+	)
+	check := time.NewTicker(p.StoreCheck)
+	defer check.Stop()
+	store := storeWatch{}
+	next := func() (*message, bool) {
+		if len(retry) > 0 {
+			m := retry[0]
+			retry = retry[1:]
+			p.held.Add(-1)
+			return m, true
+		}
+		return p.out.pop()
 	}
-	if p.nc.IsConnected() {
-		_ = p.nc.FlushTimeout(timeout)
+	unread := func(m *message) {
+		retry = append([]*message{m}, retry...)
+		p.held.Add(1)
 	}
-	p.nc.Close()
+	stopping := p.stop
+	for {
+		if g := p.out.takeGap(); g.n > 0 {
+			p.dropped.Add(g.n)
+			p.log.Warn("outbox full: oldest events dropped", "events", g.n, "from", g.first, "to", g.last)
+			unread(p.gapMessage(&GapEvent{Reason: "outbox_full", Events: g.n, From: g.first.UTC(), To: g.last.UTC()}))
+		}
+		// Send while the window has room and the connection is up.
+		for waitUp == nil && len(inflight) < p.Window {
+			if p.nc.IsClosed() {
+				return
+			}
+			m, ok := next()
+			if !ok {
+				break
+			}
+			if !p.JetStream {
+				if err := p.nc.Publish(m.subject, m.data); err != nil {
+					unread(m)
+					waitUp = time.After(time.Second)
+					break
+				}
+				p.published.Add(1)
+				continue
+			}
+			if !p.nc.IsConnected() {
+				unread(m)
+				waitUp = time.After(time.Second)
+				break
+			}
+			msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
+			ack, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(m.id))
+			if err != nil {
+				unread(m)
+				waitUp = time.After(time.Second)
+				break
+			}
+			inflight = append(inflight, pending{m, ack})
+			p.inflight.Add(1)
+		}
+		if stopping == nil && len(inflight) == 0 && len(retry) == 0 && p.out.len() == 0 {
+			return // closed and drained
+		}
+		var okc <-chan *jetstream.PubAck
+		var errc <-chan error
+		if len(inflight) > 0 {
+			okc, errc = inflight[0].ack.Ok(), inflight[0].ack.Err()
+		}
+		select {
+		case a := <-okc:
+			if a.Duplicate {
+				p.duplicates.Add(1)
+			}
+			p.published.Add(1)
+			inflight = inflight[1:]
+			p.inflight.Add(-1)
+		case err := <-errc:
+			if p.nc.IsClosed() {
+				return
+			}
+			p.retried.Add(1)
+			p.log.Debug("event not acknowledged; sending it again", "id", inflight[0].m.id, "error", err)
+			retry = append(retry, inflight[0].m)
+			p.held.Add(1)
+			inflight = inflight[1:]
+			p.inflight.Add(-1)
+		case <-p.out.signal:
+		case <-p.up:
+			waitUp = nil
+		case <-waitUp:
+			waitUp = nil
+		case <-check.C:
+			if p.stream != nil && p.nc.IsConnected() {
+				if g := store.check(p.stream, p.Stream.MaxAge); g != nil {
+					p.log.Warn("stream full: oldest events removed before their age limit", "stream", p.Stream.Name,
+						"events", g.Events, "first_seq", g.FirstSeq, "last_seq", g.LastSeq)
+					unread(p.gapMessage(g))
+				}
+			}
+		case <-stopping:
+			stopping = nil // drain: the loop returns once nothing is left
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+// storeWatch notices events removed from the stream by its size limit: the stream's first
+// sequence moved on while its first event was younger than the age limit.
+type storeWatch struct {
+	first     uint64
+	firstTime time.Time
+}
+
+func (w *storeWatch) check(s jetstream.Stream, maxAge time.Duration) *GapEvent {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil
+	}
+	st := info.State
+	prev, prevTime := w.first, w.firstTime
+	w.first, w.firstTime = st.FirstSeq, st.FirstTime
+	if prev == 0 || st.FirstSeq <= prev {
+		return nil
+	}
+	// Removed: prev .. FirstSeq-1. Had the oldest of them reached the age limit, the age limit
+	// (not the size limit) may have removed them: not a loss.
+	now := time.Now()
+	if maxAge > 0 && now.Sub(prevTime) >= maxAge {
+		return nil
+	}
+	return &GapEvent{Reason: "store_full", Events: st.FirstSeq - prev,
+		From: prevTime.UTC(), To: st.FirstTime.UTC(), FirstSeq: prev, LastSeq: st.FirstSeq - 1}
 }

@@ -1,37 +1,49 @@
 package sinks
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/visiond/visiond/config"
 )
 
-// Server is an embedded NATS server, so the default configuration works with nothing else
+// Server is the embedded NATS server, so the default configuration works with nothing else
 // installed. Other services on the box subscribe to it like to any NATS server.
+//
+// With StoreDir set it runs JetStream with its store there (in a "jetstream" folder), in the
+// JetStream domain Domain, so that events published into its stream survive a crash of the
+// daemon and wait there while the uplink is down. With Leaf.URL set it joins a hub as a leaf
+// node; the hub reaches the box's stream through "$JS.<Domain>.API".
 type Server struct {
-	Listen string // host:port; port 0 picks a free port
-	Logger *slog.Logger
+	Listen   string // host:port; port 0 picks a free port
+	StoreDir string // the JetStream store's parent folder; "" runs without JetStream
+	Domain   string // JetStream domain
+	Auth     config.NATSAuth
+	TLS      config.TLS
+	Leaf     config.Leaf
+	Logger   *slog.Logger
 
 	ns *server.Server
 }
 
-// Start starts the server and waits until it accepts connections.
+// Start starts the server and waits until it accepts connections (and, with JetStream, until
+// JetStream has recovered its store).
 func (s *Server) Start() error {
-	host, portStr, err := net.SplitHostPort(s.Listen)
+	opts, err := s.options()
 	if err != nil {
-		return fmt.Errorf("embedded NATS server: listen address %q: %w", s.Listen, err)
+		return fmt.Errorf("embedded NATS server: %w", err)
 	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return fmt.Errorf("embedded NATS server: listen port %q: %w", portStr, err)
-	}
-	if port == 0 {
-		port = server.RANDOM_PORT
-	} else {
+	if opts.Port != server.RANDOM_PORT {
 		// nats-server reports a busy port only in its log; probe it for a clear error now.
 		ln, err := net.Listen("tcp", s.Listen)
 		if err != nil {
@@ -39,30 +51,104 @@ func (s *Server) Start() error {
 		}
 		ln.Close()
 	}
-	ns, err := server.NewServer(&server.Options{
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("embedded NATS server: %w", err)
+	}
+	if s.Logger != nil {
+		ns.SetLoggerV2(&serverLog{log: s.Logger}, false, false, false)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return fmt.Errorf("embedded NATS server: not ready on %s after 30s (port in use, or the JetStream store in %s unreadable?)", s.Listen, opts.StoreDir)
+	}
+	if opts.JetStream && !ns.JetStreamEnabled() {
+		ns.Shutdown()
+		return fmt.Errorf("embedded NATS server: JetStream did not start with its store in %s (see the log above)", opts.StoreDir)
+	}
+	s.ns = ns
+	if s.Logger != nil {
+		s.Logger.Info("embedded NATS server ready", "url", ns.ClientURL(), "jetstream", opts.JetStream,
+			"store", opts.StoreDir, "domain", opts.JetStreamDomain, "leaf", config.Redact(s.Leaf.URL))
+	}
+	return nil
+}
+
+func (s *Server) options() (*server.Options, error) {
+	host, portStr, err := net.SplitHostPort(s.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("nats.listen %q: %w", s.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("nats.listen port %q: %w", portStr, err)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
 		ServerName: "visiond",
 		Host:       host,
 		Port:       port,
 		NoSigs:     true, // the daemon owns signal handling
 		MaxPayload: 1 << 20,
-	})
+		Username:   s.Auth.User,
+		Password:   s.Auth.Password,
+	}
+	opts.Authorization = s.Auth.Token
+	tc, err := tlsConfig("nats.tls", s.TLS)
 	if err != nil {
-		return fmt.Errorf("embedded NATS server: %w", err)
+		return nil, err
 	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		return fmt.Errorf("embedded NATS server: not accepting connections on %s after 10s (port in use?)", s.Listen)
+	if tc != nil {
+		tc.RootCAs = nil
+		opts.TLSConfig, opts.TLS = tc, true
+		opts.TLSVerify = tc.ClientCAs != nil // a CA given: clients must present certificates it signed
+		if opts.TLSVerify {
+			tc.ClientAuth = tls.RequireAndVerifyClientCert
+		}
 	}
-	s.ns = ns
-	if s.Logger != nil {
-		s.Logger.Info("embedded NATS server ready", "url", ns.ClientURL())
+	if s.StoreDir != "" {
+		dir := filepath.Join(s.StoreDir, "jetstream")
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("state_dir: %w", err)
+		}
+		opts.JetStream = true
+		opts.StoreDir = dir
+		opts.JetStreamDomain = s.Domain
+		// A server name that is stable across restarts: JetStream keeps it in its store.
+		opts.ServerName = "visiond-" + s.Domain
 	}
-	return nil
+	if s.Leaf.URL != "" {
+		remote, err := leafRemote(s.Leaf)
+		if err != nil {
+			return nil, err
+		}
+		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+		opts.LeafNode.ReconnectInterval = 2 * time.Second
+	}
+	return opts, nil
+}
+
+// Connect opens an in-process client connection to the server, with the server's own
+// credentials (no TCP, no TLS handshake).
+func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	opts = append(opts, nats.InProcessServer(s.ns))
+	switch {
+	case s.Auth.User != "":
+		opts = append(opts, nats.UserInfo(s.Auth.User, s.Auth.Password))
+	case s.Auth.Token != "":
+		opts = append(opts, nats.Token(s.Auth.Token))
+	}
+	return nats.Connect(s.ns.ClientURL(), opts...)
 }
 
 // ClientURL is the URL clients connect to.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// LeafConnected reports whether the link to the hub is up.
+func (s *Server) LeafConnected() bool { return s.ns != nil && s.ns.NumLeafNodes() > 0 }
 
 // Close shuts the server down and waits for it. Safe to call twice.
 func (s *Server) Close() {
@@ -71,4 +157,54 @@ func (s *Server) Close() {
 	}
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+}
+
+// serverLog routes nats-server's log into slog: warnings and errors as they are, notices (its
+// start-up banner, links made and lost) at debug. A warning or error repeats at most once a
+// minute per message format, with the count of those held back: a hub that is down for an
+// hour gives 60 lines, not 1800.
+type serverLog struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	seen map[string]*repeat
+}
+
+type repeat struct {
+	last time.Time
+	held int
+}
+
+const repeatEvery = time.Minute
+
+func (l *serverLog) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Warnf(format string, v ...any)   { l.limited(slog.LevelWarn, format, v) }
+func (l *serverLog) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Errorf(format string, v ...any)  { l.limited(slog.LevelError, format, v) }
+func (l *serverLog) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Tracef(string, ...any)           {}
+
+func (l *serverLog) limited(level slog.Level, format string, v []any) {
+	now := time.Now()
+	l.mu.Lock()
+	if l.seen == nil {
+		l.seen = map[string]*repeat{}
+	}
+	r := l.seen[format]
+	if r == nil {
+		r = &repeat{}
+		l.seen[format] = r
+	}
+	if !r.last.IsZero() && now.Sub(r.last) < repeatEvery {
+		r.held++
+		l.mu.Unlock()
+		return
+	}
+	held := r.held
+	r.last, r.held = now, 0
+	l.mu.Unlock()
+	args := []any{}
+	if held > 0 {
+		args = append(args, "repeated", held, "in", repeatEvery)
+	}
+	l.log.Log(context.Background(), level, fmt.Sprintf(format, v...), args...)
 }

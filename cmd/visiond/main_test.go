@@ -195,13 +195,14 @@ func demoConfig(t *testing.T, rtspAddr string) string {
 		return p
 	}
 	return fmt.Sprintf(`site: demo
+state_dir: %q
 http: {listen: ""}
 nats: {listen: "127.0.0.1:0"}
 workers: {model: %q, library: %q}
 sample: {enabled: true, listen: %q, file: %q}
 cameras:
   - {id: sample, url: "rtsp://%s/sample"}
-`, abs("yolov8n.onnx"), abs("libonnxruntime.so.1"), rtspAddr, abs("media/vtest.h264.ts"), rtspAddr)
+`, t.TempDir(), abs("yolov8n.onnx"), abs("libonnxruntime.so.1"), rtspAddr, abs("media/vtest.h264.ts"), rtspAddr)
 }
 
 // logLines follows a process's stderr; wait returns the first line matching a pattern.

@@ -1,0 +1,210 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sinks/natstest"
+	"github.com/visiond/visiond/sources/samplecam"
+)
+
+// The box's embedded server is a leaf node of a hub whose stream sources the box's stream.
+// While 4 cameras publish, the uplink is cut for 30 s and restored: every event the daemon
+// published reaches the hub's stream exactly once, none missing, those of the outage too.
+func TestDeliveryAcrossUplinkOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cuts the uplink for 30 s")
+	}
+	hub := natstest.StartHub(t, t.TempDir())
+	link := natstest.StartProxy(t, strings.TrimPrefix(hub.LeafURL, "nats-leaf://"))
+
+	video := thirdParty(t, "media/vtest.h264.ts")
+	streams := map[string]string{}
+	var cams strings.Builder
+	for i := range 4 {
+		id := fmt.Sprint("cam", i)
+		streams[id] = video
+	}
+	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testLogger(t)}
+	if err := rtsp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rtsp.Close)
+	for i := range 4 {
+		fmt.Fprintf(&cams, "  - {id: cam%d, url: %q}\n", i, rtsp.URL(fmt.Sprint("cam", i)))
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+site: box1
+http: {listen: ""}
+nats:
+  listen: "127.0.0.1:0"
+  health_interval: 2s
+  leaf: {url: %q}
+workers: {model: %q, library: %q}
+camera_defaults: {fps: 2}
+cameras:
+%s`, "nats-leaf://"+link.Addr, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams.String())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StateDir = t.TempDir()
+	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+
+	// A local subscriber on the box records every detection event id the daemon publishes.
+	local, err := nats.Connect(d.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(local.Close)
+	var mu sync.Mutex
+	published := map[string]bool{}
+	duringCut := 0
+	cut := false
+	sub, err := local.Subscribe("visiond.box1.*.detections", func(m *nats.Msg) {
+		var ev sinks.DetectionEvent
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Errorf("bad event: %v", err)
+			return
+		}
+		mu.Lock()
+		published[ev.ID] = true
+		if cut {
+			duringCut++
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(published)
+	}
+
+	hubStream := hub.SourceStream(t, "ALL", "box1", d.StreamName())
+	hubMsgs := func() uint64 {
+		info, err := hubStream.Info(context.Background())
+		if err != nil {
+			return 0
+		}
+		return info.State.Msgs
+	}
+	waitUntil(t, 60*time.Second, "events flowing to the hub", func() bool { return count() >= 8 && hubMsgs() >= 8 })
+
+	link.Cut()
+	mu.Lock()
+	cut = true
+	mu.Unlock()
+	time.Sleep(2 * time.Second) // what was on its way arrives, or not
+	beforeCut := hubMsgs()
+	time.Sleep(28 * time.Second)
+	atHub := hubMsgs()
+	if atHub != beforeCut {
+		t.Fatalf("the hub went from %d to %d messages while the link was cut: the cut is not one", beforeCut, atHub)
+	}
+	mu.Lock()
+	cut = false
+	n := duringCut
+	mu.Unlock()
+	if n < 20 {
+		t.Fatalf("only %d events published during the 30 s outage: the cameras did not keep publishing", n)
+	}
+	link.Restore()
+
+	// Stop recording; every event recorded must reach the hub exactly once.
+	waitUntil(t, 5*time.Second, "one more event after the restore", func() bool { return count() > 0 })
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := local.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	want := make(map[string]bool, len(published))
+	for id := range published {
+		want[id] = true
+	}
+	mu.Unlock()
+
+	_, js := hub.Connect(t)
+	var seen map[string]int
+	waitUntil(t, 60*time.Second, "every event in the hub", func() bool {
+		seen = detectionIDs(t, js, "ALL")
+		for id := range want {
+			if seen[id] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("event %s is %d times in the hub's stream", id, c)
+		}
+	}
+	t.Logf("%d events published, %d during the 30 s outage (the hub held %d messages then); all in the hub once",
+		len(want), n, atHub)
+
+	// Health events went the same way: they list the 4 cameras and what each analysed.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := hubStream.GetLastMsgForSubject(ctx, "visiond.box1.health")
+	if err != nil {
+		t.Fatalf("no health event at the hub: %v", err)
+	}
+	var h sinks.HealthEvent
+	if err := json.Unmarshal(m.Data, &h); err != nil {
+		t.Fatal(err)
+	}
+	analysed := uint64(0)
+	for _, c := range h.Cameras {
+		analysed += c.Analysed
+	}
+	if len(h.Cameras) != 4 || analysed == 0 || h.Workers != 1 {
+		t.Errorf("health event %+v", h)
+	}
+}
+
+// detectionIDs counts the detection event ids in stream name.
+func detectionIDs(t *testing.T, js jetstream.JetStream, name string) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue // deleted
+		}
+		if strings.HasSuffix(m.Subject, ".detections") {
+			ids[m.Header.Get(jetstream.MsgIDHeader)]++
+		}
+	}
+	return ids
+}

@@ -1,0 +1,115 @@
+package pipeline
+
+import (
+	"time"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/sinks"
+)
+
+// startNATS starts the embedded NATS server (unless nats.url names external servers) and the
+// publisher. With JetStream the embedded server keeps its store in the state directory.
+func (d *Daemon) startNATS(cfg *config.Config) error {
+	n := cfg.NATS
+	d.pub = &sinks.Publisher{
+		URL:         n.URL,
+		Auth:        n.Auth,
+		TLS:         n.TLS,
+		Prefix:      n.SubjectPrefix,
+		Site:        cfg.Site,
+		Instance:    d.instance,
+		JetStream:   n.JetStream,
+		OutboxBytes: n.OutboxMiB << 20,
+		Stream: sinks.StreamConfig{
+			Name:       n.StreamName(cfg.Site),
+			MaxAge:     n.Stream.MaxAge,
+			MaxBytes:   int64(n.Stream.MaxBytesMiB) << 20,
+			Duplicates: n.Stream.DuplicateWindow,
+		},
+		Logger: d.log.With("component", "nats"),
+	}
+	if n.URL == "" {
+		srv := &sinks.Server{Listen: n.Listen, Auth: n.Auth, TLS: n.TLS, Leaf: n.Leaf,
+			Logger: d.log.With("component", "nats-server")}
+		if n.JetStream {
+			dir, err := cfg.StatePath()
+			if err != nil {
+				return err
+			}
+			srv.StoreDir, srv.Domain = dir, n.JetStreamDomain(cfg.Site)
+		}
+		if err := srv.Start(); err != nil {
+			return err
+		}
+		d.natsServer = srv
+		d.pub.Server = srv
+	}
+	if err := d.pub.Start(); err != nil {
+		d.pub = nil
+		return err
+	}
+	d.healthEvery = n.HealthInterval
+	d.flushTimeout = 5 * time.Second
+	return nil
+}
+
+// healthCounts are a camera's totals at the last health event.
+type healthCounts struct{ decoded, analysed, dropped uint64 }
+
+// publishHealth publishes the health event: per camera, what was decoded, analysed and
+// dropped since the last one. It runs on the run goroutine.
+func (d *Daemon) publishHealth(now time.Time) {
+	interval := now.Sub(d.lastHealth)
+	if d.lastHealth.IsZero() {
+		interval = now.Sub(d.started)
+	}
+	ev := &sinks.HealthEvent{Version: sinks.Version, Site: d.site, Instance: d.instance, At: now.UTC(),
+		Interval: interval.Seconds(), UptimeS: now.Sub(d.started).Seconds(), Cameras: []sinks.CameraHealth{}}
+	prev := d.healthPrev
+	d.healthPrev = make(map[string]healthCounts, len(prev))
+	for _, c := range d.Cameras() {
+		cur := healthCounts{decoded: c.Decoded, analysed: c.Analysed, dropped: c.Drops.total()}
+		p := prev[c.ID] // zero for a camera added since
+		if cur.decoded < p.decoded || cur.analysed < p.analysed || cur.dropped < p.dropped {
+			p = healthCounts{} // restarted by a reload: its counters began again
+		}
+		d.healthPrev[c.ID] = cur
+		h := sinks.CameraHealth{Camera: c.ID, State: c.State, FPS: c.FPS,
+			Decoded: cur.decoded - p.decoded, Analysed: cur.analysed - p.analysed, Dropped: cur.dropped - p.dropped}
+		if interval > 0 {
+			h.FPSAchieved = float64(h.Analysed) / interval.Seconds()
+		}
+		ev.Cameras = append(ev.Cameras, h)
+	}
+	for _, w := range d.Workers() {
+		if w.State == infer.WorkerIdle || w.State == infer.WorkerBusy {
+			ev.Workers++
+		}
+	}
+	d.lastHealth = now
+	if err := d.pub.PublishHealth(ev); err != nil {
+		d.log.Warn("health event not published", "error", err)
+	}
+}
+
+// total is the number of frames dropped, for every reason.
+func (dr Drops) total() uint64 {
+	return dr.Superseded + dr.Stale + dr.Source + dr.WorkerLost + dr.Timeout + dr.Rejected + dr.Shutdown
+}
+
+// PublisherStats are the publisher's counters (zero before Start).
+func (d *Daemon) PublisherStats() sinks.Stats {
+	if d.pub == nil {
+		return sinks.Stats{}
+	}
+	return d.pub.Stats()
+}
+
+// StreamName is the JetStream stream that holds the site's events ("" without JetStream).
+func (d *Daemon) StreamName() string {
+	if d.Config == nil || !d.Config.NATS.JetStream {
+		return ""
+	}
+	return d.Config.NATS.StreamName(d.site)
+}

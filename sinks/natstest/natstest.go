@@ -1,0 +1,185 @@
+// Package natstest provides what tests of visiond's delivery need around a box: a hub (a real
+// nats-server with JetStream and a leaf node port, in-process) whose stream sources the boxes'
+// streams, and a TCP proxy to cut and restore the link between a box and the hub.
+package natstest
+
+import (
+	"context"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Hub is a NATS server with JetStream in domain "hub" that accepts leaf node links.
+type Hub struct {
+	*server.Server
+	LeafURL string // nats-leaf://host:port for the boxes
+}
+
+// StartHub starts a hub storing under dir; the test's cleanup shuts it down.
+func StartHub(tb testing.TB, dir string) *Hub {
+	tb.Helper()
+	leafPort := freePort(tb) // nats-server does not tell a random leaf node port
+	ns, err := server.NewServer(&server.Options{
+		ServerName:      "hub",
+		Host:            "127.0.0.1",
+		Port:            server.RANDOM_PORT,
+		NoSigs:          true,
+		JetStream:       true,
+		JetStreamDomain: "hub",
+		StoreDir:        dir,
+		// NoAdvertise: a box must not learn the hub's own address and go round the proxy.
+		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort, NoAdvertise: true},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ns.Start()
+	tb.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		tb.Fatal("hub not ready")
+	}
+	return &Hub{Server: ns, LeafURL: "nats-leaf://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(leafPort))}
+}
+
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Connect connects a client to the hub; the test's cleanup closes it.
+func (h *Hub) Connect(tb testing.TB) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	nc, err := nats.Connect(h.ClientURL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc, js
+}
+
+// SourceStream creates the hub stream name that sources stream boxStream of the box in
+// JetStream domain boxDomain: how a hub collects every box's events.
+func (h *Hub) SourceStream(tb testing.TB, name, boxDomain, boxStream string) jetstream.Stream {
+	tb.Helper()
+	_, js := h.Connect(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:    name,
+		Storage: jetstream.FileStorage,
+		Sources: []*jetstream.StreamSource{{
+			Name:     boxStream,
+			External: &jetstream.ExternalStream{APIPrefix: "$JS." + boxDomain + ".API"},
+		}},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// Proxy forwards TCP connections from its own address to a target, and can cut every
+// connection and refuse new ones (an uplink outage) until Restore.
+type Proxy struct {
+	Addr   string // where to connect instead of the target
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// StartProxy starts a proxy to target (host:port); the test's cleanup stops it.
+func StartProxy(tb testing.TB, target string) *Proxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	tb.Cleanup(p.Close)
+	return p
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src) // ends when either side closes, or on a cut
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// Cut closes every connection through the proxy and refuses new ones until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Restore accepts connections again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+// Close stops the proxy and waits for its goroutines.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.Cut()
+	p.wg.Wait()
+}
