@@ -184,6 +184,11 @@ func freeAddr(t *testing.T) string {
 // demoConfig is the demo with random ports: the sample camera on rtspAddr, the files
 // scripts/setup.sh fetched, no HTTP.
 func demoConfig(t *testing.T, rtspAddr string) string {
+	return demoConfigWith(t, rtspAddr, t.TempDir(), `{listen: "127.0.0.1:0"}`)
+}
+
+// demoConfigWith is demoConfig with a given state directory and nats section (YAML flow).
+func demoConfigWith(t *testing.T, rtspAddr, stateDir, nats string) string {
 	abs := func(rel string) string {
 		p, err := filepath.Abs(filepath.Join("../../third_party", rel))
 		if err != nil {
@@ -197,12 +202,12 @@ func demoConfig(t *testing.T, rtspAddr string) string {
 	return fmt.Sprintf(`site: demo
 state_dir: %q
 http: {listen: ""}
-nats: {listen: "127.0.0.1:0"}
+nats: %s
 workers: {model: %q, library: %q}
 sample: {enabled: true, listen: %q, file: %q}
 cameras:
   - {id: sample, url: "rtsp://%s/sample"}
-`, t.TempDir(), abs("yolov8n.onnx"), abs("libonnxruntime.so.1"), rtspAddr, abs("media/vtest.h264.ts"), rtspAddr)
+`, stateDir, nats, abs("yolov8n.onnx"), abs("libonnxruntime.so.1"), rtspAddr, abs("media/vtest.h264.ts"), rtspAddr)
 }
 
 // logLines follows a process's stderr; wait returns the first line matching a pattern.
