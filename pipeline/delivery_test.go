@@ -147,7 +147,7 @@ cameras:
 	_, js := hub.Connect(t)
 	var seen map[string]int
 	waitUntil(t, 60*time.Second, "every event in the hub", func() bool {
-		seen = detectionIDs(t, js, "ALL")
+		seen = detectionIDs(t, js, "ALL", nil)
 		for id := range want {
 			if seen[id] == 0 {
 				return false
@@ -155,6 +155,7 @@ cameras:
 		}
 		return true
 	})
+	seen = detectionIDs(t, js, "ALL", natstest.NewValidator(t, sinks.Schemas())) // and every event matches its schema
 	for id, c := range seen {
 		if c != 1 {
 			t.Errorf("event %s is %d times in the hub's stream", id, c)
@@ -183,8 +184,9 @@ cameras:
 	}
 }
 
-// detectionIDs counts the detection event ids in stream name.
-func detectionIDs(t *testing.T, js jetstream.JetStream, name string) map[string]int {
+// detectionIDs counts the detection event ids in stream name; with v, it checks every event
+// in the stream against its schema.
+func detectionIDs(t *testing.T, js jetstream.JetStream, name string, v *natstest.Validator) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -204,6 +206,11 @@ func detectionIDs(t *testing.T, js jetstream.JetStream, name string) map[string]
 		}
 		if strings.HasSuffix(m.Subject, ".detections") {
 			ids[m.Header.Get(jetstream.MsgIDHeader)]++
+		}
+		if v != nil {
+			if err := v.Validate(sinks.SchemaFile(m.Subject), m.Data); err != nil {
+				t.Errorf("%s: %v\n%s", m.Subject, err, m.Data)
+			}
 		}
 	}
 	return ids

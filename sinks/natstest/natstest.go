@@ -1,10 +1,14 @@
 // Package natstest provides what tests of visiond's delivery need around a box: a hub (a real
 // nats-server with JetStream and a leaf node port, in-process) whose stream sources the boxes'
-// streams, and a TCP proxy to cut and restore the link between a box and the hub.
+// streams, a TCP proxy to cut and restore the link between a box and the hub, and a validator
+// of events against the published JSON Schemas.
 package natstest
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
 	"io"
 	"net"
 	"strconv"
@@ -15,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Hub is a NATS server with JetStream in domain "hub" that accepts leaf node links.
@@ -182,4 +187,61 @@ func (p *Proxy) Close() {
 	p.ln.Close()
 	p.Cut()
 	p.wg.Wait()
+}
+
+// Validator checks events against JSON Schemas.
+type Validator struct {
+	schemas map[string]*jsonschema.Schema
+}
+
+// NewValidator compiles every schema in files (sinks.Schemas()).
+func NewValidator(tb testing.TB, files fs.FS) *Validator {
+	tb.Helper()
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	names, err := fs.Glob(files, "*.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, name := range names {
+		data, err := fs.ReadFile(files, name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if err != nil {
+			tb.Fatalf("%s: %v", name, err)
+		}
+		if err := c.AddResource("https://visiond.dev/schema/v1/"+name, doc); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	v := &Validator{schemas: map[string]*jsonschema.Schema{}}
+	for _, name := range names {
+		if name == "common.json" {
+			continue
+		}
+		s, err := c.Compile("https://visiond.dev/schema/v1/" + name)
+		if err != nil {
+			tb.Fatalf("%s: %v", name, err)
+		}
+		v.schemas[name] = s
+	}
+	return v
+}
+
+// Validate checks data against the schema in file name (sinks.SchemaFile(subject)).
+func (v *Validator) Validate(name string, data []byte) error {
+	s := v.schemas[name]
+	if s == nil {
+		return fmt.Errorf("no schema %q", name)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	if err := s.Validate(doc); err != nil {
+		return fmt.Errorf("against %s: %w", name, err)
+	}
+	return nil
 }

@@ -1,0 +1,82 @@
+package sinks
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/visiond/visiond/sinks/natstest"
+)
+
+// Every kind of event, as published, matches its JSON Schema; events that break the schema
+// are caught by it.
+func TestEventsMatchSchemas(t *testing.T) {
+	v := natstest.NewValidator(t, Schemas())
+	s := startServer(t)
+	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
+	now := time.Now().UTC()
+	det := detection("door", 3)
+	det.CapturedAt, det.PublishedAt, det.Model = now.Add(-80*time.Millisecond), now, "yolov8n"
+	det.Detections = []Detection{{Label: "person", ClassID: 0, Score: 0.87,
+		Box: Box{X: 412.5, Y: 120, W: 60.2, H: 170.9}, BoxNorm: Box{X: 0.537, Y: 0.208, W: 0.078, H: 0.297}}}
+	det.LatencyMS = Latency{Queue: 35.2, Pre: 0.7, Infer: 41, Post: 0.4, Total: 80.3}
+	for _, err := range []error{
+		p.PublishDetections(det),
+		p.PublishStatus(&StatusEvent{Version: Version, Site: "lab", Camera: "door", State: "offline", Previous: "online",
+			Reason: "stalled: no frame for 10s", At: now}),
+		p.PublishStatus(&StatusEvent{Version: Version, Site: "lab", Camera: "door", State: "online", Previous: "offline",
+			At: now, GapMS: 12430.5}),
+		p.PublishConfig(&ConfigEvent{Version: Version, Site: "lab", Result: "rejected", Error: "line 3: cameras[0].url: missing", At: now}),
+		p.PublishConfig(&ConfigEvent{Version: Version, Site: "lab", Result: "applied", At: now, Added: []string{"yard"}, WorkersReplaced: true}),
+		p.PublishHealth(&HealthEvent{Version: Version, Site: "lab", Instance: "inst", At: now, Interval: 10, UptimeS: 60,
+			Cameras: []CameraHealth{{Camera: "door", State: "online", FPS: 5, FPSAchieved: 4.9, Decoded: 250, Analysed: 49, Dropped: 1}}, Workers: 2}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	gap := p.gapMessage(&GapEvent{Reason: "store_full", Events: 12, From: now.Add(-time.Hour), To: now, FirstSeq: 1, LastSeq: 12})
+	p.out.put(gap)
+	waitFor(t, "7 acknowledgements", func() bool { return p.Stats().Published == 7 })
+
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	msgs := streamMsgs(t, js, "visiond-lab")
+	kinds := map[string]int{}
+	for _, m := range msgs {
+		name := SchemaFile(m.Subject)
+		kinds[name]++
+		if err := v.Validate(name, m.Data); err != nil {
+			t.Errorf("%s: %v\n%s", m.Subject, err, m.Data)
+		}
+		var id struct{ ID string }
+		if err := json.Unmarshal(m.Data, &id); err != nil || id.ID != m.Header.Get(jetstream.MsgIDHeader) {
+			t.Errorf("%s: event id %q, Nats-Msg-Id %q", m.Subject, id.ID, m.Header.Get(jetstream.MsgIDHeader))
+		}
+	}
+	if len(kinds) != 5 {
+		t.Errorf("kinds of events in the stream: %v, want all 5", kinds)
+	}
+
+	// The schemas catch what breaks them.
+	good, _ := json.Marshal(det)
+	for _, tc := range []struct{ name, schema, data, want string }{
+		{"no camera", "detections.json", strings.Replace(string(good), `"camera":"door",`, "", 1), "camera"},
+		{"score over 1", "detections.json", strings.Replace(string(good), `"score":0.87`, `"score":1.5`, 1), "score"},
+		{"bad time", "detections.json", strings.Replace(string(good), `"captured_at":"`, `"captured_at":"yesterday`, 1), "captured_at"},
+		{"unknown state", "status.json", `{"version":1,"id":"x","site":"lab","camera":"door","state":"sleeping","previous":"","at":"2026-11-30T10:00:00Z"}`, "state"},
+		{"version 2", "config.json", `{"version":2,"id":"x","site":"lab","result":"applied","at":"2026-11-30T10:00:00Z"}`, "version"},
+	} {
+		err := v.Validate(tc.schema, []byte(tc.data))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: validation error %v, want one about %q", tc.name, err, tc.want)
+		}
+	}
+}
