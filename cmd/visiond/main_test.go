@@ -161,6 +161,10 @@ func TestFormatEvent(t *testing.T) {
 			"s/door online (was offline), no frames for 12.5 s"},
 		{"visiond.s.door.detections", `{"version":1,"site":"s","camera":"door","frame":{"seq":7,"width":640,"height":480},"detections":[{"label":"person","score":0.9,"box":{"x":1,"y":2,"w":3,"h":4}}],"latency_ms":{"total":80}}`,
 			"s/door frame 7 (640x480) 80 ms: person 0.90 [1,2 3x4]"},
+		{"visiond.s.health", `{"version":1,"site":"s","at":"2026-11-30T10:00:00Z","interval_s":10,"cameras":[{"camera":"door","state":"online","fps":5,"fps_achieved":4.9,"frames_analysed":49,"frames_dropped":1}],"workers":2,"publisher":{"published":300,"pending":2}}`,
+			"s health, last 10 s: door online 4.9/5 fps (49 analysed, 1 dropped); 2 workers; events published 300, pending 2"},
+		{"visiond.s.gaps", `{"version":1,"site":"s","reason":"outbox_full","events":340,"from":"2026-11-30T10:00:00Z","to":"2026-11-30T10:01:00Z","at":"2026-11-30T10:01:01Z"}`,
+			"s GAP: 340 events lost (outbox_full)"},
 		{"visiond.s.door.detections", `not json`, "visiond.s.door.detections not json"},
 		{"other.subject", `{}`, "other.subject {}"},
 	} {

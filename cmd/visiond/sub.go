@@ -65,8 +65,8 @@ func printEvents(ctx context.Context, url, subject string, raw bool, count int, 
 	return nil
 }
 
-// formatEvent renders a detection event as one human-readable line; other messages are
-// shown as subject and payload.
+// formatEvent renders an event (detections, status, health, gap) as one human-readable line;
+// other messages are shown as subject and payload.
 func formatEvent(m *nats.Msg) string {
 	if strings.HasSuffix(m.Subject, ".status") {
 		var st sinks.StatusEvent
@@ -79,6 +79,25 @@ func formatEvent(m *nats.Msg) string {
 				line += fmt.Sprintf(", no frames for %.1f s", st.GapMS/1000)
 			}
 			return line
+		}
+	}
+	if strings.HasSuffix(m.Subject, ".health") {
+		var h sinks.HealthEvent
+		if json.Unmarshal(m.Data, &h) == nil && h.Site != "" {
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s %s health, last %.0f s:", h.At.Local().Format("15:04:05.000"), h.Site, h.Interval)
+			for _, c := range h.Cameras {
+				fmt.Fprintf(&b, " %s %s %.1f/%g fps (%d analysed, %d dropped);", c.Camera, c.State, c.FPSAchieved, c.FPS, c.Analysed, c.Dropped)
+			}
+			fmt.Fprintf(&b, " %d workers; events published %d, pending %d", h.Workers, h.Publisher.Published, h.Publisher.Pending)
+			return b.String()
+		}
+	}
+	if strings.HasSuffix(m.Subject, ".gaps") {
+		var g sinks.GapEvent
+		if json.Unmarshal(m.Data, &g) == nil && g.Site != "" {
+			return fmt.Sprintf("%s %s GAP: %d events lost (%s), made %s to %s", g.At.Local().Format("15:04:05.000"), g.Site,
+				g.Events, g.Reason, g.From.Local().Format("15:04:05.000"), g.To.Local().Format("15:04:05.000"))
 		}
 	}
 	var ev sinks.DetectionEvent
