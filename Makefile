@@ -3,8 +3,11 @@ GO      ?= go
 BIN     := bin/visiond
 PKGS    := ./...
 BENCH_TIME ?= 20x
+PREFIX  ?= /usr/local
+DESTDIR ?=
+INSTALL ?= install
 
-.PHONY: all setup build run test vet fmt-check tidy-check bench clean
+.PHONY: all setup build run test vet fmt-check tidy-check bench install clean
 
 all: build
 
@@ -13,6 +16,11 @@ setup:
 	@scripts/setup.sh
 
 build:
+	$(GO) build -o $(BIN) ./cmd/visiond
+
+# Built only when missing, so that `sudo make install` (where go may not be on the PATH)
+# installs what `make build` made.
+$(BIN):
 	$(GO) build -o $(BIN) ./cmd/visiond
 
 # The daemon on its embedded demo config (a built-in sample camera, an embedded NATS server on
@@ -35,6 +43,36 @@ tidy-check:
 # Per-frame costs: decode, letterbox, preprocessing, one inference, postprocessing.
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) ./sources/... ./infer/... ./pipeline/...
+
+# The binary to $(PREFIX)/bin, the systemd unit (its ExecStart pointed there) and, unless
+# one is there already, the example config to /etc/visiond/visiond.yaml. DESTDIR stages
+# the whole tree elsewhere (packaging). Then the steps printed at the end.
+install: $(BIN)
+	$(INSTALL) -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/visiond \
+		$(DESTDIR)/etc/systemd/system $(DESTDIR)/etc/visiond
+	$(INSTALL) -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/visiond
+	$(INSTALL) -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/visiond/README.md
+	sed -e 's|/usr/local/bin/visiond|$(PREFIX)/bin/visiond|g' \
+		-e 's|file:///usr/share/doc/visiond/|file://$(PREFIX)/share/doc/visiond/|g' \
+		systemd/visiond.service > $(DESTDIR)/etc/systemd/system/visiond.service.new
+	chmod 644 $(DESTDIR)/etc/systemd/system/visiond.service.new
+	mv $(DESTDIR)/etc/systemd/system/visiond.service.new $(DESTDIR)/etc/systemd/system/visiond.service
+	@if [ -e $(DESTDIR)/etc/visiond/visiond.yaml ]; then \
+		echo "kept the existing $(DESTDIR)/etc/visiond/visiond.yaml (the example: configs/visiond.yaml)"; \
+	else \
+		echo "$(INSTALL) -m 644 configs/visiond.yaml $(DESTDIR)/etc/visiond/visiond.yaml"; \
+		$(INSTALL) -m 644 configs/visiond.yaml $(DESTDIR)/etc/visiond/visiond.yaml; \
+	fi
+	@echo
+	@echo "visiond installed. Next, as root:"
+	@echo "  useradd --system --home-dir /var/lib/visiond --shell /usr/sbin/nologin --groups video,render visiond"
+	@echo "  install -D -m 644 third_party/libonnxruntime.so.1 /usr/lib/visiond/libonnxruntime.so.1"
+	@echo "  install -D -m 644 third_party/yolov8n.onnx /var/lib/visiond/yolov8n.onnx   # or your model"
+	@echo "  edit /etc/visiond/visiond.yaml (cameras; chgrp visiond and chmod 640 it once it holds passwords)"
+	@echo "  $(PREFIX)/bin/visiond check -config /etc/visiond/visiond.yaml"
+	@echo "  systemctl daemon-reload"
+	@echo "  systemctl enable --now visiond"
+	@echo "  journalctl -u visiond -f    # status page: http://127.0.0.1:8080/"
 
 clean:
 	rm -rf bin

@@ -28,7 +28,7 @@ type camera struct {
 	geometry [2]int        // source size of its last job (slicer goroutine)
 	wake     func()        // wakes the slicer
 
-	analysed   atomic.Uint64 // frames analysed and published
+	analysed   atomic.Uint64 // frames analysed and published; added to under mu, with latency
 	stale      atomic.Uint64 // frames older than max_frame_age when their turn came
 	lost       atomic.Uint64 // jobs whose worker died or broke the protocol
 	timeouts   atomic.Uint64 // jobs whose worker passed job_timeout (and was replaced)
@@ -42,7 +42,8 @@ type camera struct {
 	fps      rate    // analysed frames per second
 	snap     snapshot
 
-	mu       sync.Mutex // guards the fields below
+	mu       sync.Mutex   // guards the fields below
+	latency  stageLatency // per-stage latency histograms of the analysed frames
 	labels   map[string]int
 	lastErr  string
 	lastSeen time.Time // capture time of the last analysed frame
@@ -144,10 +145,14 @@ type summary struct {
 	lastErr               string
 }
 
+// countResult counts an analysed frame: its detections and its latency per stage. The
+// frame counter and the histograms change together under mu, so a scrape sees as many
+// observations in each histogram as frames analysed.
 func (c *camera) countResult(ev *sinks.DetectionEvent) {
+	c.mu.Lock()
 	c.analysed.Add(1)
 	c.detections.Add(uint64(len(ev.Detections)))
-	c.mu.Lock()
+	c.latency.observe(ev.LatencyMS)
 	if c.labels == nil {
 		c.labels = make(map[string]int)
 	}
@@ -235,12 +240,21 @@ type CameraStatus struct {
 }
 
 func (c *camera) status() CameraStatus {
+	s, _ := c.statusLatency()
+	return s
+}
+
+// statusLatency returns the camera's status and its latency histograms, read together: the
+// histograms hold exactly the status's Analysed observations.
+func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 	st := c.src.Status()
 	age, ageMax := c.frameAge.get(false)
 	inf, _ := c.inferAge.get(false)
 	tot, _ := c.total.get(false)
 	c.mu.Lock()
 	last := c.lastSeen
+	analysed := c.analysed.Load()
+	latency := c.latency
 	c.mu.Unlock()
 	return CameraStatus{
 		ID:        c.cfg.ID,
@@ -249,7 +263,7 @@ func (c *camera) status() CameraStatus {
 		LastError: st.LastError,
 		FPS:       c.cfg.FPS,
 		Decoded:   st.Frames,
-		Analysed:  c.analysed.Load(),
+		Analysed:  analysed,
 		Drops: Drops{
 			Superseded: c.box.Dropped(),
 			Stale:      c.stale.Load(),
@@ -268,7 +282,7 @@ func (c *camera) status() CameraStatus {
 		InferMS:      ms(inf),
 		LatencyMS:    ms(tot),
 		LastAnalysed: last,
-	}
+	}, latency
 }
 
 // Cameras reports every enabled camera.

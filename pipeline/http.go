@@ -11,16 +11,33 @@ import (
 	"github.com/visiond/visiond/sources"
 )
 
-// startHTTP serves /healthz (the process is up), /readyz (see notReady), /metrics (Prometheus),
-// /api/cameras (JSON status per camera) and /api/workers (JSON status per worker process:
-// state, provider, jobs, restarts, host and GPU memory). Start calls it last, after every
+// startHTTP serves the daemon's HTTP endpoint (see handler). Start calls it last, after every
 // other stage has started, so a request it answers comes after a completed Start.
 func (d *Daemon) startHTTP(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("http.listen %s: %w", addr, err)
 	}
+	d.httpAddr = ln.Addr()
+	d.httpSrv = &http.Server{Handler: d.handler(), ReadHeaderTimeout: 5 * time.Second}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := d.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("http server stopped", "error", err)
+		}
+	}()
+	d.log.Info("http endpoint ready", "addr", ln.Addr().String())
+	return nil
+}
+
+// handler serves / (the status page), /healthz (the process is up), /readyz (see notReady),
+// /metrics (Prometheus), /api/cameras (JSON status per camera),
+// /api/cameras/{id}/snapshot.jpg (the latest analysed frame, with its boxes) and /api/workers
+// (JSON status per worker process: state, provider, jobs, restarts, host and GPU memory).
+func (d *Daemon) handler() http.Handler {
 	mux := http.NewServeMux()
+	statusPage(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -46,7 +63,7 @@ func (d *Daemon) startHTTP(addr string) error {
 			http.Error(w, "no such camera", http.StatusNotFound)
 			return
 		}
-		data, ok, err := c.snap.jpeg()
+		data, ok, err := c.snap.jpeg(r.Context())
 		switch {
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -64,17 +81,7 @@ func (d *Daemon) startHTTP(addr string) error {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(d.Workers())
 	})
-	d.httpAddr = ln.Addr()
-	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		if err := d.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("http server stopped", "error", err)
-		}
-	}()
-	d.log.Info("http endpoint ready", "addr", ln.Addr().String())
-	return nil
+	return mux
 }
 
 // notReady returns why the daemon is not ready to serve, or "" when it is: Start has

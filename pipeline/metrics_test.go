@@ -2,19 +2,25 @@ package pipeline
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/visiond/visiond/config"
 )
 
 // TestDaemonMetrics scrapes /metrics of the real daemon (two sample cameras, one unreachable
-// camera, one CPU worker process) and checks the key series, their labels and values, then
-// /readyz.
+// camera, one CPU worker process) and checks the key series, their labels and values, the
+// latency histograms, then /readyz; then it removes a camera by a reload and checks that
+// its series are gone.
 func TestDaemonMetrics(t *testing.T) {
 	d, _ := startDaemon(t)
 	base := "http://" + d.HTTPAddr().String()
@@ -108,6 +114,49 @@ func TestDaemonMetrics(t *testing.T) {
 			m.get("go_goroutines"), m.get("process_resident_memory_bytes"))
 	}
 
+	// Latency histograms: for every camera and stage, as many observations as frames analysed
+	// in the same scrape, cumulative buckets that never decrease, up to 5 s and +Inf.
+	hists := m.histograms(t, "visiond_stage_latency_seconds")
+	for _, cam := range []string{"east", "west", "down"} {
+		analysed := m.get(fmt.Sprintf(`visiond_camera_frames_analysed_total{camera=%q}`, cam))
+		for _, stage := range []string{"queue", "pre", "infer", "post", "total"} {
+			h, ok := hists[[2]string{cam, stage}]
+			if !ok {
+				t.Errorf("no histogram visiond_stage_latency_seconds{camera=%q,stage=%q}", cam, stage)
+				continue
+			}
+			if h.count != analysed {
+				t.Errorf("%s %s: histogram count %v, frames analysed %v: want equal", cam, stage, h.count, analysed)
+			}
+			if len(h.bounds) != 16 || h.bounds[0] != 0.0005 || h.bounds[14] != 5 || !math.IsInf(h.bounds[15], 1) {
+				t.Errorf("%s %s: buckets %v, want 0.0005 .. 5 and +Inf", cam, stage, h.bounds)
+			}
+			for i := 1; i < len(h.bounds); i++ {
+				if h.bounds[i] <= h.bounds[i-1] || h.cumulative[i] < h.cumulative[i-1] {
+					t.Errorf("%s %s: bucket le=%v has %v after le=%v with %v: not monotone",
+						cam, stage, h.bounds[i], h.cumulative[i], h.bounds[i-1], h.cumulative[i-1])
+				}
+			}
+			if n := len(h.cumulative); n == 0 || h.cumulative[n-1] != h.count {
+				t.Errorf("%s %s: +Inf bucket %v, count %v: want equal", cam, stage, h.cumulative, h.count)
+			}
+			if h.sum < 0 || h.count == 0 && h.sum != 0 {
+				t.Errorf("%s %s: sum %v for %v observations", cam, stage, h.sum, h.count)
+			}
+		}
+	}
+	east := func(stage string) histogram { return hists[[2]string{"east", stage}] }
+	if tot := east("total"); tot.count == 0 || !(tot.sum/tot.count > 0 && tot.sum/tot.count < 2) {
+		t.Errorf("east: total latency %v s over %v frames, want a mean in (0, 2) s", tot.sum, tot.count)
+	}
+	// Each frame's total (decoded to published) spans its model run and its time in the queue.
+	if tot, inf, q := east("total").sum, east("infer").sum, east("queue").sum; !(tot >= inf+q && inf > 0) {
+		t.Errorf("east: latency sums total %v, infer %v, queue %v: want total >= infer + queue, infer > 0", tot, inf, q)
+	}
+	if c := hists[[2]string{"down", "total"}].count; c != 0 {
+		t.Errorf("down: %v latency observations, want none", c)
+	}
+
 	// Ready: started, with cameras online.
 	resp, err := http.Get(base + "/readyz")
 	if err != nil {
@@ -118,6 +167,72 @@ func TestDaemonMetrics(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || string(body) != "ready\n" {
 		t.Fatalf("/readyz: %d %q, want 200 \"ready\"", resp.StatusCode, body)
 	}
+
+	// A removed camera's series go with it, histograms included.
+	next := *d.Config
+	next.Cameras = slices.DeleteFunc(slices.Clone(d.Config.Cameras), func(c config.Camera) bool { return c.ID == "west" })
+	if _, err := d.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	m = scrape(t, base+"/metrics")
+	for series := range m {
+		if strings.Contains(series, `camera="west"`) {
+			t.Errorf("after west was removed, /metrics still has %s", series)
+		}
+	}
+	if _, ok := m[`visiond_stage_latency_seconds_count{camera="east",stage="total"}`]; !ok {
+		t.Errorf("after west was removed, east's histograms are gone too")
+	}
+}
+
+// histogram is one histogram of a scrape.
+type histogram struct {
+	bounds, cumulative []float64 // by bucket, sorted by upper bound (le)
+	count, sum         float64
+}
+
+// histograms returns the histograms of family name with labels camera and stage, keyed by
+// the two.
+func (m metrics) histograms(t *testing.T, name string) map[[2]string]histogram {
+	t.Helper()
+	re := regexp.MustCompile(`^` + name + `_(bucket|count|sum)\{camera="([^"]*)",(?:le="([^"]*)",)?stage="([^"]*)"(?:,le="([^"]*)")?\}$`)
+	type bucket struct{ le, n float64 }
+	buckets := map[[2]string][]bucket{}
+	out := map[[2]string]histogram{}
+	for series, v := range m {
+		sm := re.FindStringSubmatch(series)
+		if sm == nil {
+			if strings.HasPrefix(series, name) {
+				t.Errorf("unexpected series %s", series)
+			}
+			continue
+		}
+		key := [2]string{sm[2], sm[4]}
+		h := out[key]
+		switch sm[1] {
+		case "count":
+			h.count = v
+		case "sum":
+			h.sum = v
+		case "bucket":
+			le, err := strconv.ParseFloat(sm[3]+sm[5], 64)
+			if err != nil {
+				t.Fatalf("%s: le: %v", series, err)
+			}
+			buckets[key] = append(buckets[key], bucket{le, v})
+		}
+		out[key] = h
+	}
+	for key, bs := range buckets {
+		slices.SortFunc(bs, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+		h := out[key]
+		for _, b := range bs {
+			h.bounds = append(h.bounds, b.le)
+			h.cumulative = append(h.cumulative, b.n)
+		}
+		out[key] = h
+	}
+	return out
 }
 
 // metrics are the samples of a scrape in the text format, keyed by name and labels as the

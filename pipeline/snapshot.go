@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"image"
 	"image/color"
@@ -16,16 +17,27 @@ import (
 // every frame would cost a frame-sized copy per job.
 const snapshotEvery = time.Second
 
+// snapshotWait bounds how long a request for a snapshot waits for the kept frame's job when
+// there is nothing to serve yet.
+const snapshotWait = 2 * time.Second
+
 // snapshot keeps one analysed frame of a camera (letterboxed RGB, as the model saw it) and
-// its detections, for the snapshot endpoint.
+// its detections, for the snapshot endpoint, and the JPEG last rendered from it. The JPEG is
+// rendered on request, once per kept frame, and stays served while the next kept frame's job
+// is in flight; a request that finds nothing rendered and the kept frame's job in flight
+// waits for it.
 type snapshot struct {
 	mu       sync.Mutex
 	pix      []byte // reused
 	lb       infer.Letterbox
 	seq      uint64
 	dets     []infer.Detection
-	complete bool // dets belong to pix
+	complete bool          // dets belong to pix
+	done     chan struct{} // closed when the kept frame is complete; nil before the first frame
 	taken    time.Time
+
+	encoded    []byte // the last rendering, never changed in place (handed out as it is)
+	encodedSeq uint64 // the frame it shows
 }
 
 // offer keeps a copy of a frame about to be analysed, at most once per snapshotEvery.
@@ -36,6 +48,10 @@ func (s *snapshot) offer(pix []byte, lb infer.Letterbox, seq uint64, now time.Ti
 		return
 	}
 	s.pix = append(s.pix[:0], pix...)
+	if s.done == nil || s.complete {
+		s.done = make(chan struct{})
+	} // else the kept frame never got its result (its job failed, or was not dispatched): waiters wait on for this one
+
 	s.lb, s.seq, s.complete, s.taken = lb, seq, false, now
 }
 
@@ -43,8 +59,9 @@ func (s *snapshot) offer(pix []byte, lb infer.Letterbox, seq uint64, now time.Ti
 func (s *snapshot) result(seq uint64, dets []infer.Detection) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if seq == s.seq && !s.complete {
+	if seq == s.seq && !s.complete && s.done != nil {
 		s.dets, s.complete = append(s.dets[:0], dets...), true
+		close(s.done)
 	}
 }
 
@@ -53,15 +70,31 @@ var (
 	textColor = color.RGBA{R: 255, G: 255, B: 255, A: 255}
 )
 
-// jpeg renders the kept frame, cropped to the picture (no letterbox bars), with its boxes
-// and labels drawn, as JPEG. ok is false when no analysed frame is kept yet.
-func (s *snapshot) jpeg() (data []byte, ok bool, err error) {
+// jpeg returns the latest analysed frame kept, cropped to the picture (no letterbox bars),
+// with its boxes and labels drawn, as JPEG; while the kept frame's job is in flight, the
+// frame rendered before it, or, when there is none, the kept frame once its job is done
+// (waiting up to snapshotWait, or until ctx ends). ok is false when there is no analysed
+// frame to show. The data must not be modified.
+func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 	s.mu.Lock()
-	if !s.complete {
+	if !s.complete && s.encoded == nil && s.done != nil {
+		done := s.done
 		s.mu.Unlock()
-		return nil, false, nil
+		wait := time.NewTimer(snapshotWait)
+		defer wait.Stop()
+		select {
+		case <-done:
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
 	}
-	lb := s.lb
+	if !s.complete || s.encoded != nil && s.encodedSeq == s.seq {
+		data := s.encoded
+		s.mu.Unlock()
+		return data, data != nil, nil
+	}
+	lb, seq := s.lb, s.seq
 	rgb, err := gocv.NewMatFromBytes(lb.DstH, lb.DstW, gocv.MatTypeCV8UC3, s.pix)
 	dets := append([]infer.Detection(nil), s.dets...)
 	if err != nil {
@@ -88,5 +121,11 @@ func (s *snapshot) jpeg() (data []byte, ok bool, err error) {
 		return nil, false, fmt.Errorf("snapshot: encode: %w", err)
 	}
 	defer buf.Close()
-	return append([]byte(nil), buf.GetBytes()...), true, nil
+	data = append([]byte(nil), buf.GetBytes()...)
+	s.mu.Lock()
+	if s.encoded == nil || seq >= s.encodedSeq { // a concurrent request may have rendered a newer one
+		s.encoded, s.encodedSeq = data, seq
+	}
+	s.mu.Unlock()
+	return data, true, nil
 }

@@ -23,6 +23,8 @@ APT_PACKAGES=(
   # GStreamer's RTSP server through python3-gi as a third-party RTSP server in tests
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav
   gir1.2-gst-rtsp-server-1.0 python3-gi
+  # headless Chromium for the status page's test (pipeline/statuspage_test.go)
+  chromium
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

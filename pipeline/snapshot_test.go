@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/jpeg"
+	"testing"
+	"time"
+
+	"github.com/visiond/visiond/infer"
+)
+
+// The snapshot serves the last frame whose job finished: a request before any waits for the
+// kept frame's job; while a newer kept frame's job is in flight (or after it failed), the
+// previous rendering; once it is done, the new one.
+func TestSnapshotKeepsLastRendering(t *testing.T) {
+	lb := infer.NewLetterbox(64, 48, 64, 64) // a 64x48 picture between gray bars
+	frame := func(v byte) []byte {
+		pix := bytes.Repeat([]byte{infer.PadValue}, 64*64*3)
+		for i := lb.PadY * 64 * 3; i < (lb.PadY+lb.ScaledH)*64*3; i++ {
+			pix[i] = v
+		}
+		return pix
+	}
+	get := func(s *snapshot, timeout time.Duration) ([]byte, bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		data, ok, err := s.jpeg(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data, ok
+	}
+	// brightness decodes a snapshot and returns its size and mean brightness.
+	brightness := func(data []byte) (image.Rectangle, int) {
+		t.Helper()
+		img, err := jpeg.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := img.Bounds()
+		var sum int
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				r, g, bl, _ := img.At(x, y).RGBA()
+				sum += int(r>>8+g>>8+bl>>8) / 3
+			}
+		}
+		return b, sum / (b.Dx() * b.Dy())
+	}
+
+	var s snapshot
+	start := time.Now()
+	if _, ok := get(&s, time.Second); ok || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("empty snapshot: ok %v after %v, want no snapshot at once", ok, time.Since(start))
+	}
+
+	// The first frame: the request waits for its job.
+	t0 := time.Now()
+	s.offer(frame(20), lb, 1, t0)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		s.result(1, nil)
+	}()
+	start = time.Now()
+	dark, ok := get(&s, 10*time.Second)
+	if !ok || time.Since(start) < 50*time.Millisecond {
+		t.Fatalf("first frame: ok %v after %v, want the frame once its job finished (100 ms)", ok, time.Since(start))
+	}
+	if b, v := brightness(dark); b.Dx() != 64 || b.Dy() != 48 || v > 40 {
+		t.Fatalf("first frame: %v with brightness %d, want the 64x48 picture without bars, dark", b, v)
+	}
+
+	// A second frame kept a second later: while its job is in flight, the first is served.
+	s.offer(frame(230), lb, 7, t0.Add(snapshotEvery))
+	if data, ok := get(&s, time.Second); !ok || !bytes.Equal(data, dark) {
+		t.Fatalf("second frame in flight: ok %v, same as the first: %v; want the first", ok, bytes.Equal(data, dark))
+	}
+	s.result(7, []infer.Detection{{Label: "person", Score: 0.9, Box: infer.Box{X: 10, Y: 10, W: 20, H: 20}}})
+	bright, ok := get(&s, time.Second)
+	if !ok {
+		t.Fatal("second frame done: no snapshot")
+	}
+	if _, v := brightness(bright); v < 180 {
+		t.Fatalf("second frame done: brightness %d, want the bright second frame", v)
+	}
+	if n := countNear(mustDecode(t, bright), boxColor, 60); n < 20 {
+		t.Fatalf("second frame done: %d box-coloured pixels, want its detection drawn", n)
+	}
+
+	// A frame offered within the second is not kept; a later one whose job never ends leaves
+	// the second frame served.
+	s.offer(frame(20), lb, 8, t0.Add(snapshotEvery+time.Millisecond))
+	s.offer(frame(20), lb, 12, t0.Add(2*snapshotEvery))
+	s.result(11, nil) // another frame's result
+	if data, ok := get(&s, time.Second); !ok || !bytes.Equal(data, bright) {
+		t.Fatalf("third frame lost: ok %v, want the second frame's snapshot", ok)
+	}
+
+	// Nothing rendered yet and the kept frame's job never ends: the request gives up.
+	var lost snapshot
+	lost.offer(frame(20), lb, 1, t0)
+	start = time.Now()
+	if _, ok := get(&lost, 100*time.Millisecond); ok || time.Since(start) > 5*time.Second {
+		t.Fatalf("kept frame lost: ok %v after %v, want no snapshot within the request's deadline", ok, time.Since(start))
+	}
+}
+
+func mustDecode(t *testing.T, data []byte) image.Image {
+	t.Helper()
+	img, err := jpeg.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
