@@ -30,7 +30,8 @@ type metricsCollector struct {
 
 	wJobs, wLost, wRestarts, wRecycles, wInFlight, wRSS, wGPU *prometheus.Desc
 
-	published, publishFailed, reloadFailures *prometheus.Desc
+	published, publishFailed, reloadFailures       *prometheus.Desc
+	publishRetried, publishDropped, publishPending *prometheus.Desc
 }
 
 func newMetricsCollector(d *Daemon) *metricsCollector {
@@ -68,8 +69,12 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		wRSS:      desc("worker_resident_memory_bytes", "Resident memory of the worker process at its last sample.", wrk...),
 		wGPU:      desc("worker_gpu_memory_bytes", "GPU memory of the worker process at its last sample (0 without a GPU memory command).", wrk...),
 
-		published:      desc("events_published_total", "Events (detections, status, config) published to NATS."),
-		publishFailed:  desc("events_publish_failed_total", "Events that could not be encoded or published to NATS."),
+		published: desc("events_published_total",
+			"Events (detections, status, health, gaps, config) published: acknowledged by JetStream, or sent with core NATS."),
+		publishFailed:  desc("events_publish_failed_total", "Events that could not be encoded, or came after shutdown began."),
+		publishRetried: desc("events_publish_retried_total", "Events sent again after an error or a missing acknowledgement."),
+		publishDropped: desc("events_publish_dropped_total", "Events dropped from the full outbox while NATS was unreachable (each reported by a gap event)."),
+		publishPending: desc("events_publish_pending", "Events in the outbox or awaiting acknowledgement."),
 		reloadFailures: desc("config_reload_failures_total", "Config reloads rejected; the running config stayed in force."),
 	}
 }
@@ -81,7 +86,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
 		m.stageLatency,
 		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU,
-		m.published, m.publishFailed, m.reloadFailures,
+		m.published, m.publishFailed, m.reloadFailures, m.publishRetried, m.publishDropped, m.publishPending,
 	} {
 		ch <- d
 	}
@@ -151,6 +156,9 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		ps := m.d.pub.Stats()
 		counter(m.published, ps.Published)
 		counter(m.publishFailed, ps.Failed)
+		counter(m.publishRetried, ps.Retried)
+		counter(m.publishDropped, ps.Dropped)
+		gauge(m.publishPending, float64(ps.Pending))
 	}
 	counter(m.reloadFailures, m.d.ReloadFailures())
 }
