@@ -107,6 +107,7 @@ type Detector struct {
 	f16LUT  []float32 // f16Table, for a float16 output
 	dec     decoder
 	binder  *inputBinder // binds inputs before each run; nil: through onnxruntime_go
+	load    loadTimings
 }
 
 // pipelineDepth is the number of input/output tensor pairs of a Detector: one being run,
@@ -135,10 +136,12 @@ func NewDetector(opts DetectorOptions) (*Detector, error) {
 	if _, err := os.Stat(opts.Model); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	t0 := time.Now()
 	if err := initORT(opts.Library); err != nil {
 		return nil, err
 	}
-	ins, outs, err := ort.GetInputOutputInfo(opts.Model)
+	t1 := time.Now()
+	ins, outs, err := inspectModel(opts.Model)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", opts.Model, err)
 	}
@@ -146,7 +149,7 @@ func NewDetector(opts DetectorOptions) (*Detector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", opts.Model, err)
 	}
-	in, out := mio.in, mio.out
+	t2 := time.Now()
 	d := &Detector{opts: opts, io: mio}
 	d.info = ModelInfo{
 		Path:     opts.Model,
@@ -154,17 +157,47 @@ func NewDetector(opts DetectorOptions) (*Detector, error) {
 		InputH:   mio.inH,
 		Provider: opts.Provider,
 	}
-	d.info.Classes, err = classNames(opts, mio.classes)
-	if err != nil {
-		return nil, err
-	}
-	d.dec = newDecoder(mio.layout, mio.classes, mio.anchors, float32(opts.Confidence), opts.IoU, opts.MaxDet)
-
-	if err := d.newSession(in, out); err != nil {
+	if err := d.newSession(mio.in, mio.out); err != nil {
 		d.Close()
 		return nil, err
 	}
+	d.info.Classes, err = classNames(opts, mio.classes, d.session.GetModelMetadata)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.dec = newDecoder(mio.layout, mio.classes, mio.anchors, float32(opts.Confidence), opts.IoU, opts.MaxDet)
+	d.load = loadTimings{ORT: t1.Sub(t0), Inspect: t2.Sub(t1), Session: time.Since(t2)}
 	return d, nil
+}
+
+// loadTimings are the stages of opening a Detector, logged by a worker at its start.
+type loadTimings struct {
+	ORT     time.Duration // loading the ONNX Runtime library and its environment (once per process)
+	Inspect time.Duration // reading the model's inputs and outputs
+	Session time.Duration // creating the session, its tensors and bindings; reading the class names
+	WarmUp  time.Duration // the warm-up run (openDetector)
+}
+
+// inspectModel returns the model's inputs and outputs. ONNX Runtime reads them from a
+// session only, so it creates a temporary one, without graph optimizations and with one
+// thread: loading the graph is all it needs, at a fraction of a full session's cost.
+func inspectModel(path string) (ins, outs []ort.InputOutputInfo, err error) {
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, nil, fmt.Errorf("session options: %w", err)
+	}
+	defer so.Destroy()
+	if err := so.SetGraphOptimizationLevel(ort.GraphOptimizationLevelDisableAll); err != nil {
+		return nil, nil, fmt.Errorf("session options: %w", err)
+	}
+	if err := so.SetIntraOpNumThreads(1); err != nil {
+		return nil, nil, fmt.Errorf("session options: %w", err)
+	}
+	if err := so.SetInterOpNumThreads(1); err != nil {
+		return nil, nil, fmt.Errorf("session options: %w", err)
+	}
+	return ort.GetInputOutputInfoWithOptions(path, so)
 }
 
 func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
@@ -253,11 +286,11 @@ func (p *tensorPair) newTensors(mio modelIO, in, out ort.InputOutputInfo) error 
 }
 
 // classNames returns the class names: from the labels file when o.Labels is set, else
-// from the model's "names" metadata (Ultralytics exports), else "class0", "class1", ...
-// (logged). n is the class count the output layout says, 0 when it does not
-// (end-to-end): then any count is taken, and without names the list is empty and the
-// decoder names class ids as it meets them.
-func classNames(o DetectorOptions, n int) ([]string, error) {
+// from the model's "names" metadata (Ultralytics exports; metadata reads the model's),
+// else "class0", "class1", ... (logged). n is the class count the output layout says, 0
+// when it does not (end-to-end): then any count is taken, and without names the list is
+// empty and the decoder names class ids as it meets them.
+func classNames(o DetectorOptions, n int, metadata func() (*ort.ModelMetadata, error)) ([]string, error) {
 	if o.Labels != "" {
 		names, err := readLabels(o.Labels)
 		if err != nil {
@@ -268,7 +301,7 @@ func classNames(o DetectorOptions, n int) ([]string, error) {
 		}
 		return names, nil
 	}
-	names, ok, err := metadataNames(o.Model)
+	names, ok, err := metadataNames(o.Model, metadata)
 	if err != nil {
 		return nil, err
 	}
@@ -304,9 +337,10 @@ func readLabels(path string) ([]string, error) {
 	return lines, nil
 }
 
-// metadataNames reads Ultralytics' "names" metadata; ok is false when the model has none.
-func metadataNames(path string) (names []string, ok bool, err error) {
-	md, err := ort.GetModelMetadata(path)
+// metadataNames reads Ultralytics' "names" metadata of the model at path (from
+// metadata, which reads it); ok is false when the model has none.
+func metadataNames(path string, metadata func() (*ort.ModelMetadata, error)) (names []string, ok bool, err error) {
+	md, err := metadata()
 	if err != nil {
 		return nil, false, fmt.Errorf("model %s: metadata: %w", path, err)
 	}

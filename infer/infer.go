@@ -6,8 +6,8 @@
 // driver costs one worker, never the daemon. The daemon side (Pool) starts the workers,
 // hands them frames through a shared-memory slot and a job message (protocol.go), and
 // supervises them: a worker that exits, breaks the protocol or misses a job's deadline
-// has its job reported as lost (ErrWorkerLost, ErrJobTimeout) and is restarted after a
-// jittered, growing delay.
+// has its job reported as lost (ErrWorkerLost, ErrJobTimeout) and is replaced: at once
+// after a healthy run, after a jittered, growing delay when it keeps failing.
 package infer
 
 import (

@@ -204,11 +204,11 @@ func TestReadLabels(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 	// Counts checked against the layout's classes; any count for end-to-end (0).
-	if _, err := classNames(DetectorOptions{Model: "m.onnx", Labels: good}, 80); err == nil ||
+	if _, err := classNames(DetectorOptions{Model: "m.onnx", Labels: good}, 80, nil); err == nil ||
 		!strings.Contains(err.Error(), "3 names, model m.onnx has 80 classes") {
 		t.Errorf("wrong count: %v", err)
 	}
-	if got, err := classNames(DetectorOptions{Model: "m.onnx", Labels: good}, 0); err != nil || len(got) != 3 {
+	if got, err := classNames(DetectorOptions{Model: "m.onnx", Labels: good}, 0, nil); err != nil || len(got) != 3 {
 		t.Errorf("end-to-end: %q, %v", got, err)
 	}
 }
@@ -328,6 +328,44 @@ func detectModel(t *testing.T, a assets, model string) ([]Detection, ModelInfo, 
 	return slices.Clone(dets), d.Model(), w, h
 }
 
+// boxIoU is the intersection over union of two boxes.
+func boxIoU(a, b Box) float64 {
+	iw := min(a.X+a.W, b.X+b.W) - max(a.X, b.X)
+	ih := min(a.Y+a.H, b.Y+b.H) - max(a.Y, b.Y)
+	if iw <= 0 || ih <= 0 {
+		return 0
+	}
+	return iw * ih / (a.W*a.H + b.W*b.H - iw*ih)
+}
+
+// optimizedOps counts the operators of model's graph as ONNX Runtime optimizes it for the
+// CPU (the graph it runs), by op type.
+func optimizedOps(t *testing.T, a assets, model string) map[string]int {
+	t.Helper()
+	if err := initORT(a.library); err != nil {
+		t.Fatal(err)
+	}
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer so.Destroy()
+	opt := filepath.Join(t.TempDir(), "optimized.onnx")
+	if err := so.SetOptimizedModelFilePath(opt); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ort.NewDynamicAdvancedSession(model, []string{"images"}, []string{"output0"}, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Destroy()
+	ops := map[string]int{}
+	for _, n := range readONNX(t, opt).nodes {
+		ops[parseNode(t, n).op]++
+	}
+	return ops
+}
+
 // TestDerivedModels runs models derived from yolov8n.onnx (testmodels_test.go) in each
 // supported layout and element type, and compares them with the original.
 func TestDerivedModels(t *testing.T) {
@@ -368,6 +406,50 @@ func TestDerivedModels(t *testing.T) {
 	t.Run("fp16 input and output", func(t *testing.T) {
 		dets, _, _, _ := detectModel(t, a, fp16Model(t, a, true))
 		sameDetections(t, dets, ref, 2, 1e-2)
+	})
+	t.Run("quantized qdq", func(t *testing.T) {
+		pix, _, _, _ := messiFrame(t, a)
+		model := qdqModel(t, a, pix)
+		// The weights are stored as int8: the file is about a quarter of the original.
+		orig, err := os.Stat(a.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := os.Stat(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Size() > orig.Size()/3 {
+			t.Errorf("quantized model has %d bytes, original %d", q.Size(), orig.Size())
+		}
+		// ONNX Runtime runs every Conv as an int8 QLinearConv, none in float32.
+		ops := optimizedOps(t, a, model)
+		if ops["QLinearConv"] != 64 || ops["Conv"] != 0 || ops["FusedConv"] != 0 {
+			t.Errorf("optimized graph ops %v, want 64 QLinearConv and no float Conv", ops)
+		}
+		dets, info, _, _ := detectModel(t, a, model)
+		if info.InputW != 640 || info.InputH != 640 || len(info.Classes) != 80 || info.Classes[0] != "person" {
+			t.Errorf("model info %+v", info)
+		}
+		checkMessi(t, dets, w, h)
+		// Every clear detection of the float model is found again, in the same place with
+		// about the same score; quantization may add or drop a few marginal ones.
+		for _, r := range ref {
+			if r.Score < 0.45 {
+				continue
+			}
+			if !slices.ContainsFunc(dets, func(d Detection) bool {
+				return d.ClassID == r.ClassID && boxIoU(d.Box, r.Box) >= 0.85 && math.Abs(float64(d.Score-r.Score)) <= 0.1
+			}) {
+				t.Errorf("float detection %+v not found among the quantized model's %+v", r, dets)
+			}
+		}
+		if len(dets) < len(ref)-2 || len(dets) > len(ref)+4 {
+			t.Errorf("%d detections, float model %d", len(dets), len(ref))
+		}
+		if slices.EqualFunc(dets, ref, func(a, b Detection) bool { return a == b }) {
+			t.Error("the quantized model gives exactly the float model's detections: not quantized")
+		}
 	})
 	t.Run("unsupported output", func(t *testing.T) {
 		d, err := NewDetector(DetectorOptions{Model: flatModel(t, a), Library: a.library})

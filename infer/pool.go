@@ -34,10 +34,13 @@ type PoolConfig struct {
 	// or at the answer to the job ahead of it if that comes later. Since a worker serves
 	// its jobs in order, that bounds the time a job spends in the worker's run without
 	// charging it the runs of the jobs ahead of it. Default 10 s.
-	JobTimeout      time.Duration
-	StartTimeout    time.Duration // from exec to hello (model load); default 2 min
-	StopTimeout     time.Duration // SIGTERM to SIGKILL on Close; default 5 s
-	RestartDelay    time.Duration // first restart delay, doubled per failed attempt, jittered; default 250 ms
+	JobTimeout   time.Duration
+	StartTimeout time.Duration // from exec to hello (model load); default 2 min
+	StopTimeout  time.Duration // SIGTERM to SIGKILL on Close; default 5 s
+	// RestartDelay is the delay before restarting a worker whose replacement failed to
+	// start or ended within a minute, doubled per further failure, jittered; default
+	// 250 ms. The first restart after a healthy run is immediate (supervise).
+	RestartDelay    time.Duration
 	MaxRestartDelay time.Duration // cap of the restart delay; default 30 s
 	// Slots is the number of frame slots per worker, and so the jobs a worker holds at
 	// once: while it runs one, it prepares the next and answers the previous. Default 2.
@@ -193,8 +196,9 @@ type Pool struct {
 	closed  bool
 	model   ModelInfo
 	workers []*worker
-	next    int    // round-robin start of the worker search, which breaks ties
-	nextID  uint64 // job ids
+	next    int           // round-robin start of the worker search, which breaks ties
+	nextID  uint64        // job ids
+	runEst  time.Duration // moving average of the session runs of the pool's jobs; 0 before one
 }
 
 type worker struct {
@@ -381,13 +385,7 @@ func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
 	if p.closed || !p.started {
 		return false
 	}
-	var w *worker
-	for k := range p.workers {
-		c := p.workers[(p.next+k)%len(p.workers)]
-		if p.accepts(c) && (w == nil || len(c.inflight) < len(w.inflight)) {
-			w = c
-		}
-	}
+	w := p.pick()
 	if w == nil {
 		return false
 	}
@@ -418,6 +416,101 @@ func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
 		pr.kill()
 	}
 	return true
+}
+
+// Offer is what a pool offers the next job: the worker TryDispatch would pick now.
+type Offer struct {
+	InFlight int           // that worker's jobs in flight
+	Slots    int           // its slots (PoolConfig.Slots)
+	Run      time.Duration // the pool's moving average of its jobs' session runs; 0 before one ran
+}
+
+// Offer returns what the pool offers the next job; ok is false if no worker has a free
+// slot (TryDispatch would refuse it).
+func (p *Pool) Offer() (o Offer, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || !p.started {
+		return Offer{}, false
+	}
+	w := p.pick()
+	if w == nil {
+		return Offer{}, false
+	}
+	return Offer{InFlight: len(w.inflight), Slots: p.cfg.Slots, Run: p.runEst}, true
+}
+
+// DispatchAcross hands the job to the pool, of pools, expected to answer it first, and
+// returns false if no pool has a free slot; done is as for TryDispatch.
+//
+// A worker answers its jobs one after another, so a job given to a worker holding n jobs
+// is expected back after (n+1) runs of its pool (Offer.Run): that wait decides, then the
+// load (n over slots), then the order of pools. So an idle slow device does not take a
+// job that a fast one would answer sooner even behind the job it holds, a slow pool
+// listed first does not get the jobs a faster one would answer sooner, and pools of
+// about equal speed share the jobs by load, as the workers of one pool do. A pool not
+// measured yet is taken to be as fast as the fastest measured one: it gets jobs by load
+// until its first runs say what it is worth (before any run, it is the least-loaded
+// worker across pools, the first pool on a tie).
+func DispatchAcross(pools []*Pool, job Job, pix []byte, done func(Result)) bool {
+	type offer struct {
+		Offer
+		ok bool
+	}
+	var buf [8]offer
+	offers := buf[:0]
+	var fastest time.Duration
+	for _, p := range pools {
+		o, ok := p.Offer()
+		offers = append(offers, offer{o, ok})
+		if ok && o.Run > 0 && (fastest == 0 || o.Run < fastest) {
+			fastest = o.Run
+		}
+	}
+	best := -1
+	var bestWait time.Duration
+	var bestLoad float64
+	for i, o := range offers {
+		if !o.ok {
+			continue
+		}
+		run := o.Run
+		if run == 0 {
+			run = fastest
+		}
+		wait, load := time.Duration(o.InFlight+1)*run, float64(o.InFlight)/float64(o.Slots)
+		if best < 0 || wait < bestWait || wait == bestWait && load < bestLoad {
+			best, bestWait, bestLoad = i, wait, load
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	if pools[best].TryDispatch(job, pix, done) {
+		return true
+	}
+	for i, p := range pools { // its worker was lost since its offer: any other will do
+		if i != best && p.TryDispatch(job, pix, done) {
+			return true
+		}
+	}
+	return false
+}
+
+// runEstWeight is the weight of a new run in Pool.runEst: about the last 8 runs count.
+const runEstWeight = 8
+
+// pick returns the worker the next job goes to, or nil if none has a free slot: the one
+// with the fewest jobs in flight, ties going round-robin. Called with p.mu held.
+func (p *Pool) pick() *worker {
+	var w *worker
+	for k := range p.workers {
+		c := p.workers[(p.next+k)%len(p.workers)]
+		if p.accepts(c) && (w == nil || len(c.inflight) < len(w.inflight)) {
+			w = c
+		}
+	}
+	return w
 }
 
 // accepts says whether w can take a job now: its process serves, is not to be recycled
@@ -475,12 +568,16 @@ func (p *Pool) Close() {
 	}
 }
 
-// supervise serves w's current process until it ends, then restarts it after a
-// jittered, growing delay, until the pool closes.
+// supervise serves w's current process until it ends, then replaces it, until the pool
+// closes. A process that had been healthy (served for healthyRun, or was recycled) is
+// replaced at once: a crash, a kill or a hang then costs one process start and nothing
+// more. Only when a replacement fails to start, or ends before healthyRun, does the next
+// start wait a jittered delay growing from RestartDelay to MaxRestartDelay, so that a
+// worker that keeps crashing does not spin.
 func (p *Pool) supervise(w *worker) {
 	defer p.wg.Done()
 	log := p.cfg.Logger.With("worker", w.index)
-	attempt := 0
+	attempt := 0 // starts since the last healthy process; 0: the next one starts at once
 	for {
 		started := time.Now()
 		err := p.serve(w)
@@ -494,13 +591,13 @@ func (p *Pool) supervise(w *worker) {
 		} else {
 			log.Warn("worker ended", "err", err, "served", time.Since(started).Round(time.Millisecond))
 		}
-		if recycled || time.Since(started) > time.Minute {
-			attempt = 0 // it had been healthy: restart promptly
+		if recycled || time.Since(started) > healthyRun {
+			attempt = 0 // it had been healthy: replace it at once
 		}
 		for {
-			delay := backoff(p.cfg.RestartDelay, p.cfg.MaxRestartDelay, attempt)
-			if recycled {
-				delay, recycled = 0, false // a replacement at once; backoff if it fails
+			var delay time.Duration
+			if attempt > 0 {
+				delay = backoff(p.cfg.RestartDelay, p.cfg.MaxRestartDelay, attempt-1)
 			}
 			attempt++
 			p.setState(w, WorkerRestarting)
@@ -532,6 +629,10 @@ func (p *Pool) supervise(w *worker) {
 		}
 	}
 }
+
+// healthyRun is how long a worker process must have served for its end to be replaced at
+// once (supervise); one that ends sooner is restarted with backoff.
+const healthyRun = time.Minute
 
 // backoff is base*2^attempt capped at maxDelay, drawn uniformly from its upper half.
 func backoff(base, maxDelay time.Duration, attempt int) time.Duration {
@@ -636,6 +737,13 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 		pend := w.inflight[0]
 		w.inflight = slices.Delete(w.inflight, 0, 1)
 		w.jobs++
+		if run := elapsedUS(m.Result.RunUS); m.Result.Error == "" && run > 0 {
+			if p.runEst == 0 {
+				p.runEst = run
+			} else {
+				p.runEst += (run - p.runEst) / runEstWeight
+			}
+		}
 		if len(w.inflight) > 0 {
 			// The next job's clock starts now (PoolConfig.JobTimeout).
 			pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
@@ -789,6 +897,7 @@ func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *helloMsg, error) 
 	cmd.Stdout, cmd.Stderr = errW, errW
 	cmd.ExtraFiles = []*os.File{w.memfd, jobsR, resW} // fds 3, 4, 5
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	began := time.Now()
 	err = cmd.Start()
 	jobsR.Close()
 	resW.Close()
@@ -836,7 +945,8 @@ func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *helloMsg, error) 
 	if m.Hello.Provider != p.cfg.Provider {
 		log.Warn("worker runs on a fallback provider", "pid", pr.pid, "configured", p.cfg.Provider, "provider", m.Hello.Provider)
 	}
-	log.Info("worker started", "pid", pr.pid, "model", m.Hello.Model, "provider", m.Hello.Provider)
+	log.Info("worker started", "pid", pr.pid, "model", m.Hello.Model, "provider", m.Hello.Provider,
+		"took", time.Since(began).Round(time.Millisecond)) // exec to hello; the worker's log says where it went
 	return pr, m.Hello, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -201,7 +202,10 @@ func TestPoolStartErrors(t *testing.T) {
 func TestPoolWorkerLost(t *testing.T) {
 	a := thirdParty(t)
 	cfg, log := testPoolConfig(t, a)
+	cfg.RestartDelay = time.Second // only the second kill waits for it
+	t0 := time.Now()
 	p := startPool(t, cfg)
+	start := time.Since(t0) // a worker start on this box as loaded as it is now
 	pix, lb, w, h := messiFrame(t, a)
 	job := Job{Camera: "messi", Seq: 1, Letterbox: lb}
 
@@ -227,8 +231,9 @@ func TestPoolWorkerLost(t *testing.T) {
 		t.Logf("lost: %v", r.Err)
 	}
 
-	// It comes back and serves, promptly: the restart delay (20 ms here) plus a model
-	// load and a warm-up run.
+	// It is replaced at once (no restart delay: it had been healthy) and serves within
+	// 2 s of the kill, or within two worker starts when a start alone takes more than
+	// 1 s (replaceBound).
 	s = waitIdle(t, p, 0, 1)
 	if s.PID == pid || s.Lost != 2 || s.Jobs != 0 {
 		t.Fatalf("after restart: %+v (old pid %d)", s, pid)
@@ -238,7 +243,8 @@ func TestPoolWorkerLost(t *testing.T) {
 		t.Fatalf("after restart: %+v", r)
 	}
 	served := time.Since(killed)
-	t.Logf("a replacement served %v after the kill", served.Round(time.Millisecond))
+	t.Logf("a replacement served %v after the kill; the first worker started in %v",
+		served.Round(time.Millisecond), start.Round(time.Millisecond))
 	for _, ch := range []<-chan Result{ch, ch2} {
 		select {
 		case r := <-ch:
@@ -246,18 +252,65 @@ func TestPoolWorkerLost(t *testing.T) {
 		default:
 		}
 	}
-	if served > 2*time.Second*replaceSlack {
-		t.Errorf("replacement served %v after the kill, want within 2 s (x%d slack for -race and a loaded box)", served, replaceSlack)
+	if bound := replaceBound(start); served > bound {
+		t.Errorf("replacement served %v after the kill, want within %v (the first worker started in %v)", served, bound, start)
 	}
 	checkMessi(t, r.Detections, w, h)
-	if !strings.Contains(log.String(), "restarting worker") {
-		t.Errorf("restart not logged")
+
+	// Killed again before it has served a minute: this time the restart waits a jittered
+	// RestartDelay (between half of it and all of it), so a crash loop does not spin.
+	pid = s.PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed = time.Now()
+	s = waitIdle(t, p, 0, 2)
+	if took := time.Since(killed); took < cfg.RestartDelay/2 || s.PID == pid {
+		t.Errorf("second replacement after %v, want at least %v: %+v", took, cfg.RestartDelay/2, s)
+	}
+	restarts := restartDelays(t, log.String())
+	if len(restarts) != 2 || restarts[0] != 0 || restarts[1] < cfg.RestartDelay/2 || restarts[1] > cfg.RestartDelay {
+		t.Errorf("restart delays %v, want [0s, %v..%v]", restarts, cfg.RestartDelay/2, cfg.RestartDelay)
+	}
+	r = waitResult(t, dispatch(t, p, Job{Seq: 4, Letterbox: lb}, pix))
+	if r.Err != nil || r.PID != s.PID {
+		t.Fatalf("after the second restart: %+v", r)
 	}
 }
 
-// replaceSlack widens the 2 s bound on replacing a killed worker: model load and warm-up
-// run slower under -race on a 2-core box.
-const replaceSlack = 3
+// restartDelays returns the delays of the "restarting worker" lines of a pool's log.
+func restartDelays(t *testing.T, log string) []time.Duration {
+	t.Helper()
+	var ds []time.Duration
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, `msg="restarting worker"`) {
+			continue
+		}
+		_, v, ok := strings.Cut(line, " in=")
+		if !ok {
+			t.Fatalf("restart without its delay: %s", line)
+		}
+		v, _, _ = strings.Cut(v, " ")
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("restart delay %q: %v", v, err)
+		}
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// replaceBound is the bound the tests put on the time from killing a healthy worker to
+// its replacement's first answered job, given how long a worker start took in the same
+// test: the 2 s of issue 4, or two starts where one start takes more than 1 s. A start
+// costs about 0.8 s on this 2-core box when it is idle (1.2 s under -race), but several
+// seconds while other packages' tests load it under `go test ./...`, most of it loading
+// the binary's shared libraries; the bound then says that a kill costs no more than about
+// a start (no restart delay, no second model load), which holds under any load.
+// BenchmarkWorkerReplacement measures the time itself.
+func replaceBound(start time.Duration) time.Duration {
+	return max(2*time.Second, 2*start)
+}
 
 // A worker that hangs in a job (the VISIOND_TEST_WORKER_HANG hook: in its 2nd job) with a
 // job queued behind it is killed after JobTimeout: the hung job is reported as timed out,
@@ -441,6 +494,84 @@ func TestPoolPrefersIdle(t *testing.T) {
 	}
 }
 
+// DispatchAcross with two CPU pools of one worker each: pool 0, listed first, has one
+// slot and is slowed by 3 s a run (the slowEnv hook), as a slow device would be; pool 1
+// has two slots at full speed. Before any run is measured, jobs go to the least-loaded
+// worker across pools, the first pool on a tie; once both pools have run jobs, one job at
+// a time goes to the fast pool although the slow one is first and idle, so does a second
+// one behind it (two fast runs end before one slow run), and only a third, with the fast
+// worker full, goes to the slow pool.
+func TestDispatchAcrossPools(t *testing.T) {
+	a := thirdParty(t)
+	slowCfg, _ := testPoolConfig(t, a)
+	slowCfg.Env = append(slowCfg.Env, slowEnv+"=3s")
+	slowCfg.Slots = 1
+	fastCfg, _ := testPoolConfig(t, a)
+	slow, fast := startPool(t, slowCfg), startPool(t, fastCfg)
+	pools := []*Pool{slow, fast}
+	pix, lb, w, h := messiFrame(t, a)
+	results := make(chan Result, 16)
+	send := func(seq uint64) bool {
+		return DispatchAcross(pools, Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, func(r Result) { results <- r })
+	}
+	inFlight := func() [2]int { return [2]int{slow.Workers()[0].InFlight, fast.Workers()[0].InFlight} }
+	expect := func(seq uint64, want [2]int) {
+		t.Helper()
+		if !send(seq) {
+			t.Fatalf("job %d refused; in flight %v", seq, inFlight())
+		}
+		if got := inFlight(); got != want {
+			t.Fatalf("after job %d: in flight (slow, fast) %v, want %v", seq, got, want)
+		}
+	}
+	pids := map[int]string{slow.Workers()[0].PID: "slow", fast.Workers()[0].PID: "fast"}
+	collect := func(n int) map[uint64]string {
+		t.Helper()
+		got := map[uint64]string{}
+		for range n {
+			r := waitResult(t, results)
+			if r.Err != nil {
+				t.Fatalf("job %d: %v", r.Job.Seq, r.Err)
+			}
+			checkMessi(t, r.Detections, w, h)
+			got[r.Job.Seq] = pids[r.PID]
+		}
+		return got
+	}
+
+	if o, ok := slow.Offer(); !ok || o != (Offer{Slots: 1}) {
+		t.Fatalf("offer of an idle, unmeasured pool: %+v %v", o, ok)
+	}
+	expect(1, [2]int{1, 0})
+	expect(2, [2]int{1, 1})
+	expect(3, [2]int{1, 2})
+	if send(4) {
+		t.Fatal("job 4 accepted with every slot of both pools taken")
+	}
+	if got, want := collect(3), map[uint64]string{1: "slow", 2: "fast", 3: "fast"}; !maps.Equal(got, want) {
+		t.Fatalf("jobs went to %v, want %v", got, want)
+	}
+	so, _ := slow.Offer()
+	fo, _ := fast.Offer()
+	t.Logf("measured runs: slow pool %v, fast pool %v", so.Run, fo.Run)
+	if so.Run < 3*time.Second || fo.Run <= 0 || fo.Run >= so.Run/2 {
+		t.Fatalf("measured runs: slow %v, fast %v", so.Run, fo.Run)
+	}
+
+	for seq := uint64(6); seq <= 8; seq++ { // one at a time: each to the fast pool
+		expect(seq, [2]int{0, 1})
+		if got := collect(1); got[seq] != "fast" {
+			t.Fatalf("job %d went to %v", seq, got)
+		}
+	}
+	expect(9, [2]int{0, 1})
+	expect(10, [2]int{0, 2})
+	expect(11, [2]int{1, 2})
+	if got, want := collect(3), map[uint64]string{9: "fast", 10: "fast", 11: "slow"}; !maps.Equal(got, want) {
+		t.Fatalf("jobs went to %v, want %v", got, want)
+	}
+}
+
 // BenchmarkPoolThroughput runs one worker process on messi5.jpg, dispatching jobs as fast
 // as slots free, with Slots 1 (one job at a time) and 2 (the next job prepared while one
 // runs), and reports jobs/s. $VISIOND_BENCH_PROVIDER picks the provider (e.g. cuda).
@@ -496,4 +627,70 @@ func TestBackoff(t *testing.T) {
 			}
 		}
 	}
+}
+
+// replaceKilled SIGKILLs worker 0 of p in the middle of a job and returns how long after
+// the kill the replacement answered its first job successfully, and when it was ready
+// (accepted a job). It fails tb if the killed job is not reported lost, or the
+// replacement's job fails.
+func replaceKilled(tb testing.TB, p *Pool, pix []byte, lb Letterbox) (ready, served time.Duration) {
+	tb.Helper()
+	ch := dispatch(tb, p, Job{Camera: "kill", Seq: 1, Letterbox: lb}, pix)
+	old := p.Workers()[0]
+	if old.InFlight != 1 {
+		tb.Fatalf("want a job in flight: %+v", old)
+	}
+	if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
+		tb.Fatal(err)
+	}
+	killed := time.Now()
+	if r := waitResult(tb, ch); !errors.Is(r.Err, ErrWorkerLost) || r.Detections != nil {
+		tb.Fatalf("job of the killed worker: %+v", r)
+	}
+	results := make(chan Result, 1)
+	deadline := killed.Add(time.Minute)
+	for !p.TryDispatch(Job{Camera: "kill", Seq: 2, Letterbox: lb}, pix, func(r Result) { results <- r }) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("no replacement a minute after the kill: %+v", p.Workers()[0])
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ready = time.Since(killed)
+	r := waitResult(tb, results)
+	served = time.Since(killed)
+	if r.Err != nil || r.PID == old.PID || len(r.Detections) == 0 {
+		tb.Fatalf("first job of the replacement: %+v (killed pid %d)", r, old.PID)
+	}
+	return ready, served
+}
+
+// BenchmarkWorkerReplacement SIGKILLs a healthy CPU worker in the middle of a job and
+// reports the time from the kill to the replacement's first answered job
+// (ms/replacement; ns/op is the same) and to the replacement accepting that job
+// (ready-ms). Each iteration starts a fresh pool, untimed, so that every kill is the
+// first one of a healthy worker, as it is in production; the restart delay is the
+// default. The pool's log, with where each start-up went, is in the -v output.
+func BenchmarkWorkerReplacement(b *testing.B) {
+	a := thirdParty(b)
+	pix, lb, _, _ := messiFrame(b, a)
+	var ready, served time.Duration
+	for range b.N {
+		b.StopTimer()
+		cfg, log := testPoolConfig(b, a)
+		cfg.RestartDelay = 0 // the default, 250 ms, which a first restart does not wait for
+		p := startPool(b, cfg)
+		b.StartTimer()
+		r, s := replaceKilled(b, p, pix, lb)
+		b.StopTimer()
+		p.Close()
+		ready += r
+		served += s
+		for line := range strings.Lines(log.String()) {
+			if strings.Contains(line, "worker ready") || strings.Contains(line, "worker started") {
+				b.Log(strings.TrimSpace(line))
+			}
+		}
+	}
+	b.ReportMetric(float64(served.Milliseconds())/float64(b.N), "ms/replacement")
+	b.ReportMetric(float64(ready.Milliseconds())/float64(b.N), "ready-ms")
 }

@@ -82,6 +82,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -341,28 +342,29 @@ func openDetector(o DetectorOptions, warn func(msg string, args ...any)) (*Detec
 	return det, nil
 }
 
+// newWarmDetector opens the detector of o and runs its session once on tensor pair 0,
+// whose input is zeros (a run's cost does not depend on the pixels): the first run
+// allocates the arenas and plans memory, so it fails here rather than on a frame, and the
+// first frame does not pay for it. On cuda and tensorrt every other pair runs once too,
+// since binding an input copies it to the device and so may fail on its own; on the CPU
+// a binding only points at the tensor, and a second run would just delay the hello.
 func newWarmDetector(o DetectorOptions) (*Detector, error) {
 	det, err := NewDetector(o)
 	if err != nil {
 		return nil, err
 	}
-	info := det.Model()
-	warm := make([]byte, info.InputW*info.InputH*3)
-	for i := range warm {
-		warm[i] = PadValue
+	t0 := time.Now()
+	pairs := pipelineDepth
+	if det.opts.Provider == ProviderCPU {
+		pairs = 1
 	}
-	if _, _, err := det.Detect(warm, NewLetterbox(info.InputW, info.InputH, info.InputW, info.InputH), nil); err != nil {
-		det.Close()
-		return nil, fmt.Errorf("warm-up run of %s (provider %s): %w", info.Path, info.Provider, err)
-	}
-	// Every other tensor pair runs once too, so that a binding that cannot run fails here.
-	for p := 1; p < pipelineDepth; p++ {
-		det.prepare(p, warm)
+	for p := range pairs {
 		if err := det.run(p); err != nil {
 			det.Close()
-			return nil, fmt.Errorf("warm-up run of %s (provider %s), tensor pair %d: %w", info.Path, info.Provider, p, err)
+			return nil, fmt.Errorf("warm-up run of %s (provider %s), tensor pair %d: %w", det.info.Path, det.info.Provider, p, err)
 		}
 	}
+	det.load.WarmUp = time.Since(t0)
 	return det, nil
 }
 

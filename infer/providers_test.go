@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -113,6 +114,17 @@ func TestPoolProviderFallback(t *testing.T) {
 				}
 			}
 			t.Log(m.Provider)
+			if provider != "cuda" {
+				return
+			}
+			// Its replacement falls back too, and its status says so.
+			old := p.Workers()[0].PID
+			if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if s := waitIdle(t, p, 0, 1); s.PID == old || !strings.HasPrefix(s.Provider, want) {
+				t.Errorf("replacement: %+v, want provider prefix %q", s, want)
+			}
 		})
 	}
 }

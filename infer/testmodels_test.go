@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	ort "github.com/yalue/onnxruntime_go"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -376,4 +378,323 @@ func noNamesModel(tb testing.TB, a assets) string {
 	m := readONNX(tb, a.model)
 	m.fields = slices.DeleteFunc(m.fields, func(f pbField) bool { return f.num == 14 })
 	return m.write(tb, "no-names.onnx")
+}
+
+// ONNX element types and the fields of the QDQ rewrite (onnx.proto).
+const (
+	onnxUint8 = 2
+	onnxInt8  = 3
+	onnxInt32 = 6
+
+	pbTensorFloatData = 4
+	pbValueInfoName   = 1
+	pbValueInfoType   = 2
+)
+
+// onnxNodeInfo is a NodeProto with its inputs and outputs decoded; rest keeps every
+// other field as it was read (name, op_type, attributes, domain).
+type onnxNodeInfo struct {
+	op              string
+	inputs, outputs []string
+	rest            []pbField
+}
+
+func parseNode(tb testing.TB, b []byte) onnxNodeInfo {
+	tb.Helper()
+	fs, err := parseFields(b)
+	if err != nil {
+		tb.Fatalf("NodeProto: %v", err)
+	}
+	var n onnxNodeInfo
+	for _, f := range fs {
+		switch f.num {
+		case pbNodeInput:
+			n.inputs = append(n.inputs, string(f.bytesValue()))
+		case pbNodeOutput:
+			n.outputs = append(n.outputs, string(f.bytesValue()))
+		default:
+			if f.num == pbNodeOpType {
+				n.op = string(f.bytesValue())
+			}
+			n.rest = append(n.rest, f)
+		}
+	}
+	return n
+}
+
+func (n onnxNodeInfo) encode() []byte {
+	var b []byte
+	for _, in := range n.inputs {
+		b = appendBytesField(b, pbNodeInput, []byte(in))
+	}
+	for _, out := range n.outputs {
+		b = appendBytesField(b, pbNodeOutput, []byte(out))
+	}
+	for _, f := range n.rest {
+		b = append(b, f.raw...)
+	}
+	return b
+}
+
+// floatInitializer decodes a float32 TensorProto (raw_data or float_data).
+func floatInitializer(tb testing.TB, b []byte) (name string, dims []int64, data []float32) {
+	tb.Helper()
+	fs, err := parseFields(b)
+	if err != nil {
+		tb.Fatalf("TensorProto: %v", err)
+	}
+	dataType := 0
+	for _, f := range fs {
+		_, typ, n := protowire.ConsumeTag(f.raw)
+		v := f.raw[n:]
+		switch f.num {
+		case pbTensorName:
+			name = string(f.bytesValue())
+		case pbTensorDataType:
+			x, _ := protowire.ConsumeVarint(v)
+			dataType = int(x)
+		case pbTensorDims:
+			if typ == protowire.BytesType { // packed
+				p := f.bytesValue()
+				for len(p) > 0 {
+					x, k := protowire.ConsumeVarint(p)
+					dims, p = append(dims, int64(x)), p[k:]
+				}
+			} else {
+				x, _ := protowire.ConsumeVarint(v)
+				dims = append(dims, int64(x))
+			}
+		case pbTensorRawData:
+			raw := f.bytesValue()
+			for i := 0; i+4 <= len(raw); i += 4 {
+				data = append(data, math.Float32frombits(binary.LittleEndian.Uint32(raw[i:])))
+			}
+		case pbTensorFloatData:
+			if typ == protowire.BytesType {
+				p := f.bytesValue()
+				for i := 0; i+4 <= len(p); i += 4 {
+					data = append(data, math.Float32frombits(binary.LittleEndian.Uint32(p[i:])))
+				}
+			} else {
+				x, _ := protowire.ConsumeFixed32(v)
+				data = append(data, math.Float32frombits(x))
+			}
+		}
+	}
+	if dataType != onnxFloat {
+		tb.Fatalf("initializer %q: data type %d, want float32", name, dataType)
+	}
+	return name, dims, data
+}
+
+// outputOnly encodes a ValueInfoProto of a float32 tensor of unknown shape.
+func outputOnly(name string) []byte {
+	tensor := appendVarintField(nil, 1, onnxFloat)
+	typ := appendBytesField(nil, 1, tensor)
+	b := appendBytesField(nil, pbValueInfoName, []byte(name))
+	return appendBytesField(b, pbValueInfoType, typ)
+}
+
+// convTensors returns the nodes of m decoded and the activations around its Conv nodes:
+// every tensor a Conv reads as its input (X) and every tensor one writes, in graph order.
+func convTensors(tb testing.TB, m *onnxModel) ([]onnxNodeInfo, []string) {
+	nodes := make([]onnxNodeInfo, len(m.nodes))
+	var acts []string
+	seen := map[string]bool{}
+	for i, b := range m.nodes {
+		nodes[i] = parseNode(tb, b)
+		if n := nodes[i]; n.op == "Conv" {
+			for _, x := range []string{n.inputs[0], n.outputs[0]} {
+				if !seen[x] {
+					seen[x] = true
+					acts = append(acts, x)
+				}
+			}
+		}
+	}
+	return nodes, acts
+}
+
+// activationRanges runs yolov8n.onnx on the letterboxed frame pix with every tensor of
+// acts as an extra output and returns each one's min and max: the calibration of a static
+// quantization, on one frame.
+func activationRanges(tb testing.TB, a assets, acts []string, pix []byte) map[string][2]float32 {
+	tb.Helper()
+	if err := initORT(a.library); err != nil {
+		tb.Fatal(err)
+	}
+	m := readONNX(tb, a.model)
+	for _, x := range acts {
+		m.outputs = append(m.outputs, outputOnly(x))
+	}
+	path := m.write(tb, "calibration.onnx")
+	s, err := ort.NewDynamicAdvancedSession(path, []string{"images"}, append([]string{"output0"}, acts...), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer s.Destroy()
+	in, err := ort.NewEmptyTensor[float32](ort.NewShape(1, 3, 640, 640))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer in.Destroy()
+	preprocess(in.GetData(), pix, 640*640)
+	outs := make([]ort.Value, 1+len(acts))
+	if err := s.Run([]ort.Value{in}, outs); err != nil {
+		tb.Fatal(err)
+	}
+	ranges := map[string][2]float32{}
+	for i, v := range outs {
+		defer v.Destroy()
+		if i == 0 {
+			continue
+		}
+		t, ok := v.(*ort.Tensor[float32])
+		if !ok {
+			tb.Fatalf("output %q is a %T", acts[i-1], v)
+		}
+		lo, hi := float32(0), float32(0) // the range holds 0, which must be exact
+		for _, x := range t.GetData() {
+			lo, hi = min(lo, x), max(hi, x)
+		}
+		ranges[acts[i-1]] = [2]float32{lo, hi}
+	}
+	return ranges
+}
+
+// qdqModel: yolov8n.onnx statically quantized to int8 in the QDQ format that ONNX
+// Runtime's quantize_static writes (its Python tools are not available here), for the
+// Conv nodes, which hold nearly all of the weights and the compute: every Conv has its
+// weights stored as int8 with one scale per output channel (symmetric) and its bias as
+// int32 (scale = input scale x weight scale), each read through a DequantizeLinear, and
+// its input and output activations pass through a QuantizeLinear/DequantizeLinear pair
+// of uint8 with a per-tensor scale and zero point calibrated on pix (asymmetric min/max).
+// The graph's input and output stay float32, as quantize_static keeps them: a Detector
+// takes it like any model, and ONNX Runtime runs each Conv group as one QLinearConv.
+func qdqModel(tb testing.TB, a assets, pix []byte) string {
+	tb.Helper()
+	m := readONNX(tb, a.model)
+	nodes, acts := convTensors(tb, m)
+	ranges := activationRanges(tb, a, acts, pix)
+
+	inits := map[string]int{}
+	for i, b := range m.inits {
+		fs, err := parseFields(b)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, f := range fs {
+			if f.num == pbTensorName {
+				inits[string(f.bytesValue())] = i
+			}
+		}
+	}
+	removed := map[int]bool{}
+	scalar := func(name string, dataType int, raw []byte) []byte { return onnxTensor(name, dataType, nil, raw) }
+	actScale := map[string]float32{}
+	var qdq [][]byte // Q and DQ nodes of each activation, emitted after its producer
+	qdqOf := map[string][][]byte{}
+	for _, x := range acts {
+		lo, hi := ranges[x][0], ranges[x][1]
+		scale := (hi - lo) / 255
+		if scale == 0 {
+			scale = 1
+		}
+		zp := byte(min(255, max(0, math.Round(float64(-lo/scale)))))
+		actScale[x] = scale
+		m.inits = append(m.inits,
+			scalar(x+"_scale", onnxFloat, binary.LittleEndian.AppendUint32(nil, math.Float32bits(scale))),
+			scalar(x+"_zp", onnxUint8, []byte{zp}))
+		qdqOf[x] = [][]byte{
+			onnxNode("QuantizeLinear", x+"_Q", []string{x, x + "_scale", x + "_zp"}, []string{x + "_q"}),
+			onnxNode("DequantizeLinear", x+"_DQ", []string{x + "_q", x + "_scale", x + "_zp"}, []string{x + "_dq"}),
+		}
+	}
+	// The graph input's pair comes first; each other one right after the node writing it.
+	for _, x := range acts {
+		if x == "images" {
+			qdq = append(qdq, qdqOf[x]...)
+		}
+	}
+	for _, n := range nodes {
+		for i, in := range n.inputs {
+			if _, ok := qdqOf[in]; ok {
+				n.inputs[i] = in + "_dq"
+			}
+		}
+		if n.op == "Conv" {
+			n.inputs = slices.Clone(n.inputs)
+			wName := n.inputs[1]
+			wi, ok := inits[wName]
+			if !ok {
+				tb.Fatalf("Conv weight %q is not an initializer", wName)
+			}
+			_, dims, w := floatInitializer(tb, m.inits[wi])
+			removed[wi] = true
+			out := int(dims[0])
+			per := len(w) / out
+			wq := make([]byte, len(w))
+			scales := make([]float32, out)
+			var scaleRaw, zpRaw []byte
+			for c := range out {
+				var absMax float32
+				for _, v := range w[c*per : (c+1)*per] {
+					absMax = max(absMax, float32(math.Abs(float64(v))))
+				}
+				scales[c] = absMax / 127
+				if scales[c] == 0 {
+					scales[c] = 1
+				}
+				for k, v := range w[c*per : (c+1)*per] {
+					wq[c*per+k] = byte(int8(min(127, max(-127, math.Round(float64(v/scales[c]))))))
+				}
+				scaleRaw = binary.LittleEndian.AppendUint32(scaleRaw, math.Float32bits(scales[c]))
+				zpRaw = append(zpRaw, 0)
+			}
+			m.inits = append(m.inits,
+				onnxTensor(wName+"_q", onnxInt8, dims, wq),
+				onnxTensor(wName+"_scale", onnxFloat, []int64{int64(out)}, scaleRaw),
+				onnxTensor(wName+"_zp", onnxInt8, []int64{int64(out)}, zpRaw))
+			qdq = append(qdq, onnxNode("DequantizeLinear", wName+"_DQ", []string{wName + "_q", wName + "_scale", wName + "_zp"},
+				[]string{wName + "_dq"}, attrInt("axis", 0)))
+			n.inputs[1] = wName + "_dq"
+			if len(n.inputs) > 2 {
+				bName := n.inputs[2]
+				bi, ok := inits[bName]
+				if !ok {
+					tb.Fatalf("Conv bias %q is not an initializer", bName)
+				}
+				_, _, bias := floatInitializer(tb, m.inits[bi])
+				removed[bi] = true
+				xScale := actScale[strings.TrimSuffix(n.inputs[0], "_dq")]
+				var bq, bScale, bZP []byte
+				for c, v := range bias {
+					s := xScale * scales[c]
+					bq = binary.LittleEndian.AppendUint32(bq, uint32(int32(math.Round(float64(v/s)))))
+					bScale = binary.LittleEndian.AppendUint32(bScale, math.Float32bits(s))
+					bZP = binary.LittleEndian.AppendUint32(bZP, 0)
+				}
+				m.inits = append(m.inits,
+					onnxTensor(bName+"_q", onnxInt32, []int64{int64(len(bias))}, bq),
+					onnxTensor(bName+"_scale", onnxFloat, []int64{int64(len(bias))}, bScale),
+					onnxTensor(bName+"_zp", onnxInt32, []int64{int64(len(bias))}, bZP))
+				qdq = append(qdq, onnxNode("DequantizeLinear", bName+"_DQ", []string{bName + "_q", bName + "_scale", bName + "_zp"},
+					[]string{bName + "_dq"}, attrInt("axis", 0)))
+				n.inputs[2] = bName + "_dq"
+			}
+		}
+		qdq = append(qdq, n.encode())
+		for _, out := range n.outputs {
+			qdq = append(qdq, qdqOf[out]...)
+		}
+	}
+	m.nodes = qdq
+	var kept [][]byte
+	for i, b := range m.inits {
+		if !removed[i] {
+			kept = append(kept, b)
+		}
+	}
+	m.inits = kept
+	return m.write(tb, "yolov8n-qdq.onnx")
 }

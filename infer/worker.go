@@ -36,6 +36,12 @@ const DefaultSlotBytes = 1280 * 1280 * 3
 // PoolConfig.JobTimeout; it has no use in production.
 const hangEnv = "VISIOND_TEST_WORKER_HANG"
 
+// slowEnv is a test hook: a worker whose environment has VISIOND_TEST_WORKER_SLOW=<Go
+// duration> adds that much to each session run (and to the run time it reports), as a
+// slower device would. Tests use it to tell pools apart by speed; it has no use in
+// production.
+const slowEnv = "VISIOND_TEST_WORKER_SLOW"
+
 type workerFlags struct {
 	DetectorOptions
 	slots, slotBytes int
@@ -78,6 +84,7 @@ func parseWorkerFlags(args []string) (workerFlags, error) {
 // ctx is done (nil) or the stream breaks (an error naming what was wrong). A startup
 // failure is also sent to the daemon as a hello carrying the error. stderr is its log.
 func WorkerMain(ctx context.Context, args []string) error {
+	began := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var st unix.Stat_t
 	if err := unix.Fstat(fdResults, &st); err != nil {
@@ -100,10 +107,16 @@ func WorkerMain(ctx context.Context, args []string) error {
 	}}); err != nil {
 		return fmt.Errorf("worker: write hello: %w", err)
 	}
+	// Where its start-up went (the daemon logs the whole, from exec to hello): ONNX
+	// Runtime's library, the model's inputs and outputs, the session, the warm-up run.
+	lt := det.load
 	log.Info("worker ready", "model", info.Path, "input", fmt.Sprintf("%dx%d", info.InputW, info.InputH),
-		"classes", len(info.Classes), "provider", info.Provider)
+		"classes", len(info.Classes), "provider", info.Provider, "ready_in", time.Since(began).Round(time.Millisecond),
+		"ort_init", lt.ORT.Round(time.Millisecond), "inspect", lt.Inspect.Round(time.Millisecond),
+		"session", lt.Session.Round(time.Millisecond), "warm_up", lt.WarmUp.Round(time.Millisecond))
 	hangAt, _ := strconv.Atoi(os.Getenv(hangEnv))
-	js := &jobServer{det: det, log: log, slots: slots, slotBytes: slotBytes, hangAt: hangAt}
+	slow, _ := time.ParseDuration(os.Getenv(slowEnv))
+	js := &jobServer{det: det, log: log, slots: slots, slotBytes: slotBytes, hangAt: hangAt, slow: slow}
 	return js.serve(ctx, jobs, results)
 }
 
@@ -122,7 +135,8 @@ type jobServer struct {
 	log       *slog.Logger
 	slots     []byte // the frame slots mapped from fd 3
 	slotBytes int
-	hangAt    int // hangEnv: the job (counting from 1) whose run hangs; 0 never
+	hangAt    int           // hangEnv: the job (counting from 1) whose run hangs; 0 never
+	slow      time.Duration // slowEnv: added to each run
 }
 
 // stagedJob is a job passing through the stages.
@@ -231,6 +245,7 @@ func (s *jobServer) run(ctx context.Context, in <-chan stagedJob, out chan<- sta
 		}
 		if sj.err == "" {
 			t0 := time.Now()
+			time.Sleep(s.slow)
 			if err := s.det.run(sj.pair); err != nil {
 				sj.err = fmt.Sprintf("job %d: %v", sj.job.ID, err)
 			}

@@ -10,8 +10,11 @@ import (
 )
 
 // workerPools are the inference worker pools, one per configured device group. A job goes
-// to the first pool with a free job slot (each worker takes up to two jobs, to keep its
-// device busy), so list faster devices first.
+// to the worker, across pools, expected to answer it first (infer.DispatchAcross): from
+// its jobs in flight (each worker takes up to two, to keep its device busy) and its
+// pool's measured run time, so that a fast device keeps the jobs a slow one would answer
+// later, and pools of about equal speed share them by load. Ties go to the pool listed
+// first: list faster devices first.
 type workerPools struct {
 	pools []*infer.Pool
 }
@@ -64,14 +67,10 @@ func (w *workerPools) start(ctx context.Context, cfg config.Workers, command, en
 // model describes the model the workers loaded.
 func (w *workerPools) model() infer.ModelInfo { return w.pools[0].Model() }
 
-// TryDispatch hands the job to the first pool with a free job slot.
+// TryDispatch hands the job to the worker, across pools, expected to answer it first, or
+// returns false if every worker is full.
 func (w *workerPools) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
-	for _, p := range w.pools {
-		if p.TryDispatch(job, pix, done) {
-			return true
-		}
-	}
-	return false
+	return infer.DispatchAcross(w.pools, job, pix, done)
 }
 
 // workers reports every worker of every pool, in pool order.
