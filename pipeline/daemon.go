@@ -328,9 +328,12 @@ func (d *Daemon) dispatch(now time.Time) {
 		job := infer.Job{Camera: c.cfg.ID, Seq: f.Seq, Captured: f.Captured, Letterbox: f.Letterbox}
 		c.busy.Store(true)
 		received := f.Received
+		// The round's now may precede a frame that arrived during the round: take the
+		// dispatch time per job, so that a frame's queue time is never negative.
+		dispatched := time.Now()
 		d.inflight.Add(1)
 		c.snap.offer(f.Pix, f.Letterbox, f.Seq, now)
-		if !d.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { d.finish(c, res, received, now) }) {
+		if !d.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { d.finish(c, res, received, dispatched) }) {
 			d.inflight.Done()
 			c.busy.Store(false)
 			for _, r := range ready[i:] { // no worker idle: the frames wait for the next round
@@ -351,7 +354,7 @@ func (d *Daemon) dispatch(now time.Time) {
 		}
 		c.pass = r.start + 1/c.cfg.Weight
 		d.vtime = r.start
-		c.frameAge.observe(now.Sub(received))
+		c.frameAge.observe(dispatched.Sub(received))
 		// Keep to the camera's schedule, but never burst to catch up after a gap.
 		next := c.nextDue.Add(c.interval)
 		if next.Before(now) {
