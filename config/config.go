@@ -217,6 +217,13 @@ type Workers struct {
 	// GPUMemoryLimitMiB does the same for a worker's GPU memory; 0 disables.
 	// Default 0.
 	GPUMemoryLimitMiB int `yaml:"gpu_memory_limit_mib"`
+	// GPUMemoryCommand is the command (program and arguments) that prints the
+	// GPU memory of each process as "pid, MiB" lines, for the GPU memory
+	// limit and metrics of cuda and tensorrt workers. Default: nvidia-smi
+	// --query-compute-apps=pid,used_memory --format=csv,noheader,nounits. On
+	// a Jetson, whose nvidia-smi has no per-process figures, point it at a
+	// script that prints the same format.
+	GPUMemoryCommand []string `yaml:"gpu_memory_command"`
 	// Pools are the groups of workers, one per device. Default: one CPU worker.
 	Pools []WorkerPool `yaml:"pools"`
 }

@@ -189,6 +189,7 @@ var badCases = []struct {
 	{"bad arena strategy", "workers:\n  pools:\n    - provider: cuda\n      cuda: {arena_extend_strategy: huge}\n", "workers.pools[0].cuda.arena_extend_strategy", 4, `unknown value "huge"`, ""},
 	{"bad fallback", "workers:\n  pools:\n    - {provider: cuda, fallback: gpu}\n", "workers.pools[0].fallback", 3, `unknown value "gpu": want one of cpu`, ""},
 	{"cpu with cuda options", "workers:\n  pools:\n    - cuda: {gpu_mem_limit_mib: 10}\n", "workers.pools[0].provider", 3, "cpu takes no cuda or tensorrt options", ""},
+	{"empty gpu memory command", "workers:\n  gpu_memory_command: [\"\", x]\n", "workers.gpu_memory_command", 2, "must name the program", ""},
 	{"negative memory limit", "workers:\n  memory_limit_mib: -1\n", "workers.memory_limit_mib", 2, "must be >= 0", ""},
 	{"bad log level", "log_level: verbose\n", "log_level", 1, `unknown value "verbose"`, ""},
 	{"bad log format", "log_format: xml\n", "log_format", 1, `unknown value "xml"`, ""},

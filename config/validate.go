@@ -99,6 +99,9 @@ func (c *Config) Validate() error {
 	if w.MemoryLimitMiB < 0 {
 		v.add("workers.memory_limit_mib", "must be >= 0 (0 = no limit), got %d", w.MemoryLimitMiB)
 	}
+	if len(w.GPUMemoryCommand) > 0 && w.GPUMemoryCommand[0] == "" {
+		v.add("workers.gpu_memory_command", "the first element must name the program")
+	}
 	if w.GPUMemoryLimitMiB < 0 {
 		v.add("workers.gpu_memory_limit_mib", "must be >= 0 (0 = no limit), got %d", w.GPUMemoryLimitMiB)
 	}

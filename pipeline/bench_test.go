@@ -1,9 +1,12 @@
 package pipeline
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -22,10 +25,10 @@ import (
 
 // BenchmarkThroughputVsBareLoop measures detections per second through the whole daemon
 // (cameras of the 10 fps sample, more than the workers can take, every event counted on
-// NATS) and divides by the rate of bare in-process loops of Detector.Detect on the same
-// model and provider, one loop (and session) per worker, running together (tensor
-// preparation, session run, decoding and NMS: the workers' own work without the daemon
-// around it, on the same device). It also reports the
+// NATS) and divides by the rate of bare loops of Detector.Detect on the same model and
+// provider, one process (and session) per worker, running together (tensor preparation,
+// session run, decoding and NMS: the workers' own work without the daemon around it, on the
+// same device). It also reports the same loops as goroutines of one process. It also reports the
 // events' capture-to-publish latency (p50, p99) and each worker's memory at the end.
 // b.N is ignored. Environment: VISIOND_BENCH_SECONDS per side (20), VISIOND_BENCH_CAMERAS
 // (4), VISIOND_BENCH_WORKERS (1), VISIOND_BENCH_PROVIDER (cpu),
@@ -50,51 +53,17 @@ func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	}
 	model := thirdParty(b, "yolov8n.onnx")
 
-	// The bare loop: one Detector per worker, each in its own goroutine, back to back on one
-	// frame (messi5.jpg), for the same window.
-	img := gocv.IMRead(thirdParty(b, "media/messi5.jpg"), gocv.IMReadColor)
-	pix := make([]byte, 640*640*3)
-	lb, err := infer.LetterboxImage(img, 640, 640, pix)
-	img.Close()
+	// The bare loops: one process per worker, like the workers, each with one Detector
+	// running back to back on one frame, all started together once all are warm.
+	bare, err := bareLoops(nworkers, window, model, library, provider, thirdParty(b, "media/messi5.jpg"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	dets := make([]*infer.Detector, nworkers)
-	for i := range dets {
-		det, err := infer.NewDetector(infer.DetectorOptions{Model: model, Library: library, Provider: provider})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, _, err := det.Detect(pix, lb, nil); err != nil { // warm-up
-			b.Fatal(err)
-		}
-		dets[i] = det
-	}
-	counts := make([]int, nworkers)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i, det := range dets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out := make([]infer.Detection, 0, 300)
-			for time.Since(start) < window {
-				if _, _, err := det.Detect(pix, lb, out[:0]); err != nil {
-					b.Error(err)
-					return
-				}
-				counts[i]++
-			}
-		}()
-	}
-	wg.Wait()
-	runs := 0
-	for _, n := range counts {
-		runs += n
-	}
-	bare := float64(runs) / time.Since(start).Seconds()
-	for _, det := range dets {
-		det.Close()
+	// The same in one process: one Detector per worker, each in its own goroutine (on a GPU,
+	// sessions of one process share one context; those of several processes take turns).
+	shared, err := bareLoopRuns(nworkers, window, model, library, provider, thirdParty(b, "media/messi5.jpg"), nil)
+	if err != nil {
+		b.Fatal(err)
 	}
 
 	// The daemon.
@@ -139,7 +108,7 @@ cameras:
 	for len(events) > 0 {
 		<-events
 	}
-	start = time.Now()
+	start := time.Now()
 	var lat []float64
 	for deadline := time.After(window); ; {
 		select {
@@ -169,10 +138,152 @@ cameras:
 		gpu += float64(w.GPUBytes) / (1 << 20) / float64(len(ws))
 	}
 	b.ReportMetric(bare, "bare-runs/s")
+	b.ReportMetric(shared, "one-process-bare-runs/s")
 	b.ReportMetric(daemon, "daemon-events/s")
 	b.ReportMetric(daemon/bare, "ratio")
 	b.ReportMetric(pct(0.5), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(rss, "MiB-rss/worker")
 	b.ReportMetric(gpu, "MiB-gpu/worker")
+}
+
+// bareChildEnv makes the test binary a bare-loop process (see TestMain and bareLoops).
+const bareChildEnv = "VISIOND_BENCH_BARE_CHILD"
+
+// bareLoops runs n bare-loop processes at once and returns their runs per second together.
+// Each child loads the model, warms up, says "ready", waits for a line on stdin, runs for
+// window and prints its count.
+func bareLoops(n int, window time.Duration, model, library, provider, image string) (float64, error) {
+	type child struct {
+		cmd *exec.Cmd
+		in  io.WriteCloser
+		out *bufio.Scanner
+	}
+	var kids []child
+	defer func() {
+		for _, k := range kids {
+			_ = k.cmd.Process.Kill()
+			_ = k.cmd.Wait()
+		}
+	}()
+	for range n {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), bareChildEnv+"="+strings.Join([]string{model, library, provider, image, window.String()}, "|"))
+		cmd.Stderr = os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return 0, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return 0, err
+		}
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		kids = append(kids, child{cmd, in, bufio.NewScanner(out)})
+	}
+	for _, k := range kids {
+		if !k.out.Scan() || k.out.Text() != "ready" {
+			return 0, fmt.Errorf("bare loop child did not get ready: %q", k.out.Text())
+		}
+	}
+	for _, k := range kids {
+		fmt.Fprintln(k.in, "go")
+	}
+	total := 0.0
+	for _, k := range kids {
+		var rate float64
+		if !k.out.Scan() {
+			return 0, fmt.Errorf("bare loop child gave no count")
+		}
+		if _, err := fmt.Sscan(k.out.Text(), &rate); err != nil {
+			return 0, fmt.Errorf("bare loop child: %q: %w", k.out.Text(), err)
+		}
+		total += rate
+	}
+	return total, nil
+}
+
+// bareLoopChild is a bare-loop process: see bareLoops.
+func bareLoopChild() error {
+	f := strings.Split(os.Getenv(bareChildEnv), "|")
+	if len(f) != 5 {
+		return fmt.Errorf("%s: want model|library|provider|image|window", bareChildEnv)
+	}
+	window, err := time.ParseDuration(f[4])
+	if err != nil {
+		return err
+	}
+	rate, err := bareLoopRuns(1, window, f[0], f[1], f[2], f[3], func() {
+		fmt.Println("ready")
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(rate)
+	return nil
+}
+
+// bareLoopRuns runs n Detectors in n goroutines of this process, back to back on one frame,
+// for window, and returns their runs per second together. ready, if not nil, is called once
+// all are warm, before the clock starts.
+func bareLoopRuns(n int, window time.Duration, model, library, provider, image string, ready func()) (float64, error) {
+	img := gocv.IMRead(image, gocv.IMReadColor)
+	pix := make([]byte, 640*640*3)
+	lb, err := infer.LetterboxImage(img, 640, 640, pix)
+	img.Close()
+	if err != nil {
+		return 0, err
+	}
+	dets := make([]*infer.Detector, n)
+	defer func() {
+		for _, det := range dets {
+			if det != nil {
+				det.Close()
+			}
+		}
+	}()
+	for i := range dets {
+		det, err := infer.NewDetector(infer.DetectorOptions{Model: model, Library: library, Provider: provider})
+		if err != nil {
+			return 0, err
+		}
+		dets[i] = det
+		if _, _, err := det.Detect(pix, lb, nil); err != nil { // warm-up
+			return 0, err
+		}
+	}
+	if ready != nil {
+		ready()
+	}
+	counts := make([]int, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, det := range dets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]infer.Detection, 0, 300)
+			for time.Since(start) < window {
+				if _, _, err := det.Detect(pix, lb, out[:0]); err != nil {
+					errs[i] = err
+					return
+				}
+				counts[i]++
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	runs := 0
+	for i, c := range counts {
+		if errs[i] != nil {
+			return 0, errs[i]
+		}
+		runs += c
+	}
+	return float64(runs) / elapsed.Seconds(), nil
 }

@@ -36,6 +36,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv(bareChildEnv) != "" {
+		if err := bareLoopChild(); err != nil {
+			fmt.Fprintln(os.Stderr, "bare loop:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

@@ -46,12 +46,13 @@ func (w *workerPools) start(ctx context.Context, cfg config.Workers, command, en
 					WorkspaceSize: int64(pc.TensorRT.WorkspaceMiB) << 20,
 				},
 			},
-			JobTimeout:     cfg.JobTimeout,
-			MemoryLimit:    int64(cfg.MemoryLimitMiB) << 20,
-			GPUMemoryLimit: int64(cfg.GPUMemoryLimitMiB) << 20,
-			Command:        command,
-			Env:            env,
-			Logger:         log.With("pool", i),
+			JobTimeout:       cfg.JobTimeout,
+			MemoryLimit:      int64(cfg.MemoryLimitMiB) << 20,
+			GPUMemoryLimit:   int64(cfg.GPUMemoryLimitMiB) << 20,
+			GPUMemoryCommand: cfg.GPUMemoryCommand,
+			Command:          command,
+			Env:              env,
+			Logger:           log.With("pool", i),
 		})
 		w.pools = append(w.pools, p)
 		if err := p.Start(ctx); err != nil {
