@@ -76,3 +76,29 @@ install: $(BIN)
 
 clean:
 	rm -rf bin
+
+# linux/arm64 (issue 7): cross-build with cgo against a Debian 12 arm64 sysroot made by
+# debootstrap (build/sysroot-arm64, made once, about 5 min), plus ONNX Runtime's arm64
+# library: bin/linux-arm64/visiond and third_party/linux-arm64/libonnxruntime.so.1.
+arm64:
+	@scripts/cross-arm64.sh
+
+# The arm64 binary under qemu-user: check on the example config, and one worker inference
+# on a still image (CPU provider), compared with the native binary's.
+cross-test: setup arm64
+	@scripts/cross-test.sh
+
+# Debian packages in build/deb/: visiond_<version>_amd64.deb and, from the cross build, _arm64.deb.
+deb: deb-amd64 deb-arm64
+
+deb-amd64: setup build
+	@scripts/deb.sh amd64
+
+deb-arm64: arm64
+	@scripts/deb.sh arm64
+
+# The amd64 package installed in a clean Debian 12 chroot (debootstrap, kept in build/),
+# checked, run as the unit would run it, reinstalled and purged.
+deb-test: deb-amd64
+	@scripts/deb-test.sh
+.PHONY: arm64 cross-test deb deb-amd64 deb-arm64 deb-test
