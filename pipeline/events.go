@@ -69,7 +69,7 @@ func (d *Daemon) publishHealth(now time.Time) {
 	prev := d.healthPrev
 	d.healthPrev = make(map[string]healthCounts, len(prev))
 	for _, c := range d.Cameras() {
-		cur := healthCounts{decoded: c.Decoded, analysed: c.Analysed, dropped: c.Drops.total()}
+		cur := healthCounts{decoded: c.Decoded, analysed: c.Analysed, dropped: c.Drops.lost()}
 		p := prev[c.ID] // zero for a camera added since
 		if cur.decoded < p.decoded || cur.analysed < p.analysed || cur.dropped < p.dropped {
 			p = healthCounts{} // restarted by a reload: its counters began again
@@ -93,9 +93,11 @@ func (d *Daemon) publishHealth(now time.Time) {
 	}
 }
 
-// total is the number of frames dropped, for every reason.
-func (dr Drops) total() uint64 {
-	return dr.Superseded + dr.Stale + dr.Source + dr.WorkerLost + dr.Timeout + dr.Rejected + dr.Shutdown
+// lost is the number of frames dropped for a reason other than a newer frame taking their
+// place (which is how a camera's fps below its stream's skips frames): too old, dropped by the
+// source, or a job that failed.
+func (dr Drops) lost() uint64 {
+	return dr.Stale + dr.Source + dr.WorkerLost + dr.Timeout + dr.Rejected + dr.Shutdown
 }
 
 // PublisherStats are the publisher's counters (zero before Start).

@@ -120,7 +120,7 @@ type CameraHealth struct {
 	FPSAchieved float64 `json:"fps_achieved"` // analysed frames per second over the interval
 	Decoded     uint64  `json:"frames_decoded"`
 	Analysed    uint64  `json:"frames_analysed"`
-	Dropped     uint64  `json:"frames_dropped"`
+	Dropped     uint64  `json:"frames_dropped"` // lost: too old, dropped by the source, or a failed job (not frames skipped for the fps)
 }
 
 // PublishHealth counts the publisher's events since the daemon started.
