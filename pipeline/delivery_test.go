@@ -144,7 +144,7 @@ cameras:
 	}
 	mu.Unlock()
 
-	_, js := hub.Connect(t)
+	js := hub.Connect(t)
 	var seen map[string]int
 	waitUntil(t, 60*time.Second, "every event in the hub", func() bool {
 		seen = detectionIDs(t, js, "ALL", nil)
@@ -188,22 +188,8 @@ cameras:
 // in the stream against its schema.
 func detectionIDs(t *testing.T, js jetstream.JetStream, name string, v *natstest.Validator) map[string]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ids := map[string]int{}
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			continue // deleted
-		}
+	for _, m := range natstest.StreamMsgs(t, js, name) {
 		if strings.HasSuffix(m.Subject, ".detections") {
 			ids[m.Header.Get(jetstream.MsgIDHeader)]++
 		}

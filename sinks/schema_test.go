@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/visiond/visiond/sinks/natstest"
 )
@@ -42,13 +41,7 @@ func TestEventsMatchSchemas(t *testing.T) {
 	p.out.put(gap)
 	waitFor(t, "7 acknowledgements", func() bool { return p.Stats().Published == 7 })
 
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	msgs := streamMsgs(t, js, "visiond-lab")
+	msgs := streamMsgs(t, natstest.ConnectJS(t, s.ClientURL()), "visiond-lab")
 	kinds := map[string]int{}
 	for _, m := range msgs {
 		name := SchemaFile(m.Subject)

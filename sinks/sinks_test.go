@@ -51,26 +51,7 @@ func detection(camera string, seq uint64) *DetectionEvent {
 
 // streamMsgs reads every message of stream name, in order.
 func streamMsgs(t *testing.T, js jetstream.JetStream, name string) []*jetstream.RawStreamMsg {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msgs []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			continue // deleted
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs
+	return natstest.StreamMsgs(t, js, name)
 }
 
 // streamIDs returns the Nats-Msg-Id of every message of stream name, in order.
@@ -162,12 +143,7 @@ func TestPublishEveryKind(t *testing.T) {
 		}
 	}
 	waitFor(t, "4 acknowledgements", func() bool { return p.Stats().Published == 4 })
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := natstest.ConnectJS(t, s.ClientURL())
 	ids := streamIDs(t, js, "visiond-lab")
 	want := []string{"inst.door.1", "inst.door.status.1", "inst.config.2", "inst.health.3"}
 	if strings.Join(ids, " ") != strings.Join(want, " ") {
@@ -188,12 +164,7 @@ func TestRetryNeverDuplicates(t *testing.T) {
 	if st := p.Stats(); st.Duplicates != 2 {
 		t.Errorf("duplicates %d, want 2", st.Duplicates)
 	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := natstest.ConnectJS(t, s.ClientURL())
 	if ids := streamIDs(t, js, "visiond-lab"); len(ids) != 1 {
 		t.Errorf("stream holds %v, want one event", ids)
 	}
@@ -232,12 +203,7 @@ func TestPublishRidesOutServerRestart(t *testing.T) {
 	}
 	defer s2.Close()
 	waitFor(t, "50 acknowledgements", func() bool { return p.Stats().Published == 50 })
-	nc, err := nats.Connect(s2.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := natstest.ConnectJS(t, s2.ClientURL())
 	ids := streamIDs(t, js, "visiond-lab")
 	checkExactlyOnce(t, ids, "door", 50)
 }
@@ -285,12 +251,7 @@ func TestOutboxFullGapEvent(t *testing.T) {
 	defer s2.Close()
 	waitFor(t, "the kept events and the gap event", func() bool { st := p.Stats(); return st.Published > 0 && st.Pending == 0 })
 	st := p.Stats()
-	nc, err := nats.Connect(s2.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := natstest.ConnectJS(t, s2.ClientURL())
 	// Gap events (one or more) account for every dropped event; the kept events are the newest
 	// 10, in order, and possibly the first, taken from the outbox to be sent just before the
 	// outage was noticed.
@@ -457,7 +418,7 @@ func TestLeafNodeToHub(t *testing.T) {
 		info, err := hubStream.Info(context.Background())
 		return err == nil && info.State.Msgs >= 200
 	})
-	_, js := hub.Connect(t)
+	js := hub.Connect(t)
 	checkExactlyOnce(t, streamIDs(t, js, "ALL"), "door", 200)
 }
 
@@ -623,12 +584,7 @@ func TestPublishToExternalServer(t *testing.T) {
 		}
 	}
 	waitFor(t, "20 acknowledgements", func() bool { return p.Stats().Published == 20 })
-	nc, err := nats.Connect("nats://visiond:s3cret@" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := natstest.ConnectJS(t, "nats://visiond:s3cret@"+addr)
 	checkExactlyOnce(t, streamIDs(t, js, "visiond-lab"), "gate", 20)
 }
 

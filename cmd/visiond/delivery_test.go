@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -48,20 +47,7 @@ func TestKilledDaemonDeliversAfterRestart(t *testing.T) {
 	}
 
 	first, _ := start()
-	nc, err := nats.Connect("nats://" + natsAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	stream, err := js.Stream(ctx, "visiond-demo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.ConnectJS(t, "nats://"+natsAddr, nats.MaxReconnects(0))
 	var stored []string
 	deadline := time.Now().Add(90 * time.Second)
 	for len(stored) < 20 {
@@ -69,7 +55,7 @@ func TestKilledDaemonDeliversAfterRestart(t *testing.T) {
 			t.Fatalf("the box stored %d detection events in 90 s, want 20", len(stored))
 		}
 		time.Sleep(500 * time.Millisecond)
-		stored = boxDetectionIDs(ctx, t, stream)
+		stored = detectionIDs(t, js, "visiond-demo")
 	}
 	// What the stream held 100 ms ago has been written to the store's files by now.
 	time.Sleep(100 * time.Millisecond)
@@ -77,17 +63,16 @@ func TestKilledDaemonDeliversAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = first.Wait()
-	nc.Close()
 
 	start()
 	link.Restore()
-	_, hubJS := hub.Connect(t)
+	hubJS := hub.Connect(t)
 	hub.SourceStream(t, "ALL", "demo", "visiond-demo")
 	var seen map[string]int
 	deadline = time.Now().Add(90 * time.Second)
 	for {
 		seen = map[string]int{}
-		for _, id := range boxDetectionIDs(ctx, t, mustStream(ctx, t, hubJS, "ALL")) {
+		for _, id := range detectionIDs(t, hubJS, "ALL") {
 			seen[id]++
 		}
 		missing := 0
@@ -112,28 +97,11 @@ func TestKilledDaemonDeliversAfterRestart(t *testing.T) {
 	t.Logf("%d events stored before SIGKILL, all delivered once after the restart (%d in the hub now)", len(stored), len(seen))
 }
 
-func mustStream(ctx context.Context, t *testing.T, js jetstream.JetStream, name string) jetstream.Stream {
+// detectionIDs returns the ids of the detection events in stream name, in order.
+func detectionIDs(t *testing.T, js jetstream.JetStream, name string) []string {
 	t.Helper()
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// boxDetectionIDs returns the ids of the detection events in s, in order.
-func boxDetectionIDs(ctx context.Context, t *testing.T, s jetstream.Stream) []string {
-	t.Helper()
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			continue
-		}
+	for _, m := range natstest.StreamMsgs(t, js, name) {
 		if strings.HasSuffix(m.Subject, ".detections") {
 			ids = append(ids, m.Header.Get(jetstream.MsgIDHeader))
 		}

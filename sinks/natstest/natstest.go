@@ -64,26 +64,14 @@ func freePort(tb testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// Connect connects a client to the hub; the test's cleanup closes it.
-func (h *Hub) Connect(tb testing.TB) (*nats.Conn, jetstream.JetStream) {
-	tb.Helper()
-	nc, err := nats.Connect(h.ClientURL())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return nc, js
-}
+// Connect connects a JetStream client to the hub; the test's cleanup closes it.
+func (h *Hub) Connect(tb testing.TB) jetstream.JetStream { return ConnectJS(tb, h.ClientURL()) }
 
 // SourceStream creates the hub stream name that sources stream boxStream of the box in
 // JetStream domain boxDomain: how a hub collects every box's events.
 func (h *Hub) SourceStream(tb testing.TB, name, boxDomain, boxStream string) jetstream.Stream {
 	tb.Helper()
-	_, js := h.Connect(tb)
+	js := h.Connect(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
@@ -244,4 +232,43 @@ func (v *Validator) Validate(name string, data []byte) error {
 		return fmt.Errorf("against %s: %w", name, err)
 	}
 	return nil
+}
+
+// StreamMsgs reads every message of stream name, in order (deleted ones are skipped).
+func StreamMsgs(tb testing.TB, js jetstream.JetStream, name string) []*jetstream.RawStreamMsg {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var msgs []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue // deleted
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// ConnectJS connects a JetStream client to url; the test's cleanup closes it.
+func ConnectJS(tb testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
+	tb.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return js
 }
