@@ -261,6 +261,44 @@ func TestDaemonUnreachableNATS(t *testing.T) {
 }
 
 // closedAddr returns a loopback address nothing listens on.
+// sampleCameras serves n copies of the sample video as cam0..cam<n-1> on a loopback RTSP
+// server and returns them as YAML camera entries.
+func sampleCameras(t *testing.T, n int) string {
+	t.Helper()
+	video := thirdParty(t, "media/vtest.h264.ts")
+	streams := map[string]string{}
+	for i := range n {
+		streams[fmt.Sprint("cam", i)] = video
+	}
+	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testLogger(t)}
+	if err := rtsp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rtsp.Close)
+	var cams strings.Builder
+	for i := range n {
+		fmt.Fprintf(&cams, "  - {id: cam%d, url: %q}\n", i, rtsp.URL(fmt.Sprint("cam", i)))
+	}
+	return cams.String()
+}
+
+// startTestDaemon parses yaml, gives it a fresh state directory and starts a daemon whose
+// workers are this test binary; the test's cleanup closes it.
+func startTestDaemon(t *testing.T, yaml string) *Daemon {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StateDir = t.TempDir()
+	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
 func closedAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -344,21 +382,7 @@ func checkEvent(t *testing.T, ev *sinks.DetectionEvent) {
 // every camera gets about the same share (Jain's fairness index >= 0.95), frame age stays
 // bounded by max_frame_age, and no job is lost.
 func TestDaemonFairUnderOverload(t *testing.T) {
-	video := thirdParty(t, "media/vtest.h264.ts")
-	streams := map[string]string{}
-	var cams strings.Builder
-	for i := range 8 {
-		streams[fmt.Sprint("cam", i)] = video
-	}
-	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testLogger(t)}
-	if err := rtsp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rtsp.Close)
-	for i := range 8 {
-		fmt.Fprintf(&cams, "  - {id: cam%d, url: %q}\n", i, rtsp.URL(fmt.Sprint("cam", i)))
-	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+	d := startTestDaemon(t, fmt.Sprintf(`
 site: test
 http: {listen: ""}
 nats: {listen: "127.0.0.1:0"}
@@ -366,16 +390,7 @@ workers: {model: %q, library: %q, pools: [{count: 1, threads: 1}]}
 pipeline: {max_frame_age: 1s}
 camera_defaults: {fps: 5}
 cameras:
-%s`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams.String())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.StateDir = t.TempDir()
-	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+%s`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 8)))
 
 	// Count from the moment every camera is online, so start-up differences do not count.
 	waitUntil(t, 60*time.Second, "every camera online", func() bool {

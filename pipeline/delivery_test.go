@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,10 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sinks/natstest"
-	"github.com/visiond/visiond/sources/samplecam"
 )
 
 // The box's embedded server is a leaf node of a hub whose stream sources the box's stream.
@@ -28,22 +25,7 @@ func TestDeliveryAcrossUplinkOutage(t *testing.T) {
 	hub := natstest.StartHub(t, t.TempDir())
 	link := natstest.StartProxy(t, strings.TrimPrefix(hub.LeafURL, "nats-leaf://"))
 
-	video := thirdParty(t, "media/vtest.h264.ts")
-	streams := map[string]string{}
-	var cams strings.Builder
-	for i := range 4 {
-		id := fmt.Sprint("cam", i)
-		streams[id] = video
-	}
-	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testLogger(t)}
-	if err := rtsp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rtsp.Close)
-	for i := range 4 {
-		fmt.Fprintf(&cams, "  - {id: cam%d, url: %q}\n", i, rtsp.URL(fmt.Sprint("cam", i)))
-	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+	d := startTestDaemon(t, fmt.Sprintf(`
 site: box1
 http: {listen: ""}
 nats:
@@ -53,16 +35,7 @@ nats:
 workers: {model: %q, library: %q}
 camera_defaults: {fps: 2}
 cameras:
-%s`, "nats-leaf://"+link.Addr, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams.String())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.StateDir = t.TempDir()
-	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+%s`, "nats-leaf://"+link.Addr, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 4)))
 
 	// A local subscriber on the box records every detection event id the daemon publishes.
 	local, err := nats.Connect(d.NATSURL())

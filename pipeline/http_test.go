@@ -6,11 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 )
 
@@ -19,23 +17,14 @@ import (
 // once the config has no camera, and 503 "stopping" after Close; the camera's snapshot is
 // 503 (nothing analysed), an unknown camera's 404.
 func TestHTTPNotReady(t *testing.T) {
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+	d := startTestDaemon(t, fmt.Sprintf(`
 site: test
 http: {listen: "127.0.0.1:0"}
 nats: {listen: "127.0.0.1:0"}
 workers: {model: %q, library: %q, pools: [{count: 1, provider: cpu, threads: 1}]}
 cameras:
   - {id: down, url: "rtsp://%s/stream"}
-`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), closedAddr(t))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.StateDir = t.TempDir()
-	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), closedAddr(t)))
 	base := "http://" + d.HTTPAddr().String()
 
 	for _, tc := range []struct {
