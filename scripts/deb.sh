@@ -8,7 +8,8 @@
 #   /usr/lib/visiond/libonnxruntime.so.1     ONNX Runtime (CPU provider), what the example config's
 #                                            workers.library names
 #   /lib/systemd/system/visiond.service      systemd/visiond.service, ExecStart=/usr/bin/visiond
-#   /etc/visiond/visiond.yaml                configs/visiond.yaml, a conffile
+#   /etc/visiond/visiond.yaml                packaging/visiond.yaml (starts as it is), a conffile
+#   /usr/share/doc/visiond/visiond.example.yaml  configs/visiond.yaml (every key documented)
 #   /usr/share/visiond/fetch-model.sh        fetches the (AGPL, not shipped) yolov8n.onnx
 #   /usr/share/doc/visiond/                  README, docs, copyright, changelog
 #   postinst (the visiond system user, /var/lib/visiond, daemon-reload), prerm (stop, disable),
@@ -72,7 +73,8 @@ install -d "$STAGE/lib/systemd/system"
 sed -e 's|/usr/local/bin/visiond|/usr/bin/visiond|g' systemd/visiond.service >"$STAGE/lib/systemd/system/visiond.service"
 chmod 0644 "$STAGE/lib/systemd/system/visiond.service"
 grep -q '^ExecStart=/usr/bin/visiond ' "$STAGE/lib/systemd/system/visiond.service" || fail "ExecStart not rewritten"
-install -D -m 0644 configs/visiond.yaml "$STAGE/etc/visiond/visiond.yaml"
+install -D -m 0644 packaging/visiond.yaml "$STAGE/etc/visiond/visiond.yaml"
+install -D -m 0644 configs/visiond.yaml "$STAGE/usr/share/doc/visiond/visiond.example.yaml"
 install -D -m 0755 packaging/fetch-model.sh "$STAGE/usr/share/visiond/fetch-model.sh"
 install -D -m 0644 README.md "$STAGE/usr/share/doc/visiond/README.md"
 for f in docs/*.md; do install -m 0644 "$f" "$STAGE/usr/share/doc/visiond/"; done
