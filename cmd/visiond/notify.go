@@ -102,9 +102,9 @@ func (n *notifier) send(state string) {
 
 func (n *notifier) logger() *slog.Logger {
 	if n.log == nil {
-		return slog.Default()
+		return slog.Default().With("component", "systemd")
 	}
-	return n.log.With("component", "systemd")
+	return n.log // the caller's logger already names the component
 }
 
 // notifySocketSet reports whether systemd gave the process a notify socket.
