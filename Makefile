@@ -2,12 +2,12 @@
 GO      ?= go
 BIN     := bin/visiond
 PKGS    := ./...
-BENCH_TIME ?= 20x
+BENCH_TIME ?= 10x
 PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL ?= install
 
-.PHONY: all setup build run test vet fmt-check tidy-check bench install clean
+.PHONY: all setup build run test vet fmt-check tidy-check bench bench-report bench-micro install clean
 
 all: build
 
@@ -40,8 +40,33 @@ fmt-check:
 tidy-check:
 	$(GO) mod tidy -diff
 
-# Per-frame costs: decode, letterbox, preprocessing, one inference, postprocessing.
+# The benchmark report: decode against ffmpeg, the daemon against bare loops, cameras sustained
+# at 5 fps, overload, soak; raw results in $(BENCH_OUT), then BENCHMARKS.md and its soak plot.
+# About 45 minutes with the defaults; `make bench SOAK=2m OVERLOAD=1m` for a quick run,
+# PARTS="scale soak" to rerun some parts, GPU=DIR to merge scripts/bench/gpu.sh's results.
+BENCH_VARS := BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT PARTS BENCH_OUT GPU
+PIPE_SECONDS ?= 20
+PIPE_CAMERAS ?= 4
+PIPE_WORKERS ?= 1
+WORKERS ?= 1
+THREADS ?= 0
+SCALE_WINDOW ?= 20s
+OVERLOAD ?= 10m
+SOAK ?= 30m
+SOAK_EDIT ?= 1m
+PARTS ?= decode pipeline scale overload soak
+BENCH_OUT ?= build/bench
+GPU ?=
 bench: setup
+	$(foreach v,$(BENCH_VARS),$(v)='$($(v))') GO=$(GO) scripts/bench/run.sh
+
+# BENCHMARKS.md again from the raw results already in $(BENCH_OUT) (and GPU=DIR's).
+bench-report:
+	$(GO) build -o bin/visiond-bench ./cmd/visiond-bench
+	bin/visiond-bench report -in $(BENCH_OUT) $(if $(GPU),-gpu $(GPU)) -o BENCHMARKS.md
+
+# Per-frame costs: decode, letterbox, preprocessing, one inference, postprocessing.
+bench-micro: setup
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) ./sources/... ./infer/... ./pipeline/...
 
 # The binary to $(PREFIX)/bin, the systemd unit (its ExecStart pointed there) and, unless

@@ -1,0 +1,584 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sys/unix"
+
+	"github.com/visiond/visiond/sources/samplecam"
+)
+
+// daemonFlags are the settings of the daemon under test, shared by the measuring commands.
+type daemonFlags struct {
+	Bin      string  `json:"bin"`
+	Model    string  `json:"model"`
+	Library  string  `json:"library"`
+	Provider string  `json:"provider"`
+	Device   int     `json:"device"`
+	Workers  int     `json:"workers"`
+	Threads  int     `json:"threads"`
+	FPS      float64 `json:"fps"`
+	CPUs     string  `json:"cpus,omitempty"` // taskset -c list for the daemon and its workers; "" all
+	Video    string  `json:"video"`
+	Phases   int     `json:"phases"`                // camera servers started 1/phases of a frame apart
+	URLs     string  `json:"camera_urls,omitempty"` // cameras served by another process (visiond-bench serve)
+	Dir      string  `json:"-"`
+}
+
+func (f *daemonFlags) register(fs *flag.FlagSet) {
+	lib := os.Getenv("ONNXRUNTIME_SHARED_LIBRARY_PATH")
+	if lib == "" {
+		lib = "third_party/libonnxruntime.so.1"
+	}
+	fs.StringVar(&f.Bin, "visiond", "bin/visiond", "the visiond binary")
+	fs.StringVar(&f.Model, "model", "third_party/yolov8n.onnx", "model")
+	fs.StringVar(&f.Library, "library", lib, "libonnxruntime.so (default $ONNXRUNTIME_SHARED_LIBRARY_PATH)")
+	fs.StringVar(&f.Provider, "provider", "cpu", "worker provider: cpu, cuda, tensorrt")
+	fs.IntVar(&f.Device, "device", 0, "GPU id")
+	fs.IntVar(&f.Workers, "workers", 1, "worker processes")
+	fs.IntVar(&f.Threads, "threads", 0, "ONNX Runtime intra-op threads per worker (0: its default)")
+	fs.Float64Var(&f.FPS, "fps", 5, "frames analysed per second per camera")
+	fs.StringVar(&f.CPUs, "cpus", "", "run the daemon and its workers under `taskset -c CPUS` (\"\": every CPU)")
+	fs.StringVar(&f.Video, "video", "third_party/media/vtest.h264.ts", "the MPEG-TS file every camera plays (looped, in real time)")
+	fs.IntVar(&f.Phases, "phases", 4, "camera servers, started a fraction of a frame apart so that cameras are not all in phase; camera i reads server i mod phases")
+	fs.StringVar(&f.URLs, "camera-urls", "", "a file of camera URLs (from visiond-bench serve), camera i reading URL i mod their number; default: serve the cameras in this process")
+	fs.StringVar(&f.Dir, "dir", "", "work directory for the config, state and daemon log (default: a temporary one)")
+}
+
+// cameraServers are the simulated cameras: samplecam servers playing the same file, each
+// started a fraction of the frame interval after the previous one.
+type cameraServers struct {
+	srvs []*samplecam.Server
+	urls []string // cameras served elsewhere (-camera-urls)
+}
+
+func startCameras(video string, phases int) (*cameraServers, error) {
+	phases = max(1, phases)
+	cs := &cameraServers{}
+	for i := range phases {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond / time.Duration(phases)) // the sample is 10 fps
+		}
+		s := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": video},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		if err := s.Start(); err != nil {
+			cs.Close()
+			return nil, err
+		}
+		cs.srvs = append(cs.srvs, s)
+	}
+	return cs, nil
+}
+
+// camerasFor serves the cameras, or reads their URLs from f.URLs when set.
+func camerasFor(f daemonFlags) (*cameraServers, error) {
+	if f.URLs == "" {
+		return startCameras(f.Video, f.Phases)
+	}
+	data, err := os.ReadFile(f.URLs)
+	if err != nil {
+		return nil, err
+	}
+	cs := &cameraServers{urls: strings.Fields(string(data))}
+	if len(cs.urls) == 0 {
+		return nil, fmt.Errorf("%s: no URLs", f.URLs)
+	}
+	return cs, nil
+}
+
+// URL is camera i's URL.
+func (cs *cameraServers) URL(i int) string {
+	if len(cs.urls) > 0 {
+		return cs.urls[i%len(cs.urls)]
+	}
+	return cs.srvs[i%len(cs.srvs)].URL("cam")
+}
+
+func (cs *cameraServers) Close() {
+	for _, s := range cs.srvs {
+		s.Close()
+	}
+}
+
+// event is what the bench keeps of a detection event.
+type event struct {
+	cam        string
+	at         time.Time // received
+	total, age float64   // capture to publish, capture to dispatch (ms)
+	dets       int
+}
+
+// wireEvent is the part of a detection event (docs/events.md) the bench reads.
+type wireEvent struct {
+	Camera     string            `json:"camera"`
+	Detections []json.RawMessage `json:"detections"`
+	LatencyMS  struct {
+		Queue float64 `json:"queue"`
+		Total float64 `json:"total"`
+	} `json:"latency_ms"`
+}
+
+// collector keeps every detection event received.
+type collector struct {
+	mu     sync.Mutex
+	events []event
+	bad    int
+}
+
+func (c *collector) handle(m *nats.Msg) {
+	var w wireEvent
+	now := time.Now()
+	err := json.Unmarshal(m.Data, &w)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.bad++
+		return
+	}
+	c.events = append(c.events, event{cam: w.Camera, at: now, total: w.LatencyMS.Total, age: w.LatencyMS.Queue, dets: len(w.Detections)})
+}
+
+// between returns the events received in [from, to).
+func (c *collector) between(from, to time.Time) []event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := sort.Search(len(c.events), func(i int) bool { return !c.events[i].at.Before(from) })
+	j := sort.Search(len(c.events), func(i int) bool { return !c.events[i].at.Before(to) })
+	return append([]event(nil), c.events[i:j]...)
+}
+
+// daemon is a `visiond run` process under test.
+type daemon struct {
+	f        daemonFlags
+	dir      string
+	cfgPath  string
+	httpAddr string
+	natsAddr string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	log      *os.File
+	nc       *nats.Conn
+	events   *collector
+	configs  *configCounter
+	cams     []string // camera ids in the config now
+	tempDir  bool
+}
+
+// configCounter counts config reload attempts (visiond.<site>.config events).
+type configCounter struct {
+	mu                sync.Mutex
+	applied, rejected int
+	lastErr           string
+}
+
+const site = "bench"
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startDaemon writes the config with the given cameras, starts the daemon, waits for its
+// HTTP endpoint and subscribes to its events.
+func startDaemon(f daemonFlags, cams *cameraServers, n int) (*daemon, error) {
+	d := &daemon{f: f, dir: f.Dir, events: &collector{}, configs: &configCounter{}, exited: make(chan struct{})}
+	if d.dir == "" {
+		dir, err := os.MkdirTemp("", "visiond-bench-")
+		if err != nil {
+			return nil, err
+		}
+		d.dir, d.tempDir = dir, true
+	}
+	if err := os.MkdirAll(filepath.Join(d.dir, "state"), 0o755); err != nil {
+		return nil, err
+	}
+	var err error
+	if d.httpAddr, err = freePort(); err != nil {
+		return nil, err
+	}
+	if d.natsAddr, err = freePort(); err != nil {
+		return nil, err
+	}
+	d.cfgPath = filepath.Join(d.dir, "visiond.yaml")
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("cam%03d", i)
+	}
+	if err := d.writeConfig(ids, cams); err != nil {
+		return nil, err
+	}
+	if d.log, err = os.Create(filepath.Join(d.dir, "daemon.log")); err != nil {
+		return nil, err
+	}
+	args := []string{f.Bin, "run", "-config", d.cfgPath}
+	_, lookErr := exec.LookPath("taskset")
+	if f.CPUs != "" && lookErr == nil {
+		args = append([]string{"taskset", "-c", f.CPUs}, args...)
+	}
+	d.cmd = exec.Command(args[0], args[1:]...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if f.CPUs != "" && lookErr != nil {
+		err = startPinned(d.cmd, f.CPUs) // no taskset: the same from this process
+	} else {
+		err = d.cmd.Start()
+	}
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = d.cmd.Wait(); close(d.exited) }()
+	if err := d.waitHTTP(3 * time.Minute); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	d.nc, err = nats.Connect("nats://"+d.natsAddr, nats.Name("visiond-bench"))
+	if err != nil {
+		d.Stop()
+		return nil, err
+	}
+	if _, err := d.nc.Subscribe("visiond."+site+".*.detections", d.events.handle); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	_, err = d.nc.Subscribe("visiond."+site+".config", func(m *nats.Msg) {
+		var ev struct {
+			Result string `json:"result"`
+			Error  string `json:"error"`
+		}
+		_ = json.Unmarshal(m.Data, &ev)
+		d.configs.mu.Lock()
+		defer d.configs.mu.Unlock()
+		if ev.Result == "applied" {
+			d.configs.applied++
+		} else {
+			d.configs.rejected++
+			d.configs.lastErr = ev.Error
+		}
+	})
+	if err != nil {
+		d.Stop()
+		return nil, err
+	}
+	if err := d.nc.Flush(); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+// writeConfig writes the config with these cameras (atomically: a temporary file renamed
+// over it, as deploy tools do; the daemon reloads on the rename).
+func (d *daemon) writeConfig(ids []string, cams *cameraServers) error {
+	f := d.f
+	var b strings.Builder
+	fmt.Fprintf(&b, "# written by visiond-bench\nsite: %s\nlog_level: warn\nstate_dir: %q\n", site, filepath.Join(d.dir, "state"))
+	fmt.Fprintf(&b, "http: {listen: %q}\nnats: {listen: %q}\n", d.httpAddr, d.natsAddr)
+	fmt.Fprintf(&b, "workers: {model: %q, library: %q, pools: [{count: %d, provider: %s, device: %d, threads: %d}]}\n",
+		abs(f.Model), abs(f.Library), f.Workers, f.Provider, f.Device, f.Threads)
+	fmt.Fprintf(&b, "camera_defaults: {fps: %g}\ncameras:\n", f.FPS)
+	if len(ids) == 0 {
+		b.WriteString("  []\n")
+	}
+	for _, id := range ids {
+		n, _ := strconv.Atoi(strings.TrimLeft(id, "abcdefghijklmnopqrstuvwxyz"))
+		fmt.Fprintf(&b, "  - {id: %s, url: %q}\n", id, cams.URL(n))
+	}
+	tmp := d.cfgPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, d.cfgPath); err != nil {
+		return err
+	}
+	d.cams = append([]string(nil), ids...)
+	return nil
+}
+
+func abs(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// setCameras rewrites the config with these cameras and waits until the daemon runs
+// exactly them, all online.
+func (d *daemon) setCameras(ids []string, cams *cameraServers, timeout time.Duration) error {
+	if err := d.writeConfig(ids, cams); err != nil {
+		return err
+	}
+	return d.waitCameras(ids, timeout)
+}
+
+func (d *daemon) waitHTTP(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-d.exited:
+			return fmt.Errorf("visiond exited at start: %s", d.logTail())
+		default:
+		}
+		resp, err := http.Get("http://" + d.httpAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("visiond's HTTP endpoint did not come up in %v: %s", timeout, d.logTail())
+}
+
+func (d *daemon) logTail() string {
+	data, _ := os.ReadFile(d.log.Name())
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return string(data)
+}
+
+// camStatus is the part of /api/cameras the bench reads.
+type camStatus struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Decoded  uint64 `json:"frames_decoded"`
+	Analysed uint64 `json:"frames_analysed"`
+	Drops    struct {
+		Superseded uint64 `json:"superseded"`
+		Stale      uint64 `json:"stale"`
+		Source     uint64 `json:"source"`
+		WorkerLost uint64 `json:"worker_lost"`
+		Timeout    uint64 `json:"timeout"`
+		Rejected   uint64 `json:"rejected"`
+		Shutdown   uint64 `json:"shutdown"`
+	} `json:"frames_dropped"`
+	Reconnects uint64  `json:"reconnects"`
+	FrameAgeMS float64 `json:"frame_age_ms"`
+}
+
+// workerStatus is the part of /api/workers the bench reads.
+type workerStatus struct {
+	Index    int    `json:"index"`
+	PID      int    `json:"pid"`
+	State    string `json:"state"`
+	Provider string `json:"provider"`
+	Jobs     uint64 `json:"jobs"`
+	Lost     uint64 `json:"lost"`
+	Restarts uint64 `json:"restarts"`
+	RSS      int64  `json:"rss_bytes"`
+	GPU      int64  `json:"gpu_bytes"`
+}
+
+func (d *daemon) getJSON(path string, v any) error {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + d.httpAddr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func (d *daemon) cameras() ([]camStatus, error) {
+	var cs []camStatus
+	err := d.getJSON("/api/cameras", &cs)
+	return cs, err
+}
+
+func (d *daemon) workers() ([]workerStatus, error) {
+	var ws []workerStatus
+	err := d.getJSON("/api/workers", &ws)
+	return ws, err
+}
+
+// waitCameras waits until /api/cameras lists exactly ids, each online.
+func (d *daemon) waitCameras(ids []string, timeout time.Duration) error {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		select {
+		case <-d.exited:
+			return fmt.Errorf("visiond exited: %s", d.logTail())
+		default:
+		}
+		cs, err := d.cameras()
+		if err == nil {
+			online, other := 0, 0
+			for _, c := range cs {
+				switch {
+				case !want[c.ID]:
+					other++
+				case c.State == "online":
+					online++
+				}
+			}
+			if online == len(ids) && other == 0 && len(cs) == len(ids) {
+				return nil
+			}
+			last = fmt.Sprintf("%d of %d online, %d not in the config", online, len(ids), other)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("cameras not all online after %v: %s", timeout, last)
+}
+
+// daemonRSS is the daemon process's resident memory in bytes (the taskset wrapper execs it,
+// so the pid is the daemon's).
+func (d *daemon) daemonRSS() int64 { return procRSS(d.cmd.Process.Pid) }
+
+func procRSS(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// cpuSeconds is the CPU time (user + system) that a process and its reaped children used.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+2:]
+	}
+	f := strings.Fields(s) // f[0] is field 3 (state)
+	if len(f) < 15 {
+		return 0
+	}
+	var t float64
+	for _, k := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		v, _ := strconv.ParseFloat(f[k], 64)
+		t += v
+	}
+	return t / 100 // USER_HZ
+}
+
+// Stop stops the daemon (SIGINT, then SIGKILL after 20 s) and closes the connection.
+func (d *daemon) Stop() {
+	if d.nc != nil {
+		d.nc.Close()
+	}
+	if d.cmd != nil && d.cmd.Process != nil {
+		_ = d.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-d.exited:
+		case <-time.After(20 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+		}
+	}
+	if d.log != nil {
+		d.log.Close()
+	}
+	if d.tempDir {
+		os.RemoveAll(d.dir)
+	}
+}
+
+// alive reports an error if the daemon has exited.
+func (d *daemon) alive() error {
+	select {
+	case <-d.exited:
+		return errors.New("visiond exited: " + d.logTail())
+	default:
+		return nil
+	}
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if path == "" || path == "-" {
+		_, err = os.Stdout.Write(append(data, '\n'))
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// startPinned starts cmd on the CPUs of list ("0-3,8"): the child inherits the CPU mask of
+// the thread that forks it, so this thread takes the mask for the fork and gets its own back.
+func startPinned(cmd *exec.Cmd, list string) error {
+	var set unix.CPUSet
+	for _, part := range strings.Split(list, ",") {
+		a, b, _ := strings.Cut(part, "-")
+		lo, err := strconv.Atoi(a)
+		if err != nil {
+			return fmt.Errorf("cpus %q: %w", list, err)
+		}
+		hi := lo
+		if b != "" {
+			if hi, err = strconv.Atoi(b); err != nil {
+				return fmt.Errorf("cpus %q: %w", list, err)
+			}
+		}
+		for c := lo; c <= hi; c++ {
+			set.Set(c)
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return err
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return err
+	}
+	defer unix.SchedSetaffinity(0, &old)
+	return cmd.Start()
+}

@@ -1,0 +1,812 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// reportCmd writes BENCHMARKS.md from the raw results of scripts/bench/run.sh (-in) and,
+// when given, of scripts/bench/gpu.sh on the GPU machine (-gpu). It copies each soak plot
+// next to the report. Every figure comes from those files; a part that did not run says so.
+func reportCmd(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	in := fs.String("in", "build/bench", "results of scripts/bench/run.sh")
+	gpu := fs.String("gpu", "", "results of scripts/bench/gpu.sh (the GPU machine's $OUT), if any")
+	out := fs.String("o", "BENCHMARKS.md", "the report")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	r := &report{out: *out}
+	local, err := loadRun(*in, "cpu")
+	if err != nil {
+		return err
+	}
+	r.runs = append(r.runs, local)
+	if *gpu != "" {
+		g, err := loadRun(*gpu, "gpu")
+		if err != nil {
+			return err
+		}
+		r.runs = append(r.runs, g)
+	}
+	text, err := r.write()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*out, []byte(text), 0o644)
+}
+
+// run is the results of one machine.
+type run struct {
+	tag, dir   string
+	env, end   *envInfo
+	commands   []string
+	knobs      map[string]string
+	decode     []benchLine
+	pipeline   []benchLine
+	scale      *scaleResult
+	overload   *overloadResult
+	soak       *soakResult
+	peerPlain  map[string]any
+	peerLatest map[string]any
+	peerD      *measureResult
+	selftest   string
+	failed     map[string]string // part -> why
+	soakPNG    string
+}
+
+// benchLine is one `go test -bench` result line, with an optional "k=v k=v: " prefix.
+type benchLine struct {
+	name    string
+	prefix  map[string]string
+	metrics map[string]float64
+}
+
+func parseBench(text string) []benchLine {
+	var out []benchLine
+	for _, l := range strings.Split(text, "\n") {
+		bl := benchLine{prefix: map[string]string{}, metrics: map[string]float64{}}
+		if i := strings.Index(l, ": Benchmark"); i >= 0 {
+			for _, kv := range strings.Fields(l[:i]) {
+				if k, v, ok := strings.Cut(kv, "="); ok {
+					bl.prefix[k] = v
+				}
+			}
+			l = l[i+2:]
+		}
+		if !strings.HasPrefix(l, "Benchmark") {
+			continue
+		}
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			continue
+		}
+		bl.name = f[0]
+		if i := strings.LastIndexByte(bl.name, '-'); i > 0 { // the GOMAXPROCS suffix
+			if _, err := strconv.Atoi(bl.name[i+1:]); err == nil {
+				bl.name = bl.name[:i]
+			}
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				bl.metrics[f[i+1]] = v
+			}
+		}
+		out = append(out, bl)
+	}
+	return out
+}
+
+func loadRun(dir, tag string) (*run, error) {
+	r := &run{tag: tag, dir: dir, failed: map[string]string{}, knobs: map[string]string{}}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	var e envInfo
+	if readJSON(filepath.Join(dir, "env.json"), &e) == nil {
+		r.env = &e
+	}
+	var e2 envInfo
+	if readJSON(filepath.Join(dir, "env-end.json"), &e2) == nil {
+		r.end = &e2
+	}
+	cmdFiles, _ := filepath.Glob(filepath.Join(dir, "commands*.txt")) // gpu.sh writes one per call
+	sort.Strings(cmdFiles)
+	var cmdText string
+	for _, f := range cmdFiles {
+		cmdText += readFile(f) + "\n"
+	}
+	for _, l := range strings.Split(cmdText, "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if k, v, ok := strings.Cut(l, "="); ok && strings.HasPrefix(l, "# knob ") {
+			r.knobs[strings.TrimPrefix(k, "# knob ")] = v
+			continue
+		}
+		r.commands = append(r.commands, l)
+	}
+	r.decode = parseBench(readFile(filepath.Join(dir, "decode.txt")))
+	r.pipeline = parseBench(readFile(filepath.Join(dir, "pipeline.txt")))
+	var s scaleResult
+	if readJSON(filepath.Join(dir, "scale.json"), &s) == nil {
+		r.scale = &s
+	}
+	var o overloadResult
+	if readJSON(filepath.Join(dir, "overload.json"), &o) == nil {
+		r.overload = &o
+	}
+	var k soakResult
+	if readJSON(filepath.Join(dir, "soak.json"), &k) == nil {
+		r.soak = &k
+	}
+	if _, err := os.Stat(filepath.Join(dir, "soak.png")); err == nil {
+		r.soakPNG = filepath.Join(dir, "soak.png")
+	}
+	var pp, pl map[string]any
+	if readJSON(filepath.Join(dir, "peer-plain.json"), &pp) == nil {
+		r.peerPlain = pp
+	}
+	if readJSON(filepath.Join(dir, "peer-latest.json"), &pl) == nil {
+		r.peerLatest = pl
+	}
+	var pd measureResult
+	if readJSON(filepath.Join(dir, "peer-visiond.json"), &pd) == nil {
+		r.peerD = &pd
+	}
+	r.selftest = strings.TrimSpace(readFile(filepath.Join(dir, "selftest.txt")))
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.failed"))
+	for _, m := range matches {
+		r.failed[strings.TrimSuffix(filepath.Base(m), ".failed")] = strings.TrimSpace(readFile(m))
+	}
+	return r, nil
+}
+
+type report struct {
+	out  string
+	runs []*run
+	b    strings.Builder
+}
+
+func (r *report) p(format string, args ...any) { fmt.Fprintf(&r.b, format+"\n", args...) }
+
+func (r *report) table(head []string, rows [][]string) {
+	r.p("| %s |", strings.Join(head, " | "))
+	seps := make([]string, len(head))
+	for i := range seps {
+		seps[i] = "---"
+	}
+	r.p("|%s|", strings.Join(seps, "|"))
+	for _, row := range rows {
+		r.p("| %s |", strings.Join(row, " | "))
+	}
+	r.p("")
+}
+
+func f0(v float64) string { return fmtF(v, 0) }
+func f1(v float64) string { return fmtF(v, 1) }
+func f2(v float64) string { return fmtF(v, 2) }
+func f3(v float64) string { return fmtF(v, 3) }
+
+func fmtF(v float64, d int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', d, 64)
+}
+
+func num(m map[string]any, k string) float64 {
+	if v, ok := m[k].(float64); ok {
+		return v
+	}
+	return math.NaN()
+}
+
+func str(m map[string]any, k string) string {
+	if v, ok := m[k]; ok {
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+func (ru *run) name() string {
+	if ru.env == nil {
+		return ru.tag
+	}
+	if ru.env.GPU != "" {
+		return fmt.Sprintf("GPU machine (%d CPUs, %s)", ru.env.CPUs, strings.SplitN(ru.env.GPU, ",", 2)[0])
+	}
+	return fmt.Sprintf("%d-CPU box", ru.env.CPUs)
+}
+
+func (ru *run) loadNote() string {
+	if ru.env == nil {
+		return ""
+	}
+	s := fmt.Sprintf("load average %.1f at the start", ru.env.Load.One)
+	if ru.end != nil {
+		s += fmt.Sprintf(", %.1f at the end", ru.end.Load.One)
+	}
+	return s
+}
+
+func (r *report) write() (string, error) {
+	local := r.runs[0]
+	var gpu *run
+	if len(r.runs) > 1 {
+		gpu = r.runs[1]
+	}
+	taken := "an unknown date"
+	if local.env != nil {
+		taken = local.env.Taken.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	r.p("# visiond benchmarks")
+	r.p("")
+	r.p("Written by `make bench` (`scripts/bench/run.sh`, then `bin/visiond-bench report`) from the run of %s;", taken)
+	if gpu != nil && gpu.env != nil {
+		r.p("the GPU machine's figures come from `scripts/bench/gpu.sh`, run there on %s, merged from its raw output.", gpu.env.Taken.UTC().Format("2006-01-02 15:04 UTC"))
+	} else {
+		r.p("no GPU machine's results were given (`make bench GPU=DIR`), so its rows say \"not run\".")
+	}
+	r.p("Every figure below is read from that run's raw output; every ratio compares two things measured side by side in the same run,")
+	r.p("on the same machine, streams and model. Nothing here is typed in by hand: rerun `make bench` and this file is rewritten.")
+	r.p("")
+	r.summary(local, gpu)
+	r.machines()
+	r.decodeSection(local)
+	r.pipelineSection()
+	r.peerSection(gpu)
+	r.scaleSection()
+	r.overloadSection()
+	if err := r.soakSection(); err != nil {
+		return "", err
+	}
+	r.commandsSection()
+	return r.b.String(), nil
+}
+
+func (r *report) summary(local, gpu *run) {
+	r.p("## Summary")
+	r.p("")
+	var rows [][]string
+	// decode
+	if len(local.decode) > 0 {
+		var ratios []float64
+		for _, b := range local.decode {
+			if v, ok := b.metrics["ratio"]; ok {
+				ratios = append(ratios, v)
+			}
+		}
+		if len(ratios) > 0 {
+			rows = append(rows, []string{"decode: CPU per frame, visiond ÷ `ffmpeg -threads 1 -f null`", local.name(),
+				fmt.Sprintf("%s to %s over %d streams (below 1: visiond cheaper)", f2(slices.Min(ratios)), f2(slices.Max(ratios)), len(ratios))})
+		}
+	} else {
+		rows = append(rows, []string{"decode", local.name(), r.notRun(local, "decode")})
+	}
+	for _, ru := range r.runs {
+		for _, b := range ru.pipeline {
+			rows = append(rows, []string{fmt.Sprintf("pipeline: detections/s through the daemon ÷ bare `Detect` loops (workers=%s, cameras=%s, %s)",
+				b.prefix["workers"], b.prefix["cameras"], b.prefix["provider"]), ru.name(),
+				fmt.Sprintf("%s (%s ÷ %s per second)", f2(b.metrics["ratio"]), f1(b.metrics["daemon-events/s"]), f1(b.metrics["bare-runs/s"]))})
+		}
+		if len(ru.pipeline) == 0 && (ru.tag == "cpu" || ru.failed["pipeline"] != "") {
+			rows = append(rows, []string{"pipeline", ru.name(), r.notRun(ru, "pipeline")})
+		}
+	}
+	if gpu != nil && gpu.peerD != nil && gpu.peerPlain != nil {
+		pf := num(gpu.peerPlain, "frames_per_s")
+		rows = append(rows, []string{fmt.Sprintf("peer: frames analysed/s, visiond ÷ Python + OpenCV + ONNX Runtime loop (%d cameras, CPU %s)", gpu.peerD.Cameras, gpu.peerD.Daemon.CPUs),
+			gpu.name(), fmt.Sprintf("%s (%s ÷ %s); CPU per frame %s ÷ %s ms", f2(gpu.peerD.Window.EventsPerSec/pf), f1(gpu.peerD.Window.EventsPerSec), f1(pf),
+				f1(gpu.peerD.CPUPerFrameMS), f1(num(gpu.peerPlain, "cpu_ms_per_frame")))})
+	} else {
+		why := "not run: needs Python's onnxruntime (the GPU machine's image has it): `scripts/bench/gpu.sh peer`"
+		if gpu != nil {
+			why = r.notRun(gpu, "peer")
+		}
+		rows = append(rows, []string{"peer: visiond ÷ Python + OpenCV + ONNX Runtime loop", "GPU machine's CPU", why})
+	}
+	for _, ru := range r.runs {
+		if s := ru.scale; s != nil {
+			rows = append(rows, []string{fmt.Sprintf("scale: cameras sustained at %g fps with p99 capture-to-publish < %g ms (%d %s worker(s))",
+				s.Criterion.FPS, s.Criterion.P99MS, s.Daemon.Workers, s.Daemon.Provider), ru.name(),
+				fmt.Sprintf("**%d** (%d failed)", s.Capacity, s.FirstFail)})
+		} else {
+			rows = append(rows, []string{"scale", ru.name(), r.notRun(ru, "scale")})
+		}
+	}
+	for _, ru := range r.runs {
+		if o := ru.overload; o != nil {
+			rows = append(rows, []string{fmt.Sprintf("overload: %d cameras (%g x %d) for %s: fairness (Jain's index over per-camera analysed frames, 1 = equal)",
+				o.Cameras, o.Factor, o.Capacity, dur(o.DurationS)), ru.name(),
+				fmt.Sprintf("%s; frame age p99 %s ms, max %s ms (max_frame_age %s ms)", f3(o.Overall.Jain), f0(o.Overall.AgeP99), f0(o.Overall.AgeMax), f0(o.MaxFrameAgeS*1000))})
+		} else if ru.tag == "cpu" || ru.failed["overload"] != "" {
+			rows = append(rows, []string{"overload", ru.name(), r.notRun(ru, "overload")})
+		}
+	}
+	for _, ru := range r.runs {
+		if k := ru.soak; k != nil && len(k.Samples) > 0 {
+			a, z := soakEnds(k)
+			wa, wz := sum(a.WorkerMiB), sum(z.WorkerMiB)
+			rows = append(rows, []string{fmt.Sprintf("soak: %s, %d config edits: resident memory end ÷ start", dur(k.DurationS), len(k.Edits)), ru.name(),
+				fmt.Sprintf("daemon %s (%s → %s MiB), workers %s (%s → %s MiB)", f2(z.DaemonMiB/a.DaemonMiB), f0(a.DaemonMiB), f0(z.DaemonMiB), f2(wz/wa), f0(wa), f0(wz))})
+		} else if ru.tag == "cpu" || ru.failed["soak"] != "" {
+			rows = append(rows, []string{"soak", ru.name(), r.notRun(ru, "soak")})
+		}
+	}
+	r.table([]string{"what", "where", "figure"}, rows)
+	if local.env != nil && local.env.Load.One > float64(local.env.CPUs)/2 {
+		r.p("The %s was shared with other work during the run (%s, on %d CPUs): figures measured there are lower bounds of what an idle box gives,", local.name(), local.loadNote(), local.env.CPUs)
+		r.p("and both sides of each ratio ran under the same load.")
+		r.p("")
+	}
+}
+
+func (r *report) notRun(ru *run, part string) string {
+	if why, ok := ru.failed[part]; ok {
+		return "failed: " + oneLine(why)
+	}
+	return "not run"
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[len(s)-300:]
+	}
+	return strings.ReplaceAll(s, "|", "/")
+}
+
+func sum(xs []float64) float64 {
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+func dur(secs float64) string {
+	return (time.Duration(secs) * time.Second).String()
+}
+
+func (r *report) machines() {
+	r.p("## Machines and versions")
+	r.p("")
+	head := []string{""}
+	for _, ru := range r.runs {
+		head = append(head, ru.name())
+	}
+	get := func(f func(e *envInfo) string) []string {
+		var row []string
+		for _, ru := range r.runs {
+			if ru.env == nil {
+				row = append(row, "-")
+			} else {
+				row = append(row, f(ru.env))
+			}
+		}
+		return row
+	}
+	rows := [][]string{
+		append([]string{"CPU"}, get(func(e *envInfo) string { return e.CPU })...),
+		append([]string{"CPUs"}, get(func(e *envInfo) string { return strconv.Itoa(e.CPUs) })...),
+		append([]string{"memory"}, get(func(e *envInfo) string { return f1(e.MemoryGiB) + " GiB" })...),
+		append([]string{"GPU"}, get(func(e *envInfo) string { return or(e.GPU, "none") })...),
+		append([]string{"OS"}, get(func(e *envInfo) string { return e.OS })...),
+		append([]string{"kernel"}, get(func(e *envInfo) string { return e.Kernel })...),
+	}
+	var loads []string
+	for _, ru := range r.runs {
+		loads = append(loads, or(ru.loadNote(), "-"))
+	}
+	rows = append(rows, append([]string{"load"}, loads...))
+	keys := map[string]bool{}
+	for _, ru := range r.runs {
+		if ru.env != nil {
+			for k := range ru.env.Versions {
+				keys[k] = true
+			}
+		}
+	}
+	var ks []string
+	for k := range keys {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	for _, k := range ks {
+		rows = append(rows, append([]string{k}, get(func(e *envInfo) string { return or(e.Versions[k], "-") })...))
+	}
+	// The peer's own versions, as it reported them.
+	for _, ru := range r.runs {
+		if ru.peerPlain != nil {
+			if v, ok := ru.peerPlain["versions"].(map[string]any); ok {
+				var parts []string
+				for _, k := range []string{"python", "numpy", "opencv", "onnxruntime"} {
+					parts = append(parts, k+" "+fmt.Sprint(v[k]))
+				}
+				row := []string{"peer.py (Python)"}
+				for _, x := range r.runs {
+					if x == ru {
+						row = append(row, strings.Join(parts, ", "))
+					} else {
+						row = append(row, "-")
+					}
+				}
+				rows = append(rows, row)
+			}
+		}
+	}
+	r.table(head, rows)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (r *report) decodeSection(local *run) {
+	r.p("## Decode: CPU per frame against `ffmpeg -f null`")
+	r.p("")
+	r.p("`BenchmarkDecodeVsFFmpeg` (sources/bench_test.go): 3 s clips of the sample video at each size and codec (10 fps,")
+	r.p("a keyframe every second, no B-frames, as cameras send), decoded on one thread by visiond's decoder (libavcodec")
+	r.p("through cgo) and by `ffmpeg -threads 1 -i clip -f null -` on the same file; CPU time from getrusage, ffmpeg's")
+	r.p("start-up (its run on one frame) subtracted. Ratio below 1: visiond spends less.")
+	r.p("")
+	for _, ru := range r.runs {
+		if len(ru.decode) == 0 {
+			continue
+		}
+		var rows [][]string
+		for _, b := range ru.decode {
+			rows = append(rows, []string{strings.TrimPrefix(b.name, "BenchmarkDecodeVsFFmpeg/"), f2(b.metrics["ms-cpu/frame"]) + " ms",
+				f2(b.metrics["ffmpeg-ms-cpu/frame"]) + " ms", "**" + f2(b.metrics["ratio"]) + "**"})
+		}
+		r.p("%s, %s iterations per stream:", ru.name(), or(ru.knobs["BENCH_TIME"], "?"))
+		r.p("")
+		r.table([]string{"stream", "visiond decode CPU/frame", "ffmpeg CPU/frame", "ratio"}, rows)
+	}
+	if len(local.decode) == 0 {
+		r.p("Not run here: %s.", r.notRun(local, "decode"))
+		r.p("")
+	}
+}
+
+func (r *report) pipelineSection() {
+	r.p("## Pipeline: detections/s through the daemon against bare loops")
+	r.p("")
+	r.p("`BenchmarkThroughputVsBareLoop` (pipeline/bench_test.go): the whole daemon (cameras reading the 10 fps sample over")
+	r.p("RTSP, more frames than the workers take, every event counted on NATS) against bare loops of `Detector.Detect` on")
+	r.p("the same model and provider (tensor preparation, session run, output decoding and NMS, back to back on one frame),")
+	r.p("one process per worker like the workers, all at once. Ratio above 1: the daemon analyses more frames per second")
+	r.p("than the bare loops, because a worker prepares the next frame and decodes the last while its session runs.")
+	r.p("")
+	any := false
+	for _, ru := range r.runs {
+		if len(ru.pipeline) == 0 {
+			if why, ok := ru.failed["pipeline"]; ok {
+				r.p("%s: failed: %s", ru.name(), oneLine(why))
+				r.p("")
+			}
+			continue
+		}
+		any = true
+		var rows [][]string
+		for _, b := range ru.pipeline {
+			m := b.metrics
+			gpuMem := "-"
+			if m["MiB-gpu/worker"] > 0 {
+				gpuMem = f0(m["MiB-gpu/worker"])
+			}
+			rows = append(rows, []string{b.prefix["provider"], b.prefix["workers"], b.prefix["cameras"], f1(m["bare-runs/s"]), f1(m["one-process-bare-runs/s"]),
+				f1(m["daemon-events/s"]), "**" + f2(m["ratio"]) + "**", f0(m["p50-ms"]) + " / " + f0(m["p99-ms"]), f0(m["MiB-rss/worker"]), gpuMem})
+		}
+		r.p("%s, %s s per side:", ru.name(), or(ru.knobs["PIPE_SECONDS"], or(ru.knobs["GPU_PIPE_SECONDS"], "?")))
+		r.p("")
+		r.table([]string{"provider", "workers", "cameras", "bare loops (runs/s)", "same loops in one process", "daemon (events/s)", "ratio", "capture→publish p50 / p99 ms", "MiB RSS per worker", "MiB GPU per worker"}, rows)
+	}
+	if !any {
+		r.p("Not run.")
+		r.p("")
+	}
+}
+
+func (r *report) peerSection(gpu *run) {
+	r.p("## A peer: the Python loop of the deployment guides against visiond")
+	r.p("")
+	r.p("`scripts/bench/peer.py`: one OpenCV `VideoCapture` per camera (FFmpeg backend, RTSP over TCP), a thread per camera,")
+	r.p("one ONNX Runtime session (CPU provider) shared by the threads, letterbox and class-wise NMS like visiond's")
+	r.p("(checked against visiond's on still images: `peer.py --selftest`). Both read the same RTSP cameras (`visiond-bench")
+	r.p("serve`: the sample video in real time at 10 fps, more than either analyses), both are confined to the same CPUs")
+	r.p("with `taskset` and run ONNX Runtime with the same intra-op thread count; visiond runs one CPU worker (`visiond-bench")
+	r.p("measure -fps 10`). *plain* is the guides' loop (read, infer, repeat: frames queue in the capture and it falls")
+	r.p("behind live); *latest* keeps only each camera's newest frame (a reader thread per camera), the usual fix.")
+	r.p("")
+	if gpu == nil || gpu.peerD == nil || gpu.peerPlain == nil {
+		why := "not run: Python's onnxruntime is not installable on the development box (no PyPI; Debian has none). Run `scripts/bench/gpu.sh peer` on the GPU machine and `make bench GPU=DIR`."
+		if gpu != nil {
+			why = r.notRun(gpu, "peer")
+		}
+		r.p("%s", why)
+		r.p("")
+		if gpu != nil && gpu.selftest != "" {
+			r.p("```\n%s\n```\n", gpu.selftest)
+		}
+		return
+	}
+	d := gpu.peerD
+	rows := [][]string{{"visiond", f1(d.Window.EventsPerSec), f1(d.Window.DetsPerSec), f2(d.Window.MinCamera) + " / " + f2(d.Window.MaxCamera), f3(d.Window.Jain),
+		"capture→publish " + f0(d.Window.TotalP50) + " / " + f0(d.Window.TotalP99), "frame age at dispatch p99 " + f0(d.Window.AgeP99), f1(d.CPUPerFrameMS), f2(d.CoresBusy), f0(d.DaemonRSSMiB + d.WorkersRSSMiB)}}
+	pf := num(gpu.peerPlain, "frames_per_s")
+	for _, p := range []map[string]any{gpu.peerPlain, gpu.peerLatest} {
+		if p == nil {
+			continue
+		}
+		rows = append(rows, []string{"peer.py " + str(p, "mode"), f1(num(p, "frames_per_s")), f1(num(p, "detections_per_s")), f2(num(p, "min_camera_per_s")) + " / " + f2(num(p, "max_camera_per_s")),
+			f3(num(p, "jain")), "read→result " + f0(num(p, "read_to_result_p50_ms")) + " / " + f0(num(p, "read_to_result_p99_ms")),
+			"behind live p99 " + f0(num(p, "lag_p99_ms")) + ", max " + f0(num(p, "lag_max_ms")), f1(num(p, "cpu_ms_per_frame")), f2(num(p, "cores_busy")), f0(num(p, "rss_mib"))})
+	}
+	r.p("%s: %d cameras, CPUs `%s`, %d ONNX Runtime threads, %s per side:", gpu.name(), d.Cameras, d.Daemon.CPUs, d.Daemon.Threads, dur(d.Window.Seconds))
+	r.p("")
+	r.table([]string{"", "frames/s", "detections/s", "slowest / fastest camera (frames/s)", "Jain", "latency p50 / p99 ms", "staleness ms", "CPU ms per frame", "cores busy", "MiB RSS"}, rows)
+	r.p("**visiond ÷ peer (plain): %s× the frames per second**, %s× the CPU per frame.", f2(d.Window.EventsPerSec/pf), f2(d.CPUPerFrameMS/num(gpu.peerPlain, "cpu_ms_per_frame")))
+	if gpu.peerLatest != nil {
+		pl := num(gpu.peerLatest, "frames_per_s")
+		r.p("Against the *latest* variant: %s× the frames per second.", f2(d.Window.EventsPerSec/pl))
+	}
+	r.p("")
+	r.p("The latency columns are not the same measurement: visiond's is from capture (the RTP packet's arrival, or the")
+	r.p("camera's clock through RTCP) to the event's publication; the peer's is from `read()` returning a frame to the")
+	r.p("end of its postprocessing, and its staleness column is how far behind real time the analysed frame was, from")
+	r.p("the stream's timestamps (the frames queued in the capture that a plain loop works through).")
+	r.p("")
+	if gpu.selftest != "" {
+		r.p("`peer.py --selftest` on that machine (letterbox, session output and detections against visiond's):")
+		r.p("")
+		r.p("```\n%s\n```\n", gpu.selftest)
+	}
+}
+
+func (r *report) scaleSection() {
+	r.p("## Scale: cameras sustained at 5 fps with p99 capture-to-publish under 300 ms")
+	r.p("")
+	r.p("`visiond-bench scale`: a real `visiond run` on a config file that the bench rewrites; cameras are added (and, while")
+	r.p("bisecting, removed) by config reloads, all reading the sample video over RTSP from camera servers in the bench")
+	r.p("process (started a fraction of a frame apart, so that cameras are not all in phase). The count doubles until a")
+	r.p("step fails, then bisects. A step passes when every camera is online, all together reach 95%% of cameras × fps,")
+	r.p("the slowest camera 90%% of its fps, and the p99 of capture-to-publish latency over the window is under the bound.")
+	r.p("")
+	for _, ru := range r.runs {
+		s := ru.scale
+		if s == nil {
+			if ru.tag == "cpu" || ru.failed["scale"] != "" {
+				r.p("%s: %s.", ru.name(), r.notRun(ru, "scale"))
+				r.p("")
+			}
+			continue
+		}
+		var rows [][]string
+		for _, st := range s.Steps {
+			w := st.Window
+			res := "pass"
+			if !st.Pass {
+				res = "fail: " + st.Why
+			}
+			rows = append(rows, []string{strconv.Itoa(st.Cameras), f1(w.EventsPerSec), f2(w.MinCamera), f0(w.TotalP50), f0(w.TotalP99), f0(w.TotalMax), f0(w.AgeP99), res})
+		}
+		threads := "ONNX Runtime's default intra-op threads"
+		if s.Daemon.Threads > 0 {
+			threads = fmt.Sprintf("%d ONNX Runtime threads each", s.Daemon.Threads)
+		}
+		r.p("%s: %d %s worker(s), %s, %s window per step after %s settling: **%d cameras** sustained.",
+			ru.name(), s.Daemon.Workers, s.Daemon.Provider, threads, dur(s.WindowS), dur(s.SettleS), s.Capacity)
+		r.p("")
+		r.table([]string{"cameras", "events/s", "slowest camera /s", "latency p50 ms", "p99 ms", "max ms", "frame age p99 ms", "result"}, rows)
+	}
+}
+
+func (r *report) overloadSection() {
+	r.p("## Overload: twice the capacity")
+	r.p("")
+	r.p("`visiond-bench overload`: twice the cameras that the scale search sustained, each asking 5 fps, for the duration.")
+	r.p("Frame age is capture to dispatch to a worker (the event's `latency_ms.queue`); frames older than `max_frame_age`")
+	r.p("are dropped, not analysed. Fairness is Jain's index over the cameras' analysed frames per second (1: all equal;")
+	r.p("1/n: one camera gets everything), over the whole run and per interval.")
+	r.p("")
+	for _, ru := range r.runs {
+		o := ru.overload
+		if o == nil {
+			if ru.tag == "cpu" || ru.failed["overload"] != "" {
+				r.p("%s: %s.", ru.name(), r.notRun(ru, "overload"))
+				r.p("")
+			}
+			continue
+		}
+		w := o.Overall
+		r.p("%s: %d cameras (capacity %d) for %s after %s of warm-up; %d %s worker(s).", ru.name(), o.Cameras, o.Capacity, dur(o.DurationS), dur(o.WarmupS), o.Daemon.Workers, o.Daemon.Provider)
+		r.p("")
+		asked := float64(o.Cameras) * o.Daemon.FPS
+		r.table([]string{"", "figure"}, [][]string{
+			{"analysed frames/s (asked)", fmt.Sprintf("%s (%s); %s per camera, slowest %s, fastest %s", f1(w.EventsPerSec), f0(asked), f2(w.EventsPerSec/float64(max(1, o.Cameras))), f2(w.MinCamera), f2(w.MaxCamera))},
+			{"fairness, Jain's index (whole run)", "**" + f3(w.Jain) + "**"},
+			{"fairness, lowest per interval", f3(minOver(o.Intervals, func(w window) float64 { return w.Jain }))},
+			{"frame age at dispatch p50 / p99 / max", fmt.Sprintf("%s / %s / %s ms (max_frame_age %s ms: max ÷ bound %s)", f0(w.AgeP50), f0(w.AgeP99), f0(w.AgeMax), f0(o.MaxFrameAgeS*1000), f2(w.AgeMax/(o.MaxFrameAgeS*1000)))},
+			{"frame age p99, last interval ÷ first", trend(o.Intervals)},
+			{"capture→publish p50 / p99 / max", fmt.Sprintf("%s / %s / %s ms", f0(w.TotalP50), f0(w.TotalP99), f0(w.TotalMax))},
+			{"frames decoded / analysed", fmt.Sprintf("%d / %d", o.Decoded, o.Analysed)},
+			{"dropped: superseded / stale / source / worker lost / timeout", fmt.Sprintf("%d / %d / %d / %d / %d", o.Drops.Superseded, o.Drops.Stale, o.Drops.Source, o.Drops.WorkerLost, o.Drops.Timeout)},
+			{"reconnects, worker restarts", fmt.Sprintf("%d, %d", o.Reconnects, o.Restarts)},
+		})
+		var rows [][]string
+		t := 0.0
+		for _, iv := range o.Intervals {
+			t += iv.Seconds
+			rows = append(rows, []string{dur(t), f1(iv.EventsPerSec), f3(iv.Jain), f2(iv.MinCamera), f0(iv.AgeP50), f0(iv.AgeP99), f0(iv.AgeMax), f0(iv.TotalP99)})
+		}
+		r.table([]string{"until", "events/s", "Jain", "slowest camera /s", "frame age p50 ms", "p99 ms", "max ms", "capture→publish p99 ms"}, rows)
+	}
+}
+
+func trend(ws []window) string {
+	if len(ws) < 2 {
+		return "-"
+	}
+	return f2(ws[len(ws)-1].AgeP99 / ws[0].AgeP99)
+}
+
+func minOver(ws []window, f func(window) float64) float64 {
+	m := math.Inf(1)
+	for _, w := range ws {
+		m = math.Min(m, f(w))
+	}
+	return m
+}
+
+func (r *report) soakSection() error {
+	r.p("## Soak: cameras added and removed by config edits")
+	r.p("")
+	r.p("`visiond-bench soak`: a real `visiond run` whose config file the bench rewrites every edit period (written to a")
+	r.p("temporary file and renamed over, as deploy tools do): odd edits add cameras with new ids, even edits remove them.")
+	r.p("Every sample period it reads the daemon's resident memory (/proc), each worker's (`/api/workers`, /proc) and GPU")
+	r.p("memory (`/api/workers`, from nvidia-smi), and the latency of the events published since the last sample.")
+	r.p("")
+	for _, ru := range r.runs {
+		k := ru.soak
+		if k == nil || len(k.Samples) == 0 {
+			if ru.tag == "cpu" || ru.failed["soak"] != "" {
+				r.p("%s: %s.", ru.name(), r.notRun(ru, "soak"))
+				r.p("")
+			}
+			continue
+		}
+		a, z := soakEnds(k)
+		r.p("%s: %d base cameras at %g fps, %d added and removed by turns, every %s for %s after %s of warm-up (%d edits: %d reloads applied, %d rejected), %d %s worker(s); %d events.",
+			ru.name(), k.Base, k.Daemon.FPS, k.Churn, dur(k.EditEveryS), dur(k.DurationS), dur(k.WarmupS), len(k.Edits), k.Applied, k.Rejected, k.Daemon.Workers, k.Daemon.Provider, k.Events)
+		r.p("")
+		var ts, dm []float64
+		for _, s := range k.Samples {
+			ts = append(ts, s.T/3600)
+			dm = append(dm, s.DaemonMiB)
+		}
+		peak := func(f func(s soakSample) float64) float64 {
+			m := 0.0
+			for _, s := range k.Samples {
+				m = math.Max(m, f(s))
+			}
+			return m
+		}
+		rows := [][]string{
+			{"daemon RSS", f0(a.DaemonMiB) + " MiB", f0(z.DaemonMiB) + " MiB", "**" + f2(z.DaemonMiB/a.DaemonMiB) + "**", f0(peak(func(s soakSample) float64 { return s.DaemonMiB })) + " MiB", f1(slope(ts, dm)) + " MiB/h"},
+		}
+		for i := range a.WorkerMiB {
+			if i >= len(z.WorkerMiB) {
+				break
+			}
+			var wm []float64
+			for _, s := range k.Samples {
+				if i < len(s.WorkerMiB) {
+					wm = append(wm, s.WorkerMiB[i])
+				}
+			}
+			pidNote := ""
+			if a.WorkerPIDs[i] != z.WorkerPIDs[i] {
+				pidNote = " (process replaced)"
+			}
+			rows = append(rows, []string{fmt.Sprintf("worker %d RSS%s", i, pidNote), f0(a.WorkerMiB[i]) + " MiB", f0(z.WorkerMiB[i]) + " MiB", "**" + f2(z.WorkerMiB[i]/a.WorkerMiB[i]) + "**",
+				f0(peak(func(s soakSample) float64 { return at(s.WorkerMiB, i) })) + " MiB", f1(slope(ts[:len(wm)], wm)) + " MiB/h"})
+			if a.WorkerGPU[i] > 0 || z.WorkerGPU[i] > 0 {
+				rows = append(rows, []string{fmt.Sprintf("worker %d GPU memory", i), f0(a.WorkerGPU[i]) + " MiB", f0(z.WorkerGPU[i]) + " MiB", "**" + f2(z.WorkerGPU[i]/a.WorkerGPU[i]) + "**",
+					f0(peak(func(s soakSample) float64 { return at(s.WorkerGPU, i) })) + " MiB", "-"})
+			}
+		}
+		rows = append(rows,
+			[]string{"latency p50 (interval)", f0(a.P50) + " ms", f0(z.P50) + " ms", f2(z.P50 / a.P50), f0(peak(func(s soakSample) float64 { return s.P50 })) + " ms", "-"},
+			[]string{"latency p99 (interval)", f0(a.P99) + " ms", f0(z.P99) + " ms", f2(z.P99 / a.P99), f0(peak(func(s soakSample) float64 { return s.P99 })) + " ms", "-"},
+			[]string{"cameras online", strconv.Itoa(a.Online), strconv.Itoa(z.Online), "-", strconv.Itoa(int(peak(func(s soakSample) float64 { return float64(s.Online) }))), "-"},
+		)
+		r.table([]string{"", fmt.Sprintf("start (%s)", dur(a.T)), fmt.Sprintf("end (%s, the last sample with the start's cameras)", dur(z.T)), "end ÷ start", "peak", "trend (least squares, whole run)"}, rows)
+		if k.Restarts > 0 || k.Lost > 0 {
+			r.p("Worker restarts during the soak: %d; jobs lost: %d.", k.Restarts, k.Lost)
+			r.p("")
+		}
+		if k.Rejected > 0 {
+			r.p("A reload was rejected: %s", oneLine(k.RejectedErr))
+			r.p("")
+		}
+		if ru.soakPNG != "" {
+			name := "BENCHMARKS-soak.png"
+			if ru.tag == "gpu" {
+				name = "BENCHMARKS-soak-gpu.png"
+			}
+			dst := filepath.Join(filepath.Dir(r.out), name)
+			data, err := os.ReadFile(ru.soakPNG)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, data, 0o644); err != nil {
+				return err
+			}
+			r.p("![soak: memory and latency over time, %s](%s)", ru.name(), name)
+			r.p("")
+		}
+	}
+	return nil
+}
+
+// soakEnds returns the first sample and the last one with the same cameras configured and
+// all of them online, so that start and end compare like with like.
+func soakEnds(k *soakResult) (soakSample, soakSample) {
+	a := k.Samples[0]
+	for i := len(k.Samples) - 1; i > 0; i-- {
+		if z := k.Samples[i]; z.Configured == a.Configured && z.Online == z.Configured {
+			return a, z
+		}
+	}
+	return a, k.Samples[len(k.Samples)-1]
+}
+
+func at(xs []float64, i int) float64 {
+	if i < len(xs) {
+		return xs[i]
+	}
+	return 0
+}
+
+func (r *report) commandsSection() {
+	r.p("## How to reproduce")
+	r.p("")
+	r.p("```sh")
+	r.p("make bench                                   # everything below, on this box; then the report")
+	r.p("make bench SOAK=2m OVERLOAD=1m               # a quick run")
+	r.p("make bench-report GPU=docs/bench/gpu         # the report again, merging the GPU machine's results")
+	r.p("```")
+	r.p("")
+	r.p("Knobs (Makefile variables): `BENCH_TIME` (decode iterations), `PIPE_SECONDS`, `PIPE_CAMERAS`, `PIPE_WORKERS`,")
+	r.p("`WORKERS` and `THREADS` (the daemon's CPU workers and their ONNX Runtime threads), `SCALE_WINDOW`, `OVERLOAD`,")
+	r.p("`SOAK`, `SOAK_EDIT`, `PARTS` (a subset of decode pipeline scale overload soak), `BENCH_OUT` (raw results,")
+	r.p("default build/bench), `GPU` (the GPU machine's results to merge). On the GPU machine: `scripts/bench/gpu.sh`")
+	r.p("(see its header) writes the same raw files under `$OUT`.")
+	r.p("")
+	for _, ru := range r.runs {
+		if len(ru.commands) == 0 {
+			continue
+		}
+		r.p("The commands of this run on the %s (from the repository root; raw output in `%s`):", ru.name(), ru.dir)
+		r.p("")
+		r.p("```sh")
+		for _, c := range ru.commands {
+			r.p("%s", c)
+		}
+		r.p("```")
+		r.p("")
+	}
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+type soakSample struct {
+	T          float64   `json:"t_s"`
+	Configured int       `json:"cameras_configured"`
+	Online     int       `json:"cameras_online"`
+	DaemonMiB  float64   `json:"daemon_rss_mib"`
+	WorkerMiB  []float64 `json:"worker_rss_mib"`
+	WorkerGPU  []float64 `json:"worker_gpu_mib"`
+	WorkerPIDs []int     `json:"worker_pids"`
+	EventsPS   float64   `json:"events_per_s"`
+	P50        float64   `json:"latency_p50_ms"`
+	P99        float64   `json:"latency_p99_ms"`
+	AgeP99     float64   `json:"frame_age_p99_ms"`
+}
+
+type soakEdit struct {
+	T       float64  `json:"t_s"`
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+	Cameras int      `json:"cameras"`
+}
+
+type soakResult struct {
+	Daemon      daemonFlags  `json:"daemon"`
+	DurationS   float64      `json:"duration_s"`
+	EditEveryS  float64      `json:"edit_every_s"`
+	SampleS     float64      `json:"sample_every_s"`
+	Base        int          `json:"base_cameras"`
+	Churn       int          `json:"churn_cameras"`
+	WarmupS     float64      `json:"warmup_s"`
+	Samples     []soakSample `json:"samples"`
+	Edits       []soakEdit   `json:"edits"`
+	Applied     int          `json:"reloads_applied"`
+	Rejected    int          `json:"reloads_rejected"`
+	RejectedErr string       `json:"reload_error,omitempty"`
+	Restarts    uint64       `json:"worker_restarts"`
+	Lost        uint64       `json:"worker_jobs_lost"`
+	Events      int          `json:"events"`
+	Load        loadAvg      `json:"load"`
+	Started     time.Time    `json:"started"`
+}
+
+// soakCmd runs the daemon for the duration with base cameras, and every edit-every rewrites
+// its config file: odd edits add churn new cameras, even ones remove them again (new ids
+// every time, so cameras come and go). It samples the daemon's and each worker's memory and
+// the latency of the last interval's events.
+func soakCmd(args []string) error {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	var f daemonFlags
+	f.register(fs)
+	out := fs.String("o", "-", "output JSON")
+	csvPath := fs.String("csv", "", "also write the samples as CSV here")
+	pngPath := fs.String("png", "", "also plot memory and latency over time to this PNG")
+	dur := fs.Duration("duration", 30*time.Minute, "how long")
+	every := fs.Duration("edit-every", time.Minute, "config edit period")
+	sample := fs.Duration("sample-every", 10*time.Second, "sampling period")
+	scale := fs.String("scale", "", "scale result (JSON): base cameras = its capacity")
+	base := fs.Int("cameras", 0, "base cameras, when not from -scale (default 2)")
+	churn := fs.Int("churn", 2, "cameras added by odd edits and removed by even ones")
+	title := fs.String("title", "", "plot title")
+	warmup := fs.Duration("warmup", 30*time.Second, "wait after every camera is online, before the first sample")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *scale != "" && *base == 0 {
+		var s scaleResult
+		if err := readJSON(*scale, &s); err != nil {
+			return err
+		}
+		*base = s.Capacity
+	}
+	if *base <= 0 {
+		*base = 2
+	}
+	res := soakResult{Daemon: f, DurationS: dur.Seconds(), EditEveryS: every.Seconds(), SampleS: sample.Seconds(),
+		Base: *base, Churn: *churn, WarmupS: warmup.Seconds(), Started: time.Now()}
+
+	cams, err := camerasFor(f)
+	if err != nil {
+		return err
+	}
+	defer cams.Close()
+	d, err := startDaemon(f, cams, *base)
+	if err != nil {
+		return err
+	}
+	defer d.Stop()
+	if err := d.waitCameras(d.cams, 2*time.Minute); err != nil {
+		return err
+	}
+	time.Sleep(*warmup)
+	baseIDs := append([]string(nil), d.cams...)
+	next := *base // the number in the next new camera's id
+	var churned []string
+	logf("soak: %d cameras, %v, an edit every %v, a sample every %v", *base, *dur, *every, *sample)
+
+	t0 := time.Now()
+	end := t0.Add(*dur)
+	nextSample, nextEdit := t0.Add(*sample), t0.Add(*every)
+	lastSample, edits := t0, 0
+	for {
+		if !nextEdit.Before(end) {
+			nextEdit = end.Add(time.Hour) // no edit at the very end: nothing would measure it
+		}
+		at := nextSample
+		if nextEdit.Before(at) {
+			at = nextEdit
+		}
+		if at.After(end) {
+			break
+		}
+		time.Sleep(time.Until(at))
+		if err := d.alive(); err != nil {
+			return err
+		}
+		if nextEdit.Before(nextSample) { // a sample due at the same time goes first
+			edits++
+			e := soakEdit{T: time.Since(t0).Seconds()}
+			if edits%2 == 1 {
+				for range *churn {
+					id := fmt.Sprintf("cam%03d", next)
+					next++
+					churned = append(churned, id)
+					e.Added = append(e.Added, id)
+				}
+			} else {
+				e.Removed, churned = churned, nil
+			}
+			ids := append(append([]string(nil), baseIDs...), churned...)
+			if err := d.writeConfig(ids, cams); err != nil {
+				return err
+			}
+			e.Cameras = len(ids)
+			res.Edits = append(res.Edits, e)
+			logf("soak: +%4.0fs edit %d: added %v removed %v (%d cameras)", e.T, edits, e.Added, e.Removed, e.Cameras)
+			nextEdit = nextEdit.Add(*every)
+			continue
+		}
+		now := time.Now()
+		s := soakSample{T: now.Sub(t0).Seconds(), Configured: len(d.cams), DaemonMiB: mib(d.daemonRSS())}
+		if cs, err := d.cameras(); err == nil {
+			for _, c := range cs {
+				if c.State == "online" {
+					s.Online++
+				}
+			}
+		}
+		if ws, err := d.workers(); err == nil {
+			for _, w := range ws {
+				rss := w.RSS
+				if w.PID > 0 {
+					if r := procRSS(w.PID); r > 0 {
+						rss = r // fresher than the pool's last sample
+					}
+				}
+				s.WorkerMiB = append(s.WorkerMiB, mib(rss))
+				s.WorkerGPU = append(s.WorkerGPU, mib(w.GPU))
+				s.WorkerPIDs = append(s.WorkerPIDs, w.PID)
+			}
+		}
+		w := summarise(d.events.between(lastSample, now), now.Sub(lastSample).Seconds(), d.cams)
+		s.EventsPS, s.P50, s.P99, s.AgeP99 = w.EventsPerSec, w.TotalP50, w.TotalP99, w.AgeP99
+		res.Samples = append(res.Samples, s)
+		logf("soak: +%4.0fs daemon %.0f MiB, workers %v MiB, %.1f events/s, p50 %.0f p99 %.0f ms, %d/%d online",
+			s.T, s.DaemonMiB, s.WorkerMiB, s.EventsPS, s.P50, s.P99, s.Online, s.Configured)
+		lastSample = now
+		nextSample = nextSample.Add(*sample)
+	}
+	time.Sleep(time.Until(end))
+	res.Events = len(d.events.between(t0, end))
+	// Let the last edit's reload event arrive.
+	for range 20 {
+		d.configs.mu.Lock()
+		n := d.configs.applied + d.configs.rejected
+		d.configs.mu.Unlock()
+		if n >= len(res.Edits) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	d.configs.mu.Lock()
+	res.Applied, res.Rejected, res.RejectedErr = d.configs.applied, d.configs.rejected, d.configs.lastErr
+	d.configs.mu.Unlock()
+	if ws, err := d.workers(); err == nil {
+		for _, w := range ws {
+			res.Restarts += w.Restarts
+			res.Lost += w.Lost
+		}
+	}
+	res.Load = readLoad()
+	if *csvPath != "" {
+		if err := writeSoakCSV(*csvPath, res); err != nil {
+			return err
+		}
+	}
+	if *pngPath != "" {
+		if err := plotSoak(*pngPath, *title, res); err != nil {
+			return err
+		}
+	}
+	return writeJSON(*out, res)
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func writeSoakCSV(path string, r soakResult) error {
+	var b strings.Builder
+	nw := 0
+	for _, s := range r.Samples {
+		nw = max(nw, len(s.WorkerMiB))
+	}
+	b.WriteString("t_s,cameras_configured,cameras_online,daemon_rss_mib")
+	for i := range nw {
+		fmt.Fprintf(&b, ",worker%d_rss_mib,worker%d_gpu_mib,worker%d_pid", i, i, i)
+	}
+	b.WriteString(",events_per_s,latency_p50_ms,latency_p99_ms,frame_age_p99_ms\n")
+	for _, s := range r.Samples {
+		fmt.Fprintf(&b, "%.0f,%d,%d,%.1f", s.T, s.Configured, s.Online, s.DaemonMiB)
+		for i := range nw {
+			if i < len(s.WorkerMiB) {
+				fmt.Fprintf(&b, ",%.1f,%.1f,%d", s.WorkerMiB[i], s.WorkerGPU[i], s.WorkerPIDs[i])
+			} else {
+				b.WriteString(",,,")
+			}
+		}
+		fmt.Fprintf(&b, ",%.2f,%.1f,%.1f,%.1f\n", s.EventsPS, s.P50, s.P99, s.AgeP99)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The GPU machine's part of the benchmark report (`make bench GPU=DIR` merges it). Run on the
+# GPU machine from the repository root, after scripts/bench/gpu-pack.sh's staging
+# (it prints the calls), with ONNX Runtime's CUDA build staged by ../shared/gpu/stage.sh:
+#
+#   source /tmp/gpustage/activate.sh && scripts/bench/gpu.sh [PART ...]
+#
+# PARTs (default: env selftest pipeline scale peer), each writing raw results to $RESULTS
+# (/tmp/gpubench-results, kept between calls while the machine stays), all of which are
+# packed after every call into $OUT/gpu-bench.tar.gz (the machine returns few files):
+#   env       the machine and versions
+#   selftest  peer.py's letterbox, session output and NMS against visiond's (visiond-bench tensor)
+#   pipeline  BenchmarkThroughputVsBareLoop with the CUDA provider, for each of GPU_PIPE_WORKERS
+#   scale     cameras sustained at 5 fps with p99 < 300 ms, CUDA workers
+#   peer      peer.py (plain, latest) against visiond on the same cameras and CPUs, CPU provider
+#   overload  twice the scale's capacity for GPU_OVERLOAD (not in the default list)
+#   soak      GPU_SOAK with config edits every GPU_SOAK_EDIT, GPU memory per worker (not in the default list)
+# Each part takes: env, selftest ~15 s; pipeline ~80 s per worker count; scale ~3-5 min;
+# peer ~4 min; soak GPU_SOAK + 30 s. One call runs 10 minutes at most: split the parts.
+#
+# Knobs: GPU_WORKERS=2 (CUDA workers for scale, overload, soak), GPU_SCALE_START=8,
+# GPU_SCALE_WINDOW=15s, GPU_PIPE_WORKERS="1", GPU_PIPE_CAMERAS=48, GPU_PIPE_SECONDS=20,
+# PEER_CAMERAS=8, PEER_CPUS=0-3 (both sides pinned there; the camera server runs on the
+# other CPUs), PEER_SECONDS=45, PEER_WARMUP=10, GPU_OVERLOAD=2m, GPU_SOAK=3m, GPU_SOAK_EDIT=30s,
+# PYTHON=python3, PEER_ARGS (more peer.py arguments; --fake-output to try the script where
+# Python has no onnxruntime).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/out}
+RESULTS=${RESULTS:-/tmp/gpubench-results}
+GPU_WORKERS=${GPU_WORKERS:-2} GPU_SCALE_START=${GPU_SCALE_START:-8} GPU_SCALE_WINDOW=${GPU_SCALE_WINDOW:-15s}
+GPU_PIPE_WORKERS=${GPU_PIPE_WORKERS:-1} GPU_PIPE_CAMERAS=${GPU_PIPE_CAMERAS:-48} GPU_PIPE_SECONDS=${GPU_PIPE_SECONDS:-20}
+PEER_CAMERAS=${PEER_CAMERAS:-8} PEER_CPUS=${PEER_CPUS:-0-3} PEER_SECONDS=${PEER_SECONDS:-45} PEER_WARMUP=${PEER_WARMUP:-10}
+GPU_OVERLOAD=${GPU_OVERLOAD:-2m} GPU_SOAK=${GPU_SOAK:-3m} GPU_SOAK_EDIT=${GPU_SOAK_EDIT:-30s}
+PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-}
+parts=("${@:-env selftest pipeline scale peer}")
+parts=(${parts[*]})
+mkdir -p "$OUT" "$RESULTS"
+
+# The binaries and data: from scripts/bench/gpu-pack.sh's parts in /tmp/gpubench, once.
+if [ ! -x bin/visiond-bench ] && ls /tmp/gpubench/part* >/dev/null 2>&1; then
+  cat $(ls /tmp/gpubench/part* | sort -V) | xz -d -T0 | tar -x && rm -f /tmp/gpubench/part*
+fi
+for f in bin/visiond bin/visiond-bench third_party/yolov8n.onnx third_party/media/vtest.h264.ts; do
+  [ -e "$f" ] || { echo "gpu.sh: $f missing: stage with scripts/bench/gpu-pack.sh" >&2; exit 1; }
+done
+: "${ONNXRUNTIME_SHARED_LIBRARY_PATH:?source /tmp/gpustage/activate.sh first}"
+lib=$ONNXRUNTIME_SHARED_LIBRARY_PATH
+cmds=$RESULTS/commands-$(date -u +%Y%m%dT%H%M%S).txt # one file per call: the report reads them all, in order
+for k in GPU_WORKERS GPU_SCALE_START GPU_SCALE_WINDOW GPU_PIPE_WORKERS GPU_PIPE_CAMERAS GPU_PIPE_SECONDS PEER_CAMERAS PEER_CPUS PEER_SECONDS PEER_WARMUP GPU_OVERLOAD GPU_SOAK GPU_SOAK_EDIT; do
+  echo "# knob $k=${!k}" >>"$cmds"
+done
+echo "# scripts/bench/gpu.sh ${parts[*]}   (after source /tmp/gpustage/activate.sh; these are the commands it ran:)" >>"$cmds"
+# The Python of the GPU machine's image, without the staged libraries on its path.
+py() { env -u LD_LIBRARY_PATH "$PYTHON" "$@"; }
+
+step() { # step NAME COMMAND, as in run.sh
+  local name=$1 cmd=$2
+  echo "$cmd" >>"$cmds"
+  echo "gpu.sh: $cmd" >&2
+  rm -f "$RESULTS/$name.failed"
+  if ! bash -o pipefail -c "$cmd" 2>&1 | tee "$RESULTS/$name.log" >&2; then
+    { echo "exit status non-zero; the end of its log:"; tail -c 600 "$RESULTS/$name.log"; } >"$RESULTS/$name.failed"
+    echo "gpu.sh: $name failed" >&2
+  fi
+}
+export -f py
+export PYTHON
+
+for part in "${parts[@]}"; do
+  case $part in
+  env)
+    step env "bin/visiond-bench env -library $lib -o $RESULTS/env.json && { (nvidia-smi; py -c 'import sys, numpy, cv2, onnxruntime; print(sys.version, numpy.__version__, cv2.__version__, onnxruntime.__version__)') >$RESULTS/machine.txt 2>&1 || true; }"
+    ;;
+  selftest)
+    step selftest "bin/visiond-bench tensor -library $lib -o $RESULTS/tensors && py scripts/bench/peer.py --selftest $RESULTS/tensors | tee $RESULTS/selftest.txt; rm -rf $RESULTS/tensors"
+    ;;
+  pipeline)
+    [ -x bin/pipeline.test ] || { echo "gpu.sh: bin/pipeline.test missing" >&2; echo "bin/pipeline.test missing" >"$RESULTS/pipeline.failed"; continue; }
+    : >"$RESULTS/pipeline.txt"
+    for w in $GPU_PIPE_WORKERS; do
+      step pipeline "cd pipeline && VISIOND_BENCH_PROVIDER=cuda VISIOND_BENCH_CAMERAS=$GPU_PIPE_CAMERAS VISIOND_BENCH_WORKERS=$w VISIOND_BENCH_SECONDS=$GPU_PIPE_SECONDS ../bin/pipeline.test -test.run '^\$' -test.bench ThroughputVsBareLoop -test.benchtime 1x | sed 's/^Benchmark/provider=cuda workers=$w cameras=$GPU_PIPE_CAMERAS: Benchmark/' | tee -a $RESULTS/pipeline.txt"
+    done
+    ;;
+  scale)
+    step scale "bin/visiond-bench scale -library $lib -provider cuda -workers $GPU_WORKERS -fps 5 -p99 300ms -start $GPU_SCALE_START -window $GPU_SCALE_WINDOW -o $RESULTS/scale.json"
+    ;;
+  overload)
+    step overload "bin/visiond-bench overload -library $lib -provider cuda -workers $GPU_WORKERS -fps 5 -scale $RESULTS/scale.json -factor 2 -duration $GPU_OVERLOAD -o $RESULTS/overload.json"
+    ;;
+  soak)
+    scale=""
+    [ -f "$RESULTS/scale.json" ] && scale="-scale $RESULTS/scale.json"
+    step soak "bin/visiond-bench soak -library $lib -provider cuda -workers $GPU_WORKERS -fps 5 $scale -duration $GPU_SOAK -edit-every $GPU_SOAK_EDIT -sample-every 10s -csv $RESULTS/soak.csv -png $RESULTS/soak.png -o $RESULTS/soak.json"
+    ;;
+  peer)
+    # The cameras on the CPUs that the two contenders do not use.
+    ncpu=$(nproc)
+    first=${PEER_CPUS%%-*} last=${PEER_CPUS##*-}
+    threads=$(( last - first + 1 ))
+    others=$([ "$last" -lt $((ncpu - 1)) ] && echo "$((last + 1))-$((ncpu - 1))" || echo "0-$((ncpu - 1))")
+    pin=$(command -v taskset >/dev/null && echo "taskset -c $PEER_CPUS")
+    urls=$RESULTS/camera-urls.txt
+    rm -f "$urls"
+    echo "${pin:+taskset -c $others }bin/visiond-bench serve -phases 4 -o $urls &" >>"$cmds"
+    ${pin:+taskset -c "$others"} bin/visiond-bench serve -phases 4 -o "$urls" &
+    srv=$!
+    for _ in $(seq 50); do [ -s "$urls" ] && break; sleep 0.2; done
+    step peer "$pin env -u LD_LIBRARY_PATH $PYTHON scripts/bench/peer.py --mode plain --urls $urls --cameras $PEER_CAMERAS --threads $threads --cpus $PEER_CPUS --seconds $PEER_SECONDS --warmup $PEER_WARMUP $PEER_ARGS -o $RESULTS/peer-plain.json"
+    step peer-latest "$pin env -u LD_LIBRARY_PATH $PYTHON scripts/bench/peer.py --mode latest --urls $urls --cameras $PEER_CAMERAS --threads $threads --cpus $PEER_CPUS --seconds $PEER_SECONDS --warmup $PEER_WARMUP $PEER_ARGS -o $RESULTS/peer-latest.json"
+    step peer-visiond "bin/visiond-bench measure -library $lib -provider cpu -workers 1 -threads $threads -cpus $PEER_CPUS -fps 10 -camera-urls $urls -cameras $PEER_CAMERAS -duration ${PEER_SECONDS}s -warmup ${PEER_WARMUP}s -o $RESULTS/peer-visiond.json"
+    kill "$srv"; wait "$srv" 2>/dev/null
+    ;;
+  *)
+    echo "gpu.sh: unknown part $part" >&2
+    ;;
+  esac
+  # Pack after every part: a call cut off at its limit still returns what was done.
+  tar -C "$RESULTS" -czf "$OUT/gpu-bench.tar.gz" --exclude='tensors' .
+done
+step env-end "bin/visiond-bench env -library $lib -o $RESULTS/env-end.json"
+tar -C "$RESULTS" -czf "$OUT/gpu-bench.tar.gz" --exclude='tensors' .
+echo "gpu.sh: results in $OUT/gpu-bench.tar.gz: $(tar -tzf "$OUT/gpu-bench.tar.gz" | grep -v '/$' | tr '\n' ' ')" >&2

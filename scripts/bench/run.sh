@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark of the report in one run on this box, raw results in
+# $BENCH_OUT (build/bench), then BENCHMARKS.md (and the soak plot beside it) from them and,
+# when GPU names a directory, from the GPU machine's results (scripts/bench/gpu.sh's $OUT).
+#
+# Knobs (environment; the Makefile passes its variables of the same names):
+#   BENCH_TIME=10x      decode iterations per stream (go test -benchtime)
+#   PIPE_SECONDS=20 PIPE_CAMERAS=4 PIPE_WORKERS=1    daemon against bare loops
+#   WORKERS=1 THREADS=0 the daemon's CPU workers and their ONNX Runtime threads (scale, overload, soak)
+#   SCALE_WINDOW=20s    measurement window per scale step
+#   OVERLOAD=10m        overload duration;  SOAK=30m soak duration, SOAK_EDIT=1m between config edits
+#   PARTS="decode pipeline scale overload soak"      a subset to (re)run; the others' files stay
+#   BENCH_OUT=build/bench  GPU=  REPORT=BENCHMARKS.md
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${BENCH_OUT:-build/bench}
+BENCH_TIME=${BENCH_TIME:-10x}
+PIPE_SECONDS=${PIPE_SECONDS:-20} PIPE_CAMERAS=${PIPE_CAMERAS:-4} PIPE_WORKERS=${PIPE_WORKERS:-1}
+WORKERS=${WORKERS:-1} THREADS=${THREADS:-0}
+SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SOAK_EDIT=${SOAK_EDIT:-1m}
+PARTS=${PARTS:-decode pipeline scale overload soak}
+GPU=${GPU:-} REPORT=${REPORT:-BENCHMARKS.md}
+GO=${GO:-go}
+
+set -e
+mkdir -p "$OUT"
+cmds=$OUT/commands.txt
+: >"$cmds"
+for k in BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT PARTS; do
+  echo "# knob $k=${!k}" >>"$cmds"
+done
+
+# step NAME COMMAND: runs COMMAND (a shell line, logged as typed) and, when it fails, leaves
+# NAME.failed with the end of its output for the report; the other parts still run.
+step() {
+  local name=$1 cmd=$2
+  echo "$cmd" >>"$cmds"
+  echo "bench: $cmd" >&2
+  rm -f "$OUT/$name.failed"
+  if ! bash -o pipefail -c "$cmd" 2>&1 | tee "$OUT/$name.log" >&2; then
+    { echo "exit status non-zero; the end of its log ($OUT/$name.log):"; tail -c 600 "$OUT/$name.log"; } >"$OUT/$name.failed"
+    echo "bench: $name failed (see $OUT/$name.log)" >&2
+  fi
+}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+
+# Build the daemon and the bench command (the go benchmarks' test binaries are built by their steps).
+echo "$GO build -o bin/visiond ./cmd/visiond && $GO build -o bin/visiond-bench ./cmd/visiond-bench" >>"$cmds"
+$GO build -o bin/visiond ./cmd/visiond
+$GO build -o bin/visiond-bench ./cmd/visiond-bench
+rel=$(realpath --relative-to=sources "$OUT") # test binaries run in their package's directory
+set +e # from here a failing part is recorded (step) and the others still run
+
+step env "bin/visiond-bench env -o $OUT/env.json"
+if has decode; then
+  rm -f "$OUT/decode.txt"
+  step decode "$GO test -c -o $OUT/sources.test ./sources && cd sources && $rel/sources.test -test.run '^\$' -test.bench DecodeVsFFmpeg -test.benchtime $BENCH_TIME | tee $rel/decode.txt"
+fi
+if has pipeline; then
+  rm -f "$OUT/pipeline.txt"
+  step pipeline "$GO test -c -o $OUT/pipeline.test ./pipeline && cd pipeline && VISIOND_BENCH_SECONDS=$PIPE_SECONDS VISIOND_BENCH_CAMERAS=$PIPE_CAMERAS VISIOND_BENCH_WORKERS=$PIPE_WORKERS $rel/pipeline.test -test.run '^\$' -test.bench ThroughputVsBareLoop -test.benchtime 1x | sed 's/^Benchmark/provider=cpu workers=$PIPE_WORKERS cameras=$PIPE_CAMERAS: Benchmark/' | tee $rel/pipeline.txt"
+fi
+daemon="-workers $WORKERS -threads $THREADS -provider cpu"
+if has scale; then
+  rm -f "$OUT/scale.json"
+  step scale "bin/visiond-bench scale $daemon -fps 5 -p99 300ms -window $SCALE_WINDOW -o $OUT/scale.json"
+fi
+if has overload; then
+  rm -f "$OUT/overload.json"
+  step overload "bin/visiond-bench overload $daemon -fps 5 -scale $OUT/scale.json -factor 2 -duration $OVERLOAD -o $OUT/overload.json"
+fi
+if has soak; then
+  rm -f "$OUT"/soak.*
+  step soak "bin/visiond-bench soak $daemon -fps 5 -scale $OUT/scale.json -duration $SOAK -edit-every $SOAK_EDIT -sample-every 10s -csv $OUT/soak.csv -png $OUT/soak.png -o $OUT/soak.json"
+fi
+step env-end "bin/visiond-bench env -o $OUT/env-end.json"
+
+gpu=${GPU:+ -gpu $GPU}
+echo "bin/visiond-bench report -in $OUT$gpu -o $REPORT" >>"$cmds"
+bin/visiond-bench report -in "$OUT" ${GPU:+-gpu "$GPU"} -o "$REPORT"
+echo "bench: wrote $REPORT (raw results in $OUT)" >&2
