@@ -405,6 +405,27 @@ func (d *daemon) getJSON(path string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
+// metric returns the value of an unlabelled series of /metrics, or 0.
+func (d *daemon) metric(name string) float64 {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + d.httpAddr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
+}
+
 func (d *daemon) cameras() ([]camStatus, error) {
 	var cs []camStatus
 	err := d.getJSON("/api/cameras", &cs)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"math"
 	"time"
 )
 
@@ -11,7 +12,8 @@ type drops struct {
 
 type overloadResult struct {
 	Daemon       daemonFlags `json:"daemon"`
-	Capacity     int         `json:"capacity"` // cameras sustained (scale), the reference
+	Capacity     int         `json:"capacity"`               // cameras sustained (scale), the reference
+	ScaleMaxRate float64     `json:"scale_max_events_per_s"` // the most events/s of any scale step
 	Factor       float64     `json:"factor"`
 	Cameras      int         `json:"cameras"`
 	DurationS    float64     `json:"duration_s"`
@@ -45,15 +47,25 @@ func overloadCmd(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	maxRate := 0.0
 	if *scale != "" {
 		var s scaleResult
 		if err := readJSON(*scale, &s); err != nil {
 			return err
 		}
 		*capacity = s.Capacity
+		for _, st := range s.Steps {
+			maxRate = max(maxRate, st.Window.EventsPerSec)
+		}
 	}
+	// Twice the capacity both ways: twice the cameras sustained under the latency bound, and
+	// cameras asking twice the most frames per second the workers analysed in the search (the
+	// latency bound can stop the search well below what the workers can take).
 	n := max(2, int(*factor*float64(max(1, *capacity))+0.5))
-	res := overloadResult{Daemon: f, Capacity: *capacity, Factor: *factor, Cameras: n, DurationS: dur.Seconds(),
+	if maxRate > 0 {
+		n = max(n, int(math.Ceil(*factor*maxRate/f.FPS)))
+	}
+	res := overloadResult{Daemon: f, Capacity: *capacity, ScaleMaxRate: maxRate, Factor: *factor, Cameras: n, DurationS: dur.Seconds(),
 		WarmupS: warmup.Seconds(), MaxFrameAgeS: 1, Started: time.Now()}
 
 	cams, err := camerasFor(f)
@@ -92,6 +104,7 @@ func overloadCmd(args []string) error {
 			return err
 		}
 		w := summarise(d.events.between(from, to), to.Sub(from).Seconds(), d.cams)
+		w.Load1 = readLoad().One
 		logf("overload: +%4.0fs %.1f events/s, Jain %.3f, frame age p99 %.0f ms max %.0f ms, latency p99 %.0f ms",
 			to.Sub(t0).Seconds(), w.EventsPerSec, w.Jain, w.AgeP99, w.AgeMax, w.TotalP99)
 		w.PerCamera = nil

@@ -238,6 +238,14 @@ func plotSoak(path, title string, r soakResult) error {
 		}
 	}
 	mem.series = append(mem.series, series{name: "daemon", x: ts, y: daemonY, col: palette[0]})
+	heapY := make([]float64, len(r.Samples))
+	for i, s := range r.Samples {
+		heapY[i] = s.HeapMiB
+		if s.HeapMiB == 0 {
+			heapY[i] = math.NaN()
+		}
+	}
+	mem.series = append(mem.series, series{name: "daemon Go heap", x: ts, y: heapY, col: palette[7]})
 	for w := range nw {
 		y, g := make([]float64, len(r.Samples)), make([]float64, len(r.Samples))
 		for i, s := range r.Samples {
@@ -260,12 +268,13 @@ func plotSoak(path, title string, r soakResult) error {
 		}
 	}
 	lat.series = []series{{name: "p50", x: ts, y: p50, col: palette[2]}, {name: "p99", x: ts, y: p99, col: palette[1]}}
-	load := panel{ylabel: "cameras online / events per second", mark: "config edit"}
-	eps := make([]float64, len(r.Samples))
+	load := panel{ylabel: "cameras, events/s, host load", mark: "config edit"}
+	eps, la := make([]float64, len(r.Samples)), make([]float64, len(r.Samples))
 	for i, s := range r.Samples {
-		eps[i] = s.EventsPS
+		eps[i], la[i] = s.EventsPS, s.Load1
 	}
-	load.series = []series{{name: "cameras online", x: ts, y: cams, col: palette[4]}, {name: "events/s", x: ts, y: eps, col: palette[3]}}
+	load.series = []series{{name: "cameras online", x: ts, y: cams, col: palette[4]}, {name: "events/s", x: ts, y: eps, col: palette[3]},
+		{name: "load average (1 min)", x: ts, y: la, col: palette[5]}}
 	for _, e := range r.Edits {
 		mem.marks = append(mem.marks, e.T/div)
 		lat.marks = append(lat.marks, e.T/div)

@@ -302,7 +302,9 @@ func (r *report) summary(local, gpu *run) {
 			rows = append(rows, []string{"pipeline", ru.name(), r.notRun(ru, "pipeline")})
 		}
 	}
-	if gpu != nil && gpu.peerD != nil && gpu.peerPlain != nil {
+	if gpu != nil && gpu.peerD != nil && gpu.peerPlain != nil && fakePeer(gpu.peerPlain) {
+		rows = append(rows, []string{"peer", gpu.name(), "fake session (peer.py --fake-output): no figure"})
+	} else if gpu != nil && gpu.peerD != nil && gpu.peerPlain != nil {
 		pf := num(gpu.peerPlain, "frames_per_s")
 		rows = append(rows, []string{fmt.Sprintf("peer: frames analysed/s, visiond ÷ Python + OpenCV + ONNX Runtime loop (%d cameras, CPU %s)", gpu.peerD.Cameras, gpu.peerD.Daemon.CPUs),
 			gpu.name(), fmt.Sprintf("%s (%s ÷ %s); CPU per frame %s ÷ %s ms", f2(gpu.peerD.Window.EventsPerSec/pf), f1(gpu.peerD.Window.EventsPerSec), f1(pf),
@@ -325,8 +327,8 @@ func (r *report) summary(local, gpu *run) {
 	}
 	for _, ru := range r.runs {
 		if o := ru.overload; o != nil {
-			rows = append(rows, []string{fmt.Sprintf("overload: %d cameras (%g x %d) for %s: fairness (Jain's index over per-camera analysed frames, 1 = equal)",
-				o.Cameras, o.Factor, o.Capacity, dur(o.DurationS)), ru.name(),
+			rows = append(rows, []string{fmt.Sprintf("overload: %d cameras asking %g frames/s (%s analysed) for %s: fairness (Jain's index over per-camera analysed frames, 1 = equal)",
+				o.Cameras, float64(o.Cameras)*o.Daemon.FPS, f1(o.Overall.EventsPerSec), dur(o.DurationS)), ru.name(),
 				fmt.Sprintf("%s; frame age p99 %s ms, max %s ms (max_frame_age %s ms)", f3(o.Overall.Jain), f0(o.Overall.AgeP99), f0(o.Overall.AgeMax), f0(o.MaxFrameAgeS*1000))})
 		} else if ru.tag == "cpu" || ru.failed["overload"] != "" {
 			rows = append(rows, []string{"overload", ru.name(), r.notRun(ru, "overload")})
@@ -355,6 +357,12 @@ func (r *report) notRun(ru *run, part string) string {
 		return "failed: " + oneLine(why)
 	}
 	return "not run"
+}
+
+// fakePeer reports whether peer.py ran with a fake session (--fake-output).
+func fakePeer(p map[string]any) bool {
+	v, _ := p["versions"].(map[string]any)
+	return strings.HasPrefix(fmt.Sprint(v["onnxruntime"]), "none")
 }
 
 func oneLine(s string) string {
@@ -544,6 +552,10 @@ func (r *report) peerSection(gpu *run) {
 		return
 	}
 	d := gpu.peerD
+	if fakePeer(gpu.peerPlain) {
+		r.p("**The peer's figures below come from a fake session (`peer.py --fake-output`, for testing the scripts): they measure nothing.**")
+		r.p("")
+	}
 	rows := [][]string{{"visiond", f1(d.Window.EventsPerSec), f1(d.Window.DetsPerSec), f2(d.Window.MinCamera) + " / " + f2(d.Window.MaxCamera), f3(d.Window.Jain),
 		"capture→publish " + f0(d.Window.TotalP50) + " / " + f0(d.Window.TotalP99), "frame age at dispatch p99 " + f0(d.Window.AgeP99), f1(d.CPUPerFrameMS), f2(d.CoresBusy), f0(d.DaemonRSSMiB + d.WorkersRSSMiB)}}
 	pf := num(gpu.peerPlain, "frames_per_s")
@@ -601,7 +613,7 @@ func (r *report) scaleSection() {
 			if !st.Pass {
 				res = "fail: " + st.Why
 			}
-			rows = append(rows, []string{strconv.Itoa(st.Cameras), f1(w.EventsPerSec), f2(w.MinCamera), f0(w.TotalP50), f0(w.TotalP99), f0(w.TotalMax), f0(w.AgeP99), res})
+			rows = append(rows, []string{strconv.Itoa(st.Cameras), f1(w.EventsPerSec), f2(w.MinCamera), f0(w.TotalP50), f0(w.TotalP99), f0(w.TotalMax), f0(w.AgeP99), f1(w.Load1), res})
 		}
 		threads := "ONNX Runtime's default intra-op threads"
 		if s.Daemon.Threads > 0 {
@@ -610,14 +622,16 @@ func (r *report) scaleSection() {
 		r.p("%s: %d %s worker(s), %s, %s window per step after %s settling: **%d cameras** sustained.",
 			ru.name(), s.Daemon.Workers, s.Daemon.Provider, threads, dur(s.WindowS), dur(s.SettleS), s.Capacity)
 		r.p("")
-		r.table([]string{"cameras", "events/s", "slowest camera /s", "latency p50 ms", "p99 ms", "max ms", "frame age p99 ms", "result"}, rows)
+		r.table([]string{"cameras", "events/s", "slowest camera /s", "latency p50 ms", "p99 ms", "max ms", "frame age p99 ms", "host load", "result"}, rows)
 	}
 }
 
 func (r *report) overloadSection() {
 	r.p("## Overload: twice the capacity")
 	r.p("")
-	r.p("`visiond-bench overload`: twice the cameras that the scale search sustained, each asking 5 fps, for the duration.")
+	r.p("`visiond-bench overload`: twice the capacity, each camera asking 5 fps, for the duration: twice the cameras that the")
+	r.p("scale search sustained, or, where that is more, cameras asking twice the most frames per second that the workers")
+	r.p("analysed in any step of the search (the latency bound can end the search well below what the workers take).")
 	r.p("Frame age is capture to dispatch to a worker (the event's `latency_ms.queue`); frames older than `max_frame_age`")
 	r.p("are dropped, not analysed. Fairness is Jain's index over the cameras' analysed frames per second (1: all equal;")
 	r.p("1/n: one camera gets everything), over the whole run and per interval.")
@@ -632,7 +646,8 @@ func (r *report) overloadSection() {
 			continue
 		}
 		w := o.Overall
-		r.p("%s: %d cameras (capacity %d) for %s after %s of warm-up; %d %s worker(s).", ru.name(), o.Cameras, o.Capacity, dur(o.DurationS), dur(o.WarmupS), o.Daemon.Workers, o.Daemon.Provider)
+		r.p("%s: %d cameras (%d sustained; the search's most analysed %s frames/s) for %s after %s of warm-up; %d %s worker(s).",
+			ru.name(), o.Cameras, o.Capacity, f1(o.ScaleMaxRate), dur(o.DurationS), dur(o.WarmupS), o.Daemon.Workers, o.Daemon.Provider)
 		r.p("")
 		asked := float64(o.Cameras) * o.Daemon.FPS
 		r.table([]string{"", "figure"}, [][]string{
@@ -650,9 +665,9 @@ func (r *report) overloadSection() {
 		t := 0.0
 		for _, iv := range o.Intervals {
 			t += iv.Seconds
-			rows = append(rows, []string{dur(t), f1(iv.EventsPerSec), f3(iv.Jain), f2(iv.MinCamera), f0(iv.AgeP50), f0(iv.AgeP99), f0(iv.AgeMax), f0(iv.TotalP99)})
+			rows = append(rows, []string{dur(t), f1(iv.EventsPerSec), f3(iv.Jain), f2(iv.MinCamera), f0(iv.AgeP50), f0(iv.AgeP99), f0(iv.AgeMax), f0(iv.TotalP99), f1(iv.Load1)})
 		}
-		r.table([]string{"until", "events/s", "Jain", "slowest camera /s", "frame age p50 ms", "p99 ms", "max ms", "capture→publish p99 ms"}, rows)
+		r.table([]string{"until", "events/s", "Jain", "slowest camera /s", "frame age p50 ms", "p99 ms", "max ms", "capture→publish p99 ms", "host load"}, rows)
 	}
 }
 
@@ -692,10 +707,26 @@ func (r *report) soakSection() error {
 		r.p("%s: %d base cameras at %g fps, %d added and removed by turns, every %s for %s after %s of warm-up (%d edits: %d reloads applied, %d rejected), %d %s worker(s); %d events.",
 			ru.name(), k.Base, k.Daemon.FPS, k.Churn, dur(k.EditEveryS), dur(k.DurationS), dur(k.WarmupS), len(k.Edits), k.Applied, k.Rejected, k.Daemon.Workers, k.Daemon.Provider, k.Events)
 		r.p("")
-		var ts, dm []float64
+		// Trends over the samples like the start (same cameras, all online): the camera count
+		// alternates, and memory with it.
+		var like []soakSample
 		for _, s := range k.Samples {
+			if s.Configured == a.Configured && s.Online == s.Configured {
+				like = append(like, s)
+			}
+		}
+		half := like[:0:0]
+		for _, s := range like {
+			if s.T >= k.DurationS/2 {
+				half = append(half, s)
+			}
+		}
+		like = half
+		var ts, dm, hm []float64
+		for _, s := range like {
 			ts = append(ts, s.T/3600)
 			dm = append(dm, s.DaemonMiB)
+			hm = append(hm, s.HeapMiB)
 		}
 		peak := func(f func(s soakSample) float64) float64 {
 			m := 0.0
@@ -706,15 +737,16 @@ func (r *report) soakSection() error {
 		}
 		rows := [][]string{
 			{"daemon RSS", f0(a.DaemonMiB) + " MiB", f0(z.DaemonMiB) + " MiB", "**" + f2(z.DaemonMiB/a.DaemonMiB) + "**", f0(peak(func(s soakSample) float64 { return s.DaemonMiB })) + " MiB", f1(slope(ts, dm)) + " MiB/h"},
+			{"daemon Go heap in use", f0(a.HeapMiB) + " MiB", f0(z.HeapMiB) + " MiB", "**" + f2(z.HeapMiB/a.HeapMiB) + "**", f0(peak(func(s soakSample) float64 { return s.HeapMiB })) + " MiB", f1(slope(ts, hm)) + " MiB/h"},
 		}
 		for i := range a.WorkerMiB {
 			if i >= len(z.WorkerMiB) {
 				break
 			}
-			var wm []float64
-			for _, s := range k.Samples {
+			var wm, wt []float64
+			for _, s := range like {
 				if i < len(s.WorkerMiB) {
-					wm = append(wm, s.WorkerMiB[i])
+					wm, wt = append(wm, s.WorkerMiB[i]), append(wt, s.T/3600)
 				}
 			}
 			pidNote := ""
@@ -722,7 +754,7 @@ func (r *report) soakSection() error {
 				pidNote = " (process replaced)"
 			}
 			rows = append(rows, []string{fmt.Sprintf("worker %d RSS%s", i, pidNote), f0(a.WorkerMiB[i]) + " MiB", f0(z.WorkerMiB[i]) + " MiB", "**" + f2(z.WorkerMiB[i]/a.WorkerMiB[i]) + "**",
-				f0(peak(func(s soakSample) float64 { return at(s.WorkerMiB, i) })) + " MiB", f1(slope(ts[:len(wm)], wm)) + " MiB/h"})
+				f0(peak(func(s soakSample) float64 { return at(s.WorkerMiB, i) })) + " MiB", f1(slope(wt, wm)) + " MiB/h"})
 			if a.WorkerGPU[i] > 0 || z.WorkerGPU[i] > 0 {
 				rows = append(rows, []string{fmt.Sprintf("worker %d GPU memory", i), f0(a.WorkerGPU[i]) + " MiB", f0(z.WorkerGPU[i]) + " MiB", "**" + f2(z.WorkerGPU[i]/a.WorkerGPU[i]) + "**",
 					f0(peak(func(s soakSample) float64 { return at(s.WorkerGPU, i) })) + " MiB", "-"})
@@ -733,7 +765,7 @@ func (r *report) soakSection() error {
 			[]string{"latency p99 (interval)", f0(a.P99) + " ms", f0(z.P99) + " ms", f2(z.P99 / a.P99), f0(peak(func(s soakSample) float64 { return s.P99 })) + " ms", "-"},
 			[]string{"cameras online", strconv.Itoa(a.Online), strconv.Itoa(z.Online), "-", strconv.Itoa(int(peak(func(s soakSample) float64 { return float64(s.Online) }))), "-"},
 		)
-		r.table([]string{"", fmt.Sprintf("start (%s)", dur(a.T)), fmt.Sprintf("end (%s, the last sample with the start's cameras)", dur(z.T)), "end ÷ start", "peak", "trend (least squares, whole run)"}, rows)
+		r.table([]string{"", fmt.Sprintf("start (%s)", dur(a.T)), fmt.Sprintf("end (%s, the last sample with the start's cameras)", dur(z.T)), "end ÷ start", "peak", fmt.Sprintf("trend, second half (least squares over its %d samples with the start's cameras)", len(like))}, rows)
 		if k.Restarts > 0 || k.Lost > 0 {
 			r.p("Worker restarts during the soak: %d; jobs lost: %d.", k.Restarts, k.Lost)
 			r.p("")

@@ -13,6 +13,7 @@ type soakSample struct {
 	Configured int       `json:"cameras_configured"`
 	Online     int       `json:"cameras_online"`
 	DaemonMiB  float64   `json:"daemon_rss_mib"`
+	HeapMiB    float64   `json:"daemon_heap_mib"` // the daemon's Go heap in use (go_memstats_heap_inuse_bytes)
 	WorkerMiB  []float64 `json:"worker_rss_mib"`
 	WorkerGPU  []float64 `json:"worker_gpu_mib"`
 	WorkerPIDs []int     `json:"worker_pids"`
@@ -20,6 +21,7 @@ type soakSample struct {
 	P50        float64   `json:"latency_p50_ms"`
 	P99        float64   `json:"latency_p99_ms"`
 	AgeP99     float64   `json:"frame_age_p99_ms"`
+	Load1      float64   `json:"load1"` // the host's 1-minute load average
 }
 
 type soakEdit struct {
@@ -146,7 +148,8 @@ func soakCmd(args []string) error {
 			continue
 		}
 		now := time.Now()
-		s := soakSample{T: now.Sub(t0).Seconds(), Configured: len(d.cams), DaemonMiB: mib(d.daemonRSS())}
+		s := soakSample{T: now.Sub(t0).Seconds(), Configured: len(d.cams), DaemonMiB: mib(d.daemonRSS()), Load1: readLoad().One}
+		s.HeapMiB = mib(int64(d.metric("go_memstats_heap_inuse_bytes")))
 		if cs, err := d.cameras(); err == nil {
 			for _, c := range cs {
 				if c.State == "online" {
@@ -218,13 +221,13 @@ func writeSoakCSV(path string, r soakResult) error {
 	for _, s := range r.Samples {
 		nw = max(nw, len(s.WorkerMiB))
 	}
-	b.WriteString("t_s,cameras_configured,cameras_online,daemon_rss_mib")
+	b.WriteString("t_s,cameras_configured,cameras_online,daemon_rss_mib,daemon_heap_mib")
 	for i := range nw {
 		fmt.Fprintf(&b, ",worker%d_rss_mib,worker%d_gpu_mib,worker%d_pid", i, i, i)
 	}
-	b.WriteString(",events_per_s,latency_p50_ms,latency_p99_ms,frame_age_p99_ms\n")
+	b.WriteString(",events_per_s,latency_p50_ms,latency_p99_ms,frame_age_p99_ms,load1\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "%.0f,%d,%d,%.1f", s.T, s.Configured, s.Online, s.DaemonMiB)
+		fmt.Fprintf(&b, "%.0f,%d,%d,%.1f,%.1f", s.T, s.Configured, s.Online, s.DaemonMiB, s.HeapMiB)
 		for i := range nw {
 			if i < len(s.WorkerMiB) {
 				fmt.Fprintf(&b, ",%.1f,%.1f,%d", s.WorkerMiB[i], s.WorkerGPU[i], s.WorkerPIDs[i])
@@ -232,7 +235,7 @@ func writeSoakCSV(path string, r soakResult) error {
 				b.WriteString(",,,")
 			}
 		}
-		fmt.Fprintf(&b, ",%.2f,%.1f,%.1f,%.1f\n", s.EventsPS, s.P50, s.P99, s.AgeP99)
+		fmt.Fprintf(&b, ",%.2f,%.1f,%.1f,%.1f,%.2f\n", s.EventsPS, s.P50, s.P99, s.AgeP99, s.Load1)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

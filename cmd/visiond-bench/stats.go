@@ -83,6 +83,7 @@ type window struct {
 	AgeP50       float64            `json:"frame_age_p50_ms"`
 	AgeP99       float64            `json:"frame_age_p99_ms"`
 	AgeMax       float64            `json:"frame_age_max_ms"`
+	Load1        float64            `json:"load1"` // the host's 1-minute load average at the window's end
 }
 
 // summarise summarises evs, received over secs seconds from the cameras ids (a camera with
@@ -130,5 +131,7 @@ func (d *daemon) measureWindow(dur time.Duration) window {
 	from := time.Now()
 	time.Sleep(dur)
 	to := time.Now()
-	return summarise(d.events.between(from, to), to.Sub(from).Seconds(), d.cams)
+	w := summarise(d.events.between(from, to), to.Sub(from).Seconds(), d.cams)
+	w.Load1 = readLoad().One
+	return w
 }
