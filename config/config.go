@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -224,23 +225,35 @@ type Workers struct {
 	// a Jetson, whose nvidia-smi has no per-process figures, point it at a
 	// script that prints the same format.
 	GPUMemoryCommand []string `yaml:"gpu_memory_command"`
-	// Pools are the groups of workers, one per device. Default: one CPU worker.
+	// Pools are the groups of workers, one per device. Default: one pool of
+	// CPU workers (WorkerPool's defaults).
 	Pools []WorkerPool `yaml:"pools"`
 }
 
 // WorkerPool is a group of identical worker processes on one device, each with
 // one ONNX Runtime session (one GPU context).
 type WorkerPool struct {
-	// Count is the number of worker processes, 1 to 64. Default 1.
+	// Count is the number of worker processes, 1 to 64. Default: for cpu,
+	// one per CPU this process may use, at most 8 (each costs ~100 MiB; the
+	// decoders share the CPUs, and the kernel shares them well: on 2 cores
+	// with 8 cameras, 2 one-thread workers analysed 22.5 frames/s, 1 worker
+	// 15.6); for cuda and tensorrt, 1.
 	Count int `yaml:"count"`
 	// Provider is the ONNX Runtime execution provider: cpu, cuda or tensorrt.
 	// Default "cpu".
 	Provider string `yaml:"provider"`
 	// Device is the GPU id for cuda and tensorrt, >= 0. Default 0.
 	Device int `yaml:"device"`
-	// Threads is ONNX Runtime's intra-op thread count, >= 0; 0 leaves ONNX
-	// Runtime's own default. Default 0.
+	// Threads is ONNX Runtime's intra-op thread count per worker, >= 0; 0
+	// leaves ONNX Runtime's own default (a thread per physical core). Default:
+	// 1 for cpu (several one-thread workers analyse more frames per CPU second
+	// than one worker with several threads: docs/bench), 0 for cuda and
+	// tensorrt.
 	Threads int `yaml:"threads"`
+	// Spin lets ONNX Runtime's idle threads poll for work before they sleep:
+	// a little less latency for CPU time the decoders and other workers could
+	// use. Default false.
+	Spin bool `yaml:"spin"`
 	// Fallback "cpu" lets a worker whose provider cannot be used run on the
 	// CPU, saying so in its status; "" fails the worker at start. Default "".
 	Fallback string `yaml:"fallback"`
@@ -439,7 +452,7 @@ func Default() *Config {
 			Confidence: 0.25,
 			IoU:        0.45,
 			JobTimeout: 5 * time.Second,
-			Pools:      []WorkerPool{{Count: 1, Provider: "cpu"}},
+			Pools:      []WorkerPool{defaultPool(runtime.NumCPU())},
 		},
 		Pipeline: Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second},
 		Sample:   Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"},
@@ -510,14 +523,19 @@ func Parse(data []byte) (*Config, error) {
 		cfg.Cameras = append(cfg.Cameras, rc.resolve(cfg.CameraDefaults))
 	}
 
-	// A worker pool takes count 1 and provider cpu unless it says otherwise.
+	// A worker pool takes provider cpu unless it says otherwise, and the count
+	// and threads of its provider (WorkerPool).
 	for i := range cfg.Workers.Pools {
 		p := &cfg.Workers.Pools[i]
-		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].count", i)]; !set {
-			p.Count = 1
-		}
 		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].provider", i)]; !set {
 			p.Provider = "cpu"
+		}
+		count, threads := poolDefaults(p.Provider, runtime.NumCPU())
+		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].count", i)]; !set {
+			p.Count = count
+		}
+		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].threads", i)]; !set {
+			p.Threads = threads
 		}
 	}
 
@@ -570,4 +588,23 @@ func parseTree(data []byte) (*yaml.Node, error) {
 		return nil, nil
 	}
 	return root, nil
+}
+
+// maxDefaultCPUWorkers caps the default count of a cpu pool.
+const maxDefaultCPUWorkers = 8
+
+// poolDefaults returns the default worker count and intra-op threads of a pool of
+// provider on a machine where this process may use cpus CPUs (WorkerPool.Count and
+// Threads).
+func poolDefaults(provider string, cpus int) (count, threads int) {
+	if provider != "cpu" {
+		return 1, 0
+	}
+	return max(1, min(cpus, maxDefaultCPUWorkers)), 1
+}
+
+// defaultPool is the pool of a config without workers.pools: CPU workers.
+func defaultPool(cpus int) WorkerPool {
+	count, threads := poolDefaults("cpu", cpus)
+	return WorkerPool{Count: count, Provider: "cpu", Threads: threads}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,8 @@ func TestShippedConfigs(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	t.Setenv(config.LibraryEnv, "")
+	// One-thread CPU workers, one per CPU this process may use, at most 8.
+	cpuPool := config.WorkerPool{Count: min(runtime.NumCPU(), 8), Provider: "cpu", Threads: 1}
 	for _, doc := range []string{"", "# only a comment\n", "~\n", "cameras: []\n", "http:\nworkers:\n"} {
 		cfg, err := config.Parse([]byte(doc))
 		if err != nil {
@@ -55,7 +58,7 @@ func TestDefaults(t *testing.T) {
 				Stream:    config.Stream{MaxAge: 7 * 24 * time.Hour, MaxBytesMiB: 1024, DuplicateWindow: 2 * time.Minute},
 				OutboxMiB: 64, HealthInterval: 10 * time.Second}) ||
 			!reflect.DeepEqual(cfg.Workers, config.Workers{Model: "third_party/yolov8n.onnx", Library: "third_party/libonnxruntime.so.1",
-				Confidence: 0.25, IoU: 0.45, JobTimeout: 5 * time.Second, Pools: []config.WorkerPool{{Count: 1, Provider: "cpu"}}}) ||
+				Confidence: 0.25, IoU: 0.45, JobTimeout: 5 * time.Second, Pools: []config.WorkerPool{cpuPool}}) ||
 			cfg.Pipeline != (config.Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second}) ||
 			cfg.Sample != (config.Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"}) ||
 			cfg.CameraDefaults.FPS != 5 || cfg.CameraDefaults.Transport != "tcp" ||
@@ -87,6 +90,7 @@ workers:
       cuda: {arena_extend_strategy: kSameAsRequested, gpu_mem_limit_mib: 2048}
       tensorrt: {fp16: true, engine_cache: /var/cache/visiond/trt}
     - {}
+    - {provider: cpu, threads: 0, count: 1, spin: true}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +100,8 @@ workers:
 		{Count: 3, Provider: "tensorrt", Fallback: "cpu",
 			CUDA:     config.CUDA{ArenaExtendStrategy: "kSameAsRequested", GPUMemLimitMiB: 2048},
 			TensorRT: config.TensorRT{FP16: true, EngineCache: "/var/cache/visiond/trt"}},
-		{Count: 1, Provider: "cpu"},
+		{Count: min(runtime.NumCPU(), 8), Provider: "cpu", Threads: 1},
+		{Count: 1, Provider: "cpu", Threads: 0, Spin: true},
 	}
 	if cfg.HTTP.Listen != "" || !reflect.DeepEqual(cfg.Workers.Pools, want) {
 		t.Errorf("got %+v %+v", cfg.HTTP, cfg.Workers.Pools)

@@ -23,6 +23,7 @@ type DetectorOptions struct {
 	Provider   string  `json:"provider,omitempty"`   // "cpu" (default), "cuda" or "tensorrt"; never falls back to cpu unless Fallback says so
 	Device     int     `json:"device,omitempty"`     // CUDA device id
 	Threads    int     `json:"threads,omitempty"`    // intra-op threads; 0: ORT's default
+	Spin       bool    `json:"spin,omitempty"`       // let ORT's idle threads spin for work (lower latency, CPU burnt); default off
 	Confidence float64 `json:"confidence,omitempty"` // minimum class score kept; default 0.25
 	IoU        float64 `json:"iou,omitempty"`        // NMS IoU threshold: a box overlapping a better one of its class by more is dropped; default 0.45
 	MaxDet     int     `json:"max_det,omitempty"`    // most detections returned per frame; default 300
@@ -200,23 +201,53 @@ func inspectModel(path string) (ins, outs []ort.InputOutputInfo, err error) {
 	return ort.GetInputOutputInfoWithOptions(path, so)
 }
 
-func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
+// sessionOptions returns the options of the detector's session: threads, spinning and
+// the provider (appendProvider). ONNX Runtime's thread pools spin by default: an idle
+// thread polls for work for a while before it sleeps, which saves a little latency and
+// burns CPU that the decoders and the other workers need; spinning is off unless o.Spin.
+func sessionOptions(o DetectorOptions) (*ort.SessionOptions, error) {
 	so, err := ort.NewSessionOptions()
 	if err != nil {
-		return fmt.Errorf("session options: %w", err)
+		return nil, fmt.Errorf("session options: %w", err)
 	}
-	defer so.Destroy()
-	if d.opts.Threads > 0 {
-		if err := so.SetIntraOpNumThreads(d.opts.Threads); err != nil {
-			return fmt.Errorf("threads %d: %w", d.opts.Threads, err)
+	if err := setThreads(so, o); err != nil {
+		so.Destroy()
+		return nil, err
+	}
+	if err := appendProvider(so, o); err != nil {
+		so.Destroy()
+		return nil, err
+	}
+	return so, nil
+}
+
+func setThreads(so *ort.SessionOptions, o DetectorOptions) error {
+	if o.Threads > 0 {
+		if err := so.SetIntraOpNumThreads(o.Threads); err != nil {
+			return fmt.Errorf("threads %d: %w", o.Threads, err)
 		}
 		if err := so.SetInterOpNumThreads(1); err != nil {
 			return fmt.Errorf("inter-op threads: %w", err)
 		}
 	}
-	if err := appendProvider(so, d.opts); err != nil {
+	spin := "0"
+	if o.Spin {
+		spin = "1"
+	}
+	for _, k := range []string{"session.intra_op.allow_spinning", "session.inter_op.allow_spinning"} {
+		if err := so.AddSessionConfigEntry(k, spin); err != nil {
+			return fmt.Errorf("session options: %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
+	so, err := sessionOptions(d.opts)
+	if err != nil {
 		return err
 	}
+	defer so.Destroy()
 	if d.io.outF16 {
 		d.outConv = make([]float32, out.Dimensions.FlattenedSize())
 		d.f16LUT = f16Table()

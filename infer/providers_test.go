@@ -307,3 +307,32 @@ func TestGPUProviders(t *testing.T) {
 	}
 	t.Logf("tensorrt: provider %q, run %v, %d detections", p.Model().Provider, r.Run, len(r.Detections))
 }
+
+// Spinning is off unless asked for, in both thread pools, and the session still runs.
+func TestSessionOptionsSpinning(t *testing.T) {
+	a := thirdParty(t)
+	d, err := NewDetector(DetectorOptions{Model: a.model, Library: a.library, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, spin := range []bool{false, true} {
+		so, err := sessionOptions(DetectorOptions{Provider: "cpu", Threads: 2, Spin: spin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "0", true: "1"}[spin]
+		for _, k := range []string{"session.intra_op.allow_spinning", "session.inter_op.allow_spinning"} {
+			if v, err := so.GetSessionConfigEntry(k); err != nil || v != want {
+				t.Errorf("spin %v: %s = %q (%v), want %q", spin, k, v, err, want)
+			}
+		}
+		so.Destroy()
+	}
+	pix, lb, w, h := messiFrame(t, a)
+	dets, _, err := d.Detect(pix, lb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMessi(t, dets, w, h)
+}

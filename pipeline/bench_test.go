@@ -31,7 +31,8 @@ import (
 // same device). It also reports the same loops as goroutines of one process. It also reports the
 // events' capture-to-publish latency (p50, p99) and each worker's memory at the end.
 // b.N is ignored. Environment: VISIOND_BENCH_SECONDS per side (20), VISIOND_BENCH_CAMERAS
-// (4), VISIOND_BENCH_WORKERS (1), VISIOND_BENCH_PROVIDER (cpu),
+// (4), VISIOND_BENCH_WORKERS (1), VISIOND_BENCH_PROVIDER (cpu), VISIOND_BENCH_THREADS (the
+// provider's default),
 // ONNXRUNTIME_SHARED_LIBRARY_PATH (third_party's).
 func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	seconds, ncams, nworkers := 20, 4, 1
@@ -53,20 +54,8 @@ func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	}
 	model := thirdParty(b, "yolov8n.onnx")
 
-	// The bare loops: one process per worker, like the workers, each with one Detector
-	// running back to back on one frame, all started together once all are warm.
-	bare, err := bareLoops(nworkers, window, model, library, provider, thirdParty(b, "media/messi5.jpg"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The same in one process: one Detector per worker, each in its own goroutine (on a GPU,
-	// sessions of one process share one context; those of several processes take turns).
-	shared, err := bareLoopRuns(nworkers, window, model, library, provider, thirdParty(b, "media/messi5.jpg"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	// The daemon.
+	// The daemon's config first: the bare loops take its pool's threads (VISIOND_BENCH_THREADS,
+	// else the provider's default).
 	video := thirdParty(b, "media/vtest.h264.ts")
 	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": video}}
 	if err := rtsp.Start(); err != nil {
@@ -77,17 +66,39 @@ func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	for i := range ncams {
 		fmt.Fprintf(&cams, "  - {id: cam%d, url: %q}\n", i, rtsp.URL("cam"))
 	}
+	threads := ""
+	if s := os.Getenv("VISIOND_BENCH_THREADS"); s != "" {
+		threads = ", threads: " + s
+	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 site: bench
 http: {listen: ""}
 nats: {listen: "127.0.0.1:0"}
-workers: {model: %q, library: %q, pools: [{count: %d, provider: %s}]}
+workers: {model: %q, library: %q, pools: [{count: %d, provider: %s%s}]}
 camera_defaults: {fps: 10}
 cameras:
-%s`, model, library, nworkers, provider, cams.String())))
+%s`, model, library, nworkers, provider, threads, cams.String())))
 	if err != nil {
 		b.Fatal(err)
 	}
+	spec := bareSpec{Opts: infer.DetectorOptions{Model: model, Library: library, Provider: provider, Threads: cfg.Workers.Pools[0].Threads},
+		Image: thirdParty(b, "media/messi5.jpg"), Window: window}
+	b.Logf("%d worker(s), provider %s, %d intra-op thread(s) each (0: ONNX Runtime's default)", nworkers, provider, spec.Opts.Threads)
+
+	// The bare loops: one process per worker, like the workers, each with one Detector
+	// running back to back on one frame, all started together once all are warm.
+	bare, err := bareLoops(nworkers, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The same in one process: one Detector per worker, each in its own goroutine (on a GPU,
+	// sessions of one process share one context; those of several processes take turns).
+	shared, err := bareLoopRuns(nworkers, spec, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	// The daemon.
 	cfg.StateDir = b.TempDir()
 	d := &Daemon{Config: cfg, WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
 	if err := d.Start(); err != nil {
@@ -153,7 +164,11 @@ const bareChildEnv = "VISIOND_BENCH_BARE_CHILD"
 // bareLoops runs n bare-loop processes at once and returns their runs per second together.
 // Each child loads the model, warms up, says "ready", waits for a line on stdin, runs for
 // window and prints its count.
-func bareLoops(n int, window time.Duration, model, library, provider, image string) (float64, error) {
+func bareLoops(n int, spec bareSpec) (float64, error) {
+	js, err := json.Marshal(spec)
+	if err != nil {
+		return 0, err
+	}
 	type child struct {
 		cmd *exec.Cmd
 		in  io.WriteCloser
@@ -168,7 +183,7 @@ func bareLoops(n int, window time.Duration, model, library, provider, image stri
 	}()
 	for range n {
 		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), bareChildEnv+"="+strings.Join([]string{model, library, provider, image, window.String()}, "|"))
+		cmd.Env = append(os.Environ(), bareChildEnv+"="+string(js))
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -205,17 +220,20 @@ func bareLoops(n int, window time.Duration, model, library, provider, image stri
 	return total, nil
 }
 
+// bareSpec is what a bare loop runs: a Detector with Opts on Image, for Window.
+type bareSpec struct {
+	Opts   infer.DetectorOptions
+	Image  string
+	Window time.Duration
+}
+
 // bareLoopChild is a bare-loop process: see bareLoops.
 func bareLoopChild() error {
-	f := strings.Split(os.Getenv(bareChildEnv), "|")
-	if len(f) != 5 {
-		return fmt.Errorf("%s: want model|library|provider|image|window", bareChildEnv)
+	var spec bareSpec
+	if err := json.Unmarshal([]byte(os.Getenv(bareChildEnv)), &spec); err != nil {
+		return fmt.Errorf("%s: %w", bareChildEnv, err)
 	}
-	window, err := time.ParseDuration(f[4])
-	if err != nil {
-		return err
-	}
-	rate, err := bareLoopRuns(1, window, f[0], f[1], f[2], f[3], func() {
+	rate, err := bareLoopRuns(1, spec, func() {
 		fmt.Println("ready")
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	})
@@ -227,10 +245,10 @@ func bareLoopChild() error {
 }
 
 // bareLoopRuns runs n Detectors in n goroutines of this process, back to back on one frame,
-// for window, and returns their runs per second together. ready, if not nil, is called once
-// all are warm, before the clock starts.
-func bareLoopRuns(n int, window time.Duration, model, library, provider, image string, ready func()) (float64, error) {
-	img := gocv.IMRead(image, gocv.IMReadColor)
+// for spec.Window, and returns their runs per second together. ready, if not nil, is called
+// once all are warm, before the clock starts.
+func bareLoopRuns(n int, spec bareSpec, ready func()) (float64, error) {
+	img := gocv.IMRead(spec.Image, gocv.IMReadColor)
 	pix := make([]byte, 640*640*3)
 	lb, err := infer.LetterboxImage(img, 640, 640, pix)
 	img.Close()
@@ -246,7 +264,7 @@ func bareLoopRuns(n int, window time.Duration, model, library, provider, image s
 		}
 	}()
 	for i := range dets {
-		det, err := infer.NewDetector(infer.DetectorOptions{Model: model, Library: library, Provider: provider})
+		det, err := infer.NewDetector(spec.Opts)
 		if err != nil {
 			return 0, err
 		}
@@ -267,7 +285,7 @@ func bareLoopRuns(n int, window time.Duration, model, library, provider, image s
 		go func() {
 			defer wg.Done()
 			out := make([]infer.Detection, 0, 300)
-			for time.Since(start) < window {
+			for time.Since(start) < spec.Window {
 				if _, _, err := det.Detect(pix, lb, out[:0]); err != nil {
 					errs[i] = err
 					return

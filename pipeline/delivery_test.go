@@ -32,7 +32,7 @@ nats:
   listen: "127.0.0.1:0"
   health_interval: 2s
   leaf: {url: %q}
-workers: {model: %q, library: %q}
+workers: {model: %q, library: %q, pools: [{count: 1}]}
 camera_defaults: {fps: 2}
 cameras:
 %s`, "nats-leaf://"+link.Addr, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 4)))

@@ -56,7 +56,7 @@ func TestDaemonReload(t *testing.T) {
 	north := next.Cameras[0]
 	north.ID = "north"
 	next.Cameras = append(next.Cameras, north)
-	next.Workers.Pools = []config.WorkerPool{{Count: 1, Provider: "cpu", Threads: 1}}
+	next.Workers.Pools = []config.WorkerPool{{Count: 1, Provider: "cpu", Threads: 2}}
 	res, err := d.Reload(&next)
 	if err != nil {
 		t.Fatal(err)

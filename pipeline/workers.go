@@ -31,6 +31,7 @@ func (w *workerPools) start(ctx context.Context, cfg config.Workers, command, en
 				Provider:   pc.Provider,
 				Device:     pc.Device,
 				Threads:    pc.Threads,
+				Spin:       pc.Spin,
 				Confidence: cfg.Confidence,
 				IoU:        cfg.IoU,
 				Fallback:   pc.Fallback,

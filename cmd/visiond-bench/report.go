@@ -57,7 +57,8 @@ type run struct {
 	soak       *soakResult
 	peerPlain  map[string]any
 	peerLatest map[string]any
-	peerD      *measureResult
+	peerD      *measureResult   // visiond against the peer: the daemon's default workers
+	peerAlt    []*measureResult // visiond against the peer in other configurations (peer-visiond-*.json)
 	selftest   string
 	failed     map[string]string // part -> why
 	soakPNG    string
@@ -161,6 +162,13 @@ func loadRun(dir, tag string) (*run, error) {
 	var pd measureResult
 	if readJSON(filepath.Join(dir, "peer-visiond.json"), &pd) == nil {
 		r.peerD = &pd
+	}
+	alts, _ := filepath.Glob(filepath.Join(dir, "peer-visiond-*.json"))
+	for _, a := range alts {
+		var m measureResult
+		if readJSON(a, &m) == nil {
+			r.peerAlt = append(r.peerAlt, &m)
+		}
 	}
 	r.selftest = strings.TrimSpace(readFile(filepath.Join(dir, "selftest.txt")))
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.failed"))
@@ -294,8 +302,8 @@ func (r *report) summary(local, gpu *run) {
 	}
 	for _, ru := range r.runs {
 		for _, b := range ru.pipeline {
-			rows = append(rows, []string{fmt.Sprintf("pipeline: detections/s through the daemon ÷ bare `Detect` loops (workers=%s, cameras=%s, %s)",
-				b.prefix["workers"], b.prefix["cameras"], b.prefix["provider"]), ru.name(),
+			rows = append(rows, []string{fmt.Sprintf("pipeline: detections/s through the daemon ÷ bare `Detect` loops (workers=%s, threads=%s, cameras=%s, %s)",
+				b.prefix["workers"], or(b.prefix["threads"], "default"), b.prefix["cameras"], b.prefix["provider"]), ru.name(),
 				fmt.Sprintf("%s (%s ÷ %s per second)", f2(b.metrics["ratio"]), f1(b.metrics["daemon-events/s"]), f1(b.metrics["bare-runs/s"]))})
 		}
 		if len(ru.pipeline) == 0 && (ru.tag == "cpu" || ru.failed["pipeline"] != "") {
@@ -515,12 +523,12 @@ func (r *report) pipelineSection() {
 			if m["MiB-gpu/worker"] > 0 {
 				gpuMem = f0(m["MiB-gpu/worker"])
 			}
-			rows = append(rows, []string{b.prefix["provider"], b.prefix["workers"], b.prefix["cameras"], f1(m["bare-runs/s"]), f1(m["one-process-bare-runs/s"]),
+			rows = append(rows, []string{b.prefix["provider"], b.prefix["workers"], or(b.prefix["threads"], "default"), b.prefix["cameras"], f1(m["bare-runs/s"]), f1(m["one-process-bare-runs/s"]),
 				f1(m["daemon-events/s"]), "**" + f2(m["ratio"]) + "**", f0(m["p50-ms"]) + " / " + f0(m["p99-ms"]), f0(m["MiB-rss/worker"]), gpuMem})
 		}
 		r.p("%s, %s s per side:", ru.name(), or(ru.knobs["PIPE_SECONDS"], or(ru.knobs["GPU_PIPE_SECONDS"], "?")))
 		r.p("")
-		r.table([]string{"provider", "workers", "cameras", "bare loops (runs/s)", "same loops in one process", "daemon (events/s)", "ratio", "capture→publish p50 / p99 ms", "MiB RSS per worker", "MiB GPU per worker"}, rows)
+		r.table([]string{"provider", "workers", "threads per worker", "cameras", "bare loops (runs/s)", "same loops in one process", "daemon (events/s)", "ratio", "capture→publish p50 / p99 ms", "MiB RSS per worker", "MiB GPU per worker"}, rows)
 	}
 	if !any {
 		r.p("Not run.")
@@ -556,8 +564,12 @@ func (r *report) peerSection(gpu *run) {
 		r.p("**The peer's figures below come from a fake session (`peer.py --fake-output`, for testing the scripts): they measure nothing.**")
 		r.p("")
 	}
-	rows := [][]string{{"visiond", f1(d.Window.EventsPerSec), f1(d.Window.DetsPerSec), f2(d.Window.MinCamera) + " / " + f2(d.Window.MaxCamera), f3(d.Window.Jain),
-		"capture→publish " + f0(d.Window.TotalP50) + " / " + f0(d.Window.TotalP99), "frame age at dispatch p99 " + f0(d.Window.AgeP99), f1(d.CPUPerFrameMS), f2(d.CoresBusy), f0(d.DaemonRSSMiB + d.WorkersRSSMiB)}}
+	var rows [][]string
+	for _, m := range append([]*measureResult{d}, gpu.peerAlt...) {
+		rows = append(rows, []string{fmt.Sprintf("visiond, %d worker(s) × %d thread(s)", m.Daemon.Workers, m.Daemon.Threads), f1(m.Window.EventsPerSec), f1(m.Window.DetsPerSec),
+			f2(m.Window.MinCamera) + " / " + f2(m.Window.MaxCamera), f3(m.Window.Jain), "capture→publish " + f0(m.Window.TotalP50) + " / " + f0(m.Window.TotalP99),
+			"frame age at dispatch p99 " + f0(m.Window.AgeP99), f1(m.CPUPerFrameMS), f2(m.CoresBusy), f0(m.DaemonRSSMiB + m.WorkersRSSMiB)})
+	}
 	pf := num(gpu.peerPlain, "frames_per_s")
 	for _, p := range []map[string]any{gpu.peerPlain, gpu.peerLatest} {
 		if p == nil {
@@ -567,7 +579,8 @@ func (r *report) peerSection(gpu *run) {
 			f3(num(p, "jain")), "read→result " + f0(num(p, "read_to_result_p50_ms")) + " / " + f0(num(p, "read_to_result_p99_ms")),
 			"behind live p99 " + f0(num(p, "lag_p99_ms")) + ", max " + f0(num(p, "lag_max_ms")), f1(num(p, "cpu_ms_per_frame")), f2(num(p, "cores_busy")), f0(num(p, "rss_mib"))})
 	}
-	r.p("%s: %d cameras, CPUs `%s`, %d ONNX Runtime threads, %s per side:", gpu.name(), d.Cameras, d.Daemon.CPUs, d.Daemon.Threads, dur(d.Window.Seconds))
+	r.p("%s: %d cameras, CPUs `%s`, the peer with %s ONNX Runtime threads, %s per side; visiond first with its default", gpu.name(), d.Cameras, d.Daemon.CPUs, fmt.Sprint(num(gpu.peerPlain, "threads")), dur(d.Window.Seconds))
+	r.p("workers for those CPUs (a one-thread worker per CPU), then in the other configurations measured:")
 	r.p("")
 	r.table([]string{"", "frames/s", "detections/s", "slowest / fastest camera (frames/s)", "Jain", "latency p50 / p99 ms", "staleness ms", "CPU ms per frame", "cores busy", "MiB RSS"}, rows)
 	r.p("**visiond ÷ peer (plain): %s× the frames per second**, %s× the CPU per frame.", f2(d.Window.EventsPerSec/pf), f2(d.CPUPerFrameMS/num(gpu.peerPlain, "cpu_ms_per_frame")))

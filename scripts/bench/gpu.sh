@@ -21,7 +21,8 @@
 # Knobs: GPU_WORKERS=2 (CUDA workers for scale, overload, soak), GPU_SCALE_START=8,
 # GPU_SCALE_WINDOW=15s, GPU_PIPE_WORKERS="1", GPU_PIPE_CAMERAS=48, GPU_PIPE_SECONDS=20,
 # PEER_CAMERAS=8, PEER_CPUS=0-3 (both sides pinned there; the camera server runs on the
-# other CPUs), PEER_SECONDS=45, PEER_WARMUP=10, GPU_OVERLOAD=2m, GPU_SOAK=3m, GPU_SOAK_EDIT=30s,
+# other CPUs), PEER_VISIOND="1x4 2x2" (visiond's WORKERSxTHREADS configurations measured after
+# its default, a one-thread worker per CPU), PEER_SECONDS=45, PEER_WARMUP=10, GPU_OVERLOAD=2m, GPU_SOAK=3m, GPU_SOAK_EDIT=30s,
 # PYTHON=python3, PEER_ARGS (more peer.py arguments; --fake-output to try the script where
 # Python has no onnxruntime).
 set -uo pipefail
@@ -32,7 +33,7 @@ GPU_WORKERS=${GPU_WORKERS:-2} GPU_SCALE_START=${GPU_SCALE_START:-8} GPU_SCALE_WI
 GPU_PIPE_WORKERS=${GPU_PIPE_WORKERS:-1} GPU_PIPE_CAMERAS=${GPU_PIPE_CAMERAS:-48} GPU_PIPE_SECONDS=${GPU_PIPE_SECONDS:-20}
 PEER_CAMERAS=${PEER_CAMERAS:-8} PEER_CPUS=${PEER_CPUS:-0-3} PEER_SECONDS=${PEER_SECONDS:-45} PEER_WARMUP=${PEER_WARMUP:-10}
 GPU_OVERLOAD=${GPU_OVERLOAD:-2m} GPU_SOAK=${GPU_SOAK:-3m} GPU_SOAK_EDIT=${GPU_SOAK_EDIT:-30s}
-PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-}
+PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-} PEER_VISIOND=${PEER_VISIOND:-1x4 2x2}
 parts=("${@:-env selftest pipeline scale peer}")
 parts=(${parts[*]})
 mkdir -p "$OUT" "$RESULTS"
@@ -47,7 +48,7 @@ done
 : "${ONNXRUNTIME_SHARED_LIBRARY_PATH:?source /tmp/gpustage/activate.sh first}"
 lib=$ONNXRUNTIME_SHARED_LIBRARY_PATH
 cmds=$RESULTS/commands-$(date -u +%Y%m%dT%H%M%S).txt # one file per call: the report reads them all, in order
-for k in GPU_WORKERS GPU_SCALE_START GPU_SCALE_WINDOW GPU_PIPE_WORKERS GPU_PIPE_CAMERAS GPU_PIPE_SECONDS PEER_CAMERAS PEER_CPUS PEER_SECONDS PEER_WARMUP GPU_OVERLOAD GPU_SOAK GPU_SOAK_EDIT; do
+for k in GPU_WORKERS GPU_SCALE_START GPU_SCALE_WINDOW GPU_PIPE_WORKERS GPU_PIPE_CAMERAS GPU_PIPE_SECONDS PEER_CAMERAS PEER_CPUS PEER_VISIOND PEER_SECONDS PEER_WARMUP GPU_OVERLOAD GPU_SOAK GPU_SOAK_EDIT; do
   echo "# knob $k=${!k}" >>"$cmds"
 done
 echo "# scripts/bench/gpu.sh ${parts[*]}   (after source /tmp/gpustage/activate.sh; these are the commands it ran:)" >>"$cmds"
@@ -108,7 +109,14 @@ for part in "${parts[@]}"; do
     for _ in $(seq 50); do [ -s "$urls" ] && break; sleep 0.2; done
     step peer "$pin env -u LD_LIBRARY_PATH $PYTHON scripts/bench/peer.py --mode plain --urls $urls --cameras $PEER_CAMERAS --threads $threads --cpus $PEER_CPUS --seconds $PEER_SECONDS --warmup $PEER_WARMUP $PEER_ARGS -o $RESULTS/peer-plain.json"
     step peer-latest "$pin env -u LD_LIBRARY_PATH $PYTHON scripts/bench/peer.py --mode latest --urls $urls --cameras $PEER_CAMERAS --threads $threads --cpus $PEER_CPUS --seconds $PEER_SECONDS --warmup $PEER_WARMUP $PEER_ARGS -o $RESULTS/peer-latest.json"
-    step peer-visiond "bin/visiond-bench measure -library $lib -provider cpu -workers 1 -threads $threads -cpus $PEER_CPUS -fps 10 -camera-urls $urls -cameras $PEER_CAMERAS -duration ${PEER_SECONDS}s -warmup ${PEER_WARMUP}s -o $RESULTS/peer-visiond.json"
+    # visiond with its default workers for these CPUs (a one-thread worker per CPU), then in
+    # each of PEER_VISIOND's other WORKERSxTHREADS configurations.
+    rm -f "$RESULTS"/peer-visiond*.json
+    for wt in "${threads}x1" $PEER_VISIOND; do
+      name=peer-visiond-$wt
+      [ "$wt" = "${threads}x1" ] && name=peer-visiond
+      step "$name" "bin/visiond-bench measure -library $lib -provider cpu -workers ${wt%x*} -threads ${wt#*x} -cpus $PEER_CPUS -fps 10 -camera-urls $urls -cameras $PEER_CAMERAS -duration ${PEER_SECONDS}s -warmup ${PEER_WARMUP}s -o $RESULTS/$name.json"
+    done
     kill "$srv"; wait "$srv" 2>/dev/null
     ;;
   *)

@@ -5,8 +5,9 @@
 #
 # Knobs (environment; the Makefile passes its variables of the same names):
 #   BENCH_TIME=10x      decode iterations per stream (go test -benchtime)
-#   PIPE_SECONDS=20 PIPE_CAMERAS=4 PIPE_WORKERS=1    daemon against bare loops
-#   WORKERS=1 THREADS=0 the daemon's CPU workers and their ONNX Runtime threads (scale, overload, soak)
+#   PIPE_SECONDS=20 PIPE_CAMERAS=4 PIPE_WORKERS=N    daemon against bare loops
+#   WORKERS=N THREADS=1 the daemon's CPU workers and their ONNX Runtime threads (scale, overload, soak)
+#                       (N: the daemon's default, one worker per CPU up to 8)
 #   SCALE_WINDOW=20s    measurement window per scale step
 #   OVERLOAD=10m        overload duration;  SOAK=30m soak duration, SOAK_EDIT=1m between config edits
 #   PARTS="decode pipeline scale overload soak"      a subset to (re)run; the others' files stay
@@ -15,8 +16,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${BENCH_OUT:-build/bench}
 BENCH_TIME=${BENCH_TIME:-10x}
-PIPE_SECONDS=${PIPE_SECONDS:-20} PIPE_CAMERAS=${PIPE_CAMERAS:-4} PIPE_WORKERS=${PIPE_WORKERS:-1}
-WORKERS=${WORKERS:-1} THREADS=${THREADS:-0}
+cpu_workers=$(nproc) && [ "$cpu_workers" -gt 8 ] && cpu_workers=8
+PIPE_SECONDS=${PIPE_SECONDS:-20} PIPE_CAMERAS=${PIPE_CAMERAS:-4} PIPE_WORKERS=${PIPE_WORKERS:-$cpu_workers}
+WORKERS=${WORKERS:-$cpu_workers} THREADS=${THREADS:-1}
 SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SOAK_EDIT=${SOAK_EDIT:-1m}
 PARTS=${PARTS:-decode pipeline scale overload soak}
 GPU=${GPU:-} REPORT=${REPORT:-BENCHMARKS.md}
@@ -58,7 +60,7 @@ if has decode; then
 fi
 if has pipeline; then
   rm -f "$OUT/pipeline.txt"
-  step pipeline "$GO test -c -o $OUT/pipeline.test ./pipeline && cd pipeline && VISIOND_BENCH_SECONDS=$PIPE_SECONDS VISIOND_BENCH_CAMERAS=$PIPE_CAMERAS VISIOND_BENCH_WORKERS=$PIPE_WORKERS $rel/pipeline.test -test.run '^\$' -test.bench ThroughputVsBareLoop -test.benchtime 1x | sed 's/^Benchmark/provider=cpu workers=$PIPE_WORKERS cameras=$PIPE_CAMERAS: Benchmark/' | tee $rel/pipeline.txt"
+  step pipeline "$GO test -c -o $OUT/pipeline.test ./pipeline && cd pipeline && VISIOND_BENCH_SECONDS=$PIPE_SECONDS VISIOND_BENCH_CAMERAS=$PIPE_CAMERAS VISIOND_BENCH_WORKERS=$PIPE_WORKERS VISIOND_BENCH_THREADS=$THREADS $rel/pipeline.test -test.run '^\$' -test.bench ThroughputVsBareLoop -test.benchtime 1x | sed 's/^Benchmark/provider=cpu workers=$PIPE_WORKERS threads=$THREADS cameras=$PIPE_CAMERAS: Benchmark/' | tee $rel/pipeline.txt"
 fi
 daemon="-workers $WORKERS -threads $THREADS -provider cpu"
 if has scale; then
