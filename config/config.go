@@ -63,6 +63,10 @@ type HTTP struct {
 	// Listen is the host:port to serve on. Default "127.0.0.1:8080"; "" disables
 	// the endpoint.
 	Listen string `yaml:"listen"`
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on the
+	// same endpoint, for finding where memory or CPU goes in a running
+	// daemon. Keep the endpoint on loopback when on. Default false.
+	Pprof bool `yaml:"pprof"`
 }
 
 // NATS configures where events are published, and how durably.

@@ -137,7 +137,7 @@ func (d *Daemon) Start() (err error) {
 	}
 
 	if cfg.HTTP.Listen != "" {
-		if err := d.startHTTP(cfg.HTTP.Listen); err != nil {
+		if err := d.startHTTP(cfg.HTTP); err != nil {
 			return err
 		}
 	}

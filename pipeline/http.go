@@ -6,20 +6,22 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
+	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/sources"
 )
 
 // startHTTP serves the daemon's HTTP endpoint (see handler). Start calls it last, after every
 // other stage has started, so a request it answers comes after a completed Start.
-func (d *Daemon) startHTTP(addr string) error {
-	ln, err := net.Listen("tcp", addr)
+func (d *Daemon) startHTTP(c config.HTTP) error {
+	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
-		return fmt.Errorf("http.listen %s: %w", addr, err)
+		return fmt.Errorf("http.listen %s: %w", c.Listen, err)
 	}
 	d.httpAddr = ln.Addr()
-	d.httpSrv = &http.Server{Handler: d.handler(), ReadHeaderTimeout: 5 * time.Second}
+	d.httpSrv = &http.Server{Handler: d.handler(c.Pprof), ReadHeaderTimeout: 5 * time.Second}
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -34,9 +36,17 @@ func (d *Daemon) startHTTP(addr string) error {
 // handler serves / (the status page), /healthz (the process is up), /readyz (see notReady),
 // /metrics (Prometheus), /api/cameras (JSON status per camera),
 // /api/cameras/{id}/snapshot.jpg (the latest analysed frame, with its boxes) and /api/workers
-// (JSON status per worker process: state, provider, jobs, restarts, host and GPU memory).
-func (d *Daemon) handler() http.Handler {
+// (JSON status per worker process: state, provider, jobs, restarts, host and GPU memory);
+// with withPprof, Go's profiles under /debug/pprof/.
+func (d *Daemon) handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
+	if withPprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	statusPage(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))

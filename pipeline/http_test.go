@@ -81,9 +81,18 @@ cameras:
 		t.Errorf("the HTTP endpoint still answers after Close")
 	}
 	rec := httptest.NewRecorder()
-	d.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	d.handler(false).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 503 || rec.Body.String() != "stopping\n" {
 		t.Errorf("/readyz after Close: %d %q, want 503 \"stopping\"", rec.Code, rec.Body.String())
+	}
+
+	// Go's profiles only when http.pprof asks for them.
+	for _, on := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		d.handler(on).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/heap?debug=1", nil))
+		if want := map[bool]int{false: 404, true: 200}[on]; rec.Code != want || on && !strings.Contains(rec.Body.String(), "heap profile") {
+			t.Errorf("pprof %v: /debug/pprof/heap %d, want %d; %.80q", on, rec.Code, want, rec.Body.String())
+		}
 	}
 }
 

@@ -204,7 +204,7 @@ func TestStatusPage(t *testing.T) {
 // only its own script and stylesheet, which are served with their types.
 func TestStatusPageServed(t *testing.T) {
 	d := &Daemon{log: testLogger(t)}
-	srv := httptest.NewServer(d.handler())
+	srv := httptest.NewServer(d.handler(false))
 	defer srv.Close()
 	for _, tc := range []struct {
 		path, ctype, contains string
