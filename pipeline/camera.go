@@ -68,10 +68,25 @@ func (c *camera) onFrame(f *sources.Frame) {
 	}
 }
 
-// schedule sets the earliest time of the camera's next job.
+// schedule sets the earliest time of the camera's next job, and tells the source that no
+// frame is taken before it (frames that a newer one will replace by then are not scaled).
 func (c *camera) schedule(next time.Time) {
 	c.nextDue = next
-	c.dueAt.Store(next.Add(-c.slack).UnixNano())
+	due := next.Add(-c.slack)
+	c.dueAt.Store(due.UnixNano())
+	if c.src != nil {
+		c.src.NeedFrom(due)
+	}
+}
+
+// superseded counts the frames replaced by a newer one before their turn: in the mailbox,
+// or at the source before they were scaled (sources.Camera.NeedFrom).
+func (c *camera) superseded() uint64 {
+	n := c.box.Dropped()
+	if c.src != nil {
+		n += c.src.Status().Unneeded
+	}
+	return n
 }
 
 // durStat summarizes a duration: an exponentially weighted mean and the maximum since the
@@ -171,7 +186,7 @@ func (c *camera) noteError(err error) {
 
 // summarize returns the counts since the last call and starts a new window.
 func (c *camera) summarize() summary {
-	now := counts{c.analysed.Load(), c.stale.Load(), c.lost.Load() + c.timeouts.Load() + c.rejected.Load(), c.box.Dropped()}
+	now := counts{c.analysed.Load(), c.stale.Load(), c.lost.Load() + c.timeouts.Load() + c.rejected.Load(), c.superseded()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := summary{
@@ -265,7 +280,7 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 		Decoded:   st.Frames,
 		Analysed:  analysed,
 		Drops: Drops{
-			Superseded: c.box.Dropped(),
+			Superseded: c.superseded(),
 			Stale:      c.stale.Load(),
 			Source:     st.Dropped,
 			WorkerLost: c.lost.Load(),

@@ -462,7 +462,7 @@ func (d *Daemon) logSummary() {
 		st := c.src.Status()
 		_, ageMax := c.frameAge.get(true)
 		args := []any{"camera", c.cfg.ID, "state", st.State, "analysed", s.analysed, "objects", s.objects,
-			"superseded", c.box.Dropped() - s.prevDropped, "stale", s.stale, "lost", s.lost,
+			"superseded", c.superseded() - s.prevDropped, "stale", s.stale, "lost", s.lost,
 			"frame_age_max_ms", ms(ageMax)}
 		if s.lastErr != "" {
 			args = append(args, "last_error", s.lastErr)

@@ -539,3 +539,49 @@ cameras:
 		t.Fatalf("%d frames analysed, %d events received: the jobs in flight at Close were not all published", analysed, got)
 	}
 }
+
+// A camera analysed at 2 fps from the 10 fps sample: the frames that a newer one replaces
+// before the camera's turn are not scaled (sources.Camera.NeedFrom), they count as
+// superseded, and the camera still gets its frames per second.
+func TestUnneededFramesNotScaled(t *testing.T) {
+	d := startTestDaemon(t, fmt.Sprintf(`
+site: test
+http: {listen: ""}
+nats: {listen: "127.0.0.1:0"}
+workers: {model: %q, library: %q, pools: [{count: 1}]}
+camera_defaults: {fps: 2}
+cameras:
+%s`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 1)))
+	status := func() CameraStatus {
+		for _, c := range d.Cameras() {
+			if c.ID == "cam0" {
+				return c
+			}
+		}
+		t.Fatal("cam0 missing")
+		return CameraStatus{}
+	}
+	waitUntil(t, 60*time.Second, "cam0 analysing", func() bool { return status().Analysed >= 2 })
+	before, src0, t0 := status(), d.camera("cam0").src.Status(), time.Now()
+	time.Sleep(6 * time.Second)
+	after, src1, secs := status(), d.camera("cam0").src.Status(), time.Since(t0).Seconds()
+
+	decoded, unneeded := src1.Frames-src0.Frames, src1.Unneeded-src0.Unneeded
+	fps := float64(after.Analysed-before.Analysed) / secs
+	t.Logf("%.1f s: %d frames decoded, %d not scaled, %d scaled; %.2f analysed/s; superseded %d", secs, decoded,
+		unneeded, src1.Delivered-src0.Delivered, fps, after.Drops.Superseded-before.Drops.Superseded)
+	// At 10 fps with a turn every 500 ms, a frame is left when the next one is expected 150 ms
+	// before the camera is due (the turn less the slack): most of those between turns.
+	if unneeded < decoded/4 {
+		t.Errorf("%d of %d decoded frames not scaled, want at least a quarter", unneeded, decoded)
+	}
+	if after.Drops.Superseded < src1.Unneeded {
+		t.Errorf("superseded %d does not count the %d frames not scaled", after.Drops.Superseded, src1.Unneeded)
+	}
+	if src1.Delivered+src1.Unneeded+src1.Dropped < src1.Frames-1 { // a frame may be between the counters
+		t.Errorf("frames %d: delivered %d + not scaled %d + dropped %d do not add up", src1.Frames, src1.Delivered, src1.Unneeded, src1.Dropped)
+	}
+	if fps < 1.5 {
+		t.Errorf("%.2f frames analysed per second, want the camera's 2 (at least 1.5 on a busy machine)", fps)
+	}
+}

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +243,38 @@ func TestCameraAutoTransport(t *testing.T) {
 	waitFor(t, 15*time.Second, "frames over the fallback transport", func() bool { return cam.Status().Delivered >= 3 })
 	if !strings.Contains(logs.String(), "switching to TCP") {
 		t.Errorf("no transport switch logged:\n%s", logs.String())
+	}
+}
+
+// NeedFrom: frames that a newer one will replace before the consumer's time are not scaled;
+// the last ones before it are, and so is every frame after a pause or without a time.
+func TestNeedFromSkipsOnlyReplaceableFrames(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	c := &Camera{}
+	t0 := time.Now().UnixNano()
+	at := func(i int) int64 { return t0 + int64(i)*40*ms } // 25 fps
+	c.NeedFrom(time.Unix(0, at(10)))                       // the consumer takes a frame from frame 10's time
+	var skipped []int
+	for i := 1; i <= 12; i++ {
+		if c.unneededNow(at(i), at(i-1)) {
+			skipped = append(skipped, i)
+		}
+	}
+	// Frame i is left when frame i+1 (40 ms later) arrives before frame 10's time even 20 ms
+	// late: i + 1.5 < 10.
+	if want := []int{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(skipped, want) {
+		t.Errorf("skipped %v, want %v", skipped, want)
+	}
+	if c.unneededNow(at(13), 0) {
+		t.Error("a frame with no previous one was skipped")
+	}
+	// A pause: the frame after it is scaled, even with the consumer's time far ahead.
+	c.NeedFrom(time.Unix(0, at(100)))
+	if c.unneededNow(at(40), at(13)) {
+		t.Error("the frame after a pause was skipped")
+	}
+	c.NeedFrom(time.Time{})
+	if c.unneededNow(at(41), at(40)) {
+		t.Error("a frame was skipped with no NeedFrom")
 	}
 }
