@@ -15,13 +15,15 @@ all: build
 setup:
 	@scripts/setup.sh
 
+# A position-independent executable, as Debian builds its binaries (address space layout
+# randomisation for the whole program).
 build:
-	$(GO) build -o $(BIN) ./cmd/visiond
+	$(GO) build -buildmode=pie -o $(BIN) ./cmd/visiond
 
 # Built only when missing, so that `sudo make install` (where go may not be on the PATH)
 # installs what `make build` made.
 $(BIN):
-	$(GO) build -o $(BIN) ./cmd/visiond
+	$(GO) build -buildmode=pie -o $(BIN) ./cmd/visiond
 
 # The daemon on its embedded demo config (a built-in sample camera, an embedded NATS server on
 # 127.0.0.1:4222), printing the detections it publishes. Ctrl-C stops it.

@@ -140,6 +140,6 @@ export PKG_CONFIG_SYSROOT_DIR="$SR"
 export PKG_CONFIG_LIBDIR="$SR/usr/lib/$MULTIARCH/pkgconfig:$SR/usr/share/pkgconfig"
 export PKG_CONFIG_PATH=
 mkdir -p "$(dirname "$OUT")"
-$GO build -o "$OUT" ./cmd/visiond
+$GO build -buildmode=pie -o "$OUT" ./cmd/visiond
 aarch64-linux-gnu-readelf -h "$OUT" | grep -q 'Machine:.*AArch64' || { echo "cross-arm64: $OUT is not an arm64 binary" >&2; exit 1; }
 log "build: $OUT ($(du -h "$OUT" | cut -f1)) in $(took "$t0")"

@@ -120,16 +120,17 @@ else
 fi
 stat_of() { in_root stat -c '%U:%G %a' "$1"; }
 problems=
-for f in /usr/bin/visiond /usr/lib/visiond/libonnxruntime.so.1 /lib/systemd/system/visiond.service /etc/visiond/visiond.yaml /usr/share/visiond/fetch-model.sh /usr/share/doc/visiond/copyright; do
+for f in /usr/bin/visiond /usr/lib/visiond/libonnxruntime.so.1 /lib/systemd/system/visiond.service /etc/visiond/visiond.yaml /usr/share/visiond/fetch-model.sh /usr/share/doc/visiond/copyright /usr/share/man/man1/visiond.1.gz; do
   [ -f "$ROOT$f" ] || problems="$problems $f missing;"
 done
+readelf -h "$ROOT/usr/bin/visiond" | grep -q 'Type:.*DYN' || problems="$problems /usr/bin/visiond is not a position-independent executable;"
 [ "$(stat_of /etc/visiond/visiond.yaml)" = "root:visiond 640" ] || problems="$problems /etc/visiond/visiond.yaml is $(stat_of /etc/visiond/visiond.yaml);"
 [ "$(stat_of /var/lib/visiond)" = "visiond:visiond 750" ] || problems="$problems /var/lib/visiond is $(stat_of /var/lib/visiond);"
 conffiles=$(in_root dpkg-query -W -f='${Conffiles}' visiond)
 grep -q '/etc/visiond/visiond.yaml' <<<"$conffiles" || problems="$problems no conffile;"
 [ ! -e "$ROOT/var/lib/visiond/yolov8n.onnx" ] || problems="$problems a model was installed;"
 if [ -z "$problems" ]; then
-  pass "files: $(in_root dpkg -L visiond | wc -l) paths; conffile$conffiles; /etc/visiond/visiond.yaml root:visiond 640; /var/lib/visiond visiond:visiond 750; no model shipped"
+  pass "files: $(in_root dpkg -L visiond | wc -l) paths, man page, PIE binary; conffile$conffiles; /etc/visiond/visiond.yaml root:visiond 640; /var/lib/visiond visiond:visiond 750; no model shipped"
 else
   fail "files:$problems"
 fi

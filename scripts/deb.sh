@@ -12,6 +12,7 @@
 #   /usr/share/doc/visiond/visiond.example.yaml  configs/visiond.yaml (every key documented)
 #   /usr/share/visiond/fetch-model.sh        fetches the (AGPL, not shipped) yolov8n.onnx
 #   /usr/share/doc/visiond/                  README, docs, copyright, changelog
+#   /usr/share/man/man1/visiond.1.gz         packaging/visiond.1
 #   postinst (the visiond system user, /var/lib/visiond, daemon-reload), prerm (stop, disable),
 #   postrm (daemon-reload; purge: /var/lib/visiond). Depends from dpkg-shlibdeps: for arm64 it
 #   reads the shlibs and symbols files that scripts/cross-arm64.sh collected in the sysroot.
@@ -79,6 +80,9 @@ install -D -m 0755 packaging/fetch-model.sh "$STAGE/usr/share/visiond/fetch-mode
 install -D -m 0644 README.md "$STAGE/usr/share/doc/visiond/README.md"
 for f in docs/*.md; do install -m 0644 "$f" "$STAGE/usr/share/doc/visiond/"; done
 install -m 0644 packaging/copyright "$STAGE/usr/share/doc/visiond/copyright"
+install -d "$STAGE/usr/share/man/man1"
+gzip -9n <packaging/visiond.1 >"$STAGE/usr/share/man/man1/visiond.1.gz"
+chmod 0644 "$STAGE/usr/share/man/man1/visiond.1.gz"
 {
   echo "visiond ($VERSION) unstable; urgency=medium"
   echo
