@@ -346,8 +346,11 @@ func (r *report) summary(local, gpu *run) {
 		if k := ru.soak; k != nil && len(k.Samples) > 0 {
 			a, z := soakEnds(k)
 			wa, wz := sum(a.WorkerMiB), sum(z.WorkerMiB)
+			q := k.DurationS / 4
+			h0, h1 := soakFloor(k, 0, q, heapOf), soakFloor(k, 3*q, k.DurationS, heapOf)
 			rows = append(rows, []string{fmt.Sprintf("soak: %s, %d config edits: resident memory end ÷ start", dur(k.DurationS), len(k.Edits)), ru.name(),
-				fmt.Sprintf("daemon %s (%s → %s MiB), workers %s (%s → %s MiB)", f2(z.DaemonMiB/a.DaemonMiB), f0(a.DaemonMiB), f0(z.DaemonMiB), f2(wz/wa), f0(wa), f0(wz))})
+				fmt.Sprintf("daemon %s (%s → %s MiB), workers %s (%s → %s MiB); daemon Go heap, lowest sample of the first ÷ last quarter, %s (%s → %s MiB)",
+					f2(z.DaemonMiB/a.DaemonMiB), f0(a.DaemonMiB), f0(z.DaemonMiB), f2(wz/wa), f0(wa), f0(wz), f2(h1/h0), f0(h0), f0(h1))})
 		} else if ru.tag == "cpu" || ru.failed["soak"] != "" {
 			rows = append(rows, []string{"soak", ru.name(), r.notRun(ru, "soak")})
 		}
@@ -365,6 +368,24 @@ func (r *report) notRun(ru *run, part string) string {
 		return "failed: " + oneLine(why)
 	}
 	return "not run"
+}
+
+func heapOf(s soakSample) float64 { return s.HeapMiB }
+func rssOf(s soakSample) float64  { return s.DaemonMiB }
+
+// soakFloor is the lowest positive f of the soak's samples between from and to seconds that
+// have the start's cameras, all online. The Go heap is a sawtooth between collections, and
+// RSS follows the camera count: the lowest sample of the first and of the last quarter show
+// what stays.
+func soakFloor(k *soakResult, from, to float64, f func(s soakSample) float64) float64 {
+	a, _ := soakEnds(k)
+	m := math.Inf(1)
+	for _, s := range k.Samples {
+		if s.Configured == a.Configured && s.Online == s.Configured && s.T >= from && s.T <= to && f(s) > 0 {
+			m = math.Min(m, f(s))
+		}
+	}
+	return m
 }
 
 // fakePeer reports whether peer.py ran with a fake session (--fake-output).
@@ -543,8 +564,9 @@ func (r *report) peerSection(gpu *run) {
 	r.p("one ONNX Runtime session (CPU provider) shared by the threads, letterbox and class-wise NMS like visiond's")
 	r.p("(checked against visiond's on still images: `peer.py --selftest`). Both read the same RTSP cameras (`visiond-bench")
 	r.p("serve`: the sample video in real time at 10 fps, more than either analyses), both are confined to the same CPUs")
-	r.p("with `taskset` and run ONNX Runtime with the same intra-op thread count; visiond runs one CPU worker (`visiond-bench")
-	r.p("measure -fps 10`). *plain* is the guides' loop (read, infer, repeat: frames queue in the capture and it falls")
+	r.p("with `taskset`; the peer's session has as many intra-op threads as there are CPUs, and visiond runs CPU workers")
+	r.p("(`visiond-bench measure -fps 10`), as many one-thread workers as CPUs (its default) and in the other")
+	r.p("workers × threads splits listed. *plain* is the guides' loop (read, infer, repeat: frames queue in the capture and it falls")
 	r.p("behind live); *latest* keeps only each camera's newest frame (a reader thread per camera), the usual fix.")
 	r.p("")
 	if gpu == nil || gpu.peerD == nil || gpu.peerPlain == nil {
@@ -728,6 +750,15 @@ func (r *report) soakSection() error {
 				like = append(like, s)
 			}
 		}
+		floor := func(from, to float64, f func(s soakSample) float64) float64 { return soakFloor(k, from, to, f) }
+		q := k.DurationS / 4
+		// A trend over a few minutes says nothing about hours.
+		trend := func(t, y []float64) string {
+			if k.DurationS < 20*60 {
+				return "- (run too short)"
+			}
+			return f1(slope(t, y)) + " MiB/h"
+		}
 		half := like[:0:0]
 		for _, s := range like {
 			if s.T >= k.DurationS/2 {
@@ -749,8 +780,12 @@ func (r *report) soakSection() error {
 			return m
 		}
 		rows := [][]string{
-			{"daemon RSS", f0(a.DaemonMiB) + " MiB", f0(z.DaemonMiB) + " MiB", "**" + f2(z.DaemonMiB/a.DaemonMiB) + "**", f0(peak(func(s soakSample) float64 { return s.DaemonMiB })) + " MiB", f1(slope(ts, dm)) + " MiB/h"},
-			{"daemon Go heap in use", f0(a.HeapMiB) + " MiB", f0(z.HeapMiB) + " MiB", "**" + f2(z.HeapMiB/a.HeapMiB) + "**", f0(peak(func(s soakSample) float64 { return s.HeapMiB })) + " MiB", f1(slope(ts, hm)) + " MiB/h"},
+			{"daemon RSS", f0(a.DaemonMiB) + " MiB", f0(z.DaemonMiB) + " MiB", "**" + f2(z.DaemonMiB/a.DaemonMiB) + "**", f0(peak(rssOf)) + " MiB", trend(ts, dm)},
+			{"daemon RSS, lowest sample of the first / last quarter", f0(floor(0, q, rssOf)) + " MiB", f0(floor(3*q, k.DurationS, rssOf)) + " MiB",
+				f2(floor(3*q, k.DurationS, rssOf) / floor(0, q, rssOf)), "-", "-"},
+			{"daemon Go heap in use", f0(a.HeapMiB) + " MiB", f0(z.HeapMiB) + " MiB", f2(z.HeapMiB / a.HeapMiB), f0(peak(heapOf)) + " MiB", trend(ts, hm)},
+			{"daemon Go heap, lowest sample of the first / last quarter", f0(floor(0, q, heapOf)) + " MiB", f0(floor(3*q, k.DurationS, heapOf)) + " MiB",
+				"**" + f2(floor(3*q, k.DurationS, heapOf)/floor(0, q, heapOf)) + "**", "-", "-"},
 		}
 		for i := range a.WorkerMiB {
 			if i >= len(z.WorkerMiB) {
@@ -767,7 +802,7 @@ func (r *report) soakSection() error {
 				pidNote = " (process replaced)"
 			}
 			rows = append(rows, []string{fmt.Sprintf("worker %d RSS%s", i, pidNote), f0(a.WorkerMiB[i]) + " MiB", f0(z.WorkerMiB[i]) + " MiB", "**" + f2(z.WorkerMiB[i]/a.WorkerMiB[i]) + "**",
-				f0(peak(func(s soakSample) float64 { return at(s.WorkerMiB, i) })) + " MiB", f1(slope(wt, wm)) + " MiB/h"})
+				f0(peak(func(s soakSample) float64 { return at(s.WorkerMiB, i) })) + " MiB", trend(wt, wm)})
 			if a.WorkerGPU[i] > 0 || z.WorkerGPU[i] > 0 {
 				rows = append(rows, []string{fmt.Sprintf("worker %d GPU memory", i), f0(a.WorkerGPU[i]) + " MiB", f0(z.WorkerGPU[i]) + " MiB", "**" + f2(z.WorkerGPU[i]/a.WorkerGPU[i]) + "**",
 					f0(peak(func(s soakSample) float64 { return at(s.WorkerGPU, i) })) + " MiB", "-"})

@@ -47,8 +47,8 @@ step() {
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 
 # Build the daemon and the bench command (the go benchmarks' test binaries are built by their steps).
-echo "$GO build -o bin/visiond ./cmd/visiond && $GO build -o bin/visiond-bench ./cmd/visiond-bench" >>"$cmds"
-$GO build -o bin/visiond ./cmd/visiond
+echo "$GO build -buildmode=pie -o bin/visiond ./cmd/visiond && $GO build -o bin/visiond-bench ./cmd/visiond-bench" >>"$cmds"
+$GO build -buildmode=pie -o bin/visiond ./cmd/visiond
 $GO build -o bin/visiond-bench ./cmd/visiond-bench
 rel=$(realpath --relative-to=sources "$OUT") # test binaries run in their package's directory
 set +e # from here a failing part is recorded (step) and the others still run
