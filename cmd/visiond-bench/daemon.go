@@ -178,7 +178,8 @@ type daemon struct {
 	nc       *nats.Conn
 	events   *collector
 	configs  *configCounter
-	cams     []string // camera ids in the config now
+	cams     []string       // camera ids in the config now
+	servers  *cameraServers // what the cameras read; closed by Stop
 	tempDir  bool
 }
 
@@ -202,35 +203,50 @@ func freePort() (string, error) {
 
 // startDaemon writes the config with the given cameras, starts the daemon, waits for its
 // HTTP endpoint and subscribes to its events.
-func startDaemon(f daemonFlags, cams *cameraServers, n int) (*daemon, error) {
-	d := &daemon{f: f, dir: f.Dir, events: &collector{}, configs: &configCounter{}, exited: make(chan struct{})}
+func startDaemon(f daemonFlags, n int) (*daemon, error) {
+	servers, err := camerasFor(f)
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{f: f, dir: f.Dir, servers: servers, events: &collector{}, configs: &configCounter{}, exited: make(chan struct{})}
+	if err := d.start(n); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+// start writes the config with n cameras, starts `visiond run` on it and subscribes to its
+// events; on an error the caller stops d.
+func (d *daemon) start(n int) error {
+	f := d.f
 	if d.dir == "" {
 		dir, err := os.MkdirTemp("", "visiond-bench-")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.dir, d.tempDir = dir, true
 	}
 	if err := os.MkdirAll(filepath.Join(d.dir, "state"), 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	var err error
 	if d.httpAddr, err = freePort(); err != nil {
-		return nil, err
+		return err
 	}
 	if d.natsAddr, err = freePort(); err != nil {
-		return nil, err
+		return err
 	}
 	d.cfgPath = filepath.Join(d.dir, "visiond.yaml")
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("cam%03d", i)
 	}
-	if err := d.writeConfig(ids, cams); err != nil {
-		return nil, err
+	if err := d.writeConfig(ids); err != nil {
+		return err
 	}
 	if d.log, err = os.Create(filepath.Join(d.dir, "daemon.log")); err != nil {
-		return nil, err
+		return err
 	}
 	args := []string{f.Bin, "run", "-config", d.cfgPath}
 	_, lookErr := exec.LookPath("taskset")
@@ -246,21 +262,19 @@ func startDaemon(f daemonFlags, cams *cameraServers, n int) (*daemon, error) {
 		err = d.cmd.Start()
 	}
 	if err != nil {
-		return nil, err
+		d.cmd = nil // never started: nothing for Stop to wait for
+		return err
 	}
 	go func() { _ = d.cmd.Wait(); close(d.exited) }()
 	if err := d.waitHTTP(3 * time.Minute); err != nil {
-		d.Stop()
-		return nil, err
+		return err
 	}
 	d.nc, err = nats.Connect("nats://"+d.natsAddr, nats.Name("visiond-bench"))
 	if err != nil {
-		d.Stop()
-		return nil, err
+		return err
 	}
 	if _, err := d.nc.Subscribe("visiond."+site+".*.detections", d.events.handle); err != nil {
-		d.Stop()
-		return nil, err
+		return err
 	}
 	_, err = d.nc.Subscribe("visiond."+site+".config", func(m *nats.Msg) {
 		var ev struct {
@@ -278,19 +292,14 @@ func startDaemon(f daemonFlags, cams *cameraServers, n int) (*daemon, error) {
 		}
 	})
 	if err != nil {
-		d.Stop()
-		return nil, err
+		return err
 	}
-	if err := d.nc.Flush(); err != nil {
-		d.Stop()
-		return nil, err
-	}
-	return d, nil
+	return d.nc.Flush()
 }
 
 // writeConfig writes the config with these cameras (atomically: a temporary file renamed
 // over it, as deploy tools do; the daemon reloads on the rename).
-func (d *daemon) writeConfig(ids []string, cams *cameraServers) error {
+func (d *daemon) writeConfig(ids []string) error {
 	f := d.f
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by visiond-bench\nsite: %s\nlog_level: warn\nstate_dir: %q\n", site, filepath.Join(d.dir, "state"))
@@ -303,7 +312,7 @@ func (d *daemon) writeConfig(ids []string, cams *cameraServers) error {
 	}
 	for _, id := range ids {
 		n, _ := strconv.Atoi(strings.TrimLeft(id, "abcdefghijklmnopqrstuvwxyz"))
-		fmt.Fprintf(&b, "  - {id: %s, url: %q}\n", id, cams.URL(n))
+		fmt.Fprintf(&b, "  - {id: %s, url: %q}\n", id, d.servers.URL(n))
 	}
 	tmp := d.cfgPath + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
@@ -325,8 +334,8 @@ func abs(p string) string {
 
 // setCameras rewrites the config with these cameras and waits until the daemon runs
 // exactly them, all online.
-func (d *daemon) setCameras(ids []string, cams *cameraServers, timeout time.Duration) error {
-	if err := d.writeConfig(ids, cams); err != nil {
+func (d *daemon) setCameras(ids []string, timeout time.Duration) error {
+	if err := d.writeConfig(ids); err != nil {
 		return err
 	}
 	return d.waitCameras(ids, timeout)
@@ -535,6 +544,16 @@ func (d *daemon) Stop() {
 	if d.tempDir {
 		os.RemoveAll(d.dir)
 	}
+	d.servers.Close()
+}
+
+// warmUp waits until every configured camera is online, then for warmup.
+func (d *daemon) warmUp(warmup time.Duration) error {
+	if err := d.waitCameras(d.cams, 2*time.Minute); err != nil {
+		return err
+	}
+	time.Sleep(warmup)
+	return nil
 }
 
 // alive reports an error if the daemon has exited.

@@ -41,20 +41,14 @@ func measureCmd(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cams, err := camerasFor(f)
-	if err != nil {
-		return err
-	}
-	defer cams.Close()
-	d, err := startDaemon(f, cams, *n)
+	d, err := startDaemon(f, *n)
 	if err != nil {
 		return err
 	}
 	defer d.Stop()
-	if err := d.waitCameras(d.cams, 2*time.Minute); err != nil {
+	if err := d.warmUp(*warmup); err != nil {
 		return err
 	}
-	time.Sleep(*warmup)
 	ws, err := d.workers()
 	if err != nil {
 		return err

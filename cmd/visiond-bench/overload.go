@@ -68,21 +68,15 @@ func overloadCmd(args []string) error {
 	res := overloadResult{Daemon: f, Capacity: *capacity, ScaleMaxRate: maxRate, Factor: *factor, Cameras: n, DurationS: dur.Seconds(),
 		WarmupS: warmup.Seconds(), MaxFrameAgeS: 1, Started: time.Now()}
 
-	cams, err := camerasFor(f)
-	if err != nil {
-		return err
-	}
-	defer cams.Close()
-	d, err := startDaemon(f, cams, n)
+	d, err := startDaemon(f, n)
 	if err != nil {
 		return err
 	}
 	defer d.Stop()
-	if err := d.waitCameras(d.cams, 2*time.Minute); err != nil {
+	logf("overload: %d cameras (capacity %d); warming up %v once online, then %v", n, *capacity, *warmup, *dur)
+	if err := d.warmUp(*warmup); err != nil {
 		return err
 	}
-	logf("overload: %d cameras online (capacity %d); warming up %v, then %v", n, *capacity, *warmup, *dur)
-	time.Sleep(*warmup)
 	before, err := d.cameras()
 	if err != nil {
 		return err

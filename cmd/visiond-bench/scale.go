@@ -71,12 +71,7 @@ func scaleCmd(args []string) error {
 	c := criterion{FPS: f.FPS, P99MS: float64(*p99) / float64(time.Millisecond), MinShare: *minShare, Total: *totalShare}
 	res := scaleResult{Daemon: f, Criterion: c, WindowS: win.Seconds(), SettleS: settle.Seconds(), Started: time.Now()}
 
-	cams, err := camerasFor(f)
-	if err != nil {
-		return err
-	}
-	defer cams.Close()
-	d, err := startDaemon(f, cams, 0)
+	d, err := startDaemon(f, 0)
 	if err != nil {
 		return err
 	}
@@ -90,7 +85,7 @@ func scaleCmd(args []string) error {
 		for i := range ids {
 			ids[i] = fmt.Sprintf("cam%03d", i)
 		}
-		if err := d.setCameras(ids, cams, 90*time.Second); err != nil {
+		if err := d.setCameras(ids, 90*time.Second); err != nil {
 			if aerr := d.alive(); aerr != nil {
 				return aerr
 			}

@@ -86,20 +86,14 @@ func soakCmd(args []string) error {
 	res := soakResult{Daemon: f, DurationS: dur.Seconds(), EditEveryS: every.Seconds(), SampleS: sample.Seconds(),
 		Base: *base, Churn: *churn, WarmupS: warmup.Seconds(), Started: time.Now()}
 
-	cams, err := camerasFor(f)
-	if err != nil {
-		return err
-	}
-	defer cams.Close()
-	d, err := startDaemon(f, cams, *base)
+	d, err := startDaemon(f, *base)
 	if err != nil {
 		return err
 	}
 	defer d.Stop()
-	if err := d.waitCameras(d.cams, 2*time.Minute); err != nil {
+	if err := d.warmUp(*warmup); err != nil {
 		return err
 	}
-	time.Sleep(*warmup)
 	baseIDs := append([]string(nil), d.cams...)
 	next := *base // the number in the next new camera's id
 	var churned []string
@@ -138,7 +132,7 @@ func soakCmd(args []string) error {
 				e.Removed, churned = churned, nil
 			}
 			ids := append(append([]string(nil), baseIDs...), churned...)
-			if err := d.writeConfig(ids, cams); err != nil {
+			if err := d.writeConfig(ids); err != nil {
 				return err
 			}
 			e.Cameras = len(ids)
