@@ -80,13 +80,10 @@ func (c *camera) schedule(next time.Time) {
 }
 
 // superseded counts the frames replaced by a newer one before their turn: in the mailbox,
-// or at the source before they were scaled (sources.Camera.NeedFrom).
-func (c *camera) superseded() uint64 {
-	n := c.box.Dropped()
-	if c.src != nil {
-		n += c.src.Status().Unneeded
-	}
-	return n
+// or at the source before they were scaled (sources.Camera.NeedFrom); st is the source's
+// status.
+func (c *camera) superseded(st sources.Status) uint64 {
+	return c.box.Dropped() + st.Unneeded
 }
 
 // durStat summarizes a duration: an exponentially weighted mean and the maximum since the
@@ -150,14 +147,13 @@ func (r *rate) perSecond(now time.Time, stale time.Duration) float64 {
 	return float64(k-1) / last.Sub(first).Seconds()
 }
 
-type counts struct{ analysed, stale, lost, dropped uint64 }
+type counts struct{ analysed, stale, lost, superseded uint64 }
 
 // summary is what changed since the previous summary.
 type summary struct {
-	analysed, stale, lost uint64
-	prevDropped           uint64
-	objects               string
-	lastErr               string
+	analysed, stale, lost, superseded uint64
+	objects                           string
+	lastErr                           string
 }
 
 // countResult counts an analysed frame: its detections and its latency per stage. The
@@ -184,18 +180,19 @@ func (c *camera) noteError(err error) {
 	c.mu.Unlock()
 }
 
-// summarize returns the counts since the last call and starts a new window.
-func (c *camera) summarize() summary {
-	now := counts{c.analysed.Load(), c.stale.Load(), c.lost.Load() + c.timeouts.Load() + c.rejected.Load(), c.superseded()}
+// summarize returns the counts since the last call and starts a new window; st is the
+// source's status.
+func (c *camera) summarize(st sources.Status) summary {
+	now := counts{c.analysed.Load(), c.stale.Load(), c.lost.Load() + c.timeouts.Load() + c.rejected.Load(), c.superseded(st)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := summary{
-		analysed:    now.analysed - c.prev.analysed,
-		stale:       now.stale - c.prev.stale,
-		lost:        now.lost - c.prev.lost,
-		prevDropped: c.prev.dropped,
-		objects:     formatLabels(c.labels),
-		lastErr:     c.lastErr,
+		analysed:   now.analysed - c.prev.analysed,
+		stale:      now.stale - c.prev.stale,
+		lost:       now.lost - c.prev.lost,
+		superseded: now.superseded - c.prev.superseded,
+		objects:    formatLabels(c.labels),
+		lastErr:    c.lastErr,
 	}
 	c.prev = now
 	c.labels = nil
@@ -280,7 +277,7 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 		Decoded:   st.Frames,
 		Analysed:  analysed,
 		Drops: Drops{
-			Superseded: c.superseded(),
+			Superseded: c.superseded(st),
 			Stale:      c.stale.Load(),
 			Source:     st.Dropped,
 			WorkerLost: c.lost.Load(),

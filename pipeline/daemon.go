@@ -458,11 +458,11 @@ func (d *Daemon) wakeUp() {
 
 func (d *Daemon) logSummary() {
 	for _, c := range d.cams {
-		s := c.summarize()
 		st := c.src.Status()
+		s := c.summarize(st)
 		_, ageMax := c.frameAge.get(true)
 		args := []any{"camera", c.cfg.ID, "state", st.State, "analysed", s.analysed, "objects", s.objects,
-			"superseded", c.superseded() - s.prevDropped, "stale", s.stale, "lost", s.lost,
+			"superseded", s.superseded, "stale", s.stale, "lost", s.lost,
 			"frame_age_max_ms", ms(ageMax)}
 		if s.lastErr != "" {
 			args = append(args, "last_error", s.lastErr)
