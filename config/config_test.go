@@ -189,6 +189,8 @@ var badCases = []struct {
 	{"long id", "cameras:\n  - id: " + strings.Repeat("x", 65) + "\n    url: rtsp://h\n", "cameras[0].id", 2, "too long: 65 characters", ""},
 	{"bad transport", "cameras:\n  - id: a\n    url: rtsp://h\n    transport: quic\n", "cameras[0].transport", 4, `unknown value "quic"`, ""},
 	{"bad enabled", "cameras:\n  - id: a\n    url: rtsp://h\n    enabled: maybe\n", "cameras[0].enabled", 4, "want true or false", ""},
+	{"bad spin", "workers:\n  pools:\n    - {spin: maybe}\n", "workers.pools[0].spin", 3, `want true or false, got "maybe"`, ""},
+	{"bad pprof", "http:\n  pprof: yes please\n", "http.pprof", 2, `want true or false, got "yes please"`, ""},
 	{"bad provider", "workers:\n  pools:\n    - provider: openvino\n", "workers.pools[0].provider", 3, `unknown value "openvino": want one of cpu, cuda, tensorrt`, ""},
 	{"no pools", "workers:\n  pools: []\n", "workers.pools", 2, "missing: at least one pool", ""},
 	{"bad arena strategy", "workers:\n  pools:\n    - provider: cuda\n      cuda: {arena_extend_strategy: huge}\n", "workers.pools[0].cuda.arena_extend_strategy", 4, `unknown value "huge"`, ""},
