@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL ?= install
 
-.PHONY: all setup build run test vet fmt-check tidy-check bench bench-report bench-micro install clean
+.PHONY: all setup build run test test-loaded vet fmt-check tidy-check bench bench-report bench-micro install clean
 
 all: build
 
@@ -32,6 +32,18 @@ run: setup build
 
 test: setup vet fmt-check
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+# The suite beside stress-ng keeping every core busy, as on a CI machine shared with other
+# work: $(LOAD_PER_CPU) CPU stressors per CPU (a load of about 4x the CPUs). A test that
+# passes here does not depend on how fast the machine is.
+LOAD_PER_CPU ?= 4
+test-loaded: setup vet fmt-check
+	@command -v stress-ng >/dev/null || { echo "stress-ng missing: run make setup"; exit 1; }
+	@stress-ng --cpu $$(( $(LOAD_PER_CPU) * $$(nproc) )) --timeout 3h --quiet & load=$$!; \
+	trap 'kill $$load 2>/dev/null; wait $$load 2>/dev/null' EXIT; \
+	sleep 2; echo "load: $$(cut -d' ' -f1-3 /proc/loadavg) with $$(( $(LOAD_PER_CPU) * $$(nproc) )) stressors"; \
+	$(GO) test -race -count=1 -timeout 60m $(PKGS); rc=$$?; \
+	echo "load at the end: $$(cut -d' ' -f1-3 /proc/loadavg)"; exit $$rc
 
 vet:
 	$(GO) vet $(PKGS)

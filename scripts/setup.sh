@@ -25,6 +25,8 @@ APT_PACKAGES=(
   gir1.2-gst-rtsp-server-1.0 python3-gi
   # headless Chromium for the status page's test (pipeline/statuspage_test.go)
   chromium
+  # busy cores beside the suite: make test-loaded
+  stress-ng
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
