@@ -354,7 +354,7 @@ type Camera struct {
 	// Kind is the kind of source: rtsp, gstreamer or file. Default "rtsp".
 	Kind string `yaml:"kind"`
 	// URL is the camera's rtsp:// or rtsps:// URL, credentials included or in
-	// Username and Password. Required for kind rtsp. Log it through Redact.
+	// Username and Password. Required for kind rtsp. Log it through redact.URL.
 	URL string `yaml:"url,omitempty"`
 	// Username and Password are the RTSP credentials, when not in URL.
 	Username string `yaml:"username,omitempty"`

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/visiond/visiond/internal/redact"
 )
 
 // Problem is one thing wrong in a configuration.
@@ -403,7 +405,7 @@ func checkCameraURL(raw string) string {
 	if err != nil {
 		// Explain with the error of the redacted URL, so that the password
 		// cannot leak through the parser's message.
-		_, rerr := url.Parse(Redact(raw))
+		_, rerr := url.Parse(redact.URL(raw))
 		var uerr *url.Error
 		if errors.As(rerr, &uerr) {
 			return "cannot parse URL: " + uerr.Err.Error()

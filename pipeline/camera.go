@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -270,7 +271,7 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 	c.mu.Unlock()
 	return CameraStatus{
 		ID:        c.cfg.ID,
-		URL:       config.Redact(c.cfg.URL),
+		URL:       redact.URL(c.cfg.URL),
 		State:     st.State,
 		LastError: st.LastError,
 		FPS:       c.cfg.FPS,

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/redact"
 )
 
 // Publisher delivers events to NATS without ever blocking the pipeline.
@@ -138,7 +139,7 @@ func (p *Publisher) connect() error {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			p.log.Info("NATS reconnected", "url", config.Redact(nc.ConnectedUrl()))
+			p.log.Info("NATS reconnected", "url", redact.URL(nc.ConnectedUrl()))
 			select {
 			case p.up <- struct{}{}:
 			default:
@@ -169,13 +170,13 @@ func (p *Publisher) connect() error {
 		// nats.go may quote a URL in its error (a parse error does): scrub the whole text.
 		msg := fmt.Sprintf("NATS %s: %v", p.URL, err)
 		for _, u := range strings.Split(p.URL, ",") {
-			msg = config.NewRedactor(strings.TrimSpace(u)).Scrub(msg)
+			msg = redact.New(strings.TrimSpace(u)).Scrub(msg)
 		}
 		if p.Auth.Password != "" {
-			msg = strings.ReplaceAll(msg, p.Auth.Password, "xxxxx")
+			msg = strings.ReplaceAll(msg, p.Auth.Password, redact.Mask)
 		}
 		if p.Auth.Token != "" {
-			msg = strings.ReplaceAll(msg, p.Auth.Token, "xxxxx")
+			msg = strings.ReplaceAll(msg, p.Auth.Token, redact.Mask)
 		}
 		return errors.New(msg)
 	}

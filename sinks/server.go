@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/redact"
 )
 
 // Server is the embedded NATS server, so the default configuration works with nothing else
@@ -70,7 +71,7 @@ func (s *Server) Start() error {
 	s.ns = ns
 	if s.Logger != nil {
 		s.Logger.Info("embedded NATS server ready", "url", ns.ClientURL(), "jetstream", opts.JetStream,
-			"store", opts.StoreDir, "domain", opts.JetStreamDomain, "leaf", config.Redact(s.Leaf.URL))
+			"store", opts.StoreDir, "domain", opts.JetStreamDomain, "leaf", redact.URL(s.Leaf.URL))
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/redact"
 )
 
 const (
@@ -377,7 +378,7 @@ func redactPipeline(p string) string {
 		}
 		s := strings.LastIndexAny(f[:k], "=\"'") + 1
 		u := strings.TrimRight(f[s:], "\"'")
-		fields[i] = f[:s] + config.Redact(u) + f[s+len(u):]
+		fields[i] = f[:s] + redact.URL(u) + f[s+len(u):]
 	}
 	return strings.Join(fields, " ")
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/redact"
 )
 
 // Camera states reported by Status.
@@ -132,7 +133,7 @@ type Camera struct {
 	retryMin, retryMax, stableAfter, readTimeout time.Duration
 
 	log      *slog.Logger
-	redactor config.Redactor // hides the URL's password in logs, status and errors
+	redactor redact.Redactor // hides the URL's password in logs, status and errors
 	pool     chan *Frame
 
 	frames, delivered, dropped, reconnects atomic.Uint64
@@ -185,7 +186,7 @@ func (c *Camera) init() {
 	setDefault(&c.stableAfter, stableAfter)
 	setDefault(&c.readTimeout, readTimeout)
 	setDefault(&c.StallTimeout, stallTimeout)
-	c.redactor = config.NewRedactor(withCredentials(c.URL, c.Username, c.Password))
+	c.redactor = redact.New(withCredentials(c.URL, c.Username, c.Password))
 	logger := c.Logger
 	if logger == nil {
 		logger = slog.Default()
