@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/visiond/visiond/sources"
 )
 
 // Config is visiond's configuration, as read from its YAML file.
@@ -323,14 +325,14 @@ type CameraDefaults struct {
 	// Enabled says whether cameras are watched; nil means true. Default true.
 	Enabled *bool `yaml:"enabled"`
 	// Transport is the RTSP transport: tcp, udp or auto (UDP, then TCP if no
-	// UDP packet arrives). Default "tcp".
-	Transport string `yaml:"transport"`
+	// UDP packet arrives). Default sources.DefaultTransport (tcp).
+	Transport sources.Transport `yaml:"transport"`
 	// Decode is which frames are decoded: all, or keyframes (only random-access
 	// units: far less CPU when fps is at or below the stream's keyframe rate).
-	// Default "all".
-	Decode string `yaml:"decode"`
+	// Default sources.DefaultDecode (all).
+	Decode sources.DecodeMode `yaml:"decode"`
 	// StallTimeout is how long a camera may deliver no frame before its session
-	// is closed and reopened, > 0. Default 10s.
+	// is closed and reopened, > 0. Default sources.DefaultStallTimeout (10s).
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// Weight is the camera's share of the workers when they cannot keep up
 	// with every camera's fps, > 0: under overload each camera's analysed fps
@@ -338,21 +340,17 @@ type CameraDefaults struct {
 	Weight float64 `yaml:"weight"`
 }
 
-// Camera kinds.
-const (
-	KindRTSP      = "rtsp"      // an RTSP camera: url
-	KindGStreamer = "gstreamer" // a GStreamer pipeline ending in appsink: pipeline
-	KindFile      = "file"      // a video file played at its own rate, looped: file
-)
-
 // Camera is one camera, in resolved form: after Parse every field holds its
 // effective value, taken from camera_defaults where the camera does not set it.
+// Kind, Transport and Decode hold the sources package's values, checked by
+// Validate, so that a camera's source is built from them as they are (Source).
 type Camera struct {
 	// ID names the camera; it is a token of NATS subjects. Required, unique,
 	// letters, digits, '_' and '-' only, at most 64 characters.
 	ID string `yaml:"id"`
-	// Kind is the kind of source: rtsp, gstreamer or file. Default "rtsp".
-	Kind string `yaml:"kind"`
+	// Kind is the kind of source: rtsp, gstreamer or file. Default
+	// sources.DefaultKind (rtsp).
+	Kind sources.Kind `yaml:"kind"`
 	// URL is the camera's rtsp:// or rtsps:// URL, credentials included or in
 	// Username and Password. Required for kind rtsp. Log it through redact.URL.
 	URL string `yaml:"url,omitempty"`
@@ -371,38 +369,56 @@ type Camera struct {
 	// Enabled says whether the camera is watched.
 	Enabled bool `yaml:"enabled"`
 	// Transport is the RTSP transport: tcp, udp or auto.
-	Transport string `yaml:"transport"`
+	Transport sources.Transport `yaml:"transport"`
 	// Decode is all or keyframes.
-	Decode string `yaml:"decode"`
+	Decode sources.DecodeMode `yaml:"decode"`
 	// StallTimeout closes and reopens a session that delivers no frame for this long.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// Weight is the camera's share of the workers under overload.
 	Weight float64 `yaml:"weight"`
 }
 
+// Source returns the camera's source, not started, with every option the config
+// holds; the caller sets the rest (model input size, callbacks, logger) before
+// Start.
+func (c Camera) Source() *sources.Camera {
+	return &sources.Camera{
+		ID:           c.ID,
+		Kind:         c.Kind,
+		URL:          c.URL,
+		Username:     c.Username,
+		Password:     c.Password,
+		Transport:    c.Transport,
+		Decode:       c.Decode,
+		Pipeline:     c.Pipeline,
+		File:         c.File,
+		StallTimeout: c.StallTimeout,
+	}
+}
+
 // rawCamera is a camera as written in YAML: a nil field was left unset and
 // takes its value from camera_defaults.
 type rawCamera struct {
-	ID           *string        `yaml:"id"`
-	Kind         *string        `yaml:"kind"`
-	URL          *string        `yaml:"url"`
-	Username     *string        `yaml:"username"`
-	Password     *string        `yaml:"password"`
-	Pipeline     *string        `yaml:"pipeline"`
-	File         *string        `yaml:"file"`
-	FPS          *float64       `yaml:"fps"`
-	Enabled      *bool          `yaml:"enabled"`
-	Transport    *string        `yaml:"transport"`
-	Decode       *string        `yaml:"decode"`
-	StallTimeout *time.Duration `yaml:"stall_timeout"`
-	Weight       *float64       `yaml:"weight"`
+	ID           *string             `yaml:"id"`
+	Kind         *sources.Kind       `yaml:"kind"`
+	URL          *string             `yaml:"url"`
+	Username     *string             `yaml:"username"`
+	Password     *string             `yaml:"password"`
+	Pipeline     *string             `yaml:"pipeline"`
+	File         *string             `yaml:"file"`
+	FPS          *float64            `yaml:"fps"`
+	Enabled      *bool               `yaml:"enabled"`
+	Transport    *sources.Transport  `yaml:"transport"`
+	Decode       *sources.DecodeMode `yaml:"decode"`
+	StallTimeout *time.Duration      `yaml:"stall_timeout"`
+	Weight       *float64            `yaml:"weight"`
 }
 
 // resolve fills the fields r leaves unset from d.
 func (r rawCamera) resolve(d CameraDefaults) Camera {
 	return Camera{
 		ID:           or(r.ID, ""),
-		Kind:         or(r.Kind, KindRTSP),
+		Kind:         or(r.Kind, sources.DefaultKind),
 		URL:          or(r.URL, ""),
 		Username:     or(r.Username, ""),
 		Password:     or(r.Password, ""),
@@ -463,9 +479,9 @@ func Default() *Config {
 		CameraDefaults: CameraDefaults{
 			FPS:          5,
 			Enabled:      &enabled,
-			Transport:    "tcp",
-			Decode:       "all",
-			StallTimeout: 10 * time.Second,
+			Transport:    sources.DefaultTransport,
+			Decode:       sources.DefaultDecode,
+			StallTimeout: sources.DefaultStallTimeout,
 			Weight:       1,
 		},
 	}

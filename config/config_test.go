@@ -14,6 +14,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/configs"
+	"github.com/visiond/visiond/sources"
 )
 
 func TestShippedConfigs(t *testing.T) {
@@ -144,6 +145,15 @@ cameras:
 	}
 	if !reflect.DeepEqual(cfg.Cameras, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg.Cameras, want)
+	}
+
+	// The source is built from the resolved camera as it is: its options are
+	// already the sources package's values.
+	src := cfg.Cameras[1].Source()
+	if src.ID != "overrides" || src.Kind != sources.KindRTSP || src.URL != "rtsps://cam2:322/live" ||
+		src.Username != "user" || src.Password != "pw" || src.Transport != sources.TransportAuto ||
+		src.Decode != sources.DecodeAll || src.StallTimeout != 3*time.Second {
+		t.Errorf("Source() = %+v", src)
 	}
 
 	cfg, err = config.Parse([]byte("camera_defaults:\n  enabled: false\ncameras:\n  - {id: a, url: rtsp://a}\n  - {id: b, url: rtsp://b, enabled: true}\n"))

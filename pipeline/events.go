@@ -75,7 +75,7 @@ func (d *Daemon) publishHealth(now time.Time) {
 			p = healthCounts{} // restarted by a reload: its counters began again
 		}
 		d.healthPrev[c.ID] = cur
-		h := sinks.CameraHealth{Camera: c.ID, State: c.State, FPS: c.FPS,
+		h := sinks.CameraHealth{Camera: c.ID, State: string(c.State), FPS: c.FPS,
 			Decoded: cur.decoded - p.decoded, Analysed: cur.analysed - p.analysed, Dropped: cur.dropped - p.dropped}
 		if interval > 0 {
 			h.FPSAchieved = float64(h.Analysed) / interval.Seconds()
