@@ -24,6 +24,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
 
@@ -105,15 +106,17 @@ type NATS struct {
 	Leaf Leaf `yaml:"leaf"`
 	// OutboxMiB bounds the events held in the daemon's memory while they wait
 	// for an acknowledgement (the server is unreachable, or slow); past it the
-	// oldest go first and a gap event says how many, >= 1. Default 64.
+	// oldest go first and a gap event says how many, >= 1. Default
+	// sinks.DefaultOutboxBytes (64 MiB).
 	OutboxMiB int `yaml:"outbox_mib"`
 	// HealthInterval is the period of the health event on
-	// "<prefix>.<site>.health", > 0. Default 10s.
+	// "<prefix>.<site>.health", > 0. Default sinks.DefaultHealthInterval (10s).
 	HealthInterval time.Duration `yaml:"health_interval"`
 }
 
 // NATSAuth holds NATS credentials: user and password, or a token, or an nkey
 // seed file, or a credentials (JWT) file; at most one of these. Log none of it.
+// Its fields are sinks.Auth's (see there), with their YAML keys.
 type NATSAuth struct {
 	User            string `yaml:"user,omitempty"`
 	Password        string `yaml:"password,omitempty"`
@@ -125,7 +128,7 @@ type NATSAuth struct {
 // Set reports whether any credential is given.
 func (a NATSAuth) Set() bool { return a != NATSAuth{} }
 
-// TLS names PEM files.
+// TLS names PEM files: sinks.TLS's fields (see there), with their YAML keys.
 type TLS struct {
 	CAFile   string `yaml:"ca_file,omitempty"`
 	CertFile string `yaml:"cert_file,omitempty"`
@@ -138,13 +141,15 @@ type Stream struct {
 	// '_', a '-', and the site, e.g. "visiond-warehouse-7".
 	Name string `yaml:"name"`
 	// MaxAge removes events older than this, >= 0; 0 keeps them until
-	// MaxBytesMiB. Default 168h (7 days).
+	// MaxBytesMiB. Default sinks.DefaultStreamMaxAge (168h, 7 days).
 	MaxAge time.Duration `yaml:"max_age"`
 	// MaxBytesMiB bounds the stream: when full, the oldest events go first
-	// and a gap event says how many, >= 1. Default 1024.
+	// and a gap event says how many, >= 1. Default sinks.DefaultStreamMaxBytes
+	// (1024 MiB).
 	MaxBytesMiB int `yaml:"max_bytes_mib"`
 	// DuplicateWindow is how long the server remembers event ids to drop
-	// a retried event it already holds, > 0. Default 2m.
+	// a retried event it already holds, > 0. Default
+	// sinks.DefaultDuplicateWindow (2m).
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 }
 
@@ -378,24 +383,6 @@ type Camera struct {
 	Weight float64 `yaml:"weight"`
 }
 
-// Source returns the camera's source, not started, with every option the config
-// holds; the caller sets the rest (model input size, callbacks, logger) before
-// Start.
-func (c Camera) Source() *sources.Camera {
-	return &sources.Camera{
-		ID:           c.ID,
-		Kind:         c.Kind,
-		URL:          c.URL,
-		Username:     c.Username,
-		Password:     c.Password,
-		Transport:    c.Transport,
-		Decode:       c.Decode,
-		Pipeline:     c.Pipeline,
-		File:         c.File,
-		StallTimeout: c.StallTimeout,
-	}
-}
-
 // rawCamera is a camera as written in YAML: a nil field was left unset and
 // takes its value from camera_defaults.
 type rawCamera struct {
@@ -459,12 +446,16 @@ func Default() *Config {
 		LogFormat: "text",
 		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
 		NATS: NATS{
-			Listen:         "127.0.0.1:4222",
-			SubjectPrefix:  "visiond",
-			JetStream:      true,
-			Stream:         Stream{MaxAge: 7 * 24 * time.Hour, MaxBytesMiB: 1024, DuplicateWindow: 2 * time.Minute},
-			OutboxMiB:      64,
-			HealthInterval: 10 * time.Second,
+			Listen:        "127.0.0.1:4222",
+			SubjectPrefix: "visiond",
+			JetStream:     true,
+			Stream: Stream{
+				MaxAge:          sinks.DefaultStreamMaxAge,
+				MaxBytesMiB:     sinks.DefaultStreamMaxBytes >> 20,
+				DuplicateWindow: sinks.DefaultDuplicateWindow,
+			},
+			OutboxMiB:      sinks.DefaultOutboxBytes >> 20,
+			HealthInterval: sinks.DefaultHealthInterval,
 		},
 		Workers: Workers{
 			Model:      "third_party/yolov8n.onnx",

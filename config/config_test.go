@@ -14,6 +14,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/configs"
+	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
 
@@ -63,6 +64,8 @@ func TestDefaults(t *testing.T) {
 			cfg.Pipeline != (config.Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second}) ||
 			cfg.Sample != (config.Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"}) ||
 			cfg.CameraDefaults.FPS != 5 || cfg.CameraDefaults.Transport != "tcp" ||
+			cfg.CameraDefaults.Decode != "all" || cfg.CameraDefaults.StallTimeout != 10*time.Second ||
+			cfg.CameraDefaults.Weight != 1 ||
 			cfg.CameraDefaults.Enabled == nil || !*cfg.CameraDefaults.Enabled ||
 			len(cfg.Cameras) != 0 {
 			t.Errorf("%q: not the defaults: %+v", doc, cfg)
@@ -162,6 +165,46 @@ cameras:
 	}
 	if cfg.Cameras[0].Enabled || !cfg.Cameras[1].Enabled {
 		t.Errorf("enabled: got %+v", cfg.Cameras)
+	}
+}
+
+// The nats section converts into the publisher's and the embedded server's
+// options, sizes in bytes.
+func TestNATSOptions(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+site: lab
+state_dir: /var/lib/visiond
+nats:
+  auth: {user: box, password: s3cret}
+  tls: {cert_file: s.pem, key_file: s.key}
+  outbox_mib: 8
+  stream: {max_age: 1h, max_bytes_mib: 16, duplicate_window: 30s}
+  leaf:
+    url: tls://hub:7422
+    auth: {credentials_file: box.creds}
+    tls: {ca_file: ca.pem}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.NATSPublisher()
+	if p.URL != "" || p.Auth != (sinks.Auth{User: "box", Password: "s3cret"}) || p.TLS != (sinks.TLS{CertFile: "s.pem", KeyFile: "s.key"}) ||
+		p.Prefix != "visiond" || p.Site != "lab" || !p.JetStream || p.OutboxBytes != 8<<20 ||
+		p.Stream != (sinks.StreamConfig{Name: "visiond-lab", MaxAge: time.Hour, MaxBytes: 16 << 20, Duplicates: 30 * time.Second}) {
+		t.Errorf("NATSPublisher() = %+v", p)
+	}
+	s, err := cfg.NATSServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sinks.Server{Listen: "127.0.0.1:4222", StoreDir: "/var/lib/visiond", Domain: "lab",
+		Auth: p.Auth, TLS: p.TLS, Leaf: sinks.Leaf{URL: "tls://hub:7422", Auth: sinks.Auth{CredentialsFile: "box.creds"}, TLS: sinks.TLS{CAFile: "ca.pem"}}}
+	if s.Listen != want.Listen || s.StoreDir != want.StoreDir || s.Domain != want.Domain || s.Auth != want.Auth || s.TLS != want.TLS || s.Leaf != want.Leaf {
+		t.Errorf("NATSServer() = %+v", s)
+	}
+	cfg.NATS.JetStream = false
+	if s, err := cfg.NATSServer(); err != nil || s.StoreDir != "" || s.Domain != "" {
+		t.Errorf("without JetStream: NATSServer() = %+v, %v", s, err)
 	}
 }
 
