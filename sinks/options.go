@@ -41,9 +41,6 @@ type Auth struct {
 	CredentialsFile string
 }
 
-// Set reports whether any credential is given.
-func (a Auth) Set() bool { return a != Auth{} }
-
 // TLS names PEM files. The zero value is no TLS.
 type TLS struct {
 	// CAFile holds the certificates that sign the peer's: a client verifies servers with
