@@ -23,6 +23,9 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources"
 )
 
 // Config is visiond's configuration, as read from its YAML file.
@@ -103,15 +106,17 @@ type NATS struct {
 	Leaf Leaf `yaml:"leaf"`
 	// OutboxMiB bounds the events held in the daemon's memory while they wait
 	// for an acknowledgement (the server is unreachable, or slow); past it the
-	// oldest go first and a gap event says how many, >= 1. Default 64.
+	// oldest go first and a gap event says how many, >= 1. Default
+	// sinks.DefaultOutboxBytes (64 MiB).
 	OutboxMiB int `yaml:"outbox_mib"`
 	// HealthInterval is the period of the health event on
-	// "<prefix>.<site>.health", > 0. Default 10s.
+	// "<prefix>.<site>.health", > 0. Default sinks.DefaultHealthInterval (10s).
 	HealthInterval time.Duration `yaml:"health_interval"`
 }
 
 // NATSAuth holds NATS credentials: user and password, or a token, or an nkey
 // seed file, or a credentials (JWT) file; at most one of these. Log none of it.
+// Its fields are sinks.Auth's (see there), with their YAML keys.
 type NATSAuth struct {
 	User            string `yaml:"user,omitempty"`
 	Password        string `yaml:"password,omitempty"`
@@ -123,7 +128,7 @@ type NATSAuth struct {
 // Set reports whether any credential is given.
 func (a NATSAuth) Set() bool { return a != NATSAuth{} }
 
-// TLS names PEM files.
+// TLS names PEM files: sinks.TLS's fields (see there), with their YAML keys.
 type TLS struct {
 	CAFile   string `yaml:"ca_file,omitempty"`
 	CertFile string `yaml:"cert_file,omitempty"`
@@ -136,13 +141,15 @@ type Stream struct {
 	// '_', a '-', and the site, e.g. "visiond-warehouse-7".
 	Name string `yaml:"name"`
 	// MaxAge removes events older than this, >= 0; 0 keeps them until
-	// MaxBytesMiB. Default 168h (7 days).
+	// MaxBytesMiB. Default sinks.DefaultStreamMaxAge (168h, 7 days).
 	MaxAge time.Duration `yaml:"max_age"`
 	// MaxBytesMiB bounds the stream: when full, the oldest events go first
-	// and a gap event says how many, >= 1. Default 1024.
+	// and a gap event says how many, >= 1. Default sinks.DefaultStreamMaxBytes
+	// (1024 MiB).
 	MaxBytesMiB int `yaml:"max_bytes_mib"`
 	// DuplicateWindow is how long the server remembers event ids to drop
-	// a retried event it already holds, > 0. Default 2m.
+	// a retried event it already holds, > 0. Default
+	// sinks.DefaultDuplicateWindow (2m).
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 }
 
@@ -323,14 +330,14 @@ type CameraDefaults struct {
 	// Enabled says whether cameras are watched; nil means true. Default true.
 	Enabled *bool `yaml:"enabled"`
 	// Transport is the RTSP transport: tcp, udp or auto (UDP, then TCP if no
-	// UDP packet arrives). Default "tcp".
-	Transport string `yaml:"transport"`
+	// UDP packet arrives). Default sources.DefaultTransport (tcp).
+	Transport sources.Transport `yaml:"transport"`
 	// Decode is which frames are decoded: all, or keyframes (only random-access
 	// units: far less CPU when fps is at or below the stream's keyframe rate).
-	// Default "all".
-	Decode string `yaml:"decode"`
+	// Default sources.DefaultDecode (all).
+	Decode sources.DecodeMode `yaml:"decode"`
 	// StallTimeout is how long a camera may deliver no frame before its session
-	// is closed and reopened, > 0. Default 10s.
+	// is closed and reopened, > 0. Default sources.DefaultStallTimeout (10s).
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// Weight is the camera's share of the workers when they cannot keep up
 	// with every camera's fps, > 0: under overload each camera's analysed fps
@@ -338,23 +345,19 @@ type CameraDefaults struct {
 	Weight float64 `yaml:"weight"`
 }
 
-// Camera kinds.
-const (
-	KindRTSP      = "rtsp"      // an RTSP camera: url
-	KindGStreamer = "gstreamer" // a GStreamer pipeline ending in appsink: pipeline
-	KindFile      = "file"      // a video file played at its own rate, looped: file
-)
-
 // Camera is one camera, in resolved form: after Parse every field holds its
 // effective value, taken from camera_defaults where the camera does not set it.
+// Kind, Transport and Decode hold the sources package's values, checked by
+// Validate, so that a camera's source is built from them as they are (Source).
 type Camera struct {
 	// ID names the camera; it is a token of NATS subjects. Required, unique,
 	// letters, digits, '_' and '-' only, at most 64 characters.
 	ID string `yaml:"id"`
-	// Kind is the kind of source: rtsp, gstreamer or file. Default "rtsp".
-	Kind string `yaml:"kind"`
+	// Kind is the kind of source: rtsp, gstreamer or file. Default
+	// sources.DefaultKind (rtsp).
+	Kind sources.Kind `yaml:"kind"`
 	// URL is the camera's rtsp:// or rtsps:// URL, credentials included or in
-	// Username and Password. Required for kind rtsp. Log it through Redact.
+	// Username and Password. Required for kind rtsp. Log it through redact.URL.
 	URL string `yaml:"url,omitempty"`
 	// Username and Password are the RTSP credentials, when not in URL.
 	Username string `yaml:"username,omitempty"`
@@ -371,9 +374,9 @@ type Camera struct {
 	// Enabled says whether the camera is watched.
 	Enabled bool `yaml:"enabled"`
 	// Transport is the RTSP transport: tcp, udp or auto.
-	Transport string `yaml:"transport"`
+	Transport sources.Transport `yaml:"transport"`
 	// Decode is all or keyframes.
-	Decode string `yaml:"decode"`
+	Decode sources.DecodeMode `yaml:"decode"`
 	// StallTimeout closes and reopens a session that delivers no frame for this long.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// Weight is the camera's share of the workers under overload.
@@ -383,26 +386,26 @@ type Camera struct {
 // rawCamera is a camera as written in YAML: a nil field was left unset and
 // takes its value from camera_defaults.
 type rawCamera struct {
-	ID           *string        `yaml:"id"`
-	Kind         *string        `yaml:"kind"`
-	URL          *string        `yaml:"url"`
-	Username     *string        `yaml:"username"`
-	Password     *string        `yaml:"password"`
-	Pipeline     *string        `yaml:"pipeline"`
-	File         *string        `yaml:"file"`
-	FPS          *float64       `yaml:"fps"`
-	Enabled      *bool          `yaml:"enabled"`
-	Transport    *string        `yaml:"transport"`
-	Decode       *string        `yaml:"decode"`
-	StallTimeout *time.Duration `yaml:"stall_timeout"`
-	Weight       *float64       `yaml:"weight"`
+	ID           *string             `yaml:"id"`
+	Kind         *sources.Kind       `yaml:"kind"`
+	URL          *string             `yaml:"url"`
+	Username     *string             `yaml:"username"`
+	Password     *string             `yaml:"password"`
+	Pipeline     *string             `yaml:"pipeline"`
+	File         *string             `yaml:"file"`
+	FPS          *float64            `yaml:"fps"`
+	Enabled      *bool               `yaml:"enabled"`
+	Transport    *sources.Transport  `yaml:"transport"`
+	Decode       *sources.DecodeMode `yaml:"decode"`
+	StallTimeout *time.Duration      `yaml:"stall_timeout"`
+	Weight       *float64            `yaml:"weight"`
 }
 
 // resolve fills the fields r leaves unset from d.
 func (r rawCamera) resolve(d CameraDefaults) Camera {
 	return Camera{
 		ID:           or(r.ID, ""),
-		Kind:         or(r.Kind, KindRTSP),
+		Kind:         or(r.Kind, sources.DefaultKind),
 		URL:          or(r.URL, ""),
 		Username:     or(r.Username, ""),
 		Password:     or(r.Password, ""),
@@ -443,12 +446,16 @@ func Default() *Config {
 		LogFormat: "text",
 		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
 		NATS: NATS{
-			Listen:         "127.0.0.1:4222",
-			SubjectPrefix:  "visiond",
-			JetStream:      true,
-			Stream:         Stream{MaxAge: 7 * 24 * time.Hour, MaxBytesMiB: 1024, DuplicateWindow: 2 * time.Minute},
-			OutboxMiB:      64,
-			HealthInterval: 10 * time.Second,
+			Listen:        "127.0.0.1:4222",
+			SubjectPrefix: "visiond",
+			JetStream:     true,
+			Stream: Stream{
+				MaxAge:          sinks.DefaultStreamMaxAge,
+				MaxBytesMiB:     sinks.DefaultStreamMaxBytes >> 20,
+				DuplicateWindow: sinks.DefaultDuplicateWindow,
+			},
+			OutboxMiB:      sinks.DefaultOutboxBytes >> 20,
+			HealthInterval: sinks.DefaultHealthInterval,
 		},
 		Workers: Workers{
 			Model:      "third_party/yolov8n.onnx",
@@ -463,9 +470,9 @@ func Default() *Config {
 		CameraDefaults: CameraDefaults{
 			FPS:          5,
 			Enabled:      &enabled,
-			Transport:    "tcp",
-			Decode:       "all",
-			StallTimeout: 10 * time.Second,
+			Transport:    sources.DefaultTransport,
+			Decode:       sources.DefaultDecode,
+			StallTimeout: sources.DefaultStallTimeout,
 			Weight:       1,
 		},
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/configs"
+	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources"
 )
 
 func TestShippedConfigs(t *testing.T) {
@@ -62,6 +64,8 @@ func TestDefaults(t *testing.T) {
 			cfg.Pipeline != (config.Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second}) ||
 			cfg.Sample != (config.Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"}) ||
 			cfg.CameraDefaults.FPS != 5 || cfg.CameraDefaults.Transport != "tcp" ||
+			cfg.CameraDefaults.Decode != "all" || cfg.CameraDefaults.StallTimeout != 10*time.Second ||
+			cfg.CameraDefaults.Weight != 1 ||
 			cfg.CameraDefaults.Enabled == nil || !*cfg.CameraDefaults.Enabled ||
 			len(cfg.Cameras) != 0 {
 			t.Errorf("%q: not the defaults: %+v", doc, cfg)
@@ -146,12 +150,61 @@ cameras:
 		t.Errorf("got  %+v\nwant %+v", cfg.Cameras, want)
 	}
 
+	// The source is built from the resolved camera as it is: its options are
+	// already the sources package's values.
+	src := cfg.Cameras[1].Source()
+	if src.ID != "overrides" || src.Kind != sources.KindRTSP || src.URL != "rtsps://cam2:322/live" ||
+		src.Username != "user" || src.Password != "pw" || src.Transport != sources.TransportAuto ||
+		src.Decode != sources.DecodeAll || src.StallTimeout != 3*time.Second {
+		t.Errorf("Source() = %+v", src)
+	}
+
 	cfg, err = config.Parse([]byte("camera_defaults:\n  enabled: false\ncameras:\n  - {id: a, url: rtsp://a}\n  - {id: b, url: rtsp://b, enabled: true}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Cameras[0].Enabled || !cfg.Cameras[1].Enabled {
 		t.Errorf("enabled: got %+v", cfg.Cameras)
+	}
+}
+
+// The nats section converts into the publisher's and the embedded server's
+// options, sizes in bytes.
+func TestNATSOptions(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+site: lab
+state_dir: /var/lib/visiond
+nats:
+  auth: {user: box, password: s3cret}
+  tls: {cert_file: s.pem, key_file: s.key}
+  outbox_mib: 8
+  stream: {max_age: 1h, max_bytes_mib: 16, duplicate_window: 30s}
+  leaf:
+    url: tls://hub:7422
+    auth: {credentials_file: box.creds}
+    tls: {ca_file: ca.pem}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.NATSPublisher()
+	if p.URL != "" || p.Auth != (sinks.Auth{User: "box", Password: "s3cret"}) || p.TLS != (sinks.TLS{CertFile: "s.pem", KeyFile: "s.key"}) ||
+		p.Prefix != "visiond" || p.Site != "lab" || !p.JetStream || p.OutboxBytes != 8<<20 ||
+		p.Stream != (sinks.StreamConfig{Name: "visiond-lab", MaxAge: time.Hour, MaxBytes: 16 << 20, Duplicates: 30 * time.Second}) {
+		t.Errorf("NATSPublisher() = %+v", p)
+	}
+	s, err := cfg.NATSServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sinks.Server{Listen: "127.0.0.1:4222", StoreDir: "/var/lib/visiond", Domain: "lab",
+		Auth: p.Auth, TLS: p.TLS, Leaf: sinks.Leaf{URL: "tls://hub:7422", Auth: sinks.Auth{CredentialsFile: "box.creds"}, TLS: sinks.TLS{CAFile: "ca.pem"}}}
+	if s.Listen != want.Listen || s.StoreDir != want.StoreDir || s.Domain != want.Domain || s.Auth != want.Auth || s.TLS != want.TLS || s.Leaf != want.Leaf {
+		t.Errorf("NATSServer() = %+v", s)
+	}
+	cfg.NATS.JetStream = false
+	if s, err := cfg.NATSServer(); err != nil || s.StoreDir != "" || s.Domain != "" {
+		t.Errorf("without JetStream: NATSServer() = %+v, %v", s, err)
 	}
 }
 
@@ -333,42 +386,6 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := config.Load(path); err != nil {
 		t.Error(err)
-	}
-}
-
-func TestRedact(t *testing.T) {
-	for in, want := range map[string]string{
-		"rtsp://cam/x":                  "rtsp://cam/x",
-		"rtsp://admin@cam/x":            "rtsp://admin@cam/x",
-		"rtsp://admin:hunter2@cam:554/": "rtsp://admin:xxxxx@cam:554/",
-		"rtsp://admin:hun%zz@cam/":      "rtsp://admin:xxxxx@cam/",
-		"rtsp://admin:hun/ter@cam/x":    "rtsp://admin:xxxxx@cam/x",
-		"not a url %zz":                 "not a url %zz",
-	} {
-		if got := config.Redact(in); got != want {
-			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// A Redactor scrubs a password from messages in every form a library may quote it.
-func TestRedactorScrub(t *testing.T) {
-	for _, tc := range []struct{ url, msg string }{
-		{"rtsp://admin:p@ss w0rd@cam/x", "dial rtsp://admin:p@ss w0rd@cam/x: refused"},
-		{"rtsp://admin:p%40ss%20w0rd@cam/x", "auth failed for admin:p%40ss%20w0rd and p@ss w0rd"},
-		{"rtsp://admin:a+b@cam/x", "query form a%2Bb, raw a+b"},
-		{"nats://u:s3cret@[::1", `parse "nats://u:s3cret@[::1": missing ']' in host`},
-	} {
-		r := config.NewRedactor(tc.url)
-		got := r.Scrub(tc.msg)
-		for _, secret := range []string{"p@ss", "w0rd", "p%40ss", "a+b", "a%2Bb", "s3cret"} {
-			if strings.Contains(got, secret) {
-				t.Errorf("NewRedactor(%q).Scrub(%q) = %q: shows %q", tc.url, tc.msg, got, secret)
-			}
-		}
-		if strings.Contains(r.URL, "w0rd") || strings.Contains(r.URL, "s3cret") {
-			t.Errorf("NewRedactor(%q).URL = %q", tc.url, r.URL)
-		}
 	}
 }
 

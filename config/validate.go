@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/visiond/visiond/internal/redact"
+	"github.com/visiond/visiond/sources"
 )
 
 // Problem is one thing wrong in a configuration.
@@ -159,8 +162,8 @@ func (c *Config) Validate() error {
 	}
 
 	v.fps("camera_defaults.fps", c.CameraDefaults.FPS)
-	v.oneOf("camera_defaults.transport", c.CameraDefaults.Transport, "tcp", "udp", "auto")
-	v.oneOf("camera_defaults.decode", c.CameraDefaults.Decode, "all", "keyframes")
+	oneOfValues(&v, "camera_defaults.transport", c.CameraDefaults.Transport, sources.Transports())
+	oneOfValues(&v, "camera_defaults.decode", c.CameraDefaults.Decode, sources.DecodeModes())
 	v.positive("camera_defaults.stall_timeout", c.CameraDefaults.StallTimeout)
 	v.fps("camera_defaults.weight", c.CameraDefaults.Weight)
 
@@ -187,8 +190,8 @@ func (c *Config) Validate() error {
 		}
 		v.source(p, cam)
 		v.fps(p+".fps", cam.FPS)
-		v.oneOf(p+".transport", cam.Transport, "tcp", "udp", "auto")
-		v.oneOf(p+".decode", cam.Decode, "all", "keyframes")
+		oneOfValues(&v, p+".transport", cam.Transport, sources.Transports())
+		oneOfValues(&v, p+".decode", cam.Decode, sources.DecodeModes())
 		v.positive(p+".stall_timeout", cam.StallTimeout)
 		v.fps(p+".weight", cam.Weight)
 	}
@@ -201,9 +204,9 @@ func (c *Config) Validate() error {
 
 // source checks that the camera names exactly the source its kind needs.
 func (v *validator) source(p string, cam Camera) {
-	need := map[string]string{KindRTSP: "url", KindGStreamer: "pipeline", KindFile: "file"}
+	need := map[sources.Kind]string{sources.KindRTSP: "url", sources.KindGStreamer: "pipeline", sources.KindFile: "file"}
 	if _, ok := need[cam.Kind]; !ok {
-		v.oneOf(p+".kind", cam.Kind, KindRTSP, KindGStreamer, KindFile)
+		oneOfValues(v, p+".kind", cam.Kind, sources.Kinds())
 		return
 	}
 	for _, f := range []struct{ key, val string }{{"url", cam.URL}, {"pipeline", cam.Pipeline}, {"file", cam.File}} {
@@ -211,11 +214,11 @@ func (v *validator) source(p string, cam Camera) {
 			v.add(p+"."+f.key, "not used by kind %s (it reads %s)", cam.Kind, need[cam.Kind])
 		}
 	}
-	if cam.Kind != KindRTSP && (cam.Username != "" || cam.Password != "") {
+	if cam.Kind != sources.KindRTSP && (cam.Username != "" || cam.Password != "") {
 		v.add(p+".username", "credentials are for kind rtsp; put them in the %s's pipeline", cam.Kind)
 	}
 	switch cam.Kind {
-	case KindRTSP:
+	case sources.KindRTSP:
 		if msg := checkCameraURL(cam.URL); msg != "" {
 			v.add(p+".url", "%s", msg)
 		} else if u, _ := url.Parse(cam.URL); u.User != nil && (cam.Username != "" || cam.Password != "") {
@@ -223,13 +226,13 @@ func (v *validator) source(p string, cam Camera) {
 		} else if cam.Password != "" && cam.Username == "" {
 			v.add(p+".username", "missing: password is set")
 		}
-	case KindGStreamer:
+	case sources.KindGStreamer:
 		if strings.TrimSpace(cam.Pipeline) == "" {
 			v.add(p+".pipeline", "missing: kind gstreamer needs a pipeline ending in appsink")
 		} else if !strings.Contains(cam.Pipeline, "appsink") {
 			v.add(p+".pipeline", "must end in appsink, where visiond takes the frames")
 		}
-	case KindFile:
+	case sources.KindFile:
 		if cam.File == "" {
 			v.add(p+".file", "missing: kind file needs a video file")
 		}
@@ -272,6 +275,16 @@ func (v *validator) oneOf(field, value string, allowed ...string) {
 	if !slices.Contains(allowed, value) {
 		v.add(field, "unknown value %s: want one of %s", quoteOrEmpty(value), strings.Join(allowed, ", "))
 	}
+}
+
+// oneOfValues is oneOf for the option types of the leaf packages, which list
+// their valid values.
+func oneOfValues[T ~string](v *validator, field string, value T, allowed []T) {
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	v.oneOf(field, string(value), names...)
 }
 
 func (v *validator) fraction(field string, f float64) {
@@ -403,7 +416,7 @@ func checkCameraURL(raw string) string {
 	if err != nil {
 		// Explain with the error of the redacted URL, so that the password
 		// cannot leak through the parser's message.
-		_, rerr := url.Parse(Redact(raw))
+		_, rerr := url.Parse(redact.URL(raw))
 		var uerr *url.Error
 		if errors.As(rerr, &uerr) {
 			return "cannot parse URL: " + uerr.Err.Error()

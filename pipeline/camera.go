@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -232,23 +233,23 @@ type Drops struct {
 
 // CameraStatus is a camera's state and counters, as served on /api/cameras.
 type CameraStatus struct {
-	ID           string    `json:"id"`
-	URL          string    `json:"url"` // password redacted
-	State        string    `json:"state"`
-	LastError    string    `json:"last_error,omitempty"`
-	FPS          float64   `json:"fps"`
-	Decoded      uint64    `json:"frames_decoded"`
-	Analysed     uint64    `json:"frames_analysed"`
-	Drops        Drops     `json:"frames_dropped"`
-	Resyncs      uint64    `json:"resyncs"` // skips to the next keyframe after loss or damage
-	Reconnects   uint64    `json:"reconnects"`
-	Detections   uint64    `json:"detections"`
-	FPSAchieved  float64   `json:"fps_achieved"`     // analysed frames per second, recently
-	FrameAgeMS   float64   `json:"frame_age_ms"`     // decoded to dispatched, mean
-	FrameAgeMax  float64   `json:"frame_age_max_ms"` // decoded to dispatched, maximum since the last summary
-	InferMS      float64   `json:"inference_ms"`     // the worker's session run, mean
-	LatencyMS    float64   `json:"latency_ms"`       // decoded to published, mean
-	LastAnalysed time.Time `json:"last_analysed,omitempty"`
+	ID           string        `json:"id"`
+	URL          string        `json:"url"` // password redacted
+	State        sources.State `json:"state"`
+	LastError    string        `json:"last_error,omitempty"`
+	FPS          float64       `json:"fps"`
+	Decoded      uint64        `json:"frames_decoded"`
+	Analysed     uint64        `json:"frames_analysed"`
+	Drops        Drops         `json:"frames_dropped"`
+	Resyncs      uint64        `json:"resyncs"` // skips to the next keyframe after loss or damage
+	Reconnects   uint64        `json:"reconnects"`
+	Detections   uint64        `json:"detections"`
+	FPSAchieved  float64       `json:"fps_achieved"`     // analysed frames per second, recently
+	FrameAgeMS   float64       `json:"frame_age_ms"`     // decoded to dispatched, mean
+	FrameAgeMax  float64       `json:"frame_age_max_ms"` // decoded to dispatched, maximum since the last summary
+	InferMS      float64       `json:"inference_ms"`     // the worker's session run, mean
+	LatencyMS    float64       `json:"latency_ms"`       // decoded to published, mean
+	LastAnalysed time.Time     `json:"last_analysed,omitempty"`
 }
 
 func (c *camera) status() CameraStatus {
@@ -270,7 +271,7 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 	c.mu.Unlock()
 	return CameraStatus{
 		ID:        c.cfg.ID,
-		URL:       config.Redact(c.cfg.URL),
+		URL:       redact.URL(c.cfg.URL),
 		State:     st.State,
 		LastError: st.LastError,
 		FPS:       c.cfg.FPS,

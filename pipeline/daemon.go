@@ -152,23 +152,10 @@ func (d *Daemon) Start() (err error) {
 // startCamera starts a camera's source and returns the camera, ready for the slicer.
 func (d *Daemon) startCamera(cc config.Camera, slice time.Duration) *camera {
 	c := newCamera(cc, slice, d.wakeUp)
-	c.src = &sources.Camera{
-		ID:           cc.ID,
-		Kind:         cc.Kind,
-		URL:          cc.URL,
-		Username:     cc.Username,
-		Password:     cc.Password,
-		Transport:    cc.Transport,
-		Decode:       cc.Decode,
-		Pipeline:     cc.Pipeline,
-		File:         cc.File,
-		StallTimeout: cc.StallTimeout,
-		InputW:       d.model.InputW,
-		InputH:       d.model.InputH,
-		OnFrame:      c.onFrame,
-		OnStatus:     d.publishStatus,
-		Logger:       d.log, // the camera adds its id and redacted URL
-	}
+	c.src = cc.Source()
+	c.src.InputW, c.src.InputH = d.model.InputW, d.model.InputH
+	c.src.OnFrame, c.src.OnStatus = c.onFrame, d.publishStatus
+	c.src.Logger = d.log // the camera adds its id and redacted URL
 	c.src.Start()
 	return c
 }
@@ -442,8 +429,8 @@ type dispatcher interface {
 
 // publishStatus publishes a camera's change of state; it runs on the camera's goroutines.
 func (d *Daemon) publishStatus(ch sources.StatusChange) {
-	ev := &sinks.StatusEvent{Version: sinks.Version, Site: d.site, Camera: ch.Camera, State: ch.State,
-		Previous: ch.Previous, Reason: ch.Reason, At: ch.At.UTC(), GapMS: ms(ch.Gap)}
+	ev := &sinks.StatusEvent{Version: sinks.Version, Site: d.site, Camera: ch.Camera, State: string(ch.State),
+		Previous: string(ch.Previous), Reason: ch.Reason, At: ch.At.UTC(), GapMS: ms(ch.Gap)}
 	if err := d.pub.PublishStatus(ev); err != nil {
 		d.log.Warn("status event not published", "camera", ch.Camera, "state", ch.State, "error", err)
 	}

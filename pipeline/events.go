@@ -12,33 +12,14 @@ import (
 // publisher. With JetStream the embedded server keeps its store in the state directory.
 func (d *Daemon) startNATS(cfg *config.Config) error {
 	n := cfg.NATS
-	d.pub = &sinks.Publisher{
-		URL:         n.URL,
-		Auth:        n.Auth,
-		TLS:         n.TLS,
-		Prefix:      n.SubjectPrefix,
-		Site:        cfg.Site,
-		Instance:    d.instance,
-		JetStream:   n.JetStream,
-		OutboxBytes: n.OutboxMiB << 20,
-		Stream: sinks.StreamConfig{
-			Name:       n.StreamName(cfg.Site),
-			MaxAge:     n.Stream.MaxAge,
-			MaxBytes:   int64(n.Stream.MaxBytesMiB) << 20,
-			Duplicates: n.Stream.DuplicateWindow,
-		},
-		Logger: d.log.With("component", "nats"),
-	}
+	d.pub = cfg.NATSPublisher()
+	d.pub.Instance, d.pub.Logger = d.instance, d.log.With("component", "nats")
 	if n.URL == "" {
-		srv := &sinks.Server{Listen: n.Listen, Auth: n.Auth, TLS: n.TLS, Leaf: n.Leaf,
-			Logger: d.log.With("component", "nats-server")}
-		if n.JetStream {
-			dir, err := cfg.StatePath()
-			if err != nil {
-				return err
-			}
-			srv.StoreDir, srv.Domain = dir, n.JetStreamDomain(cfg.Site)
+		srv, err := cfg.NATSServer()
+		if err != nil {
+			return err
 		}
+		srv.Logger = d.log.With("component", "nats-server")
 		if err := srv.Start(); err != nil {
 			return err
 		}
@@ -75,7 +56,7 @@ func (d *Daemon) publishHealth(now time.Time) {
 			p = healthCounts{} // restarted by a reload: its counters began again
 		}
 		d.healthPrev[c.ID] = cur
-		h := sinks.CameraHealth{Camera: c.ID, State: c.State, FPS: c.FPS,
+		h := sinks.CameraHealth{Camera: c.ID, State: string(c.State), FPS: c.FPS,
 			Decoded: cur.decoded - p.decoded, Analysed: cur.analysed - p.analysed, Dropped: cur.dropped - p.dropped}
 		if interval > 0 {
 			h.FPSAchieved = float64(h.Analysed) / interval.Seconds()

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,10 +12,6 @@ import (
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
-
-// cameraStates are the states every camera reports a visiond_camera_state series for, so
-// that a state that is not current reads 0 rather than missing.
-var cameraStates = []string{sources.StateConnecting, sources.StateOnline, sources.StateOffline, sources.StateUnauthorized}
 
 // metricsCollector exports the daemon's state at scrape time from Cameras, Workers and the
 // publisher's counters: the counters live in the pipeline alone, none are kept twice.
@@ -121,11 +116,10 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(m.camDetections, c.Detections, id)
 		counter(m.camReconnects, c.Reconnects, id)
 		counter(m.camResyncs, c.Resyncs, id)
-		for _, s := range cameraStates {
-			gauge(m.camState, b2f(c.State == s), id, s)
-		}
-		if c.State != "" && !slices.Contains(cameraStates, c.State) {
-			gauge(m.camState, 1, id, c.State) // a state added to sources later
+		// A series for every state, so that a state that is not current reads 0 rather
+		// than missing.
+		for _, s := range sources.States() {
+			gauge(m.camState, b2f(c.State == s), id, string(s))
 		}
 		gauge(m.camFPS, c.FPSAchieved, id)
 		gauge(m.camFPSTarget, c.FPS, id)

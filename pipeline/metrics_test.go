@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/sources"
 )
 
 // TestDaemonMetrics scrapes /metrics of the real daemon (two sample cameras, one unreachable
@@ -45,7 +46,7 @@ func TestDaemonMetrics(t *testing.T) {
 		}
 		// Exactly one state is current.
 		sum := 0.0
-		for _, st := range cameraStates {
+		for _, st := range sources.States() {
 			sum += m.mustHave(t, fmt.Sprintf(`visiond_camera_state{camera=%q,state=%q}`, cam, st))
 		}
 		if sum != 1 {

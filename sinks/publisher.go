@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/redact"
 )
 
 // Publisher delivers events to NATS without ever blocking the pipeline.
@@ -28,25 +28,44 @@ import (
 //
 // The lifecycle is Start, then Publish* from any goroutine, then Close, which waits.
 type Publisher struct {
-	URL    string  // external servers, comma-separated; ignored when Server is set
-	Server *Server // the embedded server: connect to it in-process
-	Auth   config.NATSAuth
-	TLS    config.TLS
+	// URL lists external servers, comma-separated, each nats:// or tls://. Ignored when
+	// Server is set; one of them is required.
+	URL string
+	// Server is the embedded server, which the publisher connects to in-process, with the
+	// server's own credentials. Default nil: connect to URL.
+	Server *Server
+	// Auth holds the credentials to present to URL's servers. Default: none.
+	Auth Auth
+	// TLS holds the CA that signs URL's servers' certificates and an optional client
+	// certificate. Default: none.
+	TLS TLS
 
-	Prefix   string // subject prefix, e.g. "visiond"
-	Site     string
-	Instance string // this daemon run: a part of the ids of the events it makes
+	// Prefix is the first token(s) of every subject, e.g. "visiond". Required.
+	Prefix string
+	// Site is the second token of every subject. Required.
+	Site string
+	// Instance names this daemon run: a part of the ids of the events it makes. Default "".
+	Instance string
 
+	// JetStream publishes every event into Stream and waits for its acknowledgement;
+	// false publishes with core NATS, once. Default false.
 	JetStream bool
-	Stream    StreamConfig
+	// Stream is the stream that captures the site's subjects, with JetStream.
+	Stream StreamConfig
 
-	OutboxBytes int           // default 64 MiB
-	Window      int           // events awaiting acknowledgement at once; default 512
-	AckTimeout  time.Duration // default 5s
-	// StoreCheck is how often the stream is checked for events removed by its size limit;
-	// default 10s.
+	// OutboxBytes bounds the events held in memory while they wait to be sent or
+	// acknowledged; past it the oldest go first. Default DefaultOutboxBytes (64 MiB).
+	OutboxBytes int
+	// Window is the number of events awaiting acknowledgement at once. Default 512.
+	Window int
+	// AckTimeout is how long an event may await its acknowledgement before it is sent
+	// again. Default 5 s.
+	AckTimeout time.Duration
+	// StoreCheck is how often the stream is checked for events removed by its size limit.
+	// Default 10 s.
 	StoreCheck time.Duration
-	Logger     *slog.Logger
+	// Logger receives the publisher's log lines. Default: none are written.
+	Logger *slog.Logger
 
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -69,14 +88,6 @@ type Publisher struct {
 	held       atomic.Int64  // taken from the outbox, to be sent (again)
 }
 
-// StreamConfig is the site's stream.
-type StreamConfig struct {
-	Name       string
-	MaxAge     time.Duration // 0: none
-	MaxBytes   int64
-	Duplicates time.Duration // the server's memory of event ids
-}
-
 // Stats are the publisher's counters since Start.
 type Stats struct {
 	Published  uint64 // acknowledged (JetStream) or sent (core NATS)
@@ -96,16 +107,22 @@ func (p *Publisher) Start() error {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.OutboxBytes <= 0 {
-		p.OutboxBytes = 64 << 20
+		p.OutboxBytes = DefaultOutboxBytes
 	}
 	if p.Window <= 0 {
-		p.Window = 512
+		p.Window = defaultWindow
 	}
 	if p.AckTimeout <= 0 {
-		p.AckTimeout = 5 * time.Second
+		p.AckTimeout = defaultAckTimeout
 	}
 	if p.StoreCheck <= 0 {
-		p.StoreCheck = 10 * time.Second
+		p.StoreCheck = defaultStoreCheck
+	}
+	if p.Stream.MaxBytes <= 0 {
+		p.Stream.MaxBytes = DefaultStreamMaxBytes
+	}
+	if p.Stream.Duplicates <= 0 {
+		p.Stream.Duplicates = DefaultDuplicateWindow
 	}
 	p.out = newOutbox(p.OutboxBytes)
 	p.up = make(chan struct{}, 1)
@@ -138,7 +155,7 @@ func (p *Publisher) connect() error {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			p.log.Info("NATS reconnected", "url", config.Redact(nc.ConnectedUrl()))
+			p.log.Info("NATS reconnected", "url", redact.URL(nc.ConnectedUrl()))
 			select {
 			case p.up <- struct{}{}:
 			default:
@@ -169,13 +186,13 @@ func (p *Publisher) connect() error {
 		// nats.go may quote a URL in its error (a parse error does): scrub the whole text.
 		msg := fmt.Sprintf("NATS %s: %v", p.URL, err)
 		for _, u := range strings.Split(p.URL, ",") {
-			msg = config.NewRedactor(strings.TrimSpace(u)).Scrub(msg)
+			msg = redact.New(strings.TrimSpace(u)).Scrub(msg)
 		}
 		if p.Auth.Password != "" {
-			msg = strings.ReplaceAll(msg, p.Auth.Password, "xxxxx")
+			msg = strings.ReplaceAll(msg, p.Auth.Password, redact.Mask)
 		}
 		if p.Auth.Token != "" {
-			msg = strings.ReplaceAll(msg, p.Auth.Token, "xxxxx")
+			msg = strings.ReplaceAll(msg, p.Auth.Token, redact.Mask)
 		}
 		return errors.New(msg)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
-	"github.com/visiond/visiond/config"
 )
 
 // The credentials and TLS files of the nats section are read here, at start, so that a missing
@@ -21,8 +20,8 @@ import (
 
 // tlsConfig loads t's PEM files. A server needs cert_file and key_file; a client needs neither,
 // and ca_file, when given, replaces the system's roots.
-func tlsConfig(field string, t config.TLS) (*tls.Config, error) {
-	if t == (config.TLS{}) {
+func tlsConfig(field string, t TLS) (*tls.Config, error) {
+	if t == (TLS{}) {
 		return nil, nil
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -48,7 +47,7 @@ func tlsConfig(field string, t config.TLS) (*tls.Config, error) {
 }
 
 // clientOptions are the nats.go options for a connection with a's credentials and t's TLS.
-func clientOptions(field string, a config.NATSAuth, t config.TLS) ([]nats.Option, error) {
+func clientOptions(field string, a Auth, t TLS) ([]nats.Option, error) {
 	var opts []nats.Option
 	switch {
 	case a.User != "":
@@ -113,7 +112,7 @@ func checkCreds(field, path string) error {
 }
 
 // leafRemote is the embedded server's link to a hub.
-func leafRemote(l config.Leaf) (*server.RemoteLeafOpts, error) {
+func leafRemote(l Leaf) (*server.RemoteLeafOpts, error) {
 	r := &server.RemoteLeafOpts{}
 	for i, raw := range strings.Split(l.URL, ",") {
 		u, err := url.Parse(strings.TrimSpace(raw))

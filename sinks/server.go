@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/redact"
 )
 
 // Server is the embedded NATS server, so the default configuration works with nothing else
@@ -25,13 +25,23 @@ import (
 // daemon and wait there while the uplink is down. With Leaf.URL set it joins a hub as a leaf
 // node; the hub reaches the box's stream through "$JS.<Domain>.API".
 type Server struct {
-	Listen   string // host:port; port 0 picks a free port
-	StoreDir string // the JetStream store's parent folder; "" runs without JetStream
-	Domain   string // JetStream domain
-	Auth     config.NATSAuth
-	TLS      config.TLS
-	Leaf     config.Leaf
-	Logger   *slog.Logger
+	// Listen is the host:port to serve clients on; port 0 picks a free port. Required.
+	Listen string
+	// StoreDir is the JetStream store's parent folder. Default "": no JetStream.
+	StoreDir string
+	// Domain is the JetStream domain, through which a hub reaches the box's stream; it
+	// also names the server in its store. Default "".
+	Domain string
+	// Auth is what clients must present: user and password, or a token. Default: none.
+	Auth Auth
+	// TLS holds the server's certificate and key, which turn TLS on, and a CA whose
+	// certificates clients must then present. Default: none, no TLS.
+	TLS TLS
+	// Leaf joins the server to a hub as a leaf node. Default: no hub.
+	Leaf Leaf
+	// Logger receives the server's log lines (notices at debug level). Default: none are
+	// written.
+	Logger *slog.Logger
 
 	ns *server.Server
 }
@@ -70,7 +80,7 @@ func (s *Server) Start() error {
 	s.ns = ns
 	if s.Logger != nil {
 		s.Logger.Info("embedded NATS server ready", "url", ns.ClientURL(), "jetstream", opts.JetStream,
-			"store", opts.StoreDir, "domain", opts.JetStreamDomain, "leaf", config.Redact(s.Leaf.URL))
+			"store", opts.StoreDir, "domain", opts.JetStreamDomain, "leaf", redact.URL(s.Leaf.URL))
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/sinks/natstest"
 )
 
@@ -388,7 +387,7 @@ func TestLeafNodeToHub(t *testing.T) {
 	hub := natstest.StartHub(t, t.TempDir())
 	link := natstest.StartProxy(t, strings.TrimPrefix(hub.LeafURL, "nats-leaf://"))
 	box := &Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab",
-		Leaf: config.Leaf{URL: "nats-leaf://" + link.Addr}}
+		Leaf: Leaf{URL: "nats-leaf://" + link.Addr}}
 	if err := box.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -453,16 +452,16 @@ func TestPublisherBadSecurityFiles(t *testing.T) {
 	notSeed := writeFile(t, dir, "box.nk", "SUAXXXX\n")
 	for _, tc := range []struct {
 		name string
-		auth config.NATSAuth
-		tls  config.TLS
+		auth Auth
+		tls  TLS
 		want string
 	}{
-		{"missing credentials file", config.NATSAuth{CredentialsFile: dir + "/missing.creds"}, config.TLS{}, "nats.auth.credentials_file: open"},
-		{"not a credentials file", config.NATSAuth{CredentialsFile: notCreds}, config.TLS{}, "nats.auth.credentials_file: " + notCreds + " is not a NATS credentials file"},
-		{"malformed seed", config.NATSAuth{NKeySeedFile: notSeed}, config.TLS{}, "nats.auth.nkey_seed_file: " + notSeed + " holds a malformed user seed"},
-		{"missing CA", config.NATSAuth{}, config.TLS{CAFile: dir + "/missing.pem"}, "nats.tls.ca_file: open"},
-		{"CA not PEM", config.NATSAuth{}, config.TLS{CAFile: notPEM}, "nats.tls.ca_file: " + notPEM + " holds no PEM certificate"},
-		{"bad client certificate", config.NATSAuth{}, config.TLS{CertFile: notPEM, KeyFile: notPEM}, "nats.tls.cert_file/key_file"},
+		{"missing credentials file", Auth{CredentialsFile: dir + "/missing.creds"}, TLS{}, "nats.auth.credentials_file: open"},
+		{"not a credentials file", Auth{CredentialsFile: notCreds}, TLS{}, "nats.auth.credentials_file: " + notCreds + " is not a NATS credentials file"},
+		{"malformed seed", Auth{NKeySeedFile: notSeed}, TLS{}, "nats.auth.nkey_seed_file: " + notSeed + " holds a malformed user seed"},
+		{"missing CA", Auth{}, TLS{CAFile: dir + "/missing.pem"}, "nats.tls.ca_file: open"},
+		{"CA not PEM", Auth{}, TLS{CAFile: notPEM}, "nats.tls.ca_file: " + notPEM + " holds no PEM certificate"},
+		{"bad client certificate", Auth{}, TLS{CertFile: notPEM, KeyFile: notPEM}, "nats.tls.cert_file/key_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &Publisher{URL: s.ClientURL(), Auth: tc.auth, TLS: tc.tls, Prefix: "visiond", Site: "lab", JetStream: true, Stream: testStream()}
@@ -477,7 +476,7 @@ func TestPublisherBadSecurityFiles(t *testing.T) {
 		})
 	}
 	// The same files for the leaf node link fail the embedded server's start.
-	box := &Server{Listen: "127.0.0.1:0", Leaf: config.Leaf{URL: "nats-leaf://127.0.0.1:1", Auth: config.NATSAuth{CredentialsFile: notCreds}}}
+	box := &Server{Listen: "127.0.0.1:0", Leaf: Leaf{URL: "nats-leaf://127.0.0.1:1", Auth: Auth{CredentialsFile: notCreds}}}
 	if err := box.Start(); err == nil || !strings.Contains(err.Error(), "nats.leaf.auth.credentials_file") {
 		box.Close()
 		t.Errorf("leaf with a bad credentials file: %v", err)
@@ -511,7 +510,7 @@ func TestPublisherNoJetStream(t *testing.T) {
 // The embedded server with a user and password: clients without them are refused, the
 // daemon's own in-process connection is not.
 func TestServerAuth(t *testing.T) {
-	s := &Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab", Auth: config.NATSAuth{User: "box", Password: "s3cret"}}
+	s := &Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab", Auth: Auth{User: "box", Password: "s3cret"}}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -571,12 +570,12 @@ func TestPublishToExternalServer(t *testing.T) {
 	})
 
 	// Wrong credentials: a clear error at start, password not shown.
-	bad := &Publisher{URL: "nats://" + addr, Auth: config.NATSAuth{User: "visiond", Password: "wrong"}, Prefix: "visiond", Site: "lab"}
+	bad := &Publisher{URL: "nats://" + addr, Auth: Auth{User: "visiond", Password: "wrong"}, Prefix: "visiond", Site: "lab"}
 	if err := bad.Start(); err == nil || !strings.Contains(err.Error(), "uthorization") || strings.Contains(err.Error(), "wrong") {
 		t.Fatalf("Start with a wrong password: %v; want an authorization error without the password", err)
 	}
 
-	p := startPublisher(t, &Publisher{URL: "nats://" + addr, Auth: config.NATSAuth{User: "visiond", Password: "s3cret"},
+	p := startPublisher(t, &Publisher{URL: "nats://" + addr, Auth: Auth{User: "visiond", Password: "s3cret"},
 		JetStream: true, Stream: testStream()})
 	for i := uint64(1); i <= 20; i++ {
 		if err := p.PublishDetections(detection("gate", i)); err != nil {
@@ -625,4 +624,20 @@ func writeFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// A stream's settings left at zero take their defaults; MaxAge 0 is no age limit.
+func TestStreamDefaults(t *testing.T) {
+	s := startServer(t)
+	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: StreamConfig{Name: "visiond-lab"}})
+	info, err := p.stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := info.Config; c.MaxBytes != DefaultStreamMaxBytes || c.Duplicates != DefaultDuplicateWindow || c.MaxAge != 0 {
+		t.Errorf("stream: max bytes %d, duplicates %v, max age %v", c.MaxBytes, c.Duplicates, c.MaxAge)
+	}
+	if p.OutboxBytes != DefaultOutboxBytes {
+		t.Errorf("outbox: %d bytes", p.OutboxBytes)
+	}
 }

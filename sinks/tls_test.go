@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
-	"github.com/visiond/visiond/config"
 )
 
 // testPKI writes a CA, a server certificate for 127.0.0.1 and a client certificate, all signed
@@ -80,7 +79,7 @@ func newTestPKI(t *testing.T) testPKI {
 func TestTLS(t *testing.T) {
 	pki := newTestPKI(t)
 	s := &Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab",
-		TLS: config.TLS{CertFile: pki.serverCert, KeyFile: pki.serverKey}}
+		TLS: TLS{CertFile: pki.serverCert, KeyFile: pki.serverKey}}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -92,41 +91,41 @@ func TestTLS(t *testing.T) {
 		noCA.Close(time.Second)
 		t.Fatalf("without the CA: %v, want a certificate error", err)
 	}
-	p := startPublisher(t, &Publisher{URL: url, TLS: config.TLS{CAFile: pki.ca}, JetStream: true, Stream: testStream()})
+	p := startPublisher(t, &Publisher{URL: url, TLS: TLS{CAFile: pki.ca}, JetStream: true, Stream: testStream()})
 	if err := p.PublishDetections(detection("door", 1)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the acknowledgement over TLS", func() bool { return p.Stats().Published == 1 })
 
 	mtls := &Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab2",
-		TLS: config.TLS{CAFile: pki.ca, CertFile: pki.serverCert, KeyFile: pki.serverKey}}
+		TLS: TLS{CAFile: pki.ca, CertFile: pki.serverCert, KeyFile: pki.serverKey}}
 	if err := mtls.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer mtls.Close()
 	url = mtls.ClientURL()
-	anon := &Publisher{URL: url, TLS: config.TLS{CAFile: pki.ca}, Prefix: "visiond", Site: "lab", JetStream: true, Stream: testStream()}
+	anon := &Publisher{URL: url, TLS: TLS{CAFile: pki.ca}, Prefix: "visiond", Site: "lab", JetStream: true, Stream: testStream()}
 	if err := anon.Start(); err == nil {
 		anon.Close(time.Second)
 		t.Fatal("a client without a certificate connected to a server that requires one")
 	}
 	startPublisher(t, &Publisher{URL: url, JetStream: true, Stream: testStream(),
-		TLS: config.TLS{CAFile: pki.ca, CertFile: pki.clientCert, KeyFile: pki.clientKey}})
+		TLS: TLS{CAFile: pki.ca, CertFile: pki.clientCert, KeyFile: pki.clientKey}})
 }
 
 // Token and nkey credentials against servers that require them; a wrong token is refused with
 // an error that does not show it.
 func TestTokenAndNKeyAuth(t *testing.T) {
-	s := &Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab", Auth: config.NATSAuth{Token: "t0ken-s3cret"}}
+	s := &Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab", Auth: Auth{Token: "t0ken-s3cret"}}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	bad := &Publisher{URL: s.ClientURL(), Auth: config.NATSAuth{Token: "wr0ng-t0ken"}, Prefix: "visiond", Site: "lab", JetStream: true, Stream: testStream()}
+	bad := &Publisher{URL: s.ClientURL(), Auth: Auth{Token: "wr0ng-t0ken"}, Prefix: "visiond", Site: "lab", JetStream: true, Stream: testStream()}
 	if err := bad.Start(); err == nil || !strings.Contains(err.Error(), "uthorization") || strings.Contains(err.Error(), "wr0ng") {
 		t.Fatalf("wrong token: %v", err)
 	}
-	startPublisher(t, &Publisher{URL: s.ClientURL(), Auth: config.NATSAuth{Token: "t0ken-s3cret"}, JetStream: true, Stream: testStream()})
+	startPublisher(t, &Publisher{URL: s.ClientURL(), Auth: Auth{Token: "t0ken-s3cret"}, JetStream: true, Stream: testStream()})
 
 	user, err := nkeys.CreateUser()
 	if err != nil {
@@ -153,7 +152,7 @@ func TestTokenAndNKeyAuth(t *testing.T) {
 		anon.Close(time.Second)
 		t.Fatal("connected without the nkey")
 	}
-	p := startPublisher(t, &Publisher{URL: ns.ClientURL(), Auth: config.NATSAuth{NKeySeedFile: seedFile}, JetStream: true, Stream: testStream()})
+	p := startPublisher(t, &Publisher{URL: ns.ClientURL(), Auth: Auth{NKeySeedFile: seedFile}, JetStream: true, Stream: testStream()})
 	if err := p.PublishDetections(detection("door", 1)); err != nil {
 		t.Fatal(err)
 	}

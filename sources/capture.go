@@ -21,8 +21,8 @@ import (
 
 	"gocv.io/x/gocv"
 
-	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/redact"
 )
 
 const (
@@ -41,7 +41,7 @@ type capFrame struct {
 // capReader is the read goroutine of one capture session and its channels.
 type capReader struct {
 	vc     *gocv.VideoCapture
-	kind   string
+	kind   Kind
 	name   string // what the errors call the source: "the pipeline" or "file NAME"
 	loop   bool   // at the end of the stream, seek back to frame 0 (kind file)
 	mats   [2]gocv.Mat
@@ -146,7 +146,7 @@ func (c *Camera) openCapture() (*capReader, error) {
 	r := &capReader{kind: c.Kind}
 	var err error
 	switch c.Kind {
-	case config.KindGStreamer:
+	case KindGStreamer:
 		if strings.TrimSpace(c.Pipeline) == "" {
 			return nil, errors.New("kind gstreamer: no pipeline configured")
 		}
@@ -157,7 +157,7 @@ func (c *Camera) openCapture() (*capReader, error) {
 			return nil, fmt.Errorf("kind gstreamer: the pipeline did not open (an element is missing or misspelt, "+
 				"it does not end in appsink, or its source failed): %s", redactPipeline(c.Pipeline))
 		}
-	case config.KindFile:
+	case KindFile:
 		if c.File == "" {
 			return nil, errors.New("kind file: no file configured")
 		}
@@ -377,7 +377,7 @@ func redactPipeline(p string) string {
 		}
 		s := strings.LastIndexAny(f[:k], "=\"'") + 1
 		u := strings.TrimRight(f[s:], "\"'")
-		fields[i] = f[:s] + config.Redact(u) + f[s+len(u):]
+		fields[i] = f[:s] + redact.URL(u) + f[s+len(u):]
 	}
 	return strings.Join(fields, " ")
 }

@@ -26,7 +26,7 @@ func (r *statusRecorder) record(c StatusChange) {
 }
 
 // next waits for the next change into state.
-func (r *statusRecorder) next(t *testing.T, state string, within time.Duration, logs *logBuffer) StatusChange {
+func (r *statusRecorder) next(t *testing.T, state State, within time.Duration, logs *logBuffer) StatusChange {
 	t.Helper()
 	deadline := time.After(within)
 	for {

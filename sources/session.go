@@ -39,16 +39,20 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		return time.Time{}, fmt.Errorf("invalid URL: %w", err)
 	}
 	var transport *gortsplib.Transport
-	switch strings.ToLower(c.Transport) {
-	case "tcp":
+	switch c.Transport {
+	case TransportTCP:
 		t := gortsplib.TransportTCP
 		transport = &t
-	case "udp":
+	case TransportUDP:
 		t := gortsplib.TransportUDP
 		transport = &t
-	case "auto":
+	case TransportAuto:
 	default:
-		return time.Time{}, fmt.Errorf("unknown transport %q (want tcp, udp or auto)", c.Transport)
+		_, err := ParseTransport(string(c.Transport))
+		return time.Time{}, err
+	}
+	if _, err := ParseDecodeMode(string(c.Decode)); err != nil {
+		return time.Time{}, err
 	}
 
 	var lossLog, clockLog rateLog
@@ -163,7 +167,7 @@ type receiver struct {
 }
 
 func newReceiver(c *Camera, track *videoTrack, n int) *receiver {
-	return &receiver{cam: c, track: track, keyframesOnly: c.Decode == "keyframes",
+	return &receiver{cam: c, track: track, keyframesOnly: c.Decode == DecodeKeyframes,
 		queue: make(chan accessUnit, n), spare: make(chan []byte, n+2)}
 }
 

@@ -22,23 +22,12 @@ import (
 	"github.com/bluenviron/gortsplib/v4/pkg/base"
 	"github.com/bluenviron/gortsplib/v4/pkg/liberrors"
 
-	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/redact"
 )
 
-// Camera states reported by Status.
+// Internal limits and delays; the defaults of Camera's fields are in options.go.
 const (
-	StateConnecting   = "connecting"   // no session has ended yet and none is online
-	StateOnline       = "online"       // the current session has decoded a frame
-	StateOffline      = "offline"      // the last session failed; retrying with backoff
-	StateUnauthorized = "unauthorized" // the camera refused the credentials; retrying slowly
-)
-
-// Defaults.
-const (
-	DefaultInputW = 640 // model input width used when Camera.InputW is 0
-	DefaultInputH = 640 // model input height used when Camera.InputH is 0
-
 	poolSize      = 3                // Pix buffers per camera
 	queueLen      = 8                // access units between the RTP callback and the decoder
 	retryMin      = 1 * time.Second  // first delay before restarting a failed session
@@ -46,7 +35,6 @@ const (
 	stableAfter   = 10 * time.Second // a session online this long resets the delay
 	readTimeout   = 10 * time.Second // RTSP read timeout, also the no-packet timeout
 	warnEvery     = 10 * time.Second // repeated warnings are summarized per this window
-	stallTimeout  = 10 * time.Second // default StallTimeout
 	clockSkewWarn = 10 * time.Second // a camera clock this far off this host's is reported
 	bufferSlack   = 64               // spare bytes behind each Pix buffer, never handed out
 )
@@ -78,8 +66,8 @@ func (f *Frame) Release() {
 // StatusChange is a camera's move from one state to another.
 type StatusChange struct {
 	Camera   string
-	State    string // the new state
-	Previous string // the state before ("" when the camera starts)
+	State    State  // the new state
+	Previous State  // the state before ("" when the camera starts)
 	Reason   string // why a session failed (URL redacted; never a password); "" when online
 	At       time.Time
 	// Gap, when the camera comes online, is the time since the last frame before the
@@ -89,7 +77,7 @@ type StatusChange struct {
 
 // Status is a snapshot of a camera's health and counters.
 type Status struct {
-	State      string // StateConnecting, StateOnline, StateOffline or StateUnauthorized
+	State      State  // StateConnecting, StateOnline, StateOffline or StateUnauthorized
 	LastError  string // the error that ended the last session, URL redacted; "" if none
 	Frames     uint64 // frames decoded (the last Seq)
 	Delivered  uint64 // frames handed to OnFrame
@@ -100,39 +88,57 @@ type Status struct {
 	Unneeded   uint64 // frames decoded but not scaled: a newer one was expected before NeedFrom's time
 }
 
-// Camera is one RTSP camera, supervised: a failed session is restarted after a jittered,
-// growing delay. Set the exported fields, then Start; do not change them afterwards.
+// Camera is one camera (an RTSP stream, a GStreamer pipeline or a video file), supervised: a
+// failed session is restarted after a jittered, growing delay. Set the exported fields, then
+// Start; do not change them afterwards. Every field's zero value is its default.
 type Camera struct {
-	ID   string // camera name, copied to Frame.Camera and to log lines
-	Kind string // "rtsp" (default), "gstreamer" or "file": which of the fields below is read
+	// ID names the camera in Frame.Camera, StatusChange and log lines. Required.
+	ID string
+	// Kind is the kind of source, which decides which of URL, Pipeline and File is read.
+	// Default DefaultKind (rtsp).
+	Kind Kind
 
-	URL       string // kind rtsp: rtsp:// or rtsps:// URL; credentials in it are used, never logged
-	Username  string // kind rtsp: credentials, when not in URL
-	Password  string
-	Transport string // kind rtsp: "tcp" (default), "udp" or "auto" (UDP first, then TCP)
-	Decode    string // kind rtsp: "all" (default) or "keyframes" (random-access units only)
-	Pipeline  string // kind gstreamer: a GStreamer pipeline ending in appsink
-	File      string // kind file: a video file, played at its own rate, looped
+	// URL is the camera's rtsp:// or rtsps:// URL, for kind rtsp. Credentials in it are
+	// used, never logged. Required for kind rtsp.
+	URL string
+	// Username and Password are the RTSP credentials, for kind rtsp, when not in URL.
+	// Default: none.
+	Username string
+	Password string
+	// Transport is how RTP packets arrive, for kind rtsp. Default DefaultTransport (tcp).
+	Transport Transport
+	// Decode is which access units are decoded, for kind rtsp. Default DefaultDecode (all).
+	Decode DecodeMode
+	// Pipeline is a GStreamer pipeline ending in appsink, for kind gstreamer. Required for
+	// kind gstreamer.
+	Pipeline string
+	// File is a video file, played at its own rate and looped, for kind file. Required for
+	// kind file.
+	File string
 
-	// StallTimeout closes and reopens a session that delivers no frame for this long;
-	// default 10 s.
+	// StallTimeout closes and reopens a session that delivers no frame for this long.
+	// Default DefaultStallTimeout (10 s).
 	StallTimeout time.Duration
-	InputW       int // model input width; defaults to DefaultInputW
-	InputH       int // model input height; defaults to DefaultInputH
+	// InputW and InputH are the model's input size, which frames are letterboxed into.
+	// Default DefaultInputW x DefaultInputH (640x640).
+	InputW int
+	InputH int
 	// OnFrame is called from the decode goroutine with each new frame. It must not block
-	// and takes ownership of the frame (it or a later consumer calls Release). If nil,
+	// and takes ownership of the frame (it or a later consumer calls Release). Default nil:
 	// frames are released at once.
 	OnFrame func(*Frame)
-	// OnStatus, if set, is called on every change of state (from the camera's goroutines;
-	// it must not block).
+	// OnStatus is called on every change of state, from the camera's goroutines; it must
+	// not block. Default nil: none is reported.
 	OnStatus func(StatusChange)
-	Logger   *slog.Logger // defaults to slog.Default()
+	// Logger receives the camera's log lines, with its id and redacted URL. Default
+	// slog.Default().
+	Logger *slog.Logger
 
 	// tunables, overridden by tests
 	retryMin, retryMax, stableAfter, readTimeout time.Duration
 
 	log      *slog.Logger
-	redactor config.Redactor // hides the URL's password in logs, status and errors
+	redactor redact.Redactor // hides the URL's password in logs, status and errors
 	pool     chan *Frame
 
 	frames, delivered, dropped, reconnects atomic.Uint64
@@ -148,7 +154,7 @@ type Camera struct {
 	closed    bool
 	cancel    context.CancelFunc
 	done      chan struct{}
-	state     string
+	state     State
 	lastError string
 }
 
@@ -177,15 +183,21 @@ func (c *Camera) init() {
 	if c.InputH <= 0 {
 		c.InputH = DefaultInputH
 	}
+	if c.Kind == "" {
+		c.Kind = DefaultKind
+	}
 	if c.Transport == "" {
-		c.Transport = "tcp"
+		c.Transport = DefaultTransport
+	}
+	if c.Decode == "" {
+		c.Decode = DefaultDecode
 	}
 	setDefault(&c.retryMin, retryMin)
 	setDefault(&c.retryMax, retryMax)
 	setDefault(&c.stableAfter, stableAfter)
 	setDefault(&c.readTimeout, readTimeout)
-	setDefault(&c.StallTimeout, stallTimeout)
-	c.redactor = config.NewRedactor(withCredentials(c.URL, c.Username, c.Password))
+	setDefault(&c.StallTimeout, DefaultStallTimeout)
+	c.redactor = redact.New(withCredentials(c.URL, c.Username, c.Password))
 	logger := c.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -268,12 +280,13 @@ func (c *Camera) unneededNow(now, prev int64) bool {
 // when it delivered its first frame (zero if it never did).
 func (c *Camera) session(ctx context.Context) (onlineAt time.Time, err error) {
 	switch c.Kind {
-	case "", config.KindRTSP:
+	case KindRTSP:
 		return c.runSession(ctx)
-	case config.KindGStreamer, config.KindFile:
+	case KindGStreamer, KindFile:
 		return c.runCapture(ctx)
 	}
-	return time.Time{}, fmt.Errorf("unknown camera kind %q", c.Kind)
+	_, err = ParseKind(string(c.Kind))
+	return time.Time{}, err
 }
 
 // errStalled ends a session that delivered no frame for StallTimeout.
@@ -310,7 +323,7 @@ func (c *Camera) run(ctx context.Context) {
 			wait = jitter(c.retryMax)
 		}
 		c.setState(state, msg)
-		c.log.Warn("camera "+state+", retrying", "error", msg, "retry_in", wait.Round(time.Millisecond),
+		c.log.Warn("camera "+string(state)+", retrying", "error", msg, "retry_in", wait.Round(time.Millisecond),
 			"reconnects", c.reconnects.Load())
 		t := time.NewTimer(wait)
 		select {
@@ -356,7 +369,7 @@ func (c *Camera) watchedSession(ctx context.Context) (time.Time, error) {
 }
 
 // setState records a state other than online and reports the change.
-func (c *Camera) setState(state, reason string) {
+func (c *Camera) setState(state State, reason string) {
 	c.mu.Lock()
 	was := c.state
 	c.state, c.lastError = state, reason

@@ -124,12 +124,12 @@ func startGstRTSPServer(t *testing.T, file, mount string) string {
 // Over TCP (interleaved) and over UDP, which the sample camera does not offer.
 func TestThirdPartyGstRTSPServer(t *testing.T) {
 	url := startGstRTSPServer(t, media(t, sampleFile), "/vtest")
-	for _, transport := range []string{"tcp", "udp"} {
-		t.Run(transport, func(t *testing.T) { playGstRTSP(t, url, transport) })
+	for _, transport := range []Transport{TransportTCP, TransportUDP} {
+		t.Run(string(transport), func(t *testing.T) { playGstRTSP(t, url, transport) })
 	}
 }
 
-func playGstRTSP(t *testing.T, url, transport string) {
+func playGstRTSP(t *testing.T, url string, transport Transport) {
 	base := runtimeGoroutines() // the server's pipe readers live until Cleanup
 	var logs logBuffer
 	frames, onFrame, drain := frameSink(4)
