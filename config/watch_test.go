@@ -77,7 +77,7 @@ func TestWatcherSymlinkSwap(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		write(t, filepath.Join(dir, v, "visiond.yaml"), "site: "+v+"\n")
+		write(t, filepath.Join(dir, v, "visiond.yaml"), "site: "+v+"\ncameras: []\n")
 	}
 	if err := os.Symlink("v1", filepath.Join(dir, "data")); err != nil {
 		t.Fatal(err)
