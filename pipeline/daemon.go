@@ -38,6 +38,8 @@ const summaryEvery = 10 * time.Second
 
 // Daemon runs visiond: Start builds and starts every stage, Close stops them in order.
 type Daemon struct {
+	// Config is the config to start with. The daemon never changes it: Running returns the
+	// config in force, which a reload changes.
 	Config *config.Config
 	Logger *slog.Logger
 	// WorkerCommand is the argv that starts an inference worker process; nil means this
@@ -74,6 +76,9 @@ type Daemon struct {
 	healthPrev     map[string]healthCounts // run goroutine
 	flushTimeout   time.Duration           // how long Close waits for events to be acknowledged
 
+	running  atomic.Pointer[config.Config] // the config in force: Config, with what reloads applied
+	reloadMu sync.Mutex                    // one reload at a time
+
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -86,6 +91,7 @@ type Daemon struct {
 // the HTTP endpoint. On error, whatever was started is stopped again.
 func (d *Daemon) Start() (err error) {
 	cfg := d.Config
+	d.running.Store(cfg)
 	d.log = d.Logger
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -234,10 +240,21 @@ func (d *Daemon) drain(timeout time.Duration) {
 
 // drainTimeout bounds how long Close waits for jobs in flight: a job's own deadline.
 func (d *Daemon) drainTimeout() time.Duration {
-	if d.Config == nil || d.Config.Workers.JobTimeout <= 0 {
+	cfg := d.Running()
+	if cfg == nil || cfg.Workers.JobTimeout <= 0 {
 		return 5 * time.Second
 	}
-	return d.Config.Workers.JobTimeout
+	return cfg.Workers.JobTimeout
+}
+
+// Running returns the config in force: Config with what reloads have applied, where the
+// sections that need a restart keep their values from start (so it may differ from the
+// file). Config before Start. It is never changed: a reload puts a new one in force.
+func (d *Daemon) Running() *config.Config {
+	if cfg := d.running.Load(); cfg != nil {
+		return cfg
+	}
+	return d.Config
 }
 
 // NATSURL is the URL of the NATS server the daemon publishes to.
@@ -245,7 +262,7 @@ func (d *Daemon) NATSURL() string {
 	if d.natsServer != nil {
 		return d.natsServer.ClientURL()
 	}
-	return d.Config.NATS.URL
+	return d.Running().NATS.URL
 }
 
 // HTTPAddr is the address the HTTP endpoint listens on, or nil when it is disabled.

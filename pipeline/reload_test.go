@@ -3,7 +3,10 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +131,175 @@ func nextConfigEvent(t *testing.T, msgs chan *nats.Msg) sinks.ConfigEvent {
 		t.Fatal("no config event")
 	}
 	return sinks.ConfigEvent{}
+}
+
+// Every field of config.Config, at any depth, is classified by reloadClasses (directly or
+// through a section above it), and every entry names a field: a new section cannot be
+// silently taken for applied.
+func TestReloadClassesCoverConfig(t *testing.T) {
+	fields := map[string]bool{}
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Time]() {
+			return
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = strings.ToLower(f.Name) // yaml.v3's default
+			}
+			path := strings.TrimPrefix(prefix+"."+name, ".")
+			fields[path] = true
+			walk(f.Type, path)
+		}
+	}
+	walk(reflect.TypeFor[config.Config](), "")
+	if len(fields) < 50 {
+		t.Fatalf("walked %d fields of config.Config: the walk is broken", len(fields))
+	}
+	for _, path := range slices.Sorted(maps.Keys(fields)) {
+		if class, _ := reloadClassOf(path); class != applyLive && class != needRestart {
+			t.Errorf("config field %s is neither applied by a reload nor listed as needing a restart: classify it in reloadClasses", path)
+		}
+	}
+	for path, class := range reloadClasses {
+		if !fields[path] {
+			t.Errorf("reloadClasses names %s, which is no field of config.Config", path)
+		}
+		if i := strings.LastIndexByte(path, '.'); i > 0 {
+			if parent, _ := reloadClassOf(path[:i]); parent == class {
+				t.Errorf("reloadClasses: %s has the class of its section already", path)
+			}
+		}
+	}
+}
+
+// For every field, a file that changes only that field either puts it in force (applied
+// live, nothing to restart) or keeps the running value and names its section in
+// NeedsRestart, as reloadClasses says; never neither.
+func TestInForceFollowsClasses(t *testing.T) {
+	running, err := config.Parse([]byte("cameras:\n  - {id: a, url: rtsp://h/1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	eachLeaf(reflect.TypeFor[config.Config](), "", nil, func(path string, index []int) {
+		n++
+		file := *running
+		changeValue(t, path, reflect.ValueOf(&file).Elem().FieldByIndex(index))
+		next, restart := inForce(running, &file)
+		got := reflect.ValueOf(next).Elem().FieldByIndex(index).Interface()
+		want := reflect.ValueOf(running).Elem().FieldByIndex(index).Interface()
+		class, section := reloadClassOf(path)
+		if class == 0 {
+			t.Errorf("%s: not in reloadClasses (changed, it is reported as %q)", path, restart)
+			return
+		}
+		if class == applyLive {
+			want = reflect.ValueOf(&file).Elem().FieldByIndex(index).Interface()
+			section = ""
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s changed in the file: in force %v, want %v (class %d)", path, got, want, class)
+		}
+		if section == "" && len(restart) != 0 || section != "" && !slices.Equal(restart, []string{section}) {
+			t.Errorf("%s changed in the file: needs restart %q, want %q", path, restart, section)
+		}
+		file2 := *next // what runs, written back as the file: nothing to report, nothing changes
+		if again, restart := inForce(next, &file2); len(restart) != 0 || !reflect.DeepEqual(again, next) {
+			t.Errorf("%s: the running config as the file: needs restart %q", path, restart)
+		}
+	})
+	if n < 50 {
+		t.Fatalf("changed %d fields of config.Config: the walk is broken", n)
+	}
+}
+
+// eachLeaf calls f for every field of the struct type t that holds a value (a struct field
+// is walked into; a list or a pointer is one value), by YAML path.
+func eachLeaf(t reflect.Type, prefix string, index []int, f func(path string, index []int)) {
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if !sf.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(sf.Name)
+		}
+		path, idx := strings.TrimPrefix(prefix+"."+name, "."), append(slices.Clip(index), i)
+		if sf.Type.Kind() == reflect.Struct {
+			eachLeaf(sf.Type, path, idx, f)
+		} else {
+			f(path, idx)
+		}
+	}
+}
+
+// changeValue sets v, a field of a copy, to a value different from the one it has, without
+// changing what the copy shares with its original.
+func changeValue(t *testing.T, path string, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(v.String() + "x")
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.Int, reflect.Int64:
+		v.SetInt(v.Int() + 1)
+	case reflect.Float64:
+		v.SetFloat(v.Float() + 1)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), v.Len()+1, v.Len()+1)
+		reflect.Copy(s, v)
+		v.Set(s)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		if !v.IsNil() {
+			p.Elem().Set(v.Elem())
+		}
+		changeValue(t, path, p.Elem())
+		v.Set(p)
+	default:
+		t.Fatalf("%s: cannot change a %s: teach changeValue", path, v.Type())
+	}
+}
+
+// The sequence of issue 12: a section that needs a restart stays reported until the file
+// holds the running value again, and other reloads do not forget it.
+func TestInForceComparesFileWithRunning(t *testing.T) {
+	start, err := config.Parse([]byte("http: {listen: '127.0.0.1:8080'}\ncameras:\n  - {id: a, url: rtsp://h/1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(from *config.Config, f func(*config.Config)) *config.Config {
+		c := *from
+		c.Cameras = slices.Clone(from.Cameras)
+		f(&c)
+		return &c
+	}
+	newListen := edit(start, func(c *config.Config) { c.HTTP.Listen = "127.0.0.1:9090" })
+	running, restart := inForce(start, newListen)
+	if !slices.Equal(restart, []string{"http"}) || running.HTTP != start.HTTP {
+		t.Fatalf("http.listen changed: needs restart %q, in force %+v", restart, running.HTTP)
+	}
+	newFPS := edit(newListen, func(c *config.Config) { c.Cameras[0].FPS = 2 })
+	running, restart = inForce(running, newFPS)
+	if !slices.Equal(restart, []string{"http"}) || running.HTTP != start.HTTP || running.Cameras[0].FPS != 2 {
+		t.Fatalf("then a camera's fps: needs restart %q, in force %+v %+v", restart, running.HTTP, running.Cameras)
+	}
+	restored := edit(newFPS, func(c *config.Config) { c.HTTP = start.HTTP })
+	running, restart = inForce(running, restored)
+	if len(restart) != 0 || running.Cameras[0].FPS != 2 {
+		t.Fatalf("then http restored: needs restart %q, cameras %+v", restart, running.Cameras)
+	}
+	if _, restart := inForce(running, edit(start, func(c *config.Config) { c.Site = "b"; c.NATS.Listen = ":1"; c.StateDir = "/x" })); !slices.Equal(restart, []string{"site", "state_dir", "nats"}) {
+		t.Fatalf("site, nats and state_dir changed: needs restart %q", restart)
+	}
 }
