@@ -27,11 +27,7 @@ import (
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
-	"github.com/visiond/visiond/sources/samplecam"
 )
-
-// SampleCamera is the path the built-in sample camera is served on.
-const SampleCamera = "sample"
 
 // summaryEvery is how often per-camera counters are summarized in the log.
 const summaryEvery = 10 * time.Second
@@ -51,7 +47,6 @@ type Daemon struct {
 	instance       string
 	natsServer     *sinks.Server
 	pub            *sinks.Publisher
-	sample         *samplecam.Server
 	pools          *workerPools
 	jobs           dispatcher                        // the pools; a stand-in in the slicer's unit tests
 	publish        func(*sinks.DetectionEvent) error // the publisher; a stand-in in unit tests
@@ -86,9 +81,9 @@ type Daemon struct {
 	closed sync.Once
 }
 
-// Start starts every stage: NATS (embedded or external), the sample camera when enabled, the
-// worker pool (waiting until each worker has loaded the model), the cameras, the slicer and
-// the HTTP endpoint. On error, whatever was started is stopped again.
+// Start starts every stage: NATS (embedded or external), the worker pool (waiting until each
+// worker has loaded the model), the cameras, the slicer and the HTTP endpoint. On error,
+// whatever was started is stopped again.
 func (d *Daemon) Start() (err error) {
 	cfg := d.Config
 	d.running.Store(cfg)
@@ -111,18 +106,6 @@ func (d *Daemon) Start() (err error) {
 
 	if err := d.startNATS(cfg); err != nil {
 		return err
-	}
-
-	if cfg.Sample.Enabled {
-		d.sample = &samplecam.Server{
-			Listen:  cfg.Sample.Listen,
-			Streams: map[string]string{SampleCamera: cfg.Sample.File},
-			Logger:  d.log,
-		}
-		if err := d.sample.Start(); err != nil {
-			d.sample = nil
-			return fmt.Errorf("sample camera: %w", err)
-		}
 	}
 
 	d.site = cfg.Site
@@ -208,9 +191,6 @@ func (d *Daemon) Close() {
 		if d.pub != nil {
 			d.pub.Close(d.flushTimeout)
 		}
-		if d.sample != nil {
-			d.sample.Close()
-		}
 		if d.natsServer != nil {
 			d.natsServer.Close()
 		}
@@ -267,14 +247,6 @@ func (d *Daemon) NATSURL() string {
 
 // HTTPAddr is the address the HTTP endpoint listens on, or nil when it is disabled.
 func (d *Daemon) HTTPAddr() net.Addr { return d.httpAddr }
-
-// SampleURL is the RTSP URL of the built-in sample camera, or "" when it is disabled.
-func (d *Daemon) SampleURL() string {
-	if d.sample == nil {
-		return ""
-	}
-	return d.sample.URL(SampleCamera)
-}
 
 // Workers reports the inference workers.
 func (d *Daemon) Workers() []infer.WorkerStatus {

@@ -22,6 +22,7 @@ import (
 	"github.com/visiond/visiond/configs"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/pipeline"
+	"github.com/visiond/visiond/sources/samplecam"
 )
 
 const usage = `usage: visiond <command> [flags]
@@ -141,6 +142,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
+	if cfg.Sample.Enabled { // the demo's camera, up before the daemon opens it
+		sample, err := startSample(cfg.Sample, log)
+		if err != nil {
+			return err
+		}
+		defer sample.Close()
+	}
+
 	d := &pipeline.Daemon{Config: cfg, Logger: log}
 	if err := d.Start(); err != nil {
 		return err
@@ -211,6 +220,19 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+}
+
+// sampleCamera is the path the built-in sample camera is served on.
+const sampleCamera = "sample"
+
+// startSample serves the built-in sample camera (the sample section): the demo's file over
+// RTSP on loopback, at rtsp://<listen>/sample.
+func startSample(c config.Sample, log *slog.Logger) (*samplecam.Server, error) {
+	s := &samplecam.Server{Listen: c.Listen, Streams: map[string]string{sampleCamera: c.File}, Logger: log}
+	if err := s.Start(); err != nil {
+		return nil, fmt.Errorf("sample camera: %w", err)
+	}
+	return s, nil
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
