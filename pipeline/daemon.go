@@ -37,7 +37,15 @@ type Daemon struct {
 	// Config is the config to start with. The daemon never changes it: Running returns the
 	// config in force, which a reload changes.
 	Config *config.Config
-	Logger *slog.Logger
+	// ConfigPath is the file Config was loaded from: the daemon watches it, and reloads it
+	// when it has changed and on ReloadNow. "" (the embedded config, or one built in code):
+	// nothing to watch or reload.
+	ConfigPath string
+	// Reloading and Reloaded, when set, are called before and after each reload of
+	// ConfigPath, applied or rejected (systemd's RELOADING=1 and READY=1).
+	Reloading func()
+	Reloaded  func(ReloadResult, error)
+	Logger    *slog.Logger
 	// WorkerCommand is the argv that starts an inference worker process; nil means this
 	// executable's "worker" subcommand. WorkerEnv is added to the worker's environment.
 	WorkerCommand []string
@@ -71,19 +79,23 @@ type Daemon struct {
 	healthPrev     map[string]healthCounts // run goroutine
 	flushTimeout   time.Duration           // how long Close waits for events to be acknowledged
 
-	running  atomic.Pointer[config.Config] // the config in force: Config, with what reloads applied
-	reloadMu sync.Mutex                    // one reload at a time
+	running   atomic.Pointer[config.Config] // the config in force: Config, with what reloads applied
+	reloadMu  sync.Mutex                    // one reload at a time
+	reloadNow chan string                   // to the config goroutine: reload ConfigPath, for this trigger
 
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-	wg     sync.WaitGroup // the HTTP server's goroutine
-	closed sync.Once
+	wake       chan struct{}
+	ctx        context.Context // ends with Close
+	cancel     context.CancelFunc
+	done       chan struct{}
+	configDone chan struct{}  // the config goroutine's; nil when it was not started
+	wg         sync.WaitGroup // the HTTP server's goroutine
+	closed     sync.Once
 }
 
 // Start starts every stage: NATS (embedded or external), the worker pool (waiting until each
-// worker has loaded the model), the cameras, the slicer and the HTTP endpoint. On error,
-// whatever was started is stopped again.
+// worker has loaded the model), the cameras, the slicer, the HTTP endpoint and, with a
+// ConfigPath, the config goroutine that watches it. On error, whatever was started is
+// stopped again.
 func (d *Daemon) Start() (err error) {
 	cfg := d.Config
 	d.running.Store(cfg)
@@ -96,7 +108,7 @@ func (d *Daemon) Start() (err error) {
 	d.wake = make(chan struct{}, 1)
 	d.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
+	d.ctx, d.cancel = ctx, cancel
 	defer func() {
 		if err != nil {
 			close(d.done) // run never started
@@ -133,6 +145,9 @@ func (d *Daemon) Start() (err error) {
 
 	d.heartbeat.Store(time.Now().UnixNano()) // healthy from the start: the first round comes within a slice
 	go d.run(ctx)
+	if d.ConfigPath != "" {
+		d.startConfig(ctx)
+	}
 	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
 		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(d.NATSURL()))
 	return nil
@@ -169,6 +184,9 @@ func (d *Daemon) Close() {
 		if d.cancel != nil {
 			d.cancel()
 			<-d.done
+		}
+		if d.configDone != nil {
+			<-d.configDone // a reload under way has ended: it sees the daemon stopped
 		}
 		if d.httpSrv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -158,7 +158,7 @@ func (d *Daemon) reload(file *config.Config) (ReloadResult, error) {
 	req := reloadRequest{cfg: cfg, done: make(chan reloadReply, 1)}
 	if !reflect.DeepEqual(cfg.Workers, running.Workers) {
 		np := &workerPools{}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(d.ctx, 5*time.Minute)
 		err := np.start(ctx, cfg.Workers, d.WorkerCommand, d.WorkerEnv, d.log.With("component", "infer"))
 		cancel()
 		if err != nil {
@@ -265,6 +265,79 @@ func sameSource(a, b config.Camera) bool {
 func (c *camera) reschedule(cc config.Camera, slice time.Duration) {
 	n := newCamera(cc, slice, c.wake)
 	c.cfg.FPS, c.cfg.Weight, c.interval, c.slack = n.cfg.FPS, n.cfg.Weight, n.interval, n.slack
+}
+
+// startConfig starts the config goroutine, which watches ConfigPath and reloads it when it
+// has changed and on ReloadNow. Config was loaded before the watch began: a file that no
+// longer holds it (edited while the daemon started) is reloaded at once.
+func (d *Daemon) startConfig(ctx context.Context) {
+	d.reloadNow = make(chan string, 1)
+	w := &config.Watcher{Path: d.ConfigPath, Logger: d.log.With("component", "config")}
+	var changed <-chan struct{}
+	if err := w.Start(); err != nil {
+		d.log.Warn("config file not watched; SIGHUP still reloads it", "error", err)
+		w = nil
+	} else {
+		changed = w.Changed()
+	}
+	if cfg, err := config.Load(d.ConfigPath); err != nil || !reflect.DeepEqual(cfg, d.Config) {
+		d.reloadNow <- "file changed during start"
+	}
+	d.configDone = make(chan struct{})
+	go d.runConfig(ctx, w, changed)
+}
+
+// runConfig is the config goroutine: it reloads ConfigPath when the watcher says it has
+// changed (and settled) and on ReloadNow, one reload after the other, until ctx ends.
+func (d *Daemon) runConfig(ctx context.Context, w *config.Watcher, changed <-chan struct{}) {
+	defer close(d.configDone)
+	if w != nil {
+		defer w.Close()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			d.reloadFile("file changed")
+		case trigger := <-d.reloadNow:
+			d.reloadFile(trigger)
+		}
+	}
+}
+
+// ReloadNow asks for a reload of ConfigPath (for SIGHUP; trigger is logged). It returns at
+// once: the reload runs on the daemon's config goroutine, and a request made while another
+// waits there joins it. Call it after Start.
+func (d *Daemon) ReloadNow(trigger string) {
+	if d.ConfigPath == "" {
+		d.log.Warn("nothing to reload: running on the embedded config", "trigger", trigger)
+		return
+	}
+	select {
+	case d.reloadNow <- trigger:
+	default: // one waits already; it reads the file as it is by then
+	}
+}
+
+// reloadFile loads ConfigPath and reloads it, between the Reloading and Reloaded hooks. A
+// file that cannot be loaded (invalid, empty, without its cameras) is rejected, and the
+// config in force stays.
+func (d *Daemon) reloadFile(trigger string) {
+	d.log.Info("reloading config", "trigger", trigger, "config", d.ConfigPath)
+	if d.Reloading != nil {
+		d.Reloading()
+	}
+	var res ReloadResult
+	cfg, err := config.Load(d.ConfigPath)
+	if err != nil {
+		d.Rejected(err) // logged, counted and published
+	} else {
+		res, err = d.Reload(cfg) // its outcome is logged and published by Reload
+	}
+	if d.Reloaded != nil {
+		d.Reloaded(res, err)
+	}
 }
 
 func (d *Daemon) publishReload(res ReloadResult, err error) {

@@ -3,10 +3,14 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -302,4 +306,217 @@ func TestInForceComparesFileWithRunning(t *testing.T) {
 	if _, restart := inForce(running, edit(start, func(c *config.Config) { c.Site = "b"; c.NATS.Listen = ":1"; c.StateDir = "/x" })); !slices.Equal(restart, []string{"site", "state_dir", "nats"}) {
 		t.Fatalf("site, nats and state_dir changed: needs restart %q", restart)
 	}
+}
+
+// fileDaemon is a daemon started from a file it watches, and the config events it publishes.
+type fileDaemon struct {
+	*Daemon
+	path                string
+	events              chan *nats.Msg
+	reloading, reloaded atomic.Int32 // the hooks' calls
+}
+
+// startFileDaemon writes body (with a fresh state_dir and NATS port prepended) to a file,
+// loads it and starts a daemon on it that watches it, with workers that are this test binary.
+func startFileDaemon(t *testing.T, body string) *fileDaemon {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "visiond.yaml")
+	body = fmt.Sprintf("state_dir: %q\nnats: {listen: \"127.0.0.1:0\"}\n%s", t.TempDir(), body)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := &fileDaemon{path: path, events: make(chan *nats.Msg, 16)}
+	fd.Daemon = &Daemon{Config: cfg, ConfigPath: path, Logger: testLogger(t),
+		WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv},
+		Reloading: func() { fd.reloading.Add(1) },
+		Reloaded:  func(ReloadResult, error) { fd.reloaded.Add(1) }}
+	if err := fd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fd.Close)
+	nc, err := nats.Connect(fd.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := nc.ChanSubscribe("visiond."+cfg.Site+".config", fd.events); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+// save writes the file as an editor does: a temporary file renamed over it.
+func (fd *fileDaemon) save(t *testing.T, body string) {
+	t.Helper()
+	tmp := fd.path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, fd.path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noConfigEvent fails when a config event comes within d.
+func (fd *fileDaemon) noConfigEvent(t *testing.T, d time.Duration, after string) {
+	t.Helper()
+	select {
+	case m := <-fd.events:
+		t.Fatalf("a config event %s after %s", m.Data, after)
+	case <-time.After(d):
+	}
+}
+
+// online waits until every camera is online and has been analysed, and returns their sources.
+func (fd *fileDaemon) online(t *testing.T, ids ...string) map[string]any {
+	t.Helper()
+	waitUntil(t, 60*time.Second, fmt.Sprintf("cameras %v online and analysed", ids), func() bool {
+		for _, id := range ids {
+			if c := fd.camera(id); c == nil || c.status().State != "online" || c.status().Analysed == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	srcs := map[string]any{}
+	for _, id := range ids {
+		srcs[id] = fd.camera(id).src
+	}
+	return srcs
+}
+
+// untouched fails unless the cameras still run on the same sessions, never reconnected.
+func (fd *fileDaemon) untouched(t *testing.T, srcs map[string]any) {
+	t.Helper()
+	if len(fd.Cameras()) != len(srcs) {
+		t.Fatalf("%d cameras, want the %d in force", len(fd.Cameras()), len(srcs))
+	}
+	for id, src := range srcs {
+		c := fd.camera(id)
+		if c == nil || any(c.src) != src {
+			t.Fatalf("camera %s was removed or restarted", id)
+		}
+		if st := c.src.Status(); st.Reconnects != 0 {
+			t.Fatalf("camera %s reconnected %d times", id, st.Reconnects)
+		}
+	}
+}
+
+// Issue 12, item 1, through the file: http.listen changed is reported as needing a restart
+// on that reload and every later one (a camera's fps changed meanwhile is applied) while the
+// server keeps its address, and restoring it reports nothing; SIGHUP's ReloadNow reloads.
+func TestReloadNeedsRestartUntilFileMatches(t *testing.T) {
+	cams := sampleCameras(t, 2)
+	base := fmt.Sprintf("site: test\nhttp: {listen: \"127.0.0.1:0\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
+		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams)
+	fd := startFileDaemon(t, base)
+	body := mustReadFile(t, fd.path)
+	addr := fd.HTTPAddr().String()
+	newListen := strings.Replace(body, `http: {listen: "127.0.0.1:0"}`, `http: {listen: "127.0.0.1:1"}`, 1)
+	slower := strings.Replace(newListen, "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
+
+	fd.save(t, newListen)
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Equal(ev.NeedsRestart, []string{"http"}) {
+		t.Fatalf("http.listen changed: %+v, want applied, needs_restart [http]", ev)
+	}
+	fd.save(t, slower)
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Equal(ev.Updated, []string{"cam1"}) || !slices.Equal(ev.NeedsRestart, []string{"http"}) {
+		t.Fatalf("then cam1's fps changed: %+v, want cam1 updated, needs_restart [http] still", ev)
+	}
+	if got := fd.Running(); got.HTTP.Listen != "127.0.0.1:0" || got.Cameras[1].FPS != 2 || fd.HTTPAddr().String() != addr {
+		t.Fatalf("in force: http %+v (serving on %s, was %s), cameras %+v", got.HTTP, fd.HTTPAddr(), addr, got.Cameras)
+	}
+	if code, _, _ := request(t, "GET", "http://"+addr+"/healthz"); code != 200 {
+		t.Fatalf("the endpoint in force answers %d", code)
+	}
+	fd.save(t, strings.Replace(slower, `http: {listen: "127.0.0.1:1"}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || len(ev.NeedsRestart) != 0 || len(ev.Updated)+len(ev.Added)+len(ev.Removed)+len(ev.Restarted) != 0 {
+		t.Fatalf("then http restored: %+v, want applied, nothing changed, nothing to restart", ev)
+	}
+	fd.ReloadNow("SIGHUP")
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || len(ev.NeedsRestart) != 0 {
+		t.Fatalf("SIGHUP: %+v", ev)
+	}
+	if a, b := fd.reloading.Load(), fd.reloaded.Load(); a != 4 || b != 4 {
+		t.Fatalf("hooks called %d and %d times around 4 reloads", a, b)
+	}
+}
+
+// Issue 12, item 2: an editor that truncates the file and writes it again within 150 ms
+// causes one reload, of the complete file; no camera stops.
+func TestReloadTruncateThenWrite(t *testing.T) {
+	cams := sampleCameras(t, 2)
+	fd := startFileDaemon(t, fmt.Sprintf("site: test\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
+		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams))
+	srcs := fd.online(t, "cam0", "cam1")
+	body := strings.Replace(mustReadFile(t, fd.path), "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
+
+	if err := os.Truncate(fd.path, 0); err != nil { // `: > visiond.yaml`
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // then `cp good.yaml visiond.yaml`
+	if err := os.WriteFile(fd.path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ev := nextConfigEvent(t, fd.events)
+	if ev.Result != "applied" || !slices.Equal(ev.Updated, []string{"cam1"}) || len(ev.Removed)+len(ev.Restarted)+len(ev.Added) != 0 {
+		t.Fatalf("config event %+v, want the complete file applied: cam1 updated, nothing removed", ev)
+	}
+	fd.noConfigEvent(t, 2*time.Second, "the one reload")
+	fd.untouched(t, srcs)
+}
+
+// Issue 12, item 2: an empty file left for seconds, then the same file without its
+// cameras (cut short), is rejected each time; the good file written back is applied, and the
+// cameras ran untouched throughout.
+func TestReloadEmptyFileLeftThenGood(t *testing.T) {
+	cams := sampleCameras(t, 2)
+	fd := startFileDaemon(t, fmt.Sprintf("site: test\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
+		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams))
+	srcs := fd.online(t, "cam0", "cam1")
+	good := mustReadFile(t, fd.path)
+
+	if err := os.WriteFile(fd.path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "rejected" || !strings.Contains(ev.Error, "empty file") {
+		t.Fatalf("empty file: config event %+v, want rejected as empty", ev)
+	}
+	fd.noConfigEvent(t, 3*time.Second, "the empty file's rejection")
+	fd.untouched(t, srcs)
+
+	fd.save(t, "# visiond\n\n") // only a comment: as empty
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "rejected" || !strings.Contains(ev.Error, "empty file") {
+		t.Fatalf("a file of comments: config event %+v, want rejected as empty", ev)
+	}
+	fd.save(t, good[:strings.Index(good, "cameras:")]) // cut short before its cameras
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "rejected" || !strings.Contains(ev.Error, "cameras: no list of cameras") {
+		t.Fatalf("a file without cameras: config event %+v, want rejected", ev)
+	}
+
+	fd.save(t, good)
+	ev := nextConfigEvent(t, fd.events)
+	if ev.Result != "applied" || len(ev.Removed)+len(ev.Restarted)+len(ev.Added)+len(ev.Updated) != 0 || len(ev.NeedsRestart) != 0 {
+		t.Fatalf("the good file back: config event %+v, want applied with nothing changed", ev)
+	}
+	fd.untouched(t, srcs)
+	if n := fd.ReloadFailures(); n != 3 {
+		t.Fatalf("%d reloads rejected, want 3", n)
+	}
+}
+
+func mustReadFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
