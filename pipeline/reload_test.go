@@ -314,11 +314,13 @@ type fileDaemon struct {
 	path                string
 	events              chan *nats.Msg
 	reloading, reloaded atomic.Int32 // the hooks' calls
+	results             chan error   // from the Reloaded hook
 }
 
 // startFileDaemon writes body (with a fresh state_dir and NATS port prepended) to a file,
 // loads it and starts a daemon on it that watches it, with workers that are this test binary.
-func startFileDaemon(t *testing.T, body string) *fileDaemon {
+// beforeStart, if any, runs between the load and the start.
+func startFileDaemon(t *testing.T, body string, beforeStart ...func(path string)) *fileDaemon {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "visiond.yaml")
 	body = fmt.Sprintf("state_dir: %q\nnats: {listen: \"127.0.0.1:0\"}\n%s", t.TempDir(), body)
@@ -329,11 +331,20 @@ func startFileDaemon(t *testing.T, body string) *fileDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd := &fileDaemon{path: path, events: make(chan *nats.Msg, 16)}
+	fd := &fileDaemon{path: path, events: make(chan *nats.Msg, 16), results: make(chan error, 16)}
 	fd.Daemon = &Daemon{Config: cfg, ConfigPath: path, Logger: testLogger(t),
 		WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv},
 		Reloading: func() { fd.reloading.Add(1) },
-		Reloaded:  func(ReloadResult, error) { fd.reloaded.Add(1) }}
+		Reloaded: func(_ ReloadResult, err error) {
+			fd.reloaded.Add(1)
+			select {
+			case fd.results <- err:
+			default:
+			}
+		}}
+	for _, f := range beforeStart {
+		f(path)
+	}
 	if err := fd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -509,6 +520,35 @@ func TestReloadEmptyFileLeftThenGood(t *testing.T) {
 	fd.untouched(t, srcs)
 	if n := fd.ReloadFailures(); n != 3 {
 		t.Fatalf("%d reloads rejected, want 3", n)
+	}
+}
+
+// A file edited after it was loaded and before the daemon watched it is reloaded once the
+// daemon runs: the edit is not lost.
+func TestReloadFileEditedDuringStart(t *testing.T) {
+	cams := sampleCameras(t, 2)
+	fd := startFileDaemon(t, fmt.Sprintf("site: test\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
+		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams), func(path string) {
+		edited := strings.Replace(mustReadFile(t, path), "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
+		if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	select {
+	case err := <-fd.results:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reload of the file edited during start")
+	}
+	if c := fd.Running().Cameras; c[1].ID != "cam1" || c[1].FPS != 2 || fd.Config.Cameras[1].FPS == 2 {
+		t.Fatalf("in force: %+v; want cam1 at 2 fps", c)
+	}
+	select {
+	case err := <-fd.results:
+		t.Fatalf("a second reload (%v) of an unchanged file", err)
+	case <-time.After(time.Second):
 	}
 }
 
