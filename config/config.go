@@ -4,9 +4,11 @@
 // Parse (and Load, which reads a file first) starts from Default, decodes the
 // document over it so that a key left out keeps its default, rejects keys the
 // schema does not know, resolves every camera against camera_defaults and
-// validates the result. All problems found are reported together, each with
-// the path of the field (for example "cameras[2].url") and, when the config
-// came from YAML, its line.
+// validates the result; Load also requires a file to list its cameras, so
+// that an empty or half-written file is an error rather than "no cameras".
+// All problems found are reported together, each with the path of the field
+// (for example "cameras[2].url") and, when the config came from YAML, its
+// line.
 //
 // Every default is stated on its field below.
 package config
@@ -53,7 +55,8 @@ type Config struct {
 	// overrides any of them by setting the same key.
 	CameraDefaults CameraDefaults `yaml:"camera_defaults"`
 	// Cameras are the cameras to watch, resolved: see Camera. None is valid
-	// (the daemon idles).
+	// (the daemon idles); a file says so with "cameras: []" (Load rejects a
+	// file without the key).
 	Cameras []Camera `yaml:"cameras"`
 
 	// lines maps a field path ("cameras[2].url") to its line in the YAML
@@ -478,14 +481,20 @@ func Default() *Config {
 	}
 }
 
-// Load reads the YAML file at path and parses it with Parse. Its errors begin
-// with path; those of Parse wrap an *Error.
+// Load reads the YAML file at path and parses it as Parse does, with one rule
+// more for a file: it must list its cameras ("cameras: []" for none). An empty
+// file (nothing, or only whitespace and comments) and a file without a cameras
+// key are errors, at start, on reload and in `visiond check` alike: such a file
+// is most often one caught while an editor or a deploy tool writes it, and
+// taking its defaults would stop every camera (on reload) or start with the
+// default site, NATS and HTTP settings that only a restart can change (at
+// start). Its errors begin with path; those of parsing wrap an *Error.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err // already names the path
 	}
-	cfg, err := Parse(data)
+	cfg, err := parse(data, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -494,15 +503,28 @@ func Load(path string) (*Config, error) {
 
 // Parse decodes one YAML document over Default, strictly (an unknown key is an
 // error), resolves the cameras against camera_defaults and validates the
-// result. An empty document gives Default. On failure the error is an *Error
+// result. An empty document gives Default, and a document without cameras
+// none (Load, for files, requires them). On failure the error is an *Error
 // listing every problem found.
-func Parse(data []byte) (*Config, error) {
+func Parse(data []byte) (*Config, error) { return parse(data, false) }
+
+// Problems of a file that does not list its cameras (Load).
+const (
+	emptyFileMsg      = `empty file (nothing but whitespace or comments): a config file must list its cameras ("cameras: []" for none)`
+	missingCamerasMsg = `no list of cameras: a config file must list its cameras ("cameras: []" for none); is the file complete?`
+)
+
+// parse is Parse; wantCameras adds Load's rule that the document lists its cameras.
+func parse(data []byte, wantCameras bool) (*Config, error) {
 	cfg := Default()
 	root, err := parseTree(data)
 	if err != nil {
 		return nil, err
 	}
 	if root == nil { // empty document, or only comments, or "~"
+		if wantCameras {
+			return nil, newError([]Problem{{Msg: emptyFileMsg}})
+		}
 		return cfg, nil
 	}
 	if root.Kind != yaml.MappingNode {
@@ -513,6 +535,11 @@ func Parse(data []byte) (*Config, error) {
 	// of the wrong type with their field paths, and records each path's line.
 	s := schemaWalker{lines: map[string]int{}}
 	s.walk(root, configType, "")
+	if wantCameras {
+		if p, ok := camerasListed(root); !ok {
+			s.problems = append(s.problems, p)
+		}
+	}
 
 	// Then decode for real, strictly, over the defaults. The walker has
 	// already explained every error this decode can report, with paths; keep
@@ -570,6 +597,21 @@ func Parse(data []byte) (*Config, error) {
 		return nil, newError(problems)
 	}
 	return cfg, nil
+}
+
+// camerasListed reports whether the document's top mapping has a cameras key
+// with a value ("cameras:" alone, as a file cut short after it ends, is no
+// list), and the problem to report when it has not.
+func camerasListed(root *yaml.Node) (Problem, bool) {
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if k, v := root.Content[i], root.Content[i+1]; k.Value == "cameras" {
+			if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+				return Problem{Field: "cameras", Line: k.Line, Msg: missingCamerasMsg}, false
+			}
+			return Problem{}, true
+		}
+	}
+	return Problem{Field: "cameras", Msg: missingCamerasMsg}, false
 }
 
 // parseTree decodes data into a node tree and returns the document's top

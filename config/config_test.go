@@ -389,6 +389,45 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// A file must list its cameras: an empty file, or one cut short before (or just after) its
+// cameras key, is what an editor or a deploy tool leaves while it writes, and must not be
+// taken for "the defaults, no cameras". Parse (documents built in code) keeps the defaults.
+func TestLoadWantsCameras(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "visiond.yaml")
+	for _, tc := range []struct {
+		doc  string
+		want []string // what Load's error begins with, then what else it says; none: no error
+	}{
+		{"", []string{path + ": empty file"}},
+		{"  \n\n   \n", []string{path + ": empty file"}},
+		{"# being edited\n\n# cameras: [a]\n", []string{path + ": empty file"}},
+		{"~\n", []string{path + ": empty file"}},
+		{"site: lab\nhttp: {listen: ':8080'}\n", []string{path + `: cameras: no list of cameras: a config file must list its cameras ("cameras: []" for none)`}},
+		{"site: lab\ncameras:\n", []string{path + ": line 2: cameras: no list of cameras"}},
+		{"site: lab\nfoo: 1\n", []string{path + `: line 2: foo: unknown key "foo"`, "cameras: no list of cameras"}},
+		{"cameras: []\n", nil},
+		{"site: lab\ncameras:\n  - {id: a, url: rtsp://h/1}\n", nil},
+	} {
+		if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := config.Load(path)
+		var cerr *config.Error
+		switch {
+		case tc.want == nil && err != nil:
+			t.Errorf("%q: %v", tc.doc, err)
+		case tc.want != nil && (err == nil || !strings.HasPrefix(err.Error(), tc.want[0]) || !errors.As(err, &cerr)):
+			t.Errorf("%q: got %v, want an error beginning %q", tc.doc, err, tc.want[0])
+		case tc.want != nil && len(tc.want) > 1 && !strings.Contains(err.Error(), tc.want[1]):
+			t.Errorf("%q: got %v, want it to say %q too", tc.doc, err, tc.want[1])
+		}
+		// Parse gives the defaults for what a document leaves out, cameras included.
+		if _, err := config.Parse([]byte(tc.doc)); err != nil && !strings.Contains(tc.doc, "foo") {
+			t.Errorf("Parse(%q): %v", tc.doc, err)
+		}
+	}
+}
+
 // TestRoundTrip checks that a parsed Config marshals to YAML that parses back
 // to the same Config: the resolved form is itself a valid file.
 func TestRoundTrip(t *testing.T) {

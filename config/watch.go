@@ -14,10 +14,14 @@ import (
 // Watcher reports changes of a config file. It watches the file's directory, not the file:
 // editors and deploy tools replace files (write a temporary file, rename it over) and
 // configuration managers swap symlinks, and a watch on the file itself would be lost with
-// the old inode. Bursts of events are debounced into one notification.
+// the old inode. A notification comes once the writes have settled: no event for the file
+// during Debounce, and its size and modification time (and, through symlinks, the file it
+// points to) the same at the end of that quiet time as at its last event; until then, every
+// change starts the wait again. So a truncate followed by a write ("> f; cp new f") gives
+// one notification, for the complete file.
 type Watcher struct {
 	Path     string        // the config file
-	Debounce time.Duration // quiet time before a notification; default 300 ms
+	Debounce time.Duration // quiet time the file must hold still before a notification; default 300 ms
 	Logger   *slog.Logger
 
 	w       *fsnotify.Watcher
@@ -51,7 +55,7 @@ func (w *Watcher) Start() error {
 	return nil
 }
 
-// Changed receives once after each burst of changes to the file.
+// Changed receives once after each burst of changes to the file, when it has settled.
 func (w *Watcher) Changed() <-chan struct{} { return w.changed }
 
 // Close stops watching and waits for the watcher's goroutine. Safe to call twice.
@@ -65,7 +69,7 @@ func (w *Watcher) Close() {
 	})
 }
 
-// run watches until Close; target is where the (possibly symlinked) file pointed at Start.
+// run watches until Close; target is the (possibly symlinked) file as it was at Start.
 func (w *Watcher) run(path, target string) {
 	defer close(w.done)
 	timer := time.NewTimer(time.Hour)
@@ -88,6 +92,14 @@ func (w *Watcher) run(path, target string) {
 			}
 			w.Logger.Warn("config watcher", "error", err)
 		case <-timer.C:
+			// Quiet, but has the file held still? It changes without an event we have
+			// seen when a write's event is still queued, or when it is a symlink to a
+			// file elsewhere written in place: then wait for another quiet period.
+			if t := resolve(path); t != target {
+				target = t
+				timer.Reset(w.Debounce)
+				continue
+			}
 			select {
 			case w.changed <- struct{}{}:
 			default: // one pending notification is enough
@@ -96,8 +108,9 @@ func (w *Watcher) run(path, target string) {
 	}
 }
 
-// resolve returns the file path points to after symlinks, with its modification time so a
-// swap to a new file is seen even when its name repeats; "" if it does not exist.
+// resolve returns the file path points to after symlinks, with its modification time and
+// size, so that a swap to a new file is seen even when its name repeats, and a write
+// without an event is seen too; "" if it does not exist.
 func resolve(path string) string {
 	p, err := filepath.EvalSymlinks(path)
 	if err != nil {
@@ -107,5 +120,5 @@ func resolve(path string) string {
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("%s@%d", p, fi.ModTime().UnixNano())
+	return fmt.Sprintf("%s@%d+%d", p, fi.ModTime().UnixNano(), fi.Size())
 }

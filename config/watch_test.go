@@ -77,7 +77,7 @@ func TestWatcherSymlinkSwap(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		write(t, filepath.Join(dir, v, "visiond.yaml"), "site: "+v+"\n")
+		write(t, filepath.Join(dir, v, "visiond.yaml"), "site: "+v+"\ncameras: []\n")
 	}
 	if err := os.Symlink("v1", filepath.Join(dir, "data")); err != nil {
 		t.Fatal(err)
@@ -107,4 +107,63 @@ func TestWatcherMissingDirectory(t *testing.T) {
 		w.Close()
 		t.Fatal("watching a file in a missing directory succeeded")
 	}
+}
+
+// A notification waits until the file holds still, also when it changes without an event in
+// the watched directory: here the config is a symlink to a file elsewhere, swapped to a new
+// file that is then still being written, in place, for a while.
+func TestWatcherWaitsForWritesToSettle(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(elsewhere, "v1.yaml"), "site: a\n")
+	path := filepath.Join(dir, "visiond.yaml")
+	if err := os.Symlink(filepath.Join(elsewhere, "v1.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	w := &config.Watcher{Path: path, Debounce: 200 * time.Millisecond}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+
+	v2 := filepath.Join(elsewhere, "v2.yaml")
+	f, err := os.Create(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tmp := filepath.Join(dir, "visiond.yaml.new")
+	if err := os.Symlink(v2, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil { // the only event the watcher sees
+		t.Fatal(err)
+	}
+	// Written for 1.2 s, six debounce periods, in small pieces.
+	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); {
+		if _, err := f.WriteString("# ...\n"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-w.Changed():
+			t.Fatal("a change reported while the file was still being written")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if _, err := f.WriteString("site: b\n"); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, w, "the writes stopped")
+	if cfg, err := config.Parse(mustRead(t, path)); err != nil || cfg.Site != "b" {
+		t.Fatalf("after the notification: %v, %v; want the complete file", cfg, err)
+	}
+	expectQuiet(t, w, "the single notification")
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -27,19 +27,25 @@ import (
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
-	"github.com/visiond/visiond/sources/samplecam"
 )
-
-// SampleCamera is the path the built-in sample camera is served on.
-const SampleCamera = "sample"
 
 // summaryEvery is how often per-camera counters are summarized in the log.
 const summaryEvery = 10 * time.Second
 
 // Daemon runs visiond: Start builds and starts every stage, Close stops them in order.
 type Daemon struct {
+	// Config is the config to start with. The daemon never changes it: Running returns the
+	// config in force, which a reload changes.
 	Config *config.Config
-	Logger *slog.Logger
+	// ConfigPath is the file Config was loaded from: the daemon watches it, and reloads it
+	// when it has changed and on ReloadNow. "" (the embedded config, or one built in code):
+	// nothing to watch or reload.
+	ConfigPath string
+	// Reloading and Reloaded, when set, are called before and after each reload of
+	// ConfigPath, applied or rejected (systemd's RELOADING=1 and READY=1).
+	Reloading func()
+	Reloaded  func(ReloadResult, error)
+	Logger    *slog.Logger
 	// WorkerCommand is the argv that starts an inference worker process; nil means this
 	// executable's "worker" subcommand. WorkerEnv is added to the worker's environment.
 	WorkerCommand []string
@@ -49,7 +55,6 @@ type Daemon struct {
 	instance       string
 	natsServer     *sinks.Server
 	pub            *sinks.Publisher
-	sample         *samplecam.Server
 	pools          *workerPools
 	jobs           dispatcher                        // the pools; a stand-in in the slicer's unit tests
 	publish        func(*sinks.DetectionEvent) error // the publisher; a stand-in in unit tests
@@ -74,18 +79,26 @@ type Daemon struct {
 	healthPrev     map[string]healthCounts // run goroutine
 	flushTimeout   time.Duration           // how long Close waits for events to be acknowledged
 
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-	wg     sync.WaitGroup // the HTTP server's goroutine
-	closed sync.Once
+	running   atomic.Pointer[config.Config] // the config in force: Config, with what reloads applied
+	reloadMu  sync.Mutex                    // one reload at a time
+	reloadNow chan string                   // to the config goroutine: reload ConfigPath, for this trigger
+
+	wake       chan struct{}
+	ctx        context.Context // ends with Close
+	cancel     context.CancelFunc
+	done       chan struct{}
+	configDone chan struct{}  // the config goroutine's; nil when it was not started
+	wg         sync.WaitGroup // the HTTP server's goroutine
+	closed     sync.Once
 }
 
-// Start starts every stage: NATS (embedded or external), the sample camera when enabled, the
-// worker pool (waiting until each worker has loaded the model), the cameras, the slicer and
-// the HTTP endpoint. On error, whatever was started is stopped again.
+// Start starts every stage: NATS (embedded or external), the worker pool (waiting until each
+// worker has loaded the model), the cameras, the slicer, the HTTP endpoint and, with a
+// ConfigPath, the config goroutine that watches it. On error, whatever was started is
+// stopped again.
 func (d *Daemon) Start() (err error) {
 	cfg := d.Config
+	d.running.Store(cfg)
 	d.log = d.Logger
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -95,7 +108,7 @@ func (d *Daemon) Start() (err error) {
 	d.wake = make(chan struct{}, 1)
 	d.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
+	d.ctx, d.cancel = ctx, cancel
 	defer func() {
 		if err != nil {
 			close(d.done) // run never started
@@ -105,18 +118,6 @@ func (d *Daemon) Start() (err error) {
 
 	if err := d.startNATS(cfg); err != nil {
 		return err
-	}
-
-	if cfg.Sample.Enabled {
-		d.sample = &samplecam.Server{
-			Listen:  cfg.Sample.Listen,
-			Streams: map[string]string{SampleCamera: cfg.Sample.File},
-			Logger:  d.log,
-		}
-		if err := d.sample.Start(); err != nil {
-			d.sample = nil
-			return fmt.Errorf("sample camera: %w", err)
-		}
 	}
 
 	d.site = cfg.Site
@@ -144,6 +145,9 @@ func (d *Daemon) Start() (err error) {
 
 	d.heartbeat.Store(time.Now().UnixNano()) // healthy from the start: the first round comes within a slice
 	go d.run(ctx)
+	if d.ConfigPath != "" {
+		d.startConfig(ctx)
+	}
 	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
 		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(d.NATSURL()))
 	return nil
@@ -168,6 +172,9 @@ func (d *Daemon) Close() {
 			d.cancel()
 			<-d.done
 		}
+		if d.configDone != nil {
+			<-d.configDone // a reload under way has ended: it sees the daemon stopped
+		}
 		if d.httpSrv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = d.httpSrv.Shutdown(ctx)
@@ -188,9 +195,6 @@ func (d *Daemon) Close() {
 		}
 		if d.pub != nil {
 			d.pub.Close(d.flushTimeout)
-		}
-		if d.sample != nil {
-			d.sample.Close()
 		}
 		if d.natsServer != nil {
 			d.natsServer.Close()
@@ -221,10 +225,21 @@ func (d *Daemon) drain(timeout time.Duration) {
 
 // drainTimeout bounds how long Close waits for jobs in flight: a job's own deadline.
 func (d *Daemon) drainTimeout() time.Duration {
-	if d.Config == nil || d.Config.Workers.JobTimeout <= 0 {
+	cfg := d.Running()
+	if cfg == nil || cfg.Workers.JobTimeout <= 0 {
 		return 5 * time.Second
 	}
-	return d.Config.Workers.JobTimeout
+	return cfg.Workers.JobTimeout
+}
+
+// Running returns the config in force: Config with what reloads have applied, where the
+// sections that need a restart keep their values from start (so it may differ from the
+// file). Config before Start. It is never changed: a reload puts a new one in force.
+func (d *Daemon) Running() *config.Config {
+	if cfg := d.running.Load(); cfg != nil {
+		return cfg
+	}
+	return d.Config
 }
 
 // NATSURL is the URL of the NATS server the daemon publishes to.
@@ -232,19 +247,11 @@ func (d *Daemon) NATSURL() string {
 	if d.natsServer != nil {
 		return d.natsServer.ClientURL()
 	}
-	return d.Config.NATS.URL
+	return d.Running().NATS.URL
 }
 
 // HTTPAddr is the address the HTTP endpoint listens on, or nil when it is disabled.
 func (d *Daemon) HTTPAddr() net.Addr { return d.httpAddr }
-
-// SampleURL is the RTSP URL of the built-in sample camera, or "" when it is disabled.
-func (d *Daemon) SampleURL() string {
-	if d.sample == nil {
-		return ""
-	}
-	return d.sample.URL(SampleCamera)
-}
 
 // Workers reports the inference workers.
 func (d *Daemon) Workers() []infer.WorkerStatus {

@@ -91,8 +91,9 @@ func (d *Daemon) PublisherStats() sinks.Stats {
 
 // StreamName is the JetStream stream that holds the site's events ("" without JetStream).
 func (d *Daemon) StreamName() string {
-	if d.Config == nil || !d.Config.NATS.JetStream {
+	cfg := d.Running()
+	if cfg == nil || !cfg.NATS.JetStream {
 		return ""
 	}
-	return d.Config.NATS.StreamName(d.site)
+	return cfg.NATS.StreamName(d.site)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/visiond/visiond/config"
@@ -15,12 +17,114 @@ import (
 type ReloadResult struct {
 	Added, Removed, Restarted, Updated, Kept []string // camera ids
 	Workers                                  bool     // the worker pools were replaced
-	NeedsRestart                             []string // changed settings that apply only at the next start
+	// NeedsRestart lists the sections (as named in reloadClasses) whose value in the new
+	// file differs from the one in force, which only a restart can change. It compares
+	// the file with what runs, so a section stays listed on every reload until the file
+	// holds the running value again.
+	NeedsRestart []string
+}
+
+// reloadClass says what a reload does with a config field.
+type reloadClass int
+
+const (
+	applyLive   reloadClass = iota + 1 // the file's value is applied and goes into force
+	needRestart                        // the value from start stays in force; a file that differs says so in NeedsRestart
+)
+
+// reloadClasses classifies every field of config.Config for Reload, by its YAML path: a
+// field takes the class of its longest listed prefix, a section, or a sub-field where a
+// section is partly live. TestReloadClassesCoverConfig fails on a field that has none, so
+// that a new section is never silently taken for applied; one missed all the same is
+// treated as needing a restart.
+var reloadClasses = map[string]reloadClass{
+	"site":            needRestart, // a token of every subject and of the stream's name
+	"log_level":       needRestart, // the logger is built by main
+	"log_format":      needRestart,
+	"state_dir":       needRestart, // the embedded NATS server's store
+	"http":            needRestart, // its listener, and its handler (pprof)
+	"nats":            needRestart, // the server, the publisher, its stream, the health ticker
+	"sample":          needRestart, // the sample camera, served by main
+	"workers":         applyLive,   // new pools started and swapped in (a model of another input size is rejected)
+	"pipeline":        applyLive,   // the slicer's period and the frames' maximum age
+	"camera_defaults": applyLive,   // resolved into the cameras by config
+	"cameras":         applyLive,   // compared one by one
+}
+
+// reloadClassOf returns the class of the field at path (a dotted YAML path) and the entry
+// of reloadClasses that gives it; 0 and "" when none does.
+func reloadClassOf(path string) (reloadClass, string) {
+	for p := path; ; {
+		if c, ok := reloadClasses[p]; ok {
+			return c, p
+		}
+		i := strings.LastIndexByte(p, '.')
+		if i < 0 {
+			return 0, ""
+		}
+		p = p[:i]
+	}
+}
+
+// inForce returns the config in force after a reload of file: running, with the fields
+// that apply live taken from file. restart lists, in the order of config.Config, the
+// entries of reloadClasses whose fields differ between file and running (a field without
+// an entry is named by its own path). Neither running nor file is changed; the result
+// shares their slices, which no one changes.
+func inForce(running, file *config.Config) (next *config.Config, restart []string) {
+	n := *running
+	nv, fv := reflect.ValueOf(&n).Elem(), reflect.ValueOf(file).Elem()
+	eachConfigField(nv.Type(), "", nil, func(path string, index []int) {
+		to, from := nv.FieldByIndex(index), fv.FieldByIndex(index)
+		class, name := reloadClassOf(path)
+		switch {
+		case class == applyLive:
+			to.Set(from)
+		case reflect.DeepEqual(to.Interface(), from.Interface()):
+		case name == "":
+			restart = appendNew(restart, path)
+		default:
+			restart = appendNew(restart, name)
+		}
+	})
+	return &n, restart
+}
+
+// eachConfigField calls f with the YAML path and the index of every field of the struct
+// type t that holds a value (a struct field is walked into, a list or pointer is one
+// value), in the order of their declaration; fields YAML leaves out are left out.
+func eachConfigField(t reflect.Type, prefix string, index []int, f func(path string, index []int)) {
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if !sf.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(sf.Name) // yaml.v3's default
+		}
+		path, idx := name, append(slices.Clip(index), i)
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		if sf.Type.Kind() == reflect.Struct {
+			eachConfigField(sf.Type, path, idx, f)
+			continue
+		}
+		f(path, idx)
+	}
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }
 
 type reloadRequest struct {
-	cfg   *config.Config
-	pools *workerPools // new pools, started, when the workers section changed
+	cfg   *config.Config // the config to put in force
+	pools *workerPools   // new pools, started, when the workers section changed
 	done  chan reloadReply
 }
 
@@ -29,25 +133,32 @@ type reloadReply struct {
 	err error
 }
 
-// Reload applies a new, validated config to the running daemon. Cameras are compared one
-// by one: new ones start, removed (or disabled) ones stop, ones whose source changed
-// restart, ones whose fps or weight changed keep their session and take the new schedule,
+// Reload applies a new, validated config, as read from the file, to the running daemon.
+// What a reload may change (reloadClasses) goes into force: cameras are compared one by
+// one: new ones start, removed (or disabled) ones stop, ones whose source changed restart,
+// ones whose fps or weight changed keep their session and take the new schedule,
 // untouched ones are left alone. A changed workers section starts new worker pools first
 // and then swaps them in, so the cameras keep running; the old pools finish their jobs and
-// stop. The slice and max_frame_age apply at once; site, nats, http, sample and logging
-// apply at the next start (listed in NeedsRestart). The outcome is logged and published on
-// <prefix>.<site>.config.
+// stop. The slice and max_frame_age apply at once. The rest (site, nats, state_dir, http,
+// sample, logging) keeps its value from start, and where cfg differs from it, NeedsRestart
+// says so. Running returns the config in force afterwards; cfg must not be changed after
+// the call, as parts of it go into force. The outcome is logged and published on
+// <prefix>.<site>.config. One reload runs at a time.
 func (d *Daemon) Reload(cfg *config.Config) (ReloadResult, error) {
 	res, err := d.reload(cfg)
 	d.publishReload(res, err)
 	return res, err
 }
 
-func (d *Daemon) reload(cfg *config.Config) (ReloadResult, error) {
+func (d *Daemon) reload(file *config.Config) (ReloadResult, error) {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	running := d.Running()
+	cfg, restart := inForce(running, file)
 	req := reloadRequest{cfg: cfg, done: make(chan reloadReply, 1)}
-	if !reflect.DeepEqual(cfg.Workers, d.Config.Workers) {
+	if !reflect.DeepEqual(cfg.Workers, running.Workers) {
 		np := &workerPools{}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(d.ctx, 5*time.Minute)
 		err := np.start(ctx, cfg.Workers, d.WorkerCommand, d.WorkerEnv, d.log.With("component", "infer"))
 		cancel()
 		if err != nil {
@@ -70,29 +181,14 @@ func (d *Daemon) reload(cfg *config.Config) (ReloadResult, error) {
 		return ReloadResult{}, errors.New("daemon stopped")
 	}
 	r := <-req.done
+	r.res.NeedsRestart = restart
 	return r.res, r.err
 }
 
-// apply runs on the slicer goroutine, between dispatch rounds.
+// apply runs on the slicer goroutine, between dispatch rounds, and puts req.cfg in force.
 func (d *Daemon) apply(req reloadRequest) reloadReply {
-	cfg, old := req.cfg, d.Config
+	cfg := req.cfg
 	var res ReloadResult
-	for _, f := range []struct {
-		name    string
-		changed bool
-	}{
-		{"site", cfg.Site != old.Site},
-		{"nats", cfg.NATS != old.NATS},
-		{"state_dir", cfg.StateDir != old.StateDir},
-		{"http", cfg.HTTP != old.HTTP},
-		{"sample", cfg.Sample != old.Sample},
-		{"log_level", cfg.LogLevel != old.LogLevel},
-		{"log_format", cfg.LogFormat != old.LogFormat},
-	} {
-		if f.changed {
-			res.NeedsRestart = append(res.NeedsRestart, f.name)
-		}
-	}
 
 	d.mu.Lock() // readers of cams see the old set or the new one, and no camera mid-change
 	byID := map[string]*camera{}
@@ -137,7 +233,7 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 		res.Workers = true
 	}
 	d.mu.Unlock()
-	d.Config = cfg
+	d.running.Store(cfg)
 	d.slice, d.maxAge = cfg.Pipeline.Slice, cfg.Pipeline.MaxFrameAge
 
 	for _, c := range stop {
@@ -169,6 +265,79 @@ func sameSource(a, b config.Camera) bool {
 func (c *camera) reschedule(cc config.Camera, slice time.Duration) {
 	n := newCamera(cc, slice, c.wake)
 	c.cfg.FPS, c.cfg.Weight, c.interval, c.slack = n.cfg.FPS, n.cfg.Weight, n.interval, n.slack
+}
+
+// startConfig starts the config goroutine, which watches ConfigPath and reloads it when it
+// has changed and on ReloadNow. Config was loaded before the watch began: a file that no
+// longer holds it (edited while the daemon started) is reloaded at once.
+func (d *Daemon) startConfig(ctx context.Context) {
+	d.reloadNow = make(chan string, 1)
+	w := &config.Watcher{Path: d.ConfigPath, Logger: d.log.With("component", "config")}
+	var changed <-chan struct{}
+	if err := w.Start(); err != nil {
+		d.log.Warn("config file not watched; SIGHUP still reloads it", "error", err)
+		w = nil
+	} else {
+		changed = w.Changed()
+	}
+	if cfg, err := config.Load(d.ConfigPath); err != nil || !reflect.DeepEqual(cfg, d.Config) {
+		d.reloadNow <- "file changed during start"
+	}
+	d.configDone = make(chan struct{})
+	go d.runConfig(ctx, w, changed)
+}
+
+// runConfig is the config goroutine: it reloads ConfigPath when the watcher says it has
+// changed (and settled) and on ReloadNow, one reload after the other, until ctx ends.
+func (d *Daemon) runConfig(ctx context.Context, w *config.Watcher, changed <-chan struct{}) {
+	defer close(d.configDone)
+	if w != nil {
+		defer w.Close()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			d.reloadFile("file changed")
+		case trigger := <-d.reloadNow:
+			d.reloadFile(trigger)
+		}
+	}
+}
+
+// ReloadNow asks for a reload of ConfigPath (for SIGHUP; trigger is logged). It returns at
+// once: the reload runs on the daemon's config goroutine, and a request made while another
+// waits there joins it. Call it after Start.
+func (d *Daemon) ReloadNow(trigger string) {
+	if d.ConfigPath == "" {
+		d.log.Warn("nothing to reload: running on the embedded config", "trigger", trigger)
+		return
+	}
+	select {
+	case d.reloadNow <- trigger:
+	default: // one waits already; it reads the file as it is by then
+	}
+}
+
+// reloadFile loads ConfigPath and reloads it, between the Reloading and Reloaded hooks. A
+// file that cannot be loaded (invalid, empty, without its cameras) is rejected, and the
+// config in force stays.
+func (d *Daemon) reloadFile(trigger string) {
+	d.log.Info("reloading config", "trigger", trigger, "config", d.ConfigPath)
+	if d.Reloading != nil {
+		d.Reloading()
+	}
+	var res ReloadResult
+	cfg, err := config.Load(d.ConfigPath)
+	if err != nil {
+		d.Rejected(err) // logged, counted and published
+	} else {
+		res, err = d.Reload(cfg) // its outcome is logged and published by Reload
+	}
+	if d.Reloaded != nil {
+		d.Reloaded(res, err)
+	}
 }
 
 func (d *Daemon) publishReload(res ReloadResult, err error) {

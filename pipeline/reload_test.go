@@ -3,7 +3,14 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,4 +135,428 @@ func nextConfigEvent(t *testing.T, msgs chan *nats.Msg) sinks.ConfigEvent {
 		t.Fatal("no config event")
 	}
 	return sinks.ConfigEvent{}
+}
+
+// Every field of config.Config, at any depth, is classified by reloadClasses (directly or
+// through a section above it), and every entry names a field: a new section cannot be
+// silently taken for applied.
+func TestReloadClassesCoverConfig(t *testing.T) {
+	fields := map[string]bool{}
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Time]() {
+			return
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = strings.ToLower(f.Name) // yaml.v3's default
+			}
+			path := strings.TrimPrefix(prefix+"."+name, ".")
+			fields[path] = true
+			walk(f.Type, path)
+		}
+	}
+	walk(reflect.TypeFor[config.Config](), "")
+	if len(fields) < 50 {
+		t.Fatalf("walked %d fields of config.Config: the walk is broken", len(fields))
+	}
+	for _, path := range slices.Sorted(maps.Keys(fields)) {
+		if class, _ := reloadClassOf(path); class != applyLive && class != needRestart {
+			t.Errorf("config field %s is neither applied by a reload nor listed as needing a restart: classify it in reloadClasses", path)
+		}
+	}
+	for path, class := range reloadClasses {
+		if !fields[path] {
+			t.Errorf("reloadClasses names %s, which is no field of config.Config", path)
+		}
+		if i := strings.LastIndexByte(path, '.'); i > 0 {
+			if parent, _ := reloadClassOf(path[:i]); parent == class {
+				t.Errorf("reloadClasses: %s has the class of its section already", path)
+			}
+		}
+	}
+}
+
+// For every field, a file that changes only that field either puts it in force (applied
+// live, nothing to restart) or keeps the running value and names its section in
+// NeedsRestart, as reloadClasses says; never neither.
+func TestInForceFollowsClasses(t *testing.T) {
+	running, err := config.Parse([]byte("cameras:\n  - {id: a, url: rtsp://h/1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	eachLeaf(reflect.TypeFor[config.Config](), "", nil, func(path string, index []int) {
+		n++
+		file := *running
+		changeValue(t, path, reflect.ValueOf(&file).Elem().FieldByIndex(index))
+		next, restart := inForce(running, &file)
+		got := reflect.ValueOf(next).Elem().FieldByIndex(index).Interface()
+		want := reflect.ValueOf(running).Elem().FieldByIndex(index).Interface()
+		class, section := reloadClassOf(path)
+		if class == 0 {
+			t.Errorf("%s: not in reloadClasses (changed, it is reported as %q)", path, restart)
+			return
+		}
+		if class == applyLive {
+			want = reflect.ValueOf(&file).Elem().FieldByIndex(index).Interface()
+			section = ""
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s changed in the file: in force %v, want %v (class %d)", path, got, want, class)
+		}
+		if section == "" && len(restart) != 0 || section != "" && !slices.Equal(restart, []string{section}) {
+			t.Errorf("%s changed in the file: needs restart %q, want %q", path, restart, section)
+		}
+		file2 := *next // what runs, written back as the file: nothing to report, nothing changes
+		if again, restart := inForce(next, &file2); len(restart) != 0 || !reflect.DeepEqual(again, next) {
+			t.Errorf("%s: the running config as the file: needs restart %q", path, restart)
+		}
+	})
+	if n < 50 {
+		t.Fatalf("changed %d fields of config.Config: the walk is broken", n)
+	}
+}
+
+// eachLeaf calls f for every field of the struct type t that holds a value (a struct field
+// is walked into; a list or a pointer is one value), by YAML path.
+func eachLeaf(t reflect.Type, prefix string, index []int, f func(path string, index []int)) {
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if !sf.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(sf.Name)
+		}
+		path, idx := strings.TrimPrefix(prefix+"."+name, "."), append(slices.Clip(index), i)
+		if sf.Type.Kind() == reflect.Struct {
+			eachLeaf(sf.Type, path, idx, f)
+		} else {
+			f(path, idx)
+		}
+	}
+}
+
+// changeValue sets v, a field of a copy, to a value different from the one it has, without
+// changing what the copy shares with its original.
+func changeValue(t *testing.T, path string, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(v.String() + "x")
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.Int, reflect.Int64:
+		v.SetInt(v.Int() + 1)
+	case reflect.Float64:
+		v.SetFloat(v.Float() + 1)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), v.Len()+1, v.Len()+1)
+		reflect.Copy(s, v)
+		v.Set(s)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		if !v.IsNil() {
+			p.Elem().Set(v.Elem())
+		}
+		changeValue(t, path, p.Elem())
+		v.Set(p)
+	default:
+		t.Fatalf("%s: cannot change a %s: teach changeValue", path, v.Type())
+	}
+}
+
+// The sequence of issue 12: a section that needs a restart stays reported until the file
+// holds the running value again, and other reloads do not forget it.
+func TestInForceComparesFileWithRunning(t *testing.T) {
+	start, err := config.Parse([]byte("http: {listen: '127.0.0.1:8080'}\ncameras:\n  - {id: a, url: rtsp://h/1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(from *config.Config, f func(*config.Config)) *config.Config {
+		c := *from
+		c.Cameras = slices.Clone(from.Cameras)
+		f(&c)
+		return &c
+	}
+	newListen := edit(start, func(c *config.Config) { c.HTTP.Listen = "127.0.0.1:9090" })
+	running, restart := inForce(start, newListen)
+	if !slices.Equal(restart, []string{"http"}) || running.HTTP != start.HTTP {
+		t.Fatalf("http.listen changed: needs restart %q, in force %+v", restart, running.HTTP)
+	}
+	newFPS := edit(newListen, func(c *config.Config) { c.Cameras[0].FPS = 2 })
+	running, restart = inForce(running, newFPS)
+	if !slices.Equal(restart, []string{"http"}) || running.HTTP != start.HTTP || running.Cameras[0].FPS != 2 {
+		t.Fatalf("then a camera's fps: needs restart %q, in force %+v %+v", restart, running.HTTP, running.Cameras)
+	}
+	restored := edit(newFPS, func(c *config.Config) { c.HTTP = start.HTTP })
+	running, restart = inForce(running, restored)
+	if len(restart) != 0 || running.Cameras[0].FPS != 2 {
+		t.Fatalf("then http restored: needs restart %q, cameras %+v", restart, running.Cameras)
+	}
+	if _, restart := inForce(running, edit(start, func(c *config.Config) { c.Site = "b"; c.NATS.Listen = ":1"; c.StateDir = "/x" })); !slices.Equal(restart, []string{"site", "state_dir", "nats"}) {
+		t.Fatalf("site, nats and state_dir changed: needs restart %q", restart)
+	}
+}
+
+// fileDaemon is a daemon started from a file it watches, and the config events it publishes.
+type fileDaemon struct {
+	*Daemon
+	path                string
+	events              chan *nats.Msg
+	reloading, reloaded atomic.Int32 // the hooks' calls
+	results             chan error   // from the Reloaded hook
+}
+
+// startFileDaemon writes body (with a fresh state_dir and NATS port prepended) to a file,
+// loads it and starts a daemon on it that watches it, with workers that are this test binary.
+// beforeStart, if any, runs between the load and the start.
+func startFileDaemon(t *testing.T, body string, beforeStart ...func(path string)) *fileDaemon {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "visiond.yaml")
+	body = fmt.Sprintf("state_dir: %q\nnats: {listen: \"127.0.0.1:0\"}\n%s", t.TempDir(), body)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := &fileDaemon{path: path, events: make(chan *nats.Msg, 16), results: make(chan error, 16)}
+	fd.Daemon = &Daemon{Config: cfg, ConfigPath: path, Logger: testLogger(t),
+		WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv},
+		Reloading: func() { fd.reloading.Add(1) },
+		Reloaded: func(_ ReloadResult, err error) {
+			fd.reloaded.Add(1)
+			select {
+			case fd.results <- err:
+			default:
+			}
+		}}
+	for _, f := range beforeStart {
+		f(path)
+	}
+	if err := fd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fd.Close)
+	nc, err := nats.Connect(fd.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := nc.ChanSubscribe("visiond."+cfg.Site+".config", fd.events); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+// save writes the file as an editor does: a temporary file renamed over it.
+func (fd *fileDaemon) save(t *testing.T, body string) {
+	t.Helper()
+	tmp := fd.path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, fd.path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noConfigEvent fails when a config event comes within d.
+func (fd *fileDaemon) noConfigEvent(t *testing.T, d time.Duration, after string) {
+	t.Helper()
+	select {
+	case m := <-fd.events:
+		t.Fatalf("a config event %s after %s", m.Data, after)
+	case <-time.After(d):
+	}
+}
+
+// online waits until every camera is online and has been analysed, and returns their sources.
+func (fd *fileDaemon) online(t *testing.T, ids ...string) map[string]any {
+	t.Helper()
+	waitUntil(t, 60*time.Second, fmt.Sprintf("cameras %v online and analysed", ids), func() bool {
+		for _, id := range ids {
+			if c := fd.camera(id); c == nil || c.status().State != "online" || c.status().Analysed == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	srcs := map[string]any{}
+	for _, id := range ids {
+		srcs[id] = fd.camera(id).src
+	}
+	return srcs
+}
+
+// untouched fails unless the cameras still run on the same sessions, never reconnected.
+func (fd *fileDaemon) untouched(t *testing.T, srcs map[string]any) {
+	t.Helper()
+	if len(fd.Cameras()) != len(srcs) {
+		t.Fatalf("%d cameras, want the %d in force", len(fd.Cameras()), len(srcs))
+	}
+	for id, src := range srcs {
+		c := fd.camera(id)
+		if c == nil || any(c.src) != src {
+			t.Fatalf("camera %s was removed or restarted", id)
+		}
+		if st := c.src.Status(); st.Reconnects != 0 {
+			t.Fatalf("camera %s reconnected %d times", id, st.Reconnects)
+		}
+	}
+}
+
+// Issue 12, item 1, through the file: http.listen changed is reported as needing a restart
+// on that reload and every later one (a camera's fps changed meanwhile is applied) while the
+// server keeps its address, and restoring it reports nothing; SIGHUP's ReloadNow reloads.
+func TestReloadNeedsRestartUntilFileMatches(t *testing.T) {
+	cams := sampleCameras(t, 2)
+	base := fmt.Sprintf("site: test\nhttp: {listen: \"127.0.0.1:0\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
+		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams)
+	fd := startFileDaemon(t, base)
+	body := mustReadFile(t, fd.path)
+	addr := fd.HTTPAddr().String()
+	newListen := strings.Replace(body, `http: {listen: "127.0.0.1:0"}`, `http: {listen: "127.0.0.1:1"}`, 1)
+	slower := strings.Replace(newListen, "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
+
+	fd.save(t, newListen)
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Equal(ev.NeedsRestart, []string{"http"}) {
+		t.Fatalf("http.listen changed: %+v, want applied, needs_restart [http]", ev)
+	}
+	fd.save(t, slower)
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Equal(ev.Updated, []string{"cam1"}) || !slices.Equal(ev.NeedsRestart, []string{"http"}) {
+		t.Fatalf("then cam1's fps changed: %+v, want cam1 updated, needs_restart [http] still", ev)
+	}
+	if got := fd.Running(); got.HTTP.Listen != "127.0.0.1:0" || got.Cameras[1].FPS != 2 || fd.HTTPAddr().String() != addr {
+		t.Fatalf("in force: http %+v (serving on %s, was %s), cameras %+v", got.HTTP, fd.HTTPAddr(), addr, got.Cameras)
+	}
+	if code, _, _ := request(t, "GET", "http://"+addr+"/healthz"); code != 200 {
+		t.Fatalf("the endpoint in force answers %d", code)
+	}
+	fd.save(t, strings.Replace(slower, `http: {listen: "127.0.0.1:1"}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || len(ev.NeedsRestart) != 0 || len(ev.Updated)+len(ev.Added)+len(ev.Removed)+len(ev.Restarted) != 0 {
+		t.Fatalf("then http restored: %+v, want applied, nothing changed, nothing to restart", ev)
+	}
+	fd.ReloadNow("SIGHUP")
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || len(ev.NeedsRestart) != 0 {
+		t.Fatalf("SIGHUP: %+v", ev)
+	}
+	if a, b := fd.reloading.Load(), fd.reloaded.Load(); a != 4 || b != 4 {
+		t.Fatalf("hooks called %d and %d times around 4 reloads", a, b)
+	}
+}
+
+// Issue 12, item 2: an editor that truncates the file and writes it again within 150 ms
+// causes one reload, of the complete file; no camera stops.
+func TestReloadTruncateThenWrite(t *testing.T) {
+	cams := sampleCameras(t, 2)
+	fd := startFileDaemon(t, fmt.Sprintf("site: test\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
+		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams))
+	srcs := fd.online(t, "cam0", "cam1")
+	body := strings.Replace(mustReadFile(t, fd.path), "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
+
+	if err := os.Truncate(fd.path, 0); err != nil { // `: > visiond.yaml`
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // then `cp good.yaml visiond.yaml`
+	if err := os.WriteFile(fd.path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ev := nextConfigEvent(t, fd.events)
+	if ev.Result != "applied" || !slices.Equal(ev.Updated, []string{"cam1"}) || len(ev.Removed)+len(ev.Restarted)+len(ev.Added) != 0 {
+		t.Fatalf("config event %+v, want the complete file applied: cam1 updated, nothing removed", ev)
+	}
+	fd.noConfigEvent(t, 2*time.Second, "the one reload")
+	fd.untouched(t, srcs)
+}
+
+// Issue 12, item 2: an empty file left for seconds, then the same file without its
+// cameras (cut short), is rejected each time; the good file written back is applied, and the
+// cameras ran untouched throughout.
+func TestReloadEmptyFileLeftThenGood(t *testing.T) {
+	cams := sampleCameras(t, 2)
+	fd := startFileDaemon(t, fmt.Sprintf("site: test\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
+		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams))
+	srcs := fd.online(t, "cam0", "cam1")
+	good := mustReadFile(t, fd.path)
+
+	if err := os.WriteFile(fd.path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "rejected" || !strings.Contains(ev.Error, "empty file") {
+		t.Fatalf("empty file: config event %+v, want rejected as empty", ev)
+	}
+	fd.noConfigEvent(t, 3*time.Second, "the empty file's rejection")
+	fd.untouched(t, srcs)
+
+	fd.save(t, "# visiond\n\n") // only a comment: as empty
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "rejected" || !strings.Contains(ev.Error, "empty file") {
+		t.Fatalf("a file of comments: config event %+v, want rejected as empty", ev)
+	}
+	fd.save(t, good[:strings.Index(good, "cameras:")]) // cut short before its cameras
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "rejected" || !strings.Contains(ev.Error, "cameras: no list of cameras") {
+		t.Fatalf("a file without cameras: config event %+v, want rejected", ev)
+	}
+
+	fd.save(t, good)
+	ev := nextConfigEvent(t, fd.events)
+	if ev.Result != "applied" || len(ev.Removed)+len(ev.Restarted)+len(ev.Added)+len(ev.Updated) != 0 || len(ev.NeedsRestart) != 0 {
+		t.Fatalf("the good file back: config event %+v, want applied with nothing changed", ev)
+	}
+	fd.untouched(t, srcs)
+	if n := fd.ReloadFailures(); n != 3 {
+		t.Fatalf("%d reloads rejected, want 3", n)
+	}
+}
+
+// A file edited after it was loaded and before the daemon watched it is reloaded once the
+// daemon runs: the edit is not lost.
+func TestReloadFileEditedDuringStart(t *testing.T) {
+	cams := sampleCameras(t, 2)
+	fd := startFileDaemon(t, fmt.Sprintf("site: test\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
+		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams), func(path string) {
+		edited := strings.Replace(mustReadFile(t, path), "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
+		if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	select {
+	case err := <-fd.results:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reload of the file edited during start")
+	}
+	if c := fd.Running().Cameras; c[1].ID != "cam1" || c[1].FPS != 2 || fd.Config.Cameras[1].FPS == 2 {
+		t.Fatalf("in force: %+v; want cam1 at 2 fps", c)
+	}
+	select {
+	case err := <-fd.results:
+		t.Fatalf("a second reload (%v) of an unchanged file", err)
+	case <-time.After(time.Second):
+	}
+}
+
+func mustReadFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/visiond/visiond/configs"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/pipeline"
+	"github.com/visiond/visiond/sources/samplecam"
 )
 
 const usage = `usage: visiond <command> [flags]
@@ -114,39 +115,39 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	// Watch the file before reading it, so that an edit made while the daemon starts is
-	// not missed (at worst it is read twice). SIGHUP reloads too; the embedded config never
-	// changes.
-	var changed <-chan struct{}
-	var watchErr error
-	if *path != "" {
-		w := &config.Watcher{Path: *path, Logger: slog.New(slog.NewTextHandler(stderr, nil)).With("component", "config")}
-		if watchErr = w.Start(); watchErr == nil {
-			defer w.Close()
-			changed = w.Changed()
-		}
-	}
 	cfg, name, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}
 	log := newLogger(cfg, stderr)
 	log.Info("starting", "config", name)
-	if watchErr != nil {
-		log.Warn("config file not watched; SIGHUP still reloads it", "error", watchErr)
-	}
 
 	// Signals first, so one that arrives during a slow start is not lost.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	d := &pipeline.Daemon{Config: cfg, Logger: log}
+	if cfg.Sample.Enabled { // the demo's camera, up before the daemon opens it
+		sample, err := startSample(cfg.Sample, log)
+		if err != nil {
+			return err
+		}
+		defer sample.Close()
+	}
+
+	// systemd (Type=notify): ready once started and after each reload; the watchdog is fed
+	// while the slicer goes round.
+	notify := newNotifier(log.With("component", "systemd"))
+	d := &pipeline.Daemon{
+		Config:     cfg,
+		ConfigPath: *path, // watched and reloaded by the daemon
+		Logger:     log,
+		Reloading:  notify.Reloading,
+		Reloaded:   func(pipeline.ReloadResult, error) { notify.Ready() },
+	}
 	if err := d.Start(); err != nil {
 		return err
 	}
-	// systemd (Type=notify): ready now; the watchdog is fed while the slicer goes round.
-	notify := newNotifier(log.With("component", "systemd"))
 	notify.Ready()
 	wdCtx, wdStop := context.WithCancel(context.Background())
 	wdDone := make(chan struct{})
@@ -162,36 +163,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		defer func() { cancel(); <-printed }()
 	}
 
-	reload := func(trigger string) {
-		if *path == "" {
-			log.Warn("nothing to reload: running on the embedded config", "trigger", trigger)
-			return
-		}
-		log.Info("reloading config", "trigger", trigger, "config", *path)
-		notify.Reloading()
-		defer notify.Ready()
-		next, err := config.Load(*path)
-		if err != nil {
-			d.Rejected(err) // logged, counted, published; the running config stays
-			return
-		}
-		_, _ = d.Reload(next) // the outcome is logged and published by Reload
+	// Until SIGTERM or SIGINT; SIGHUP reloads the config file (the daemon reloads it when it
+	// changes, too).
+	sig := <-sigs
+	for sig == syscall.SIGHUP {
+		d.ReloadNow("SIGHUP")
+		sig = <-sigs
 	}
-
-	for {
-		select {
-		case <-changed:
-			reload("file changed")
-			continue
-		case sig := <-sigs:
-			if sig == syscall.SIGHUP {
-				reload("SIGHUP")
-				continue
-			}
-			log.Info("stopping", "signal", sig.String())
-		}
-		break
-	}
+	log.Info("stopping", "signal", sig.String())
 	notify.Stopping()
 	wdStop()
 	<-wdDone
@@ -211,6 +190,19 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+}
+
+// sampleCamera is the path the built-in sample camera is served on.
+const sampleCamera = "sample"
+
+// startSample serves the built-in sample camera (the sample section): the demo's file over
+// RTSP on loopback, at rtsp://<listen>/sample.
+func startSample(c config.Sample, log *slog.Logger) (*samplecam.Server, error) {
+	s := &samplecam.Server{Listen: c.Listen, Streams: map[string]string{sampleCamera: c.File}, Logger: log}
+	if err := s.Start(); err != nil {
+		return nil, fmt.Errorf("sample camera: %w", err)
+	}
+	return s, nil
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {

@@ -56,6 +56,9 @@ func TestCheck(t *testing.T) {
 		{"fps zero", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: rtsp://h/1, fps: 0}\n")}, 1, "cameras[0].fps"},
 		{"unknown key", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: rtsp://h/1, fsp: 5}\n")}, 1, "fsp"},
 		{"password never shown", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: 'http://u:hunter2@h/1'}\n")}, 1, "cameras[0].url"},
+		{"empty file", []string{"check", writeConfig(t, "# nothing yet\n")}, 1, "empty file"},
+		{"no cameras key", []string{"check", writeConfig(t, "site: lab\n")}, 1, "cameras: no list of cameras"},
+		{"no cameras", []string{"check", writeConfig(t, "site: lab\ncameras: []\n")}, 0, "ok (0 cameras, 0 enabled)"},
 		{"two files", []string{"check", good, good}, 1, "at most one config file"},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"no command", nil, 2, "usage"},
@@ -254,11 +257,19 @@ func (l *logLines) wait(t *testing.T, re string) string {
 
 // The running daemon follows edits of its config file: a camera added is started, an
 // invalid edit is rejected with check's errors while the running config stays, SIGHUP
-// reloads too, and SIGINT still stops it cleanly.
+// reloads too, and SIGINT still stops it cleanly. systemd hears READY=1 at start, and
+// RELOADING=1 then READY=1 around each reload.
 func TestRunReloadsEditedConfig(t *testing.T) {
 	rtspAddr := freeAddr(t)
 	base := demoConfig(t, rtspAddr)
 	path := writeConfig(t, base)
+	systemd := fakeSystemd(t)
+	notified := func(want string) {
+		t.Helper()
+		if got := recv(t, systemd, 30*time.Second); !strings.HasPrefix(got, want) {
+			t.Fatalf("systemd notified %q, want %s", got, want)
+		}
+	}
 
 	cmd := exec.Command(os.Args[0], "run", "-config", path)
 	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
@@ -272,6 +283,7 @@ func TestRunReloadsEditedConfig(t *testing.T) {
 	defer cmd.Process.Kill()
 	logs := followLog(t, stderr)
 	logs.wait(t, `msg="visiond running"`)
+	notified("READY=1")
 
 	// An editor's save: a temporary file renamed over the config.
 	save := func(body string) {
@@ -285,6 +297,8 @@ func TestRunReloadsEditedConfig(t *testing.T) {
 	}
 	save(base + fmt.Sprintf("  - {id: second, url: \"rtsp://%s/sample\", fps: 2}\n", rtspAddr))
 	logs.wait(t, `msg="config reloaded".*added=\[second\]`)
+	notified("RELOADING=1\nMONOTONIC_USEC=")
+	notified("READY=1")
 	logs.wait(t, `camera=second.*msg="camera online"|msg="camera online".*camera=second`)
 
 	save(base + "  - {id: sample, url: \"rtsp://h/dup\"}\n")
@@ -298,6 +312,11 @@ func TestRunReloadsEditedConfig(t *testing.T) {
 	}
 	logs.wait(t, `trigger=SIGHUP`)
 	logs.wait(t, `config reload rejected`) // the file is still the invalid one
+	// The invalid edit's reload, then SIGHUP's.
+	for range 2 {
+		notified("RELOADING=1\nMONOTONIC_USEC=")
+		notified("READY=1")
+	}
 
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
