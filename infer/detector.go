@@ -13,6 +13,8 @@ import (
 	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // DetectorOptions configure a Detector. Zero values take the documented defaults. The
@@ -452,7 +454,7 @@ func (d *Detector) Model() ModelInfo { return d.info }
 // InputH x 3 bytes) and appends its detections, in source pixels mapped through lb, to
 // dst[:0]. It allocates nothing when dst has room. It uses tensor pair 0: do not call it
 // while a worker pipeline (worker.go) uses the Detector.
-func (d *Detector) Detect(pixRGB []byte, lb Letterbox, dst []Detection) ([]Detection, Timings, error) {
+func (d *Detector) Detect(pixRGB []byte, lb geom.Letterbox, dst []Detection) ([]Detection, Timings, error) {
 	var tm Timings
 	if err := d.checkFrame(len(pixRGB), lb); err != nil {
 		return dst[:0], tm, err
@@ -506,7 +508,7 @@ func (d *Detector) run(p int) error {
 
 // decodeOutput decodes the output tensor of pair p, which a finished run filled, into
 // detections appended to dst.
-func (d *Detector) decodeOutput(p int, lb Letterbox, dst []Detection) []Detection {
+func (d *Detector) decodeOutput(p int, lb geom.Letterbox, dst []Detection) []Detection {
 	t := &d.pairs[p]
 	out := t.outF32
 	if t.outF16 != nil {
@@ -516,25 +518,11 @@ func (d *Detector) decodeOutput(p int, lb Letterbox, dst []Detection) []Detectio
 	return d.dec.decode(out, lb, d.info.Classes, dst)
 }
 
-func (d *Detector) checkFrame(n int, lb Letterbox) error {
+func (d *Detector) checkFrame(n int, lb geom.Letterbox) error {
 	if want := d.info.InputW * d.info.InputH * 3; n != want {
 		return fmt.Errorf("frame has %d bytes, model input %dx%d RGB24 needs %d", n, d.info.InputW, d.info.InputH, want)
 	}
-	return checkLetterbox(lb, d.info.InputW, d.info.InputH)
-}
-
-func checkLetterbox(lb Letterbox, w, h int) error {
-	switch {
-	case lb.DstW != w || lb.DstH != h:
-		return fmt.Errorf("letterbox canvas %dx%d does not match model input %dx%d", lb.DstW, lb.DstH, w, h)
-	case lb.SrcW <= 0 || lb.SrcH <= 0:
-		return fmt.Errorf("letterbox source size %dx%d is not positive", lb.SrcW, lb.SrcH)
-	case lb.ScaledW <= 0 || lb.ScaledH <= 0 || lb.PadX < 0 || lb.PadY < 0 ||
-		lb.PadX+lb.ScaledW > w || lb.PadY+lb.ScaledH > h:
-		return fmt.Errorf("letterbox scaled %dx%d at (%d,%d) does not fit the %dx%d canvas",
-			lb.ScaledW, lb.ScaledH, lb.PadX, lb.PadY, w, h)
-	}
-	return nil
+	return lb.Check(d.info.InputW, d.info.InputH)
 }
 
 // Close releases the bindings, the session and the tensors. The process-wide ORT
@@ -691,7 +679,7 @@ func iou(a, b candidate) float64 {
 
 // decode finds the candidates of the layout, runs NMS where the layout needs it (not on
 // end-to-end outputs) and appends the kept boxes, mapped to source pixels, to dst.
-func (d *decoder) decode(out []float32, lb Letterbox, names []string, dst []Detection) []Detection {
+func (d *decoder) decode(out []float32, lb geom.Letterbox, names []string, dst []Detection) []Detection {
 	var kept []candidate
 	switch d.layout {
 	case layoutV5:
@@ -702,7 +690,7 @@ func (d *decoder) decode(out []float32, lb Letterbox, names []string, dst []Dete
 		kept = d.nms(d.candidates(out))
 	}
 	for _, c := range kept {
-		b := lb.ToSource(Box{X: float64(c.x1), Y: float64(c.y1), W: float64(c.x2 - c.x1), H: float64(c.y2 - c.y1)})
+		b := lb.ToSource(geom.Box{X: float64(c.x1), Y: float64(c.y1), W: float64(c.x2 - c.x1), H: float64(c.y2 - c.y1)})
 		if b.W <= 0 || b.H <= 0 {
 			continue // entirely in the padding
 		}

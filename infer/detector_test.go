@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gocv.io/x/gocv"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // yoloOutput builds a [1, 4+C, N] tensor from per-anchor rows {cx, cy, w, h, scores...}.
@@ -34,12 +36,12 @@ func TestDecode(t *testing.T) {
 	})
 	names := []string{"a", "b", "c"}
 	d := newDecoder(layoutV8, 3, 5, 0.25, 0.45, 300)
-	same := NewLetterbox(640, 640, 640, 640)
+	same := geom.NewLetterbox(640, 640, 640, 640)
 	got := d.decode(out, same, names, nil)
 	want := []Detection{
-		{ClassID: 0, Label: "a", Score: 0.9, Box: Box{X: 90, Y: 90, W: 20, H: 20}},
-		{ClassID: 1, Label: "b", Score: 0.7, Box: Box{X: 92, Y: 90, W: 20, H: 20}},
-		{ClassID: 2, Label: "c", Score: 0.6, Box: Box{X: 495, Y: 495, W: 10, H: 10}},
+		{ClassID: 0, Label: "a", Score: 0.9, Box: geom.Box{X: 90, Y: 90, W: 20, H: 20}},
+		{ClassID: 1, Label: "b", Score: 0.7, Box: geom.Box{X: 92, Y: 90, W: 20, H: 20}},
+		{ClassID: 2, Label: "c", Score: 0.6, Box: geom.Box{X: 495, Y: 495, W: 10, H: 10}},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("decode:\n got %+v\nwant %+v", got, want)
@@ -47,9 +49,9 @@ func TestDecode(t *testing.T) {
 
 	// Through a letterbox: 1280x960 source, scale 0.5, pad y 80. The box centred at
 	// canvas (500,500) is at source (990,840)..(1010,860).
-	lb := NewLetterbox(1280, 960, 640, 640)
+	lb := geom.NewLetterbox(1280, 960, 640, 640)
 	got = d.decode(out, lb, names, got[:0])
-	if len(got) != 3 || !boxNear(got[2].Box, Box{X: 990, Y: 830, W: 20, H: 20}, 1e-6) {
+	if len(got) != 3 || !boxNear(got[2].Box, geom.Box{X: 990, Y: 830, W: 20, H: 20}, 1e-6) {
 		t.Fatalf("decode through letterbox: got %+v", got)
 	}
 
@@ -127,7 +129,7 @@ func TestPreprocess(t *testing.T) {
 }
 
 // messiFrame letterboxes messi5.jpg to 640x640.
-func messiFrame(tb testing.TB, a assets) ([]byte, Letterbox, int, int) {
+func messiFrame(tb testing.TB, a assets) ([]byte, geom.Letterbox, int, int) {
 	tb.Helper()
 	img := gocv.IMRead(a.messi, gocv.IMReadColor)
 	if img.Empty() {
@@ -180,7 +182,7 @@ func checkMessi(t *testing.T, dets []Detection, w, h int) {
 func TestLetterboxImage(t *testing.T) {
 	a := thirdParty(t)
 	pix, lb, w, h := messiFrame(t, a)
-	if lb != NewLetterbox(w, h, 640, 640) {
+	if lb != geom.NewLetterbox(w, h, 640, 640) {
 		t.Fatalf("geometry %+v differs from NewLetterbox", lb)
 	}
 	if lb.PadY == 0 {
@@ -188,8 +190,8 @@ func TestLetterboxImage(t *testing.T) {
 	}
 	// Padding rows are gray, the first image row is not all gray.
 	for i := range lb.PadY * 640 * 3 {
-		if pix[i] != PadValue {
-			t.Fatalf("padding byte %d = %d, want %d", i, pix[i], PadValue)
+		if pix[i] != geom.PadValue {
+			t.Fatalf("padding byte %d = %d, want %d", i, pix[i], geom.PadValue)
 		}
 	}
 	img := gocv.NewMatWithSize(10, 10, gocv.MatTypeCV8UC1)

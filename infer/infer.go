@@ -13,6 +13,8 @@ package infer
 import (
 	"errors"
 	"time"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // Errors reported in Result.Err and by the protocol decoder. Match them with errors.Is;
@@ -38,10 +40,10 @@ var (
 
 // Detection is one object found in a frame. Box is in source-frame pixels.
 type Detection struct {
-	ClassID int     `json:"class_id"`
-	Label   string  `json:"label"`
-	Score   float32 `json:"score"`
-	Box     Box     `json:"box"`
+	ClassID int      `json:"class_id"`
+	Label   string   `json:"label"`
+	Score   float32  `json:"score"`
+	Box     geom.Box `json:"box"`
 }
 
 // ModelInfo describes the model a worker (or Detector) has loaded.

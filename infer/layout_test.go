@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 func TestDetectLayout(t *testing.T) {
@@ -107,19 +109,19 @@ func TestDecodeV5(t *testing.T) {
 		{500, 500, 10, 10, 0.5, 0.0, 0.5},  // 0.25 exactly, class 1: kept
 	})
 	d := newDecoder(layoutV5, 2, 6, 0.25, 0.45, 300)
-	got := d.decode(out, NewLetterbox(640, 640, 640, 640), []string{"a", "b"}, nil)
+	got := d.decode(out, geom.NewLetterbox(640, 640, 640, 640), []string{"a", "b"}, nil)
 	want := []Detection{
-		{ClassID: 0, Label: "a", Score: mul32(0.9, 0.9), Box: Box{X: 90, Y: 90, W: 20, H: 20}},
-		{ClassID: 1, Label: "b", Score: mul32(0.5, 0.6), Box: Box{X: 92, Y: 90, W: 20, H: 20}},
-		{ClassID: 1, Label: "b", Score: 0.25, Box: Box{X: 495, Y: 495, W: 10, H: 10}},
+		{ClassID: 0, Label: "a", Score: mul32(0.9, 0.9), Box: geom.Box{X: 90, Y: 90, W: 20, H: 20}},
+		{ClassID: 1, Label: "b", Score: mul32(0.5, 0.6), Box: geom.Box{X: 92, Y: 90, W: 20, H: 20}},
+		{ClassID: 1, Label: "b", Score: 0.25, Box: geom.Box{X: 495, Y: 495, W: 10, H: 10}},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("decode:\n got %+v\nwant %+v", got, want)
 	}
 	// Through a letterbox (1280x960 source: scale 0.5, pad y 80) and maxDet.
 	d = newDecoder(layoutV5, 2, 6, 0.25, 0.45, 1)
-	got = d.decode(out, NewLetterbox(1280, 960, 640, 640), []string{"a", "b"}, got[:0])
-	if len(got) != 1 || !boxNear(got[0].Box, Box{X: 180, Y: 20, W: 40, H: 40}, 1e-6) {
+	got = d.decode(out, geom.NewLetterbox(1280, 960, 640, 640), []string{"a", "b"}, got[:0])
+	if len(got) != 1 || !boxNear(got[0].Box, geom.Box{X: 180, Y: 20, W: 40, H: 40}, 1e-6) {
 		t.Fatalf("letterbox, maxDet 1: got %+v", got)
 	}
 }
@@ -139,33 +141,33 @@ func TestDecodeE2E(t *testing.T) {
 	})
 	names := []string{"a", "b", "c"}
 	d := newDecoder(layoutE2E, 0, 8, 0.25, 0.45, 300)
-	got := d.decode(out, NewLetterbox(640, 640, 640, 640), names, nil)
+	got := d.decode(out, geom.NewLetterbox(640, 640, 640, 640), names, nil)
 	want := []Detection{
-		{ClassID: 0, Label: "a", Score: 0.9, Box: Box{X: 10, Y: 10, W: 40, H: 40}},
-		{ClassID: 0, Label: "a", Score: 0.8, Box: Box{X: 12, Y: 10, W: 40, H: 40}},
-		{ClassID: 1, Label: "b", Score: 0.5, Box: Box{X: 200, Y: 200, W: 10, H: 20}},
-		{ClassID: 2, Label: "c", Score: 0.3, Box: Box{X: 100, Y: 100, W: 50, H: 20}},
+		{ClassID: 0, Label: "a", Score: 0.9, Box: geom.Box{X: 10, Y: 10, W: 40, H: 40}},
+		{ClassID: 0, Label: "a", Score: 0.8, Box: geom.Box{X: 12, Y: 10, W: 40, H: 40}},
+		{ClassID: 1, Label: "b", Score: 0.5, Box: geom.Box{X: 200, Y: 200, W: 10, H: 20}},
+		{ClassID: 2, Label: "c", Score: 0.3, Box: geom.Box{X: 100, Y: 100, W: 50, H: 20}},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("decode:\n got %+v\nwant %+v", got, want)
 	}
 	d = newDecoder(layoutE2E, 0, 8, 0.25, 0.45, 2)
-	if got := d.decode(out, NewLetterbox(640, 640, 640, 640), names, nil); len(got) != 2 || got[1].Score != 0.8 {
+	if got := d.decode(out, geom.NewLetterbox(640, 640, 640, 640), names, nil); len(got) != 2 || got[1].Score != 0.8 {
 		t.Fatalf("maxDet 2: got %+v", got)
 	}
 	// Without names, class ids are named class<id>, the 3 now kept too.
 	d = newDecoder(layoutE2E, 0, 8, 0.25, 0.45, 300)
-	got = d.decode(out, NewLetterbox(640, 640, 640, 640), nil, nil)
+	got = d.decode(out, geom.NewLetterbox(640, 640, 640, 640), nil, nil)
 	if len(got) != 5 || got[0].Label != "class3" || got[0].ClassID != 3 || got[1].Label != "class0" {
 		t.Fatalf("no names: got %+v", got)
 	}
-	if allocs := testing.AllocsPerRun(10, func() { got = d.decode(out, NewLetterbox(640, 640, 640, 640), nil, got[:0]) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(10, func() { got = d.decode(out, geom.NewLetterbox(640, 640, 640, 640), nil, got[:0]) }); allocs != 0 {
 		t.Errorf("decode allocates %v times", allocs)
 	}
 }
 
 func TestDecodeNoAllocs(t *testing.T) {
-	lb := NewLetterbox(1280, 960, 640, 640)
+	lb := geom.NewLetterbox(1280, 960, 640, 640)
 	v8 := newDecoder(layoutV8, 3, 5, 0.25, 0.45, 300)
 	v8out := yoloOutput([][]float32{{100, 100, 20, 20, 0.9, 0.1, 0}, {102, 100, 20, 20, 0.8, 0, 0}, {500, 500, 10, 10, 0, 0, 0.6}, {1, 1, 1, 1, 0, 0, 0}, {9, 9, 9, 9, 0, 0, 0}})
 	v5 := newDecoder(layoutV5, 2, 2, 0.25, 0.45, 300)
@@ -308,6 +310,10 @@ func sameDetections(t *testing.T, got, want []Detection, boxTol float64, scoreTo
 	}
 }
 
+func boxNear(a, b geom.Box, eps float64) bool {
+	return math.Abs(a.X-b.X) <= eps && math.Abs(a.Y-b.Y) <= eps && math.Abs(a.W-b.W) <= eps && math.Abs(a.H-b.H) <= eps
+}
+
 // detectModel opens model with the CPU provider, runs it on messi5.jpg, checks that a
 // second run allocates nothing, and returns the detections.
 func detectModel(t *testing.T, a assets, model string) ([]Detection, ModelInfo, int, int) {
@@ -329,7 +335,7 @@ func detectModel(t *testing.T, a assets, model string) ([]Detection, ModelInfo, 
 }
 
 // boxIoU is the intersection over union of two boxes.
-func boxIoU(a, b Box) float64 {
+func boxIoU(a, b geom.Box) float64 {
 	iw := min(a.X+a.W, b.X+b.W) - max(a.X, b.X)
 	ih := min(a.Y+a.H, b.Y+b.H) - max(a.Y, b.Y)
 	if iw <= 0 || ih <= 0 {

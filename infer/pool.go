@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // PoolConfig configures a Pool. Zero values take the documented defaults.
@@ -142,7 +144,7 @@ type Job struct {
 	Camera    string
 	Seq       uint64
 	Captured  time.Time
-	Letterbox Letterbox
+	Letterbox geom.Letterbox
 }
 
 // Result is the outcome of one job. Err is nil on success; otherwise it matches
@@ -544,12 +546,12 @@ func (p *Pool) ShrinkArenas() {
 	}
 }
 
-func (p *Pool) checkInput(pix []byte, lb Letterbox) error {
+func (p *Pool) checkInput(pix []byte, lb geom.Letterbox) error {
 	m := p.model
 	if want := m.InputW * m.InputH * 3; len(pix) != want {
 		return fmt.Errorf("frame has %d bytes, model input %dx%d RGB24 needs %d", len(pix), m.InputW, m.InputH, want)
 	}
-	return checkLetterbox(lb, m.InputW, m.InputH)
+	return lb.Check(m.InputW, m.InputH)
 }
 
 // Close stops the workers (SIGTERM, SIGKILL after StopTimeout), reports jobs in flight

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // testLog collects the pool's log for assertions and failure output.
@@ -373,7 +375,7 @@ func TestPoolPipelined(t *testing.T) {
 	cfg.Provider = os.Getenv("VISIOND_BENCH_PROVIDER")
 	p := startPool(t, cfg)
 	messi, lb, w, h := messiFrame(t, a)
-	blank := bytes.Repeat([]byte{PadValue}, len(messi))
+	blank := bytes.Repeat([]byte{geom.PadValue}, len(messi))
 	frame := func(seq uint64) []byte {
 		if seq%2 == 1 {
 			return messi
@@ -635,7 +637,7 @@ func TestBackoff(t *testing.T) {
 // the kill the replacement answered its first job successfully, and when it was ready
 // (accepted a job). It fails tb if the killed job is not reported lost, or the
 // replacement's job fails.
-func replaceKilled(tb testing.TB, p *Pool, pix []byte, lb Letterbox) (ready, served time.Duration) {
+func replaceKilled(tb testing.TB, p *Pool, pix []byte, lb geom.Letterbox) (ready, served time.Duration) {
 	tb.Helper()
 	ch := dispatch(tb, p, Job{Camera: "kill", Seq: 1, Letterbox: lb}, pix)
 	old := p.Workers()[0]

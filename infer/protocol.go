@@ -56,6 +56,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // MaxFrameSize is the largest JSON payload of one protocol frame.
@@ -85,11 +87,11 @@ type helloMsg struct {
 }
 
 type jobMsg struct {
-	ID        uint64    `json:"id"`
-	Slot      int       `json:"slot"`
-	Camera    string    `json:"camera"`
-	Seq       uint64    `json:"seq"`
-	Letterbox Letterbox `json:"letterbox"`
+	ID        uint64         `json:"id"`
+	Slot      int            `json:"slot"`
+	Camera    string         `json:"camera"`
+	Seq       uint64         `json:"seq"`
+	Letterbox geom.Letterbox `json:"letterbox"`
 	// ShrinkArenas asks for one session run with arena shrinkage before this job.
 	ShrinkArenas bool `json:"shrink_arenas,omitempty"`
 }
@@ -191,7 +193,7 @@ func checkJob(j *jobMsg, slots, inputW, inputH int) error {
 	if j.Slot < 0 || j.Slot >= slots {
 		return fmt.Errorf("job %d: slot %d out of range [0,%d)", j.ID, j.Slot, slots)
 	}
-	if err := checkLetterbox(j.Letterbox, inputW, inputH); err != nil {
+	if err := j.Letterbox.Check(inputW, inputH); err != nil {
 		return fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	return nil

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 func frame(payload string) []byte {
@@ -76,13 +78,13 @@ func TestReadMessage(t *testing.T) {
 	}
 	// The job decodes to its fields.
 	m, _, err := readMessage(bytes.NewReader(readMessageCases[15].in), nil)
-	if err != nil || m.Job.ID != 7 || m.Job.Slot != 1 || m.Job.Camera != "gate" || m.Job.Letterbox != NewLetterbox(768, 576, 640, 640) {
+	if err != nil || m.Job.ID != 7 || m.Job.Slot != 1 || m.Job.Camera != "gate" || m.Job.Letterbox != geom.NewLetterbox(768, 576, 640, 640) {
 		t.Fatalf("job: %+v %v", m.Job, err)
 	}
 }
 
 func TestCheckJob(t *testing.T) {
-	lb := NewLetterbox(768, 576, 640, 640)
+	lb := geom.NewLetterbox(768, 576, 640, 640)
 	for _, tc := range []struct {
 		name    string
 		job     jobMsg
@@ -91,9 +93,9 @@ func TestCheckJob(t *testing.T) {
 		{"ok", jobMsg{ID: 1, Slot: 1, Letterbox: lb}, ""},
 		{"slot high", jobMsg{ID: 2, Slot: 2, Letterbox: lb}, "job 2: slot 2 out of range [0,2)"},
 		{"slot negative", jobMsg{ID: 3, Slot: -1, Letterbox: lb}, "slot -1 out of range"},
-		{"other canvas", jobMsg{ID: 4, Letterbox: NewLetterbox(768, 576, 320, 320)}, "letterbox canvas 320x320 does not match model input 640x640"},
-		{"zero source", jobMsg{ID: 5, Letterbox: Letterbox{DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640}}, "source size 0x0 is not positive"},
-		{"scaled too big", jobMsg{ID: 6, Letterbox: Letterbox{SrcW: 10, SrcH: 10, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640, PadY: 1}}, "does not fit the 640x640 canvas"},
+		{"other canvas", jobMsg{ID: 4, Letterbox: geom.NewLetterbox(768, 576, 320, 320)}, "letterbox canvas 320x320 does not match model input 640x640"},
+		{"zero source", jobMsg{ID: 5, Letterbox: geom.Letterbox{DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640}}, "source size 0x0 is not positive"},
+		{"scaled too big", jobMsg{ID: 6, Letterbox: geom.Letterbox{SrcW: 10, SrcH: 10, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640, PadY: 1}}, "does not fit the 640x640 canvas"},
 	} {
 		err := checkJob(&tc.job, 2, 640, 640)
 		if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
@@ -200,15 +202,15 @@ func (w *rawWorker) job(t *testing.T, j jobMsg) *resultMsg {
 // serving; a broken stream ends it with a clear error.
 func TestWorkerProtocol(t *testing.T) {
 	w := startRawWorker(t, 2)
-	lb := NewLetterbox(640, 640, 640, 640)
+	lb := geom.NewLetterbox(640, 640, 640, 640)
 	if r := w.job(t, jobMsg{ID: 1, Slot: 5, Letterbox: lb}); !strings.Contains(r.Error, "job 1: slot 5 out of range [0,2)") {
 		t.Errorf("slot out of range: %+v", r)
 	}
-	if r := w.job(t, jobMsg{ID: 2, Slot: 0, Letterbox: NewLetterbox(640, 640, 320, 320)}); !strings.Contains(r.Error, "letterbox canvas 320x320 does not match model input 640x640") {
+	if r := w.job(t, jobMsg{ID: 2, Slot: 0, Letterbox: geom.NewLetterbox(640, 640, 320, 320)}); !strings.Contains(r.Error, "letterbox canvas 320x320 does not match model input 640x640") {
 		t.Errorf("letterbox mismatch: %+v", r)
 	}
 	for i := range w.mem {
-		w.mem[i] = PadValue
+		w.mem[i] = geom.PadValue
 	}
 	if r := w.job(t, jobMsg{ID: 3, Slot: 1, Letterbox: lb}); r.Error != "" || r.RunUS <= 0 {
 		t.Errorf("good job after bad ones: %+v", r)
