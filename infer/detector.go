@@ -17,57 +17,6 @@ import (
 	"github.com/visiond/visiond/internal/geom"
 )
 
-// DetectorOptions configure a Detector. Zero values take the documented defaults. The
-// daemon hands them to each worker process as JSON (the -detector flag).
-type DetectorOptions struct {
-	Model      string  `json:"model"`                // path of the .onnx file (required)
-	Library    string  `json:"library,omitempty"`    // path of libonnxruntime.so (required unless ORT is already initialized in this process)
-	Provider   string  `json:"provider,omitempty"`   // "cpu" (default), "cuda" or "tensorrt"; never falls back to cpu unless Fallback says so
-	Device     int     `json:"device,omitempty"`     // CUDA device id
-	Threads    int     `json:"threads,omitempty"`    // intra-op threads; 0: ORT's default
-	Spin       bool    `json:"spin,omitempty"`       // let ORT's idle threads spin for work (lower latency, CPU burnt); default off
-	Confidence float64 `json:"confidence,omitempty"` // minimum class score kept; default 0.25
-	IoU        float64 `json:"iou,omitempty"`        // NMS IoU threshold: a box overlapping a better one of its class by more is dropped; default 0.45
-	MaxDet     int     `json:"max_det,omitempty"`    // most detections returned per frame; default 300
-	Labels     string  `json:"labels,omitempty"`     // class names file, one per line; default: the model's metadata
-
-	CUDA     CUDAOptions     `json:"cuda,omitempty"`     // options of the cuda provider
-	TensorRT TensorRTOptions `json:"tensorrt,omitempty"` // options of the tensorrt provider
-	Fallback string          `json:"fallback,omitempty"` // "cpu": use the CPU provider when the configured one cannot be used; "" never
-}
-
-// validate checks the options after defaults.
-func (o *DetectorOptions) validate() error {
-	switch {
-	case o.Model == "":
-		return errors.New("model path is empty")
-	case o.Provider != "cpu" && o.Provider != "cuda" && o.Provider != "tensorrt":
-		return fmt.Errorf("provider %q: want cpu, cuda or tensorrt", o.Provider)
-	case o.Confidence <= 0 || o.Confidence > 1:
-		return fmt.Errorf("confidence %g must be in (0,1]", o.Confidence)
-	case o.IoU <= 0 || o.IoU > 1:
-		return fmt.Errorf("iou %g must be in (0,1]", o.IoU)
-	case o.Threads < 0 || o.Device < 0 || o.MaxDet < 0:
-		return fmt.Errorf("threads %d, device %d and max_det %d must not be negative", o.Threads, o.Device, o.MaxDet)
-	}
-	return nil
-}
-
-func (o *DetectorOptions) setDefaults() {
-	if o.Provider == "" {
-		o.Provider = "cpu"
-	}
-	if o.Confidence == 0 {
-		o.Confidence = 0.25
-	}
-	if o.IoU == 0 {
-		o.IoU = 0.45
-	}
-	if o.MaxDet == 0 {
-		o.MaxDet = 300
-	}
-}
-
 // ortMu guards ONNX Runtime's process-wide environment, which the library keeps in its
 // own package state: it is initialized once per process and never torn down by a Detector.
 var ortMu sync.Mutex
@@ -132,8 +81,8 @@ type tensorPair struct {
 // NewDetector loads the model and creates its session. Errors name the file, the
 // library or the provider that failed.
 func NewDetector(opts DetectorOptions) (*Detector, error) {
-	opts.setDefaults()
-	if err := opts.validate(); err != nil {
+	opts.SetDefaults()
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(opts.Model); err != nil {
@@ -158,7 +107,7 @@ func NewDetector(opts DetectorOptions) (*Detector, error) {
 		Path:     opts.Model,
 		InputW:   mio.inW,
 		InputH:   mio.inH,
-		Provider: opts.Provider,
+		Provider: string(opts.Provider),
 	}
 	if err := d.newSession(mio.in, mio.out); err != nil {
 		d.Close()

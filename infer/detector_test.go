@@ -150,7 +150,7 @@ func newTestDetector(tb testing.TB) (*Detector, assets) {
 	tb.Helper()
 	a := thirdParty(tb)
 	d, err := NewDetector(DetectorOptions{Model: a.model, Library: a.library, Threads: 2,
-		Provider: os.Getenv("VISIOND_BENCH_PROVIDER")})
+		Provider: Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -51,7 +51,7 @@ type ModelInfo struct {
 	Path           string   // model file
 	InputW, InputH int      // input size in pixels (the letterbox canvas)
 	Classes        []string // class names by class id
-	Provider       string   // execution provider: "cpu" or "cuda"
+	Provider       string   // the execution provider it runs on: a Provider, or "cpu (fallback: <why>)"
 }
 
 // Timings are the stages of one detection, measured inside the worker.
@@ -59,4 +59,50 @@ type Timings struct {
 	Pre  time.Duration // HWC uint8 -> CHW float32
 	Run  time.Duration // session run
 	Post time.Duration // decode, NMS, mapping to source pixels
+}
+
+// Job identifies a frame handed to the pool.
+type Job struct {
+	Camera    string
+	Seq       uint64
+	Captured  time.Time
+	Letterbox geom.Letterbox
+}
+
+// Result is the outcome of one job. Err is nil on success; otherwise it matches
+// ErrWorkerLost, ErrJobTimeout, ErrJobRejected or ErrPoolClosed.
+type Result struct {
+	Job            Job
+	Detections     []Detection // in source pixels
+	Worker, PID    int
+	Pre, Run, Post time.Duration // measured in the worker
+	Total          time.Duration // dispatch to result, as seen by the daemon
+	Err            error
+}
+
+// WorkerState is the state of one worker slot of the pool.
+type WorkerState string
+
+// Worker states.
+const (
+	WorkerStarting   WorkerState = "starting"
+	WorkerIdle       WorkerState = "idle"
+	WorkerBusy       WorkerState = "busy"
+	WorkerRestarting WorkerState = "restarting"
+	WorkerStopped    WorkerState = "stopped"
+)
+
+// WorkerStatus is a snapshot of one worker slot.
+type WorkerStatus struct {
+	Index    int         `json:"index"`
+	PID      int         `json:"pid"` // 0 while no process runs
+	State    WorkerState `json:"state"`
+	Provider string      `json:"provider"`  // the provider its process runs on, e.g. "cuda" or "cpu (fallback: ...)"
+	InFlight int         `json:"in_flight"` // jobs sent to its process and not answered yet (at most Slots)
+	Jobs     uint64      `json:"jobs"`      // jobs answered (successfully or rejected)
+	Lost     uint64      `json:"lost"`      // jobs lost to a crash, a protocol break or a timeout
+	Restarts uint64      `json:"restarts"`  // processes started after the first
+	Recycles uint64      `json:"recycles"`  // processes stopped between jobs for being over a memory limit
+	RSSBytes int64       `json:"rss_bytes"` // resident memory of its process at the last sample; 0 before one
+	GPUBytes int64       `json:"gpu_bytes"` // GPU memory of its process at the last sample; 0 without a GPU memory command
 }

@@ -3,7 +3,6 @@ package infer
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -75,7 +74,7 @@ func (c *PoolConfig) setDefaults() error {
 	if c.Count == 0 {
 		c.Count = 1
 	}
-	c.DetectorOptions.setDefaults()
+	c.DetectorOptions.SetDefaults()
 	if c.JobTimeout == 0 {
 		c.JobTimeout = 10 * time.Second
 	}
@@ -103,7 +102,7 @@ func (c *PoolConfig) setDefaults() error {
 	if c.MemoryInterval == 0 {
 		c.MemoryInterval = 5 * time.Second
 	}
-	if c.GPUMemoryCommand == nil && (c.Provider == ProviderCUDA || c.Provider == ProviderTensorRT) {
+	if c.GPUMemoryCommand == nil && c.Provider.GPU() {
 		c.GPUMemoryCommand = DefaultGPUMemoryCommand()
 	}
 	if len(c.Command) == 0 {
@@ -124,65 +123,15 @@ func (c *PoolConfig) setDefaults() error {
 		return fmt.Errorf("infer: MemoryLimit %d, GPUMemoryLimit %d and MemoryInterval %v must not be negative",
 			c.MemoryLimit, c.GPUMemoryLimit, c.MemoryInterval)
 	}
-	if err := validateProviderOptions(c.DetectorOptions); err != nil {
+	if err := c.DetectorOptions.Validate(); err != nil {
 		return fmt.Errorf("infer: detector options: %w", err)
 	}
 	return nil
 }
 
 func (c *PoolConfig) workerArgs() []string {
-	opts, err := json.Marshal(c.DetectorOptions)
-	if err != nil {
-		panic(err) // plain fields: cannot fail
-	}
-	return append(slices.Clone(c.Command), "-detector", string(opts),
-		"-slots", strconv.Itoa(c.Slots), "-slot-bytes", strconv.Itoa(c.SlotBytes))
-}
-
-// Job identifies a frame handed to the pool.
-type Job struct {
-	Camera    string
-	Seq       uint64
-	Captured  time.Time
-	Letterbox geom.Letterbox
-}
-
-// Result is the outcome of one job. Err is nil on success; otherwise it matches
-// ErrWorkerLost, ErrJobTimeout, ErrJobRejected or ErrPoolClosed.
-type Result struct {
-	Job            Job
-	Detections     []Detection // in source pixels
-	Worker, PID    int
-	Pre, Run, Post time.Duration // measured in the worker
-	Total          time.Duration // dispatch to result, as seen by the daemon
-	Err            error
-}
-
-// WorkerState is the state of one worker slot of the pool.
-type WorkerState string
-
-// Worker states.
-const (
-	WorkerStarting   WorkerState = "starting"
-	WorkerIdle       WorkerState = "idle"
-	WorkerBusy       WorkerState = "busy"
-	WorkerRestarting WorkerState = "restarting"
-	WorkerStopped    WorkerState = "stopped"
-)
-
-// WorkerStatus is a snapshot of one worker slot.
-type WorkerStatus struct {
-	Index    int         `json:"index"`
-	PID      int         `json:"pid"` // 0 while no process runs
-	State    WorkerState `json:"state"`
-	Provider string      `json:"provider"`  // the provider its process runs on, e.g. "cuda" or "cpu (fallback: ...)"
-	InFlight int         `json:"in_flight"` // jobs sent to its process and not answered yet (at most Slots)
-	Jobs     uint64      `json:"jobs"`      // jobs answered (successfully or rejected)
-	Lost     uint64      `json:"lost"`      // jobs lost to a crash, a protocol break or a timeout
-	Restarts uint64      `json:"restarts"`  // processes started after the first
-	Recycles uint64      `json:"recycles"`  // processes stopped between jobs for being over a memory limit
-	RSSBytes int64       `json:"rss_bytes"` // resident memory of its process at the last sample; 0 before one
-	GPUBytes int64       `json:"gpu_bytes"` // GPU memory of its process at the last sample; 0 without a GPU memory command
+	f := WorkerFlags{Detector: c.DetectorOptions, Slots: c.Slots, SlotBytes: c.SlotBytes}
+	return append(slices.Clone(c.Command), f.Args()...)
 }
 
 // Pool runs Count worker processes and hands each up to Slots jobs at a time, which it
@@ -268,7 +217,7 @@ func (p *Pool) Start(ctx context.Context) error {
 		workers[i] = w
 	}
 	procs := make([]*proc, len(workers))
-	hellos := make([]*helloMsg, len(workers))
+	hellos := make([]*HelloMsg, len(workers))
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
 	for i, w := range workers {
@@ -407,7 +356,7 @@ func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
 	}
 	w.inflight = append(w.inflight, &pending{id: p.nextID, slot: slot, job: job, done: done, started: time.Now()})
 	w.state = WorkerBusy
-	err := writeMessage(pr.jobsW, message{Type: msgJob, Job: &jobMsg{
+	err := WriteMessage(pr.jobsW, Message{Type: MsgJob, Job: &JobMsg{
 		ID: p.nextID, Slot: slot, Camera: job.Camera, Seq: job.Seq, Letterbox: job.Letterbox,
 		ShrinkArenas: w.shrink,
 	}})
@@ -718,9 +667,9 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 	r := bufio.NewReader(pr.resR)
 	var buf []byte
 	for {
-		var m message
+		var m Message
 		var err error
-		m, buf, err = readMessage(r, buf)
+		m, buf, err = ReadMessage(r, buf)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return fmt.Errorf("%w within %v", errNoResult, p.cfg.JobTimeout)
@@ -728,7 +677,7 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 			return errors.New("worker closed its results pipe")
 		case err != nil:
 			return fmt.Errorf("read result: %w", err)
-		case m.Type != msgResult:
+		case m.Type != MsgResult:
 			return fmt.Errorf("read result: %w: got a %q message", ErrBadMessage, m.Type)
 		}
 		p.mu.Lock()
@@ -739,7 +688,8 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 		pend := w.inflight[0]
 		w.inflight = slices.Delete(w.inflight, 0, 1)
 		w.jobs++
-		if run := elapsedUS(m.Result.RunUS); m.Result.Error == "" && run > 0 {
+		tm := m.Result.Timings()
+		if run := tm.Run; m.Result.Error == "" && run > 0 {
 			if p.runEst == 0 {
 				p.runEst = run
 			} else {
@@ -761,7 +711,7 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 		rm := m.Result
 		res := Result{
 			Job: pend.job, Detections: rm.Detections, Worker: w.index, PID: pr.pid,
-			Pre: elapsedUS(rm.PreUS), Run: elapsedUS(rm.RunUS), Post: elapsedUS(rm.PostUS),
+			Pre: tm.Pre, Run: tm.Run, Post: tm.Post,
 			Total: time.Since(pend.started),
 		}
 		if rm.Error != "" {
@@ -873,7 +823,7 @@ type proc struct {
 const tailLines = 8
 
 // launch starts a worker process for w and waits for its hello.
-func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *helloMsg, error) {
+func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *HelloMsg, error) {
 	log := p.cfg.Logger.With("worker", w.index)
 	jobsR, jobsW, err := os.Pipe()
 	if err != nil {
@@ -917,14 +867,14 @@ func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *helloMsg, error) 
 	})
 	pr.wg.Go(func() { pr.forwardLog(errR, log.With("pid", pr.pid)) })
 
-	fail := func(err error) (*proc, *helloMsg, error) {
+	fail := func(err error) (*proc, *HelloMsg, error) {
 		pr.kill()
 		pr.close()
 		return nil, nil, fmt.Errorf("infer: worker %d (pid %d): %w", w.index, pr.pid, err)
 	}
 	resR.SetReadDeadline(time.Now().Add(p.cfg.StartTimeout))
 	stop := context.AfterFunc(ctx, func() { resR.SetReadDeadline(time.Now()) })
-	m, _, err := readMessage(resR, nil)
+	m, _, err := ReadMessage(resR, nil)
 	stop()
 	resR.SetReadDeadline(time.Time{})
 	switch {
@@ -937,14 +887,14 @@ func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *helloMsg, error) 
 		pr.close()
 		return nil, nil, fmt.Errorf("infer: worker %d (pid %d) ended before its hello (%v); %s",
 			w.index, pr.pid, err, pr.exitDescription())
-	case m.Type != msgHello:
+	case m.Type != MsgHello:
 		return fail(fmt.Errorf("%w: first message is %q, want hello", ErrBadMessage, m.Type))
 	case m.Hello.Error != "":
 		return fail(errors.New(m.Hello.Error))
 	case m.Hello.InputW*m.Hello.InputH*3 > p.cfg.SlotBytes:
 		return fail(fmt.Errorf("model input %dx%d does not fit a slot of %d bytes", m.Hello.InputW, m.Hello.InputH, p.cfg.SlotBytes))
 	}
-	if m.Hello.Provider != p.cfg.Provider {
+	if m.Hello.Provider != string(p.cfg.Provider) {
 		log.Warn("worker runs on a fallback provider", "pid", pr.pid, "configured", p.cfg.Provider, "provider", m.Hello.Provider)
 	}
 	log.Info("worker started", "pid", pr.pid, "model", m.Hello.Model, "provider", m.Hello.Provider,

@@ -372,7 +372,7 @@ func TestPoolJobTimeout(t *testing.T) {
 func TestPoolPipelined(t *testing.T) {
 	a := thirdParty(t)
 	cfg, _ := testPoolConfig(t, a)
-	cfg.Provider = os.Getenv("VISIOND_BENCH_PROVIDER")
+	cfg.Provider = Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))
 	p := startPool(t, cfg)
 	messi, lb, w, h := messiFrame(t, a)
 	blank := bytes.Repeat([]byte{geom.PadValue}, len(messi))
@@ -586,7 +586,7 @@ func BenchmarkPoolThroughput(b *testing.B) {
 		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
 			cfg, _ := testPoolConfig(b, a)
 			cfg.Slots = slots
-			cfg.Provider = os.Getenv("VISIOND_BENCH_PROVIDER")
+			cfg.Provider = Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))
 			cfg.Logger = slog.New(slog.DiscardHandler)
 			p := startPool(b, cfg)
 			results := make(chan Result, slots)

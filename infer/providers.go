@@ -88,76 +88,11 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 )
 
-// CUDAOptions are options of ONNX Runtime's CUDA execution provider; zero values leave
-// ONNX Runtime's defaults. They also apply to the CUDA provider that runs, after
-// TensorRT, the nodes TensorRT cannot take.
-type CUDAOptions struct {
-	GPUMemLimit         int64  `json:"gpu_mem_limit,omitempty"`          // bytes the provider's arena may hold; 0: no limit
-	ArenaExtendStrategy string `json:"arena_extend_strategy,omitempty"`  // kNextPowerOfTwo (ORT's default) or kSameAsRequested
-	CudnnConvAlgoSearch string `json:"cudnn_conv_algo_search,omitempty"` // EXHAUSTIVE (ORT's default), HEURISTIC or DEFAULT
-}
-
-// TensorRTOptions are options of ONNX Runtime's TensorRT execution provider.
-type TensorRTOptions struct {
-	FP16 bool `json:"fp16,omitempty"`
-	INT8 bool `json:"int8,omitempty"`
-	// EngineCache is the directory of built engines; "" disables the cache. Engines go to
-	// a subdirectory named by engineCacheKey (model bytes, ORT version, GPU, precision,
-	// workspace), so a changed model, ORT or GPU builds a new engine instead of loading a
-	// stale one. A TensorRT library upgrade under the same ORT version is not detected:
-	// clear the directory then.
-	EngineCache   string `json:"engine_cache,omitempty"`
-	WorkspaceSize int64  `json:"workspace_size,omitempty"` // bytes; 0: ORT's default
-}
-
-// Execution providers and fallbacks accepted by DetectorOptions.
-const (
-	ProviderCPU      = "cpu"
-	ProviderCUDA     = "cuda"
-	ProviderTensorRT = "tensorrt"
-)
-
-// validateProviderOptions checks the provider, its options and the fallback; errors name
-// the option as it is spelled in JSON.
-func validateProviderOptions(o DetectorOptions) error {
-	switch o.Provider {
-	case "", ProviderCPU, ProviderCUDA, ProviderTensorRT:
-	default:
-		return fmt.Errorf("provider %q: want cpu, cuda or tensorrt", o.Provider)
-	}
-	switch o.Fallback {
-	case "", ProviderCPU:
-	default:
-		return fmt.Errorf("fallback %q: want cpu or empty (no fallback)", o.Fallback)
-	}
-	c, t := o.CUDA, o.TensorRT
-	switch c.ArenaExtendStrategy {
-	case "", "kNextPowerOfTwo", "kSameAsRequested":
-	default:
-		return fmt.Errorf("cuda.arena_extend_strategy %q: want kNextPowerOfTwo or kSameAsRequested", c.ArenaExtendStrategy)
-	}
-	switch c.CudnnConvAlgoSearch {
-	case "", "EXHAUSTIVE", "HEURISTIC", "DEFAULT":
-	default:
-		return fmt.Errorf("cuda.cudnn_conv_algo_search %q: want EXHAUSTIVE, HEURISTIC or DEFAULT", c.CudnnConvAlgoSearch)
-	}
-	if c.GPUMemLimit < 0 {
-		return fmt.Errorf("cuda.gpu_mem_limit %d must not be negative", c.GPUMemLimit)
-	}
-	if t.WorkspaceSize < 0 {
-		return fmt.Errorf("tensorrt.workspace_size %d must not be negative", t.WorkspaceSize)
-	}
-	return nil
-}
-
 // appendProvider sets the session options that keep memory flat and adds the configured
 // execution provider to so: nothing more for cpu, CUDA for cuda, TensorRT then CUDA for
 // tensorrt (CUDA takes the nodes TensorRT cannot, as ONNX Runtime recommends). Errors
 // name the provider; falling back to cpu is the worker's decision (openDetector).
 func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
-	if err := validateProviderOptions(o); err != nil {
-		return err
-	}
 	// The CPU arena stays on so that a run with memory.enable_memory_arena_shrinkage
 	// (ShrinkArenas) has an arena to shrink; the memory pattern plans one allocation for
 	// a run, which ONNX Runtime recommends for static input shapes, the only ones the
@@ -169,6 +104,8 @@ func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
 		return fmt.Errorf("session options: memory pattern: %w", err)
 	}
 	switch o.Provider {
+	case "", ProviderCPU:
+		return nil
 	case ProviderCUDA:
 		return appendCUDA(so, o)
 	case ProviderTensorRT:
@@ -177,7 +114,7 @@ func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
 		}
 		return appendCUDA(so, o)
 	}
-	return nil
+	return fmt.Errorf("provider %q: want cpu, cuda or tensorrt", o.Provider)
 }
 
 // cudaOptions are the CUDA provider's options as ORT spells them.
@@ -324,11 +261,12 @@ func gpuIdentity(root string) string {
 // is "cpu", it opens the detector on the CPU instead, whose ModelInfo.Provider then says
 // "cpu (fallback: <why>)"; warn is called with that reason. Option errors never fall back.
 func openDetector(o DetectorOptions, warn func(msg string, args ...any)) (*Detector, error) {
-	if err := validateProviderOptions(o); err != nil {
+	o.SetDefaults()
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	det, err := newWarmDetector(o)
-	if err == nil || o.Provider == "" || o.Provider == ProviderCPU || o.Fallback != ProviderCPU {
+	if err == nil || o.Provider == ProviderCPU || o.Fallback != ProviderCPU {
 		return det, err
 	}
 	cpu := o
@@ -371,7 +309,7 @@ func newWarmDetector(o DetectorOptions) (*Detector, error) {
 // shrinkSpec is the value of memory.enable_memory_arena_shrinkage for d's session: its
 // CPU arena and, on cuda or tensorrt (which runs CUDA next to it), its GPU's.
 func (d *Detector) shrinkSpec() string {
-	if d.opts.Provider == ProviderCUDA || d.opts.Provider == ProviderTensorRT {
+	if d.opts.Provider.GPU() {
 		return "cpu:0;gpu:" + strconv.Itoa(d.opts.Device)
 	}
 	return "cpu:0"

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-func TestValidateProviderOptions(t *testing.T) {
+func TestValidateDetectorOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		edit    func(*DetectorOptions)
@@ -34,11 +34,17 @@ func TestValidateProviderOptions(t *testing.T) {
 		{"conv search", func(o *DetectorOptions) { o.CUDA.CudnnConvAlgoSearch = "FAST" }, `cuda.cudnn_conv_algo_search "FAST"`},
 		{"negative mem limit", func(o *DetectorOptions) { o.CUDA.GPUMemLimit = -1 }, "cuda.gpu_mem_limit -1"},
 		{"negative workspace", func(o *DetectorOptions) { o.TensorRT.WorkspaceSize = -5 }, "tensorrt.workspace_size -5"},
+		{"no model", func(o *DetectorOptions) { o.Model = "" }, "model path is empty"},
+		{"confidence 1", func(o *DetectorOptions) { o.Confidence = 1 }, "confidence 1 must be in (0,1)"},
+		{"confidence negative", func(o *DetectorOptions) { o.Confidence = -0.5 }, "confidence -0.5 must be in (0,1)"},
+		{"iou 1", func(o *DetectorOptions) { o.IoU = 1 }, "iou 1 must be in (0,1)"},
+		{"negative threads", func(o *DetectorOptions) { o.Threads = -1 }, "threads -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DetectorOptions{Model: "m.onnx"}
+			o.SetDefaults()
 			tc.edit(&o)
-			err := validateProviderOptions(o)
+			err := o.Validate()
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -81,7 +87,7 @@ func TestPoolProviderFallback(t *testing.T) {
 	for _, provider := range []string{"cuda", "tensorrt"} {
 		t.Run(provider+" without fallback", func(t *testing.T) {
 			cfg, _ := testPoolConfig(t, a)
-			cfg.Provider = provider
+			cfg.Provider = Provider(provider)
 			cfg.TensorRT.EngineCache = t.TempDir()
 			p := NewPool(cfg)
 			defer p.Close()
@@ -93,7 +99,7 @@ func TestPoolProviderFallback(t *testing.T) {
 		})
 		t.Run(provider+" with fallback cpu", func(t *testing.T) {
 			cfg, log := testPoolConfig(t, a)
-			cfg.Provider, cfg.Fallback = provider, "cpu"
+			cfg.Provider, cfg.Fallback = Provider(provider), ProviderCPU
 			cfg.GPUMemoryCommand = []string{} // none: nvidia-smi is not here
 			p := startPool(t, cfg)
 			m := p.Model()

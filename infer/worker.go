@@ -4,30 +4,17 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
-
-// File descriptors a worker inherits from the daemon (protocol.go).
-const (
-	fdSlots   = 3
-	fdJobs    = 4
-	fdResults = 5
-)
-
-// DefaultSlotBytes is the size of one frame slot: room for a 1280x1280 RGB24 input.
-const DefaultSlotBytes = 1280 * 1280 * 3
 
 // hangEnv is a test hook: a worker whose environment has VISIOND_TEST_WORKER_HANG=<n>
 // sleeps forever, ignoring SIGTERM, in the session run of the n-th job it receives
@@ -42,43 +29,6 @@ const hangEnv = "VISIOND_TEST_WORKER_HANG"
 // production.
 const slowEnv = "VISIOND_TEST_WORKER_SLOW"
 
-type workerFlags struct {
-	DetectorOptions
-	slots, slotBytes int
-}
-
-func parseWorkerFlags(args []string) (workerFlags, error) {
-	var f workerFlags
-	var detector string
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&detector, "detector", "", "detector options as JSON (infer.DetectorOptions)")
-	fs.IntVar(&f.slots, "slots", 1, "frame slots in the memfd on fd 3")
-	fs.IntVar(&f.slotBytes, "slot-bytes", DefaultSlotBytes, "bytes per frame slot")
-	if err := fs.Parse(args); err != nil {
-		return f, fmt.Errorf("worker flags: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("worker flags: unexpected argument %q", fs.Arg(0))
-	}
-	dec := json.NewDecoder(strings.NewReader(detector))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f.DetectorOptions); err != nil {
-		return f, fmt.Errorf("worker flags: -detector: %w", err)
-	}
-	f.setDefaults()
-	switch {
-	case f.slots < 1:
-		return f, fmt.Errorf("worker flags: -slots %d must be >= 1", f.slots)
-	case f.slotBytes < 1:
-		return f, fmt.Errorf("worker flags: -slot-bytes %d must be >= 1", f.slotBytes)
-	}
-	if err := f.validate(); err != nil {
-		return f, fmt.Errorf("worker flags: -detector: %w", err)
-	}
-	return f, nil
-}
-
 // WorkerMain is the `visiond worker` subcommand: it loads the model, says hello on fd 5
 // and serves jobs from fd 4 on the frame slots mapped from fd 3 until fd 4 ends (nil),
 // ctx is done (nil) or the stream breaks (an error naming what was wrong). A startup
@@ -87,21 +37,21 @@ func WorkerMain(ctx context.Context, args []string) error {
 	began := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var st unix.Stat_t
-	if err := unix.Fstat(fdResults, &st); err != nil {
+	if err := unix.Fstat(FDResults, &st); err != nil {
 		return fmt.Errorf("worker: fd 5 (results) is not open (%v); workers are started by the daemon", err)
 	}
-	results := os.NewFile(fdResults, "results")
+	results := os.NewFile(FDResults, "results")
 	defer results.Close()
 	jobs, slots, slotBytes, det, err := startWorker(args, log)
 	if err != nil {
-		_ = writeMessage(results, message{Type: msgHello, Hello: &helloMsg{PID: os.Getpid(), Error: err.Error()}})
+		_ = WriteMessage(results, Message{Type: MsgHello, Hello: &HelloMsg{PID: os.Getpid(), Error: err.Error()}})
 		return err
 	}
 	defer unix.Munmap(slots)
 	defer jobs.Close()
 	defer det.Close()
 	info := det.Model()
-	if err := writeMessage(results, message{Type: msgHello, Hello: &helloMsg{
+	if err := WriteMessage(results, Message{Type: MsgHello, Hello: &HelloMsg{
 		PID: os.Getpid(), Model: info.Path, InputW: info.InputW, InputH: info.InputH,
 		Classes: info.Classes, Provider: info.Provider,
 	}}); err != nil {
@@ -141,7 +91,7 @@ type jobServer struct {
 
 // stagedJob is a job passing through the stages.
 type stagedJob struct {
-	job      *jobMsg
+	job      *JobMsg
 	n        int    // 1 for the first job received
 	pair     int    // the tensor pair it holds
 	err      string // why it failed (bad job, failed run); "" if not
@@ -191,16 +141,16 @@ func (s *jobServer) read(ctx context.Context, r io.Reader, free <-chan int, out 
 	frameBytes := info.InputW * info.InputH * 3
 	var buf []byte
 	for n := 1; ; n++ {
-		var m message
+		var m Message
 		var err error
-		m, buf, err = readMessage(r, buf)
+		m, buf, err = ReadMessage(r, buf)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, io.EOF) {
 				return nil
 			}
 			return fmt.Errorf("worker: read job: %w", err)
 		}
-		if m.Type != msgJob {
+		if m.Type != MsgJob {
 			return fmt.Errorf("worker: read job: %w: got a %q message", ErrBadMessage, m.Type)
 		}
 		sj := stagedJob{job: m.Job, n: n}
@@ -209,7 +159,7 @@ func (s *jobServer) read(ctx context.Context, r io.Reader, free <-chan int, out 
 		case <-ctx.Done():
 			return nil
 		}
-		if err := checkJob(m.Job, nslots, info.InputW, info.InputH); err != nil {
+		if err := CheckJob(m.Job, nslots, info.InputW, info.InputH); err != nil {
 			sj.err = err.Error()
 		} else {
 			off := m.Job.Slot * s.slotBytes
@@ -264,7 +214,7 @@ func (s *jobServer) run(ctx context.Context, in <-chan stagedJob, out chan<- sta
 func (s *jobServer) post(in <-chan stagedJob, free chan<- int, results io.Writer) error {
 	dets := make([]Detection, 0, 300)
 	for sj := range in {
-		res := resultMsg{ID: sj.job.ID, Error: sj.err, PreUS: sj.pre.Microseconds(), RunUS: sj.run.Microseconds()}
+		res := ResultMsg{ID: sj.job.ID, Error: sj.err, PreUS: sj.pre.Microseconds(), RunUS: sj.run.Microseconds()}
 		if sj.err == "" {
 			t0 := time.Now()
 			dets = s.det.decodeOutput(sj.pair, sj.job.Letterbox, dets[:0])
@@ -275,7 +225,7 @@ func (s *jobServer) post(in <-chan stagedJob, free chan<- int, results io.Writer
 		if res.Error != "" {
 			s.log.Warn("job rejected", "job", sj.job.ID, "camera", sj.job.Camera, "err", res.Error)
 		}
-		if err := writeMessage(results, message{Type: msgResult, Result: &res}); err != nil {
+		if err := WriteMessage(results, Message{Type: MsgResult, Result: &res}); err != nil {
 			return fmt.Errorf("worker: write result of job %d: %w", sj.job.ID, err)
 		}
 	}
@@ -283,44 +233,41 @@ func (s *jobServer) post(in <-chan stagedJob, free chan<- int, results io.Writer
 }
 
 func startWorker(args []string, log *slog.Logger) (jobs *os.File, slots []byte, slotBytes int, det *Detector, err error) {
-	f, err := parseWorkerFlags(args)
+	f, err := ParseWorkerFlags(args)
 	if err != nil {
 		return nil, nil, 0, nil, err
 	}
-	size := f.slots * f.slotBytes
+	size := f.Slots * f.SlotBytes
 	var st unix.Stat_t
-	if err := unix.Fstat(fdSlots, &st); err != nil {
+	if err := unix.Fstat(FDSlots, &st); err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("worker: fd 3 (frame slots): %w", err)
 	}
 	if st.Size < int64(size) {
 		return nil, nil, 0, nil, fmt.Errorf("worker: fd 3 (frame slots) has %d bytes, -slots %d x -slot-bytes %d needs %d",
-			st.Size, f.slots, f.slotBytes, size)
+			st.Size, f.Slots, f.SlotBytes, size)
 	}
 	// openDetector runs the model once: a provider that cannot run fails here (or falls
 	// back to the CPU when Fallback says so), before the hello, not on the first frame.
-	det, err = openDetector(f.DetectorOptions, log.Warn)
+	det, err = openDetector(f.Detector, log.Warn)
 	if err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("worker: %w", err)
 	}
 	info := det.Model()
-	if need := info.InputW * info.InputH * 3; need > f.slotBytes {
+	if need := info.InputW * info.InputH * 3; need > f.SlotBytes {
 		det.Close()
 		return nil, nil, 0, nil, fmt.Errorf("worker: model input %dx%d RGB24 needs %d bytes, -slot-bytes is %d",
-			info.InputW, info.InputH, need, f.slotBytes)
+			info.InputW, info.InputH, need, f.SlotBytes)
 	}
-	slots, err = unix.Mmap(fdSlots, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	slots, err = unix.Mmap(FDSlots, 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		det.Close()
 		return nil, nil, 0, nil, fmt.Errorf("worker: map frame slots (fd 3, %d bytes): %w", size, err)
 	}
 	// Non-blocking so that the runtime poller serves it and Close unblocks a pending read.
-	if err := unix.SetNonblock(fdJobs, true); err != nil {
+	if err := unix.SetNonblock(FDJobs, true); err != nil {
 		unix.Munmap(slots)
 		det.Close()
 		return nil, nil, 0, nil, fmt.Errorf("worker: fd 4 (jobs): %w", err)
 	}
-	return os.NewFile(fdJobs, "jobs"), slots, f.slotBytes, det, nil
+	return os.NewFile(FDJobs, "jobs"), slots, f.SlotBytes, det, nil
 }
-
-// elapsedUS converts worker-reported microseconds to a Duration.
-func elapsedUS(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

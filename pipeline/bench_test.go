@@ -81,7 +81,7 @@ cameras:
 	if err != nil {
 		b.Fatal(err)
 	}
-	spec := bareSpec{Opts: infer.DetectorOptions{Model: model, Library: library, Provider: provider, Threads: cfg.Workers.Pools[0].Threads},
+	spec := bareSpec{Opts: infer.DetectorOptions{Model: model, Library: library, Provider: infer.Provider(provider), Threads: cfg.Workers.Pools[0].Threads},
 		Image: thirdParty(b, "media/messi5.jpg"), Window: window}
 	b.Logf("%d worker(s), provider %s, %d intra-op thread(s) each (0: ONNX Runtime's default)", nworkers, provider, spec.Opts.Threads)
 
