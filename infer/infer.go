@@ -1,13 +1,12 @@
-// Package infer runs a YOLO-family detector on letterboxed frames.
+// Package infer is what the two sides of visiond's inference process boundary share: the
+// daemon, which hands letterboxed frames to worker processes (package infer/pool), and the
+// workers, which run a YOLO-family detector on them in ONNX Runtime (package infer/worker,
+// `visiond worker`). It holds the wire protocol between them (protocol.go: frames, messages,
+// file descriptors, the worker's flags), the detector's options (options.go), the job and
+// result types the daemon's pipeline uses, and the errors a job can end with.
 //
-// The detector itself (Detector: one ONNX Runtime session with reused tensors, CHW
-// pre-processing, YOLOv8 decoding and class-wise NMS) runs inside worker processes
-// (`visiond worker`, see WorkerMain), so that a crash or a hang in the runtime or the GPU
-// driver costs one worker, never the daemon. The daemon side (Pool) starts the workers,
-// hands them frames through a shared-memory slot and a job message (protocol.go), and
-// supervises them: a worker that exits, breaks the protocol or misses a job's deadline
-// has its job reported as lost (ErrWorkerLost, ErrJobTimeout) and is replaced: at once
-// after a healthy run, after a jittered, growing delay when it keeps failing.
+// It imports no cgo, no ONNX Runtime and no OpenCV, so each side imports only what it runs:
+// the daemon never links the runtime that might crash it, and a worker never links the pool.
 package infer
 
 import (

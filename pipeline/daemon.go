@@ -435,7 +435,7 @@ func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Tim
 	}
 }
 
-// dispatcher hands a job to an idle worker; *infer.Pool is the real one.
+// dispatcher hands a job to an idle worker; *pool.Pool is the real one.
 type dispatcher interface {
 	TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool
 }

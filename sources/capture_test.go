@@ -11,7 +11,7 @@ import (
 
 	"gocv.io/x/gocv"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/sources/samplecam"
 )
@@ -302,7 +302,7 @@ func TestCaptureLetterboxMatchesInfer(t *testing.T) {
 	src := sampleMat(t)
 	defer src.Close()
 	want := make([]byte, 640*640*3)
-	lb, err := infer.LetterboxImage(src, 640, 640, want)
+	lb, err := worker.LetterboxImage(src, 640, 640, want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,14 +314,14 @@ func TestCaptureLetterboxMatchesInfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(pix, want) {
-		t.Fatal("fill differs from infer.LetterboxImage")
+		t.Fatal("fill differs from worker.LetterboxImage")
 	}
 	checkLetterboxed(t, pix, lb)
 
 	// A narrow model input pads left and right (row by row copy).
 	lb2 := geom.NewLetterbox(768, 576, 320, 320)
 	want2 := make([]byte, 320*320*3)
-	if _, err := infer.LetterboxImage(src, 320, 320, want2); err != nil {
+	if _, err := worker.LetterboxImage(src, 320, 320, want2); err != nil {
 		t.Fatal(err)
 	}
 	pix2 := make([]byte, 320*320*3)

@@ -1,4 +1,4 @@
-package infer
+package worker
 
 /*
 #cgo LDFLAGS: -ldl
@@ -86,13 +86,15 @@ import (
 	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/visiond/visiond/infer"
 )
 
 // appendProvider sets the session options that keep memory flat and adds the configured
 // execution provider to so: nothing more for cpu, CUDA for cuda, TensorRT then CUDA for
 // tensorrt (CUDA takes the nodes TensorRT cannot, as ONNX Runtime recommends). Errors
 // name the provider; falling back to cpu is the worker's decision (openDetector).
-func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
+func appendProvider(so *ort.SessionOptions, o infer.DetectorOptions) error {
 	// The CPU arena stays on so that a run with memory.enable_memory_arena_shrinkage
 	// (ShrinkArenas) has an arena to shrink; the memory pattern plans one allocation for
 	// a run, which ONNX Runtime recommends for static input shapes, the only ones the
@@ -104,11 +106,11 @@ func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
 		return fmt.Errorf("session options: memory pattern: %w", err)
 	}
 	switch o.Provider {
-	case "", ProviderCPU:
+	case "", infer.ProviderCPU:
 		return nil
-	case ProviderCUDA:
+	case infer.ProviderCUDA:
 		return appendCUDA(so, o)
-	case ProviderTensorRT:
+	case infer.ProviderTensorRT:
 		if err := appendTensorRT(so, o); err != nil {
 			return err
 		}
@@ -118,7 +120,7 @@ func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
 }
 
 // cudaOptions are the CUDA provider's options as ORT spells them.
-func cudaOptions(o DetectorOptions) map[string]string {
+func cudaOptions(o infer.DetectorOptions) map[string]string {
 	m := map[string]string{"device_id": strconv.Itoa(o.Device)}
 	if o.CUDA.GPUMemLimit > 0 {
 		m["gpu_mem_limit"] = strconv.FormatInt(o.CUDA.GPUMemLimit, 10)
@@ -132,7 +134,7 @@ func cudaOptions(o DetectorOptions) map[string]string {
 	return m
 }
 
-func appendCUDA(so *ort.SessionOptions, o DetectorOptions) error {
+func appendCUDA(so *ort.SessionOptions, o infer.DetectorOptions) error {
 	fail := func(err error) error {
 		return fmt.Errorf("provider cuda (device %d) unavailable: %w", o.Device, err)
 	}
@@ -152,7 +154,7 @@ func appendCUDA(so *ort.SessionOptions, o DetectorOptions) error {
 
 // tensorRTOptions are the TensorRT provider's options as ORT spells them; cacheDir is
 // the engine cache directory of this model, ORT and GPU ("" for none).
-func tensorRTOptions(o DetectorOptions, cacheDir string) map[string]string {
+func tensorRTOptions(o infer.DetectorOptions, cacheDir string) map[string]string {
 	b := func(v bool) string {
 		if v {
 			return "1"
@@ -174,7 +176,7 @@ func tensorRTOptions(o DetectorOptions, cacheDir string) map[string]string {
 	return m
 }
 
-func appendTensorRT(so *ort.SessionOptions, o DetectorOptions) error {
+func appendTensorRT(so *ort.SessionOptions, o infer.DetectorOptions) error {
 	fail := func(err error) error {
 		return fmt.Errorf("provider tensorrt (device %d) unavailable: %w", o.Device, err)
 	}
@@ -220,7 +222,7 @@ func fileSHA256(path string) ([]byte, error) {
 // engineCacheKey names the engine cache subdirectory of one model (its sha256), ONNX
 // Runtime version, GPU (device id and gpuIdentity) and TensorRT build settings: engines
 // built for any other combination are never loaded.
-func engineCacheKey(modelSHA256 []byte, ortVersion string, device int, gpu string, t TensorRTOptions) string {
+func engineCacheKey(modelSHA256 []byte, ortVersion string, device int, gpu string, t infer.TensorRTOptions) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "model=%x\nort=%s\ndevice=%d\ngpu=%s\nfp16=%t\nint8=%t\nworkspace=%d\n",
 		modelSHA256, ortVersion, device, gpu, t.FP16, t.INT8, t.WorkspaceSize)
@@ -260,17 +262,17 @@ func gpuIdentity(root string) string {
 // not on the first frame). When that fails with a provider other than cpu and o.Fallback
 // is "cpu", it opens the detector on the CPU instead, whose ModelInfo.Provider then says
 // "cpu (fallback: <why>)"; warn is called with that reason. Option errors never fall back.
-func openDetector(o DetectorOptions, warn func(msg string, args ...any)) (*Detector, error) {
+func openDetector(o infer.DetectorOptions, warn func(msg string, args ...any)) (*Detector, error) {
 	o.SetDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	det, err := newWarmDetector(o)
-	if err == nil || o.Provider == ProviderCPU || o.Fallback != ProviderCPU {
+	if err == nil || o.Provider == infer.ProviderCPU || o.Fallback != infer.ProviderCPU {
 		return det, err
 	}
 	cpu := o
-	cpu.Provider = ProviderCPU
+	cpu.Provider = infer.ProviderCPU
 	det, cpuErr := newWarmDetector(cpu)
 	if cpuErr != nil {
 		return nil, fmt.Errorf("%w; fallback to cpu failed too: %v", err, cpuErr)
@@ -286,14 +288,14 @@ func openDetector(o DetectorOptions, warn func(msg string, args ...any)) (*Detec
 // first frame does not pay for it. On cuda and tensorrt every other pair runs once too,
 // since binding an input copies it to the device and so may fail on its own; on the CPU
 // a binding only points at the tensor, and a second run would just delay the hello.
-func newWarmDetector(o DetectorOptions) (*Detector, error) {
+func newWarmDetector(o infer.DetectorOptions) (*Detector, error) {
 	det, err := NewDetector(o)
 	if err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
 	pairs := pipelineDepth
-	if det.opts.Provider == ProviderCPU {
+	if det.opts.Provider == infer.ProviderCPU {
 		pairs = 1
 	}
 	for p := range pairs {

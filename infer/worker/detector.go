@@ -1,4 +1,4 @@
-package infer
+package worker
 
 import (
 	"cmp"
@@ -14,6 +14,7 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
+	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
 )
 
@@ -50,8 +51,8 @@ func initORT(library string) error {
 // under the discipline of the worker: prepare (one goroutine), run and shrinkArenas
 // (another) and decodeOutput (a third), each on a pair no other stage holds.
 type Detector struct {
-	opts    DetectorOptions
-	info    ModelInfo
+	opts    infer.DetectorOptions
+	info    infer.ModelInfo
 	io      modelIO
 	session *ort.DynamicAdvancedSession
 	pairs   [pipelineDepth]tensorPair
@@ -80,7 +81,7 @@ type tensorPair struct {
 
 // NewDetector loads the model and creates its session. Errors name the file, the
 // library or the provider that failed.
-func NewDetector(opts DetectorOptions) (*Detector, error) {
+func NewDetector(opts infer.DetectorOptions) (*Detector, error) {
 	opts.SetDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func NewDetector(opts DetectorOptions) (*Detector, error) {
 	}
 	t2 := time.Now()
 	d := &Detector{opts: opts, io: mio}
-	d.info = ModelInfo{
+	d.info = infer.ModelInfo{
 		Path:     opts.Model,
 		InputW:   mio.inW,
 		InputH:   mio.inH,
@@ -156,7 +157,7 @@ func inspectModel(path string) (ins, outs []ort.InputOutputInfo, err error) {
 // the provider (appendProvider). ONNX Runtime's thread pools spin by default: an idle
 // thread polls for work for a while before it sleeps, which saves a little latency and
 // burns CPU that the decoders and the other workers need; spinning is off unless o.Spin.
-func sessionOptions(o DetectorOptions) (*ort.SessionOptions, error) {
+func sessionOptions(o infer.DetectorOptions) (*ort.SessionOptions, error) {
 	so, err := ort.NewSessionOptions()
 	if err != nil {
 		return nil, fmt.Errorf("session options: %w", err)
@@ -172,7 +173,7 @@ func sessionOptions(o DetectorOptions) (*ort.SessionOptions, error) {
 	return so, nil
 }
 
-func setThreads(so *ort.SessionOptions, o DetectorOptions) error {
+func setThreads(so *ort.SessionOptions, o infer.DetectorOptions) error {
 	if o.Threads > 0 {
 		if err := so.SetIntraOpNumThreads(o.Threads); err != nil {
 			return fmt.Errorf("threads %d: %w", o.Threads, err)
@@ -272,7 +273,7 @@ func (p *tensorPair) newTensors(mio modelIO, in, out ort.InputOutputInfo) error 
 // else "class0", "class1", ... (logged). n is the class count the output layout says, 0
 // when it does not (end-to-end): then any count is taken, and without names the list is
 // empty and the decoder names class ids as it meets them.
-func classNames(o DetectorOptions, n int, metadata func() (*ort.ModelMetadata, error)) ([]string, error) {
+func classNames(o infer.DetectorOptions, n int, metadata func() (*ort.ModelMetadata, error)) ([]string, error) {
 	if o.Labels != "" {
 		names, err := readLabels(o.Labels)
 		if err != nil {
@@ -397,14 +398,14 @@ func ParseNames(s string) ([]string, error) {
 }
 
 // Model describes the loaded model.
-func (d *Detector) Model() ModelInfo { return d.info }
+func (d *Detector) Model() infer.ModelInfo { return d.info }
 
 // Detect runs the model on one letterboxed RGB24 frame (HWC uint8, exactly InputW x
 // InputH x 3 bytes) and appends its detections, in source pixels mapped through lb, to
 // dst[:0]. It allocates nothing when dst has room. It uses tensor pair 0: do not call it
 // while a worker pipeline (worker.go) uses the Detector.
-func (d *Detector) Detect(pixRGB []byte, lb geom.Letterbox, dst []Detection) ([]Detection, Timings, error) {
-	var tm Timings
+func (d *Detector) Detect(pixRGB []byte, lb geom.Letterbox, dst []infer.Detection) ([]infer.Detection, infer.Timings, error) {
+	var tm infer.Timings
 	if err := d.checkFrame(len(pixRGB), lb); err != nil {
 		return dst[:0], tm, err
 	}
@@ -417,7 +418,7 @@ func (d *Detector) Detect(pixRGB []byte, lb geom.Letterbox, dst []Detection) ([]
 	t2 := time.Now()
 	dst = d.decodeOutput(0, lb, dst[:0])
 	t3 := time.Now()
-	tm = Timings{Pre: t1.Sub(t0), Run: t2.Sub(t1), Post: t3.Sub(t2)}
+	tm = infer.Timings{Pre: t1.Sub(t0), Run: t2.Sub(t1), Post: t3.Sub(t2)}
 	return dst, tm, nil
 }
 
@@ -457,7 +458,7 @@ func (d *Detector) run(p int) error {
 
 // decodeOutput decodes the output tensor of pair p, which a finished run filled, into
 // detections appended to dst.
-func (d *Detector) decodeOutput(p int, lb geom.Letterbox, dst []Detection) []Detection {
+func (d *Detector) decodeOutput(p int, lb geom.Letterbox, dst []infer.Detection) []infer.Detection {
 	t := &d.pairs[p]
 	out := t.outF32
 	if t.outF16 != nil {
@@ -628,7 +629,7 @@ func iou(a, b candidate) float64 {
 
 // decode finds the candidates of the layout, runs NMS where the layout needs it (not on
 // end-to-end outputs) and appends the kept boxes, mapped to source pixels, to dst.
-func (d *decoder) decode(out []float32, lb geom.Letterbox, names []string, dst []Detection) []Detection {
+func (d *decoder) decode(out []float32, lb geom.Letterbox, names []string, dst []infer.Detection) []infer.Detection {
 	var kept []candidate
 	switch d.layout {
 	case layoutV5:
@@ -643,7 +644,7 @@ func (d *decoder) decode(out []float32, lb geom.Letterbox, names []string, dst [
 		if b.W <= 0 || b.H <= 0 {
 			continue // entirely in the padding
 		}
-		dst = append(dst, Detection{ClassID: c.class, Label: d.label(names, c.class), Score: c.score, Box: b})
+		dst = append(dst, infer.Detection{ClassID: c.class, Label: d.label(names, c.class), Score: c.score, Box: b})
 	}
 	return dst
 }

@@ -1,4 +1,15 @@
-package infer
+// Package pool is the daemon's side of inference: a Pool starts worker processes (`visiond
+// worker`, package infer/worker) on one device, hands them frames through shared-memory
+// slots and job messages (the protocol of package infer), and supervises them: a worker
+// that exits, breaks the protocol, misses a job's deadline or outgrows a memory limit has
+// its jobs reported as lost (infer.ErrWorkerLost, infer.ErrJobTimeout) or is recycled
+// between jobs, and is replaced: at once after a healthy run, after a jittered, growing
+// delay when it keeps failing. DispatchAcross spreads jobs over the pools of several
+// devices.
+//
+// It does not link ONNX Runtime: a crash or a hang there costs a worker process, never the
+// daemon.
+package pool
 
 import (
 	"bufio"
@@ -19,15 +30,16 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
 )
 
-// PoolConfig configures a Pool. Zero values take the documented defaults.
-type PoolConfig struct {
+// Config configures a Pool. Zero values take the documented defaults.
+type Config struct {
 	Count int // worker processes; default 1
 	// DetectorOptions are each worker's model, library, provider and thresholds (MaxDet is
 	// the worker's default).
-	DetectorOptions
+	infer.DetectorOptions
 
 	// JobTimeout bounds the wait for each job's result; a worker that misses it is killed
 	// (ErrJobTimeout for that job, ErrWorkerLost for the jobs queued behind it). A job's
@@ -70,7 +82,7 @@ type PoolConfig struct {
 	Logger  *slog.Logger
 }
 
-func (c *PoolConfig) setDefaults() error {
+func (c *Config) setDefaults() error {
 	if c.Count == 0 {
 		c.Count = 1
 	}
@@ -94,7 +106,7 @@ func (c *PoolConfig) setDefaults() error {
 		c.Slots = 2
 	}
 	if c.SlotBytes == 0 {
-		c.SlotBytes = DefaultSlotBytes
+		c.SlotBytes = infer.DefaultSlotBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -129,15 +141,15 @@ func (c *PoolConfig) setDefaults() error {
 	return nil
 }
 
-func (c *PoolConfig) workerArgs() []string {
-	f := WorkerFlags{Detector: c.DetectorOptions, Slots: c.Slots, SlotBytes: c.SlotBytes}
+func (c *Config) workerArgs() []string {
+	f := infer.WorkerFlags{Detector: c.DetectorOptions, Slots: c.Slots, SlotBytes: c.SlotBytes}
 	return append(slices.Clone(c.Command), f.Args()...)
 }
 
 // Pool runs Count worker processes and hands each up to Slots jobs at a time, which it
 // answers in order.
 type Pool struct {
-	cfg    PoolConfig
+	cfg    Config
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // supervisors and done callbacks
@@ -145,7 +157,7 @@ type Pool struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
-	model   ModelInfo
+	model   infer.ModelInfo
 	workers []*worker
 	next    int           // round-robin start of the worker search, which breaks ties
 	nextID  uint64        // job ids
@@ -158,7 +170,7 @@ type worker struct {
 	mem   []byte // the daemon's mapping of memfd
 
 	// guarded by Pool.mu
-	state     WorkerState
+	state     infer.WorkerState
 	pr        *proc
 	provider  string
 	inflight  []*pending // jobs sent to pr, oldest first: the order of their results
@@ -175,13 +187,13 @@ type worker struct {
 type pending struct {
 	id      uint64
 	slot    int
-	job     Job
-	done    func(Result)
+	job     infer.Job
+	done    func(infer.Result)
 	started time.Time // dispatch
 }
 
-// NewPool returns a pool; Start starts its workers.
-func NewPool(cfg PoolConfig) *Pool {
+// New returns a pool of cfg; Start starts its workers.
+func New(cfg Config) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Pool{cfg: cfg, ctx: ctx, cancel: cancel}
 }
@@ -217,7 +229,7 @@ func (p *Pool) Start(ctx context.Context) error {
 		workers[i] = w
 	}
 	procs := make([]*proc, len(workers))
-	hellos := make([]*HelloMsg, len(workers))
+	hellos := make([]*infer.HelloMsg, len(workers))
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
 	for i, w := range workers {
@@ -258,13 +270,13 @@ func (p *Pool) Start(ctx context.Context) error {
 			pr.close()
 			workers[i].release()
 		}
-		return ErrPoolClosed
+		return infer.ErrPoolClosed
 	}
 	h := hellos[0]
-	p.model = ModelInfo{Path: h.Model, InputW: h.InputW, InputH: h.InputH, Classes: h.Classes, Provider: h.Provider}
+	p.model = infer.ModelInfo{Path: h.Model, InputW: h.InputW, InputH: h.InputH, Classes: h.Classes, Provider: h.Provider}
 	p.workers = workers
 	for i, w := range workers {
-		w.pr, w.state, w.provider = procs[i], WorkerIdle, hellos[i].Provider
+		w.pr, w.state, w.provider = procs[i], infer.WorkerIdle, hellos[i].Provider
 		p.wg.Add(1)
 		go p.supervise(w)
 	}
@@ -287,7 +299,7 @@ func newWorker(index, size int) (*worker, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("infer: map memfd of worker %d: %w", index, err)
 	}
-	return &worker{index: index, memfd: os.NewFile(uintptr(fd), "frames"), mem: mem, state: WorkerStarting}, nil
+	return &worker{index: index, memfd: os.NewFile(uintptr(fd), "frames"), mem: mem, state: infer.WorkerStarting}, nil
 }
 
 func (w *worker) release() {
@@ -299,7 +311,7 @@ func (w *worker) release() {
 }
 
 // Model describes the model the workers loaded (valid after Start).
-func (p *Pool) Model() ModelInfo {
+func (p *Pool) Model() infer.ModelInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.model
@@ -308,12 +320,12 @@ func (p *Pool) Model() ModelInfo {
 }
 
 // Workers returns a snapshot of every worker slot.
-func (p *Pool) Workers() []WorkerStatus {
+func (p *Pool) Workers() []infer.WorkerStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]WorkerStatus, len(p.workers))
+	out := make([]infer.WorkerStatus, len(p.workers))
 	for i, w := range p.workers {
-		out[i] = WorkerStatus{Index: w.index, State: w.state, Provider: w.provider, InFlight: len(w.inflight), Jobs: w.jobs, Lost: w.lost,
+		out[i] = infer.WorkerStatus{Index: w.index, State: w.state, Provider: w.provider, InFlight: len(w.inflight), Jobs: w.jobs, Lost: w.lost,
 			Restarts: w.restarts, Recycles: w.recycles, RSSBytes: w.rss, GPUBytes: w.gpu}
 		if w.pr != nil {
 			out[i].PID = w.pr.pid
@@ -330,7 +342,7 @@ func (p *Pool) Workers() []WorkerStatus {
 // TryDispatch returns. done is called exactly once, from a goroutine of the pool, with
 // the result; the results of one worker's jobs come in dispatch order. done must not
 // block for long.
-func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
+func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || !p.started {
@@ -342,7 +354,7 @@ func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
 	}
 	p.next = (w.index + 1) % len(p.workers)
 	if err := p.checkInput(pix, job.Letterbox); err != nil {
-		res := Result{Job: job, Worker: w.index, Err: fmt.Errorf("%w: camera %q seq %d: %v", ErrJobRejected, job.Camera, job.Seq, err)}
+		res := infer.Result{Job: job, Worker: w.index, Err: fmt.Errorf("%w: camera %q seq %d: %v", infer.ErrJobRejected, job.Camera, job.Seq, err)}
 		p.wg.Go(func() { done(res) })
 		return true
 	}
@@ -351,12 +363,12 @@ func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
 	p.nextID++
 	pr := w.pr
 	if len(w.inflight) == 0 {
-		// The oldest job's clock (PoolConfig.JobTimeout); readResults moves it on.
+		// The oldest job's clock (Config.JobTimeout); readResults moves it on.
 		pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
 	}
 	w.inflight = append(w.inflight, &pending{id: p.nextID, slot: slot, job: job, done: done, started: time.Now()})
-	w.state = WorkerBusy
-	err := WriteMessage(pr.jobsW, Message{Type: MsgJob, Job: &JobMsg{
+	w.state = infer.WorkerBusy
+	err := infer.WriteMessage(pr.jobsW, infer.Message{Type: infer.MsgJob, Job: &infer.JobMsg{
 		ID: p.nextID, Slot: slot, Camera: job.Camera, Seq: job.Seq, Letterbox: job.Letterbox,
 		ShrinkArenas: w.shrink,
 	}})
@@ -372,7 +384,7 @@ func (p *Pool) TryDispatch(job Job, pix []byte, done func(Result)) bool {
 // Offer is what a pool offers the next job: the worker TryDispatch would pick now.
 type Offer struct {
 	InFlight int           // that worker's jobs in flight
-	Slots    int           // its slots (PoolConfig.Slots)
+	Slots    int           // its slots (Config.Slots)
 	Run      time.Duration // the pool's moving average of its jobs' session runs; 0 before one ran
 }
 
@@ -403,7 +415,7 @@ func (p *Pool) Offer() (o Offer, ok bool) {
 // measured yet is taken to be as fast as the fastest measured one: it gets jobs by load
 // until its first runs say what it is worth (before any run, it is the least-loaded
 // worker across pools, the first pool on a tie).
-func DispatchAcross(pools []*Pool, job Job, pix []byte, done func(Result)) bool {
+func DispatchAcross(pools []*Pool, job infer.Job, pix []byte, done func(infer.Result)) bool {
 	type offer struct {
 		Offer
 		ok bool
@@ -467,7 +479,7 @@ func (p *Pool) pick() *worker {
 // accepts says whether w can take a job now: its process serves, is not to be recycled
 // and has a free slot. Called with p.mu held.
 func (p *Pool) accepts(w *worker) bool {
-	return (w.state == WorkerIdle || w.state == WorkerBusy) && w.pr != nil &&
+	return (w.state == infer.WorkerIdle || w.state == infer.WorkerBusy) && w.pr != nil &&
 		w.recycle == "" && !w.recycling && len(w.inflight) < p.cfg.Slots
 }
 
@@ -533,7 +545,7 @@ func (p *Pool) supervise(w *worker) {
 		started := time.Now()
 		err := p.serve(w)
 		if p.ctx.Err() != nil {
-			p.setState(w, WorkerStopped)
+			p.setState(w, infer.WorkerStopped)
 			return
 		}
 		recycled := errors.Is(err, errRecycled)
@@ -551,21 +563,21 @@ func (p *Pool) supervise(w *worker) {
 				delay = backoff(p.cfg.RestartDelay, p.cfg.MaxRestartDelay, attempt-1)
 			}
 			attempt++
-			p.setState(w, WorkerRestarting)
+			p.setState(w, infer.WorkerRestarting)
 			log.Info("restarting worker", "in", delay.Round(time.Millisecond), "attempt", attempt)
 			t := time.NewTimer(delay)
 			select {
 			case <-t.C:
 			case <-p.ctx.Done():
 				t.Stop()
-				p.setState(w, WorkerStopped)
+				p.setState(w, infer.WorkerStopped)
 				return
 			}
-			p.setState(w, WorkerStarting)
+			p.setState(w, infer.WorkerStarting)
 			pr, hello, err := p.launch(p.ctx, w)
 			if err == nil {
 				p.mu.Lock()
-				w.pr, w.state, w.provider = pr, WorkerIdle, hello.Provider
+				w.pr, w.state, w.provider = pr, infer.WorkerIdle, hello.Provider
 				w.restarts++
 				w.shrink = false // a fresh process has nothing to shrink
 				p.mu.Unlock()
@@ -573,7 +585,7 @@ func (p *Pool) supervise(w *worker) {
 				break
 			}
 			if p.ctx.Err() != nil {
-				p.setState(w, WorkerStopped)
+				p.setState(w, infer.WorkerStopped)
 				return
 			}
 			log.Error("worker restart failed", "err", err)
@@ -594,7 +606,7 @@ func backoff(base, maxDelay time.Duration, attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-func (p *Pool) setState(w *worker, s WorkerState) {
+func (p *Pool) setState(w *worker, s infer.WorkerState) {
 	p.mu.Lock()
 	w.state = s
 	p.mu.Unlock()
@@ -618,7 +630,7 @@ func (p *Pool) serve(w *worker) error {
 	})
 	err := p.readResults(w, pr)
 	p.mu.Lock()
-	w.state = WorkerRestarting // no new job for this process
+	w.state = infer.WorkerRestarting // no new job for this process
 	recycling, why := w.recycling, w.recycle
 	p.mu.Unlock()
 	if recycling {
@@ -647,16 +659,16 @@ func (p *Pool) serve(w *worker) error {
 	// Every job in flight ends with an error, in order: the oldest timed out when no
 	// result came (the worker hung in it or before it), the others were lost with it.
 	for i, pd := range pend {
-		res := Result{Job: pd.job, Worker: w.index, PID: pr.pid, Total: time.Since(pd.started)}
+		res := infer.Result{Job: pd.job, Worker: w.index, PID: pr.pid, Total: time.Since(pd.started)}
 		switch {
 		case p.ctx.Err() != nil:
-			res.Err = fmt.Errorf("%w: %v", ErrPoolClosed, err)
+			res.Err = fmt.Errorf("%w: %v", infer.ErrPoolClosed, err)
 		case errors.Is(err, errNoResult) && i == 0:
-			res.Err = fmt.Errorf("%w: %v", ErrJobTimeout, err)
+			res.Err = fmt.Errorf("%w: %v", infer.ErrJobTimeout, err)
 		case errors.Is(err, errNoResult):
-			res.Err = fmt.Errorf("%w: queued behind job %d, which timed out: %v", ErrWorkerLost, pend[0].id, err)
+			res.Err = fmt.Errorf("%w: queued behind job %d, which timed out: %v", infer.ErrWorkerLost, pend[0].id, err)
 		default:
-			res.Err = fmt.Errorf("%w: %v", ErrWorkerLost, err)
+			res.Err = fmt.Errorf("%w: %v", infer.ErrWorkerLost, err)
 		}
 		pd.done(res)
 	}
@@ -667,9 +679,9 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 	r := bufio.NewReader(pr.resR)
 	var buf []byte
 	for {
-		var m Message
+		var m infer.Message
 		var err error
-		m, buf, err = ReadMessage(r, buf)
+		m, buf, err = infer.ReadMessage(r, buf)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return fmt.Errorf("%w within %v", errNoResult, p.cfg.JobTimeout)
@@ -677,13 +689,13 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 			return errors.New("worker closed its results pipe")
 		case err != nil:
 			return fmt.Errorf("read result: %w", err)
-		case m.Type != MsgResult:
-			return fmt.Errorf("read result: %w: got a %q message", ErrBadMessage, m.Type)
+		case m.Type != infer.MsgResult:
+			return fmt.Errorf("read result: %w: got a %q message", infer.ErrBadMessage, m.Type)
 		}
 		p.mu.Lock()
 		if len(w.inflight) == 0 || w.inflight[0].id != m.Result.ID {
 			p.mu.Unlock()
-			return fmt.Errorf("read result: %w: result for job %d, not the oldest job in flight", ErrBadMessage, m.Result.ID)
+			return fmt.Errorf("read result: %w: result for job %d, not the oldest job in flight", infer.ErrBadMessage, m.Result.ID)
 		}
 		pend := w.inflight[0]
 		w.inflight = slices.Delete(w.inflight, 0, 1)
@@ -697,11 +709,11 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 			}
 		}
 		if len(w.inflight) > 0 {
-			// The next job's clock starts now (PoolConfig.JobTimeout).
+			// The next job's clock starts now (Config.JobTimeout).
 			pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
 		} else {
 			pr.resR.SetReadDeadline(time.Time{}) // before idle: the next dispatch sets its own
-			w.state = WorkerIdle
+			w.state = infer.WorkerIdle
 			if w.recycle != "" {
 				p.stopToRecycle(w)
 			}
@@ -709,13 +721,13 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 		p.mu.Unlock()
 
 		rm := m.Result
-		res := Result{
+		res := infer.Result{
 			Job: pend.job, Detections: rm.Detections, Worker: w.index, PID: pr.pid,
 			Pre: tm.Pre, Run: tm.Run, Post: tm.Post,
 			Total: time.Since(pend.started),
 		}
 		if rm.Error != "" {
-			res.Err = fmt.Errorf("%w: worker %d: %s", ErrJobRejected, w.index, rm.Error)
+			res.Err = fmt.Errorf("%w: worker %d: %s", infer.ErrJobRejected, w.index, rm.Error)
 		}
 		pend.done(res)
 	}
@@ -730,7 +742,7 @@ var errRecycled = errors.New("recycled")
 // stopToRecycle closes the job stream of w's idle process, which then exits: its reader
 // sees the end of the results and serve replaces it. Called with p.mu held.
 func (p *Pool) stopToRecycle(w *worker) {
-	w.state = WorkerRestarting // no new job for this process
+	w.state = infer.WorkerRestarting // no new job for this process
 	w.recycling = true
 	w.pr.jobsW.Close()
 	w.pr.resR.SetReadDeadline(time.Now().Add(p.cfg.StopTimeout)) // should it not exit
@@ -801,7 +813,7 @@ func (p *Pool) sampleMemory(log *slog.Logger, gpuErr *string) {
 		w.recycle = why
 		log.Warn("recycling worker between jobs", "worker", w.index, "pid", s.pid, "reason", why,
 			"rss_bytes", s.rss, "gpu_bytes", s.gpu, "busy", len(w.inflight) > 0, "in_flight", len(w.inflight))
-		if w.state == WorkerIdle && len(w.inflight) == 0 {
+		if w.state == infer.WorkerIdle && len(w.inflight) == 0 {
 			p.stopToRecycle(w)
 		}
 	}
@@ -823,7 +835,7 @@ type proc struct {
 const tailLines = 8
 
 // launch starts a worker process for w and waits for its hello.
-func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *HelloMsg, error) {
+func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *infer.HelloMsg, error) {
 	log := p.cfg.Logger.With("worker", w.index)
 	jobsR, jobsW, err := os.Pipe()
 	if err != nil {
@@ -867,14 +879,14 @@ func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *HelloMsg, error) 
 	})
 	pr.wg.Go(func() { pr.forwardLog(errR, log.With("pid", pr.pid)) })
 
-	fail := func(err error) (*proc, *HelloMsg, error) {
+	fail := func(err error) (*proc, *infer.HelloMsg, error) {
 		pr.kill()
 		pr.close()
 		return nil, nil, fmt.Errorf("infer: worker %d (pid %d): %w", w.index, pr.pid, err)
 	}
 	resR.SetReadDeadline(time.Now().Add(p.cfg.StartTimeout))
 	stop := context.AfterFunc(ctx, func() { resR.SetReadDeadline(time.Now()) })
-	m, _, err := ReadMessage(resR, nil)
+	m, _, err := infer.ReadMessage(resR, nil)
 	stop()
 	resR.SetReadDeadline(time.Time{})
 	switch {
@@ -887,8 +899,8 @@ func (p *Pool) launch(ctx context.Context, w *worker) (*proc, *HelloMsg, error) 
 		pr.close()
 		return nil, nil, fmt.Errorf("infer: worker %d (pid %d) ended before its hello (%v); %s",
 			w.index, pr.pid, err, pr.exitDescription())
-	case m.Type != MsgHello:
-		return fail(fmt.Errorf("%w: first message is %q, want hello", ErrBadMessage, m.Type))
+	case m.Type != infer.MsgHello:
+		return fail(fmt.Errorf("%w: first message is %q, want hello", infer.ErrBadMessage, m.Type))
 	case m.Hello.Error != "":
 		return fail(errors.New(m.Hello.Error))
 	case m.Hello.InputW*m.Hello.InputH*3 > p.cfg.SlotBytes:
