@@ -21,7 +21,8 @@ import (
 var (
 	// ErrWorkerLost: the worker exited or broke the protocol while the job was in flight.
 	ErrWorkerLost = errors.New("infer: worker lost")
-	// ErrJobTimeout: the job ran past PoolConfig.JobTimeout; the worker was killed.
+	// ErrJobTimeout: the job ran past the pool's job timeout (pool.Config.JobTimeout); the
+	// worker was killed.
 	ErrJobTimeout = errors.New("infer: job timed out")
 	// ErrJobRejected: the worker refused the job (bad slot, letterbox or frame size) or
 	// the session failed on it; the worker keeps serving.
@@ -45,7 +46,7 @@ type Detection struct {
 	Box     geom.Box `json:"box"`
 }
 
-// ModelInfo describes the model a worker (or Detector) has loaded.
+// ModelInfo describes the model a worker (or a worker.Detector) has loaded.
 type ModelInfo struct {
 	Path           string   // model file
 	InputW, InputH int      // input size in pixels (the letterbox canvas)

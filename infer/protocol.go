@@ -2,8 +2,8 @@ package infer
 
 // Worker protocol, version 1.
 //
-// The daemon starts a worker as `visiond worker -model ... -slots K -slot-bytes S ...`
-// with three extra files:
+// The daemon starts a worker as `visiond worker -detector {...} -slots K -slot-bytes S`
+// (WorkerFlags) with three extra files:
 //
 //	fd 3  a memfd of K*S bytes: K frame slots of S bytes each. A frame is RGB24 HWC uint8
 //	      of exactly the model's input size (already letterboxed by the daemon), at the start
@@ -18,7 +18,7 @@ package infer
 // writes a slot only when no job on it is waiting for its answer: after the result of the
 // last job that named the slot has been read. The worker may read a job's frame at any
 // time until it writes that job's result, and never after. A worker reads the next jobs
-// while it runs one (worker.go: it fills the next input, and decodes the previous output,
+// while it runs one (infer/worker: it fills the next input, and decodes the previous output,
 // while the session runs), so a daemon that keeps K >= 2 jobs in flight keeps the device
 // busy. With K = 1 this is the one-job-at-a-time exchange of earlier daemons: the
 // messages are the same, a worker serves either kind of daemon.

@@ -11,7 +11,7 @@ import (
 
 // LetterboxImage scales a BGR image into a dstW x dstH canvas with the geometry of
 // geom.NewLetterbox (aspect kept, centred, geom.PadValue gray around it) and writes it to dst as
-// RGB24 HWC, the layout a Pool and a Detector take. dst needs dstW*dstH*3 bytes. It
+// RGB24 HWC, the layout a pool.Pool and a Detector take. dst needs dstW*dstH*3 bytes. It
 // allocates OpenCV buffers per call: it is meant for still images, not per-frame paths.
 func LetterboxImage(img gocv.Mat, dstW, dstH int, dst []byte) (geom.Letterbox, error) {
 	if img.Empty() {
