@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/visiond/visiond/infer"
 )
 
 // Problem is one thing wrong in a configuration.
@@ -139,8 +141,8 @@ func (c *Config) Validate() error {
 			v.add(f+".provider", "cpu takes no cuda or tensorrt options")
 		}
 	}
-	v.fraction("workers.confidence", w.Confidence)
-	v.fraction("workers.iou", w.IoU)
+	v.check("workers.confidence", infer.CheckConfidence(w.Confidence))
+	v.check("workers.iou", infer.CheckIoU(w.IoU))
 	v.positive("workers.job_timeout", w.JobTimeout)
 
 	v.positive("pipeline.slice", c.Pipeline.Slice)
@@ -274,9 +276,10 @@ func (v *validator) oneOf(field, value string, allowed ...string) {
 	}
 }
 
-func (v *validator) fraction(field string, f float64) {
-	if !(f > 0 && f < 1) { // also catches NaN
-		v.add(field, "must be between 0 and 1 (exclusive), got %v", f)
+// check adds the error of a check that another package owns (infer.CheckConfidence) to field.
+func (v *validator) check(field string, err error) {
+	if err != nil {
+		v.add(field, "%v", err)
 	}
 }
 

@@ -34,22 +34,21 @@ const (
 	DefaultMaxDet     = 300  // DetectorOptions.MaxDet
 )
 
-// CheckConfidence says whether c is a valid confidence threshold: a fraction in (0,1).
-// Class scores are in [0,1]: 0 would keep every anchor of the model, 1 would keep next to
-// nothing.
-func CheckConfidence(c float64) error {
-	if !(c > 0 && c < 1) { // also catches NaN
-		return fmt.Errorf("confidence %g must be in (0,1)", c)
-	}
-	return nil
-}
+// CheckConfidence says whether c is a valid confidence threshold, the one place that
+// states its range: a fraction in (0,1). Class scores are in [0,1]: 0 would keep every
+// anchor of the model, 1 next to nothing. The error does not name the field, so that the
+// caller names it as its users spell it (config: workers.confidence).
+func CheckConfidence(c float64) error { return checkFraction(c) }
 
-// CheckIoU says whether v is a valid NMS IoU threshold: a fraction in (0,1). A box that
-// overlaps a better one of its class by more than v is dropped: 0 would drop every box
-// that touches a better one, 1 none at all.
-func CheckIoU(v float64) error {
-	if !(v > 0 && v < 1) { // also catches NaN
-		return fmt.Errorf("iou %g must be in (0,1)", v)
+// CheckIoU says whether v is a valid NMS IoU threshold, the one place that states its
+// range: a fraction in (0,1). A box that overlaps a better one of its class by more than v
+// is dropped: 0 would drop every box that touches a better one, 1 none at all. The error
+// does not name the field.
+func CheckIoU(v float64) error { return checkFraction(v) }
+
+func checkFraction(f float64) error {
+	if !(f > 0 && f < 1) { // also catches NaN
+		return fmt.Errorf("must be between 0 and 1 (exclusive), got %v", f)
 	}
 	return nil
 }
@@ -122,10 +121,10 @@ func (o *DetectorOptions) Validate() error {
 		return err
 	}
 	if err := CheckConfidence(o.Confidence); err != nil {
-		return err
+		return fmt.Errorf("confidence %w", err)
 	}
 	if err := CheckIoU(o.IoU); err != nil {
-		return err
+		return fmt.Errorf("iou %w", err)
 	}
 	if o.Threads < 0 || o.Device < 0 || o.MaxDet < 0 {
 		return fmt.Errorf("threads %d, device %d and max_det %d must not be negative", o.Threads, o.Device, o.MaxDet)

@@ -29,9 +29,9 @@ func TestValidateDetectorOptions(t *testing.T) {
 		{"negative mem limit", func(o *DetectorOptions) { o.CUDA.GPUMemLimit = -1 }, "cuda.gpu_mem_limit -1"},
 		{"negative workspace", func(o *DetectorOptions) { o.TensorRT.WorkspaceSize = -5 }, "tensorrt.workspace_size -5"},
 		{"no model", func(o *DetectorOptions) { o.Model = "" }, "model path is empty"},
-		{"confidence 1", func(o *DetectorOptions) { o.Confidence = 1 }, "confidence 1 must be in (0,1)"},
-		{"confidence negative", func(o *DetectorOptions) { o.Confidence = -0.5 }, "confidence -0.5 must be in (0,1)"},
-		{"iou 1", func(o *DetectorOptions) { o.IoU = 1 }, "iou 1 must be in (0,1)"},
+		{"confidence 1", func(o *DetectorOptions) { o.Confidence = 1 }, "confidence must be between 0 and 1 (exclusive), got 1"},
+		{"confidence negative", func(o *DetectorOptions) { o.Confidence = -0.5 }, "confidence must be between 0 and 1 (exclusive), got -0.5"},
+		{"iou 1", func(o *DetectorOptions) { o.IoU = 1 }, "iou must be between 0 and 1 (exclusive), got 1"},
 		{"negative threads", func(o *DetectorOptions) { o.Threads = -1 }, "threads -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

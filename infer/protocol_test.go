@@ -121,7 +121,7 @@ func TestWorkerFlags(t *testing.T) {
 		{[]string{"-detector", `{"model":"m"}`, "-slot-bytes", "-1"}, "-slot-bytes -1 must be >= 1"},
 		{[]string{"-detector", `{"model":"m","frobnicate":1}`}, `-detector: json: unknown field "frobnicate"`},
 		{[]string{"-detector", `{"model":"m","provider":"tpu"}`}, `-detector: provider "tpu"`},
-		{[]string{"-detector", `{"model":"m","confidence":1}`}, "-detector: confidence 1 must be in (0,1)"},
+		{[]string{"-detector", `{"model":"m","confidence":1}`}, "-detector: confidence must be between 0 and 1 (exclusive), got 1"},
 		{[]string{"-detector", `{"model":"m"}`, "extra"}, `unexpected argument "extra"`},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 	} {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/pool"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 	"github.com/visiond/visiond/sources/samplecam"
@@ -235,7 +236,7 @@ func (d *Daemon) drain(timeout time.Duration) {
 // drainTimeout bounds how long Close waits for jobs in flight: a job's own deadline.
 func (d *Daemon) drainTimeout() time.Duration {
 	if d.Config == nil || d.Config.Workers.JobTimeout <= 0 {
-		return 5 * time.Second
+		return pool.DefaultJobTimeout
 	}
 	return d.Config.Workers.JobTimeout
 }

@@ -27,6 +27,10 @@ import (
 	"github.com/visiond/visiond/infer"
 )
 
+// DefaultJobTimeout is the default of Config.JobTimeout, and of the daemon's
+// workers.job_timeout: the time a worker may take on one frame before it is killed.
+const DefaultJobTimeout = 5 * time.Second
+
 // Config configures a Pool. Zero values take the documented defaults.
 type Config struct {
 	Count int // worker processes; default 1
@@ -35,11 +39,11 @@ type Config struct {
 	infer.DetectorOptions
 
 	// JobTimeout bounds the wait for each job's result; a worker that misses it is killed
-	// (infer.ErrJobTimeout for that job, infer.ErrWorkerLost for the jobs queued behind it). A job's
-	// clock starts when it is the oldest job of its worker not answered: at its dispatch,
-	// or at the answer to the job ahead of it if that comes later. Since a worker serves
-	// its jobs in order, that bounds the time a job spends in the worker's run without
-	// charging it the runs of the jobs ahead of it. Default 10 s.
+	// (infer.ErrJobTimeout for that job, infer.ErrWorkerLost for the jobs queued behind
+	// it). A job's clock starts when it is the oldest job of its worker not answered: at
+	// its dispatch, or at the answer to the job ahead of it if that comes later. Since a
+	// worker serves its jobs in order, that bounds the time a job spends in the worker's
+	// run without charging it the runs of the jobs ahead of it. Default DefaultJobTimeout.
 	JobTimeout   time.Duration
 	StartTimeout time.Duration // from exec to hello (model load); default 2 min
 	StopTimeout  time.Duration // SIGTERM to SIGKILL on Close; default 5 s
@@ -81,7 +85,7 @@ func (c *Config) setDefaults() error {
 	}
 	c.DetectorOptions.SetDefaults()
 	if c.JobTimeout == 0 {
-		c.JobTimeout = 10 * time.Second
+		c.JobTimeout = DefaultJobTimeout
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 2 * time.Minute
