@@ -26,6 +26,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/pool"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -463,9 +465,9 @@ func Default() *Config {
 		Workers: Workers{
 			Model:      "third_party/yolov8n.onnx",
 			Library:    library,
-			Confidence: 0.25,
-			IoU:        0.45,
-			JobTimeout: 5 * time.Second,
+			Confidence: infer.DefaultConfidence,
+			IoU:        infer.DefaultIoU,
+			JobTimeout: pool.DefaultJobTimeout,
 			Pools:      []WorkerPool{defaultPool(runtime.NumCPU())},
 		},
 		Pipeline: Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second},

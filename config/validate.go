@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sources"
 )
@@ -142,8 +143,8 @@ func (c *Config) Validate() error {
 			v.add(f+".provider", "cpu takes no cuda or tensorrt options")
 		}
 	}
-	v.fraction("workers.confidence", w.Confidence)
-	v.fraction("workers.iou", w.IoU)
+	v.check("workers.confidence", infer.CheckConfidence(w.Confidence))
+	v.check("workers.iou", infer.CheckIoU(w.IoU))
 	v.positive("workers.job_timeout", w.JobTimeout)
 
 	v.positive("pipeline.slice", c.Pipeline.Slice)
@@ -287,9 +288,10 @@ func oneOfValues[T ~string](v *validator, field string, value T, allowed []T) {
 	v.oneOf(field, string(value), names...)
 }
 
-func (v *validator) fraction(field string, f float64) {
-	if !(f > 0 && f < 1) { // also catches NaN
-		v.add(field, "must be between 0 and 1 (exclusive), got %v", f)
+// check adds the error of a check that another package owns (infer.CheckConfidence) to field.
+func (v *validator) check(field string, err error) {
+	if err != nil {
+		v.add(field, "%v", err)
 	}
 }
 

@@ -1,18 +1,19 @@
-// Package infer runs a YOLO-family detector on letterboxed frames.
+// Package infer is what the two sides of visiond's inference process boundary share: the
+// daemon, which hands letterboxed frames to worker processes (package infer/pool), and the
+// workers, which run a YOLO-family detector on them in ONNX Runtime (package infer/worker,
+// `visiond worker`). It holds the wire protocol between them (protocol.go: frames, messages,
+// file descriptors, the worker's flags), the detector's options (options.go), the job and
+// result types the daemon's pipeline uses, and the errors a job can end with.
 //
-// The detector itself (Detector: one ONNX Runtime session with reused tensors, CHW
-// pre-processing, YOLOv8 decoding and class-wise NMS) runs inside worker processes
-// (`visiond worker`, see WorkerMain), so that a crash or a hang in the runtime or the GPU
-// driver costs one worker, never the daemon. The daemon side (Pool) starts the workers,
-// hands them frames through a shared-memory slot and a job message (protocol.go), and
-// supervises them: a worker that exits, breaks the protocol or misses a job's deadline
-// has its job reported as lost (ErrWorkerLost, ErrJobTimeout) and is replaced: at once
-// after a healthy run, after a jittered, growing delay when it keeps failing.
+// It imports no cgo, no ONNX Runtime and no OpenCV, so each side imports only what it runs:
+// the daemon never links the runtime that might crash it, and a worker never links the pool.
 package infer
 
 import (
 	"errors"
 	"time"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // Errors reported in Result.Err and by the protocol decoder. Match them with errors.Is;
@@ -20,7 +21,8 @@ import (
 var (
 	// ErrWorkerLost: the worker exited or broke the protocol while the job was in flight.
 	ErrWorkerLost = errors.New("infer: worker lost")
-	// ErrJobTimeout: the job ran past PoolConfig.JobTimeout; the worker was killed.
+	// ErrJobTimeout: the job ran past the pool's job timeout (pool.Config.JobTimeout); the
+	// worker was killed.
 	ErrJobTimeout = errors.New("infer: job timed out")
 	// ErrJobRejected: the worker refused the job (bad slot, letterbox or frame size) or
 	// the session failed on it; the worker keeps serving.
@@ -38,18 +40,18 @@ var (
 
 // Detection is one object found in a frame. Box is in source-frame pixels.
 type Detection struct {
-	ClassID int     `json:"class_id"`
-	Label   string  `json:"label"`
-	Score   float32 `json:"score"`
-	Box     Box     `json:"box"`
+	ClassID int      `json:"class_id"`
+	Label   string   `json:"label"`
+	Score   float32  `json:"score"`
+	Box     geom.Box `json:"box"`
 }
 
-// ModelInfo describes the model a worker (or Detector) has loaded.
+// ModelInfo describes the model a worker (or a worker.Detector) has loaded.
 type ModelInfo struct {
 	Path           string   // model file
 	InputW, InputH int      // input size in pixels (the letterbox canvas)
 	Classes        []string // class names by class id
-	Provider       string   // execution provider: "cpu" or "cuda"
+	Provider       string   // the execution provider it runs on: a Provider, or "cpu (fallback: <why>)"
 }
 
 // Timings are the stages of one detection, measured inside the worker.
@@ -57,4 +59,50 @@ type Timings struct {
 	Pre  time.Duration // HWC uint8 -> CHW float32
 	Run  time.Duration // session run
 	Post time.Duration // decode, NMS, mapping to source pixels
+}
+
+// Job identifies a frame handed to the pool.
+type Job struct {
+	Camera    string
+	Seq       uint64
+	Captured  time.Time
+	Letterbox geom.Letterbox
+}
+
+// Result is the outcome of one job. Err is nil on success; otherwise it matches
+// ErrWorkerLost, ErrJobTimeout, ErrJobRejected or ErrPoolClosed.
+type Result struct {
+	Job            Job
+	Detections     []Detection // in source pixels
+	Worker, PID    int
+	Pre, Run, Post time.Duration // measured in the worker
+	Total          time.Duration // dispatch to result, as seen by the daemon
+	Err            error
+}
+
+// WorkerState is the state of one worker slot of the pool.
+type WorkerState string
+
+// Worker states.
+const (
+	WorkerStarting   WorkerState = "starting"
+	WorkerIdle       WorkerState = "idle"
+	WorkerBusy       WorkerState = "busy"
+	WorkerRestarting WorkerState = "restarting"
+	WorkerStopped    WorkerState = "stopped"
+)
+
+// WorkerStatus is a snapshot of one worker slot.
+type WorkerStatus struct {
+	Index    int         `json:"index"`
+	PID      int         `json:"pid"` // 0 while no process runs
+	State    WorkerState `json:"state"`
+	Provider string      `json:"provider"`  // the provider its process runs on, e.g. "cuda" or "cpu (fallback: ...)"
+	InFlight int         `json:"in_flight"` // jobs sent to its process and not answered yet (at most Slots)
+	Jobs     uint64      `json:"jobs"`      // jobs answered (successfully or rejected)
+	Lost     uint64      `json:"lost"`      // jobs lost to a crash, a protocol break or a timeout
+	Restarts uint64      `json:"restarts"`  // processes started after the first
+	Recycles uint64      `json:"recycles"`  // processes stopped between jobs for being over a memory limit
+	RSSBytes int64       `json:"rss_bytes"` // resident memory of its process at the last sample; 0 before one
+	GPUBytes int64       `json:"gpu_bytes"` // GPU memory of its process at the last sample; 0 without a GPU memory command
 }

@@ -2,8 +2,8 @@ package infer
 
 // Worker protocol, version 1.
 //
-// The daemon starts a worker as `visiond worker -model ... -slots K -slot-bytes S ...`
-// with three extra files:
+// The daemon starts a worker as `visiond worker -detector {...} -slots K -slot-bytes S`
+// (WorkerFlags) with three extra files:
 //
 //	fd 3  a memfd of K*S bytes: K frame slots of S bytes each. A frame is RGB24 HWC uint8
 //	      of exactly the model's input size (already letterboxed by the daemon), at the start
@@ -18,7 +18,7 @@ package infer
 // writes a slot only when no job on it is waiting for its answer: after the result of the
 // last job that named the slot has been read. The worker may read a job's frame at any
 // time until it writes that job's result, and never after. A worker reads the next jobs
-// while it runs one (worker.go: it fills the next input, and decodes the previous output,
+// while it runs one (infer/worker: it fills the next input, and decodes the previous output,
 // while the session runs), so a daemon that keeps K >= 2 jobs in flight keeps the device
 // busy. With K = 1 this is the one-job-at-a-time exchange of earlier daemons: the
 // messages are the same, a worker serves either kind of daemon.
@@ -54,27 +54,46 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // MaxFrameSize is the largest JSON payload of one protocol frame.
 const MaxFrameSize = 1 << 20
 
+// File descriptors a worker inherits from the daemon.
 const (
-	msgHello  = "hello"
-	msgJob    = "job"
-	msgResult = "result"
+	FDSlots   = 3 // the memfd of the frame slots
+	FDJobs    = 4 // daemon -> worker: jobs
+	FDResults = 5 // worker -> daemon: hello, results
 )
 
-type message struct {
+// DefaultSlotBytes is the size of one frame slot: room for a 1280x1280 RGB24 input.
+const DefaultSlotBytes = 1280 * 1280 * 3
+
+// Message types, the "type" of a Message.
+const (
+	MsgHello  = "hello"
+	MsgJob    = "job"
+	MsgResult = "result"
+)
+
+// Message is one protocol frame: Type and the one field it names.
+type Message struct {
 	Type   string     `json:"type"`
-	Hello  *helloMsg  `json:"hello,omitempty"`
-	Job    *jobMsg    `json:"job,omitempty"`
-	Result *resultMsg `json:"result,omitempty"`
+	Hello  *HelloMsg  `json:"hello,omitempty"`
+	Job    *JobMsg    `json:"job,omitempty"`
+	Result *ResultMsg `json:"result,omitempty"`
 }
 
-type helloMsg struct {
+// HelloMsg is a worker's first message: the model it loaded, or why it could not start.
+type HelloMsg struct {
 	PID      int      `json:"pid"`
 	Model    string   `json:"model,omitempty"`
 	InputW   int      `json:"input_w,omitempty"`
@@ -84,17 +103,20 @@ type helloMsg struct {
 	Error    string   `json:"error,omitempty"`
 }
 
-type jobMsg struct {
-	ID        uint64    `json:"id"`
-	Slot      int       `json:"slot"`
-	Camera    string    `json:"camera"`
-	Seq       uint64    `json:"seq"`
-	Letterbox Letterbox `json:"letterbox"`
+// JobMsg asks a worker to run the model on the frame in slot Slot.
+type JobMsg struct {
+	ID        uint64         `json:"id"`
+	Slot      int            `json:"slot"`
+	Camera    string         `json:"camera"`
+	Seq       uint64         `json:"seq"`
+	Letterbox geom.Letterbox `json:"letterbox"`
 	// ShrinkArenas asks for one session run with arena shrinkage before this job.
 	ShrinkArenas bool `json:"shrink_arenas,omitempty"`
 }
 
-type resultMsg struct {
+// ResultMsg answers the job ID: its detections in source pixels and the worker's
+// timings, or Error.
+type ResultMsg struct {
 	ID         uint64      `json:"id"`
 	Detections []Detection `json:"detections,omitempty"`
 	PreUS      int64       `json:"pre_us"`
@@ -103,25 +125,31 @@ type resultMsg struct {
 	Error      string      `json:"error,omitempty"`
 }
 
-// readMessage reads one frame from r, using buf for the payload when it is large enough.
+// Timings returns the stages the worker measured.
+func (r *ResultMsg) Timings() Timings {
+	us := func(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+	return Timings{Pre: us(r.PreUS), Run: us(r.RunUS), Post: us(r.PostUS)}
+}
+
+// ReadMessage reads one frame from r, using buf for the payload when it is large enough.
 // It returns io.EOF only for a stream that ended at a frame boundary.
-func readMessage(r io.Reader, buf []byte) (message, []byte, error) {
+func ReadMessage(r io.Reader, buf []byte) (Message, []byte, error) {
 	var hdr [4]byte
 	if n, err := io.ReadFull(r, hdr[:]); err != nil {
 		if err == io.EOF {
-			return message{}, buf, io.EOF
+			return Message{}, buf, io.EOF
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return message{}, buf, fmt.Errorf("%w: stream ended after %d of 4 length bytes", ErrFrameTruncated, n)
+			return Message{}, buf, fmt.Errorf("%w: stream ended after %d of 4 length bytes", ErrFrameTruncated, n)
 		}
-		return message{}, buf, err
+		return Message{}, buf, err
 	}
 	size := binary.LittleEndian.Uint32(hdr[:])
 	if size == 0 {
-		return message{}, buf, fmt.Errorf("%w: empty frame", ErrBadMessage)
+		return Message{}, buf, fmt.Errorf("%w: empty frame", ErrBadMessage)
 	}
 	if size > MaxFrameSize {
-		return message{}, buf, fmt.Errorf("%w: length %d exceeds %d", ErrFrameTooLarge, size, MaxFrameSize)
+		return Message{}, buf, fmt.Errorf("%w: length %d exceeds %d", ErrFrameTooLarge, size, MaxFrameSize)
 	}
 	if cap(buf) < int(size) {
 		buf = make([]byte, size, max(int(size), 4096))
@@ -129,16 +157,16 @@ func readMessage(r io.Reader, buf []byte) (message, []byte, error) {
 	buf = buf[:size]
 	if n, err := io.ReadFull(r, buf); err != nil {
 		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-			return message{}, buf, fmt.Errorf("%w: stream ended after %d of %d payload bytes", ErrFrameTruncated, n, size)
+			return Message{}, buf, fmt.Errorf("%w: stream ended after %d of %d payload bytes", ErrFrameTruncated, n, size)
 		}
-		return message{}, buf, err
+		return Message{}, buf, err
 	}
 	m, err := decodeMessage(buf)
 	return m, buf, err
 }
 
-func decodeMessage(b []byte) (message, error) {
-	var m message
+func decodeMessage(b []byte) (Message, error) {
+	var m Message
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
@@ -155,11 +183,11 @@ func decodeMessage(b []byte) (message, error) {
 	}
 	var ok bool
 	switch m.Type {
-	case msgHello:
+	case MsgHello:
 		ok = m.Hello != nil
-	case msgJob:
+	case MsgJob:
 		ok = m.Job != nil
-	case msgResult:
+	case MsgResult:
 		ok = m.Result != nil
 	default:
 		return m, fmt.Errorf("%w: unknown message type %q", ErrBadMessage, m.Type)
@@ -170,8 +198,8 @@ func decodeMessage(b []byte) (message, error) {
 	return m, nil
 }
 
-// writeMessage encodes m as one frame and writes it with a single Write call.
-func writeMessage(w io.Writer, m message) error {
+// WriteMessage encodes m as one frame and writes it with a single Write call.
+func WriteMessage(w io.Writer, m Message) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode %s message: %w", m.Type, err)
@@ -186,13 +214,64 @@ func writeMessage(w io.Writer, m message) error {
 	return err
 }
 
-// checkJob validates a job against the worker's slots and model input.
-func checkJob(j *jobMsg, slots, inputW, inputH int) error {
+// CheckJob validates a job against the worker's slots and model input.
+func CheckJob(j *JobMsg, slots, inputW, inputH int) error {
 	if j.Slot < 0 || j.Slot >= slots {
 		return fmt.Errorf("job %d: slot %d out of range [0,%d)", j.ID, j.Slot, slots)
 	}
-	if err := checkLetterbox(j.Letterbox, inputW, inputH); err != nil {
+	if err := j.Letterbox.Check(inputW, inputH); err != nil {
 		return fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	return nil
+}
+
+// WorkerFlags are the command-line flags of a worker process, what the daemon tells it
+// besides its three files: Args writes them, ParseWorkerFlags reads them.
+type WorkerFlags struct {
+	Detector  DetectorOptions // -detector, as JSON
+	Slots     int             // -slots: frame slots in the memfd on fd 3; default 1
+	SlotBytes int             // -slot-bytes: bytes per slot; default DefaultSlotBytes
+}
+
+// Args returns the flags as arguments for a worker's command line.
+func (f WorkerFlags) Args() []string {
+	opts, err := json.Marshal(f.Detector)
+	if err != nil {
+		panic(err) // plain fields: cannot fail
+	}
+	return []string{"-detector", string(opts), "-slots", strconv.Itoa(f.Slots), "-slot-bytes", strconv.Itoa(f.SlotBytes)}
+}
+
+// ParseWorkerFlags parses a worker's arguments (Args), sets the detector's defaults and
+// validates it all.
+func ParseWorkerFlags(args []string) (WorkerFlags, error) {
+	var f WorkerFlags
+	var detector string
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&detector, "detector", "", "detector options as JSON (infer.DetectorOptions)")
+	fs.IntVar(&f.Slots, "slots", 1, "frame slots in the memfd on fd 3")
+	fs.IntVar(&f.SlotBytes, "slot-bytes", DefaultSlotBytes, "bytes per frame slot")
+	if err := fs.Parse(args); err != nil {
+		return f, fmt.Errorf("worker flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("worker flags: unexpected argument %q", fs.Arg(0))
+	}
+	dec := json.NewDecoder(strings.NewReader(detector))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f.Detector); err != nil {
+		return f, fmt.Errorf("worker flags: -detector: %w", err)
+	}
+	f.Detector.SetDefaults()
+	switch {
+	case f.Slots < 1:
+		return f, fmt.Errorf("worker flags: -slots %d must be >= 1", f.Slots)
+	case f.SlotBytes < 1:
+		return f, fmt.Errorf("worker flags: -slot-bytes %d must be >= 1", f.SlotBytes)
+	}
+	if err := f.Detector.Validate(); err != nil {
+		return f, fmt.Errorf("worker flags: -detector: %w", err)
+	}
+	return f, nil
 }

@@ -1,18 +1,15 @@
 package infer
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
-	"os"
-	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/visiond/visiond/internal/geom"
 )
 
 func frame(payload string) []byte {
@@ -53,17 +50,17 @@ var readMessageCases = []struct {
 func TestReadMessage(t *testing.T) {
 	for _, tc := range readMessageCases {
 		t.Run(tc.name, func(t *testing.T) {
-			m, _, err := readMessage(bytes.NewReader(tc.in), nil)
+			m, _, err := ReadMessage(bytes.NewReader(tc.in), nil)
 			if tc.wantIs == nil {
 				if err != nil {
 					t.Fatalf("unexpected error %v", err)
 				}
 				// Round trip through writeMessage.
 				var buf bytes.Buffer
-				if err := writeMessage(&buf, m); err != nil {
+				if err := WriteMessage(&buf, m); err != nil {
 					t.Fatal(err)
 				}
-				m2, _, err := readMessage(&buf, nil)
+				m2, _, err := ReadMessage(&buf, nil)
 				if err != nil || m2.Type != m.Type {
 					t.Fatalf("round trip: %+v, %v", m2, err)
 				}
@@ -75,29 +72,61 @@ func TestReadMessage(t *testing.T) {
 		})
 	}
 	// The job decodes to its fields.
-	m, _, err := readMessage(bytes.NewReader(readMessageCases[15].in), nil)
-	if err != nil || m.Job.ID != 7 || m.Job.Slot != 1 || m.Job.Camera != "gate" || m.Job.Letterbox != NewLetterbox(768, 576, 640, 640) {
+	m, _, err := ReadMessage(bytes.NewReader(readMessageCases[15].in), nil)
+	if err != nil || m.Job.ID != 7 || m.Job.Slot != 1 || m.Job.Camera != "gate" || m.Job.Letterbox != geom.NewLetterbox(768, 576, 640, 640) {
 		t.Fatalf("job: %+v %v", m.Job, err)
 	}
 }
 
 func TestCheckJob(t *testing.T) {
-	lb := NewLetterbox(768, 576, 640, 640)
+	lb := geom.NewLetterbox(768, 576, 640, 640)
 	for _, tc := range []struct {
 		name    string
-		job     jobMsg
+		job     JobMsg
 		wantErr string
 	}{
-		{"ok", jobMsg{ID: 1, Slot: 1, Letterbox: lb}, ""},
-		{"slot high", jobMsg{ID: 2, Slot: 2, Letterbox: lb}, "job 2: slot 2 out of range [0,2)"},
-		{"slot negative", jobMsg{ID: 3, Slot: -1, Letterbox: lb}, "slot -1 out of range"},
-		{"other canvas", jobMsg{ID: 4, Letterbox: NewLetterbox(768, 576, 320, 320)}, "letterbox canvas 320x320 does not match model input 640x640"},
-		{"zero source", jobMsg{ID: 5, Letterbox: Letterbox{DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640}}, "source size 0x0 is not positive"},
-		{"scaled too big", jobMsg{ID: 6, Letterbox: Letterbox{SrcW: 10, SrcH: 10, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640, PadY: 1}}, "does not fit the 640x640 canvas"},
+		{"ok", JobMsg{ID: 1, Slot: 1, Letterbox: lb}, ""},
+		{"slot high", JobMsg{ID: 2, Slot: 2, Letterbox: lb}, "job 2: slot 2 out of range [0,2)"},
+		{"slot negative", JobMsg{ID: 3, Slot: -1, Letterbox: lb}, "slot -1 out of range"},
+		{"other canvas", JobMsg{ID: 4, Letterbox: geom.NewLetterbox(768, 576, 320, 320)}, "letterbox canvas 320x320 does not match model input 640x640"},
+		{"zero source", JobMsg{ID: 5, Letterbox: geom.Letterbox{DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640}}, "source size 0x0 is not positive"},
+		{"scaled too big", JobMsg{ID: 6, Letterbox: geom.Letterbox{SrcW: 10, SrcH: 10, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640, PadY: 1}}, "does not fit the 640x640 canvas"},
 	} {
-		err := checkJob(&tc.job, 2, 640, 640)
+		err := CheckJob(&tc.job, 2, 640, 640)
 		if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+// What the daemon writes (WorkerFlags.Args) the worker reads back (ParseWorkerFlags), with
+// the detector's defaults filled in; bad flags are refused with the flag named.
+func TestWorkerFlags(t *testing.T) {
+	in := WorkerFlags{Detector: DetectorOptions{Model: "/m/y.onnx", Library: "/l/ort.so", Provider: ProviderCUDA, Device: 1,
+		Fallback: ProviderCPU, CUDA: CUDAOptions{GPUMemLimit: 1 << 30}}, Slots: 2, SlotBytes: 640 * 640 * 3}
+	got, err := ParseWorkerFlags(in.Args())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := in
+	want.Detector.SetDefaults()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"-detector", `{"model":"m"}`, "-slots", "0"}, "-slots 0 must be >= 1"},
+		{[]string{"-detector", `{"model":"m"}`, "-slot-bytes", "-1"}, "-slot-bytes -1 must be >= 1"},
+		{[]string{"-detector", `{"model":"m","frobnicate":1}`}, `-detector: json: unknown field "frobnicate"`},
+		{[]string{"-detector", `{"model":"m","provider":"tpu"}`}, `-detector: provider "tpu"`},
+		{[]string{"-detector", `{"model":"m","confidence":1}`}, "-detector: confidence must be between 0 and 1 (exclusive), got 1"},
+		{[]string{"-detector", `{"model":"m"}`, "extra"}, `unexpected argument "extra"`},
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
+	} {
+		if _, err := ParseWorkerFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%q: err %v, want %q", tc.args, err, tc.wantErr)
 		}
 	}
 }
@@ -110,7 +139,7 @@ func FuzzReadMessage(f *testing.F) {
 		r := bytes.NewReader(in)
 		var buf []byte
 		for range 4 {
-			m, b, err := readMessage(r, buf)
+			m, b, err := ReadMessage(r, buf)
 			buf = b
 			if err != nil {
 				if !errors.Is(err, io.EOF) && !errors.Is(err, ErrFrameTooLarge) &&
@@ -121,102 +150,12 @@ func FuzzReadMessage(f *testing.F) {
 			}
 			// Whatever decodes must carry its body and survive a round trip.
 			var w bytes.Buffer
-			if err := writeMessage(&w, m); err != nil {
+			if err := WriteMessage(&w, m); err != nil {
 				t.Fatalf("re-encode %+v: %v", m, err)
 			}
-			if _, _, err := readMessage(&w, nil); err != nil {
+			if _, _, err := ReadMessage(&w, nil); err != nil {
 				t.Fatalf("re-read %+v: %v", m, err)
 			}
 		}
 	})
-}
-
-// rawWorker is a worker process driven by hand over its pipes, without a Pool.
-type rawWorker struct {
-	cmd    *exec.Cmd
-	jobs   *os.File
-	res    *bufio.Reader
-	stderr bytes.Buffer
-	mem    []byte
-}
-
-func startRawWorker(t *testing.T, slots int) *rawWorker {
-	t.Helper()
-	a := thirdParty(t)
-	const slotBytes = 640 * 640 * 3
-	fd, err := unix.MemfdCreate("test-frames", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	memfd := os.NewFile(uintptr(fd), "frames")
-	t.Cleanup(func() { memfd.Close() })
-	if err := unix.Ftruncate(fd, int64(slots*slotBytes)); err != nil {
-		t.Fatal(err)
-	}
-	mem, err := unix.Mmap(fd, 0, slots*slotBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(mem) })
-	jobsR, jobsW, _ := os.Pipe()
-	resR, resW, _ := os.Pipe()
-	w := &rawWorker{jobs: jobsW, res: bufio.NewReader(resR), mem: mem}
-	w.cmd = exec.Command(os.Args[0], "-detector", fmt.Sprintf(`{"model":%q,"library":%q,"threads":2}`, a.model, a.library),
-		"-slots", "2", "-slot-bytes", "1228800")
-	w.cmd.Env = append(os.Environ(), workerEnv+"=1")
-	w.cmd.ExtraFiles = []*os.File{memfd, jobsR, resW}
-	w.cmd.Stderr = &w.stderr
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	jobsR.Close()
-	resW.Close()
-	t.Cleanup(func() {
-		jobsW.Close()
-		resR.Close()
-		w.cmd.Process.Kill()
-		w.cmd.Wait()
-	})
-	m, _, err := readMessage(w.res, nil)
-	if err != nil || m.Type != msgHello || m.Hello.Error != "" {
-		t.Fatalf("hello: %+v %v", m.Hello, err)
-	}
-	return w
-}
-
-func (w *rawWorker) job(t *testing.T, j jobMsg) *resultMsg {
-	t.Helper()
-	if err := writeMessage(w.jobs, message{Type: msgJob, Job: &j}); err != nil {
-		t.Fatal(err)
-	}
-	m, _, err := readMessage(w.res, nil)
-	if err != nil || m.Type != msgResult || m.Result.ID != j.ID {
-		t.Fatalf("result of job %d: %+v %v", j.ID, m, err)
-	}
-	return m.Result
-}
-
-// TestWorkerProtocol drives a real worker: bad jobs get error results and the worker keeps
-// serving; a broken stream ends it with a clear error.
-func TestWorkerProtocol(t *testing.T) {
-	w := startRawWorker(t, 2)
-	lb := NewLetterbox(640, 640, 640, 640)
-	if r := w.job(t, jobMsg{ID: 1, Slot: 5, Letterbox: lb}); !strings.Contains(r.Error, "job 1: slot 5 out of range [0,2)") {
-		t.Errorf("slot out of range: %+v", r)
-	}
-	if r := w.job(t, jobMsg{ID: 2, Slot: 0, Letterbox: NewLetterbox(640, 640, 320, 320)}); !strings.Contains(r.Error, "letterbox canvas 320x320 does not match model input 640x640") {
-		t.Errorf("letterbox mismatch: %+v", r)
-	}
-	for i := range w.mem {
-		w.mem[i] = PadValue
-	}
-	if r := w.job(t, jobMsg{ID: 3, Slot: 1, Letterbox: lb}); r.Error != "" || r.RunUS <= 0 {
-		t.Errorf("good job after bad ones: %+v", r)
-	}
-	// An oversized frame breaks the stream: the worker exits with that error.
-	w.jobs.Write(rawLen(MaxFrameSize+1, ""))
-	err := w.cmd.Wait()
-	if err == nil || !strings.Contains(w.stderr.String(), "protocol frame too large") {
-		t.Fatalf("worker exit %v, stderr:\n%s", err, w.stderr.String())
-	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources/samplecam"
 )
@@ -81,7 +82,7 @@ cameras:
 	if err != nil {
 		b.Fatal(err)
 	}
-	spec := bareSpec{Opts: infer.DetectorOptions{Model: model, Library: library, Provider: provider, Threads: cfg.Workers.Pools[0].Threads},
+	spec := bareSpec{Opts: infer.DetectorOptions{Model: model, Library: library, Provider: infer.Provider(provider), Threads: cfg.Workers.Pools[0].Threads},
 		Image: thirdParty(b, "media/messi5.jpg"), Window: window}
 	b.Logf("%d worker(s), provider %s, %d intra-op thread(s) each (0: ONNX Runtime's default)", nworkers, provider, spec.Opts.Threads)
 
@@ -250,12 +251,12 @@ func bareLoopChild() error {
 func bareLoopRuns(n int, spec bareSpec, ready func()) (float64, error) {
 	img := gocv.IMRead(spec.Image, gocv.IMReadColor)
 	pix := make([]byte, 640*640*3)
-	lb, err := infer.LetterboxImage(img, 640, 640, pix)
+	lb, err := worker.LetterboxImage(img, 640, 640, pix)
 	img.Close()
 	if err != nil {
 		return 0, err
 	}
-	dets := make([]*infer.Detector, n)
+	dets := make([]*worker.Detector, n)
 	defer func() {
 		for _, det := range dets {
 			if det != nil {
@@ -264,7 +265,7 @@ func bareLoopRuns(n int, spec bareSpec, ready func()) (float64, error) {
 		}
 	}()
 	for i := range dets {
-		det, err := infer.NewDetector(spec.Opts)
+		det, err := worker.NewDetector(spec.Opts)
 		if err != nil {
 			return 0, err
 		}

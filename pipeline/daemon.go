@@ -25,6 +25,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/pool"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -227,7 +228,7 @@ func (d *Daemon) drain(timeout time.Duration) {
 func (d *Daemon) drainTimeout() time.Duration {
 	cfg := d.Running()
 	if cfg == nil || cfg.Workers.JobTimeout <= 0 {
-		return 5 * time.Second
+		return pool.DefaultJobTimeout
 	}
 	return cfg.Workers.JobTimeout
 }
@@ -429,7 +430,7 @@ func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Tim
 	}
 }
 
-// dispatcher hands a job to an idle worker; *infer.Pool is the real one.
+// dispatcher hands a job to an idle worker; *pool.Pool is the real one.
 type dispatcher interface {
 	TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool
 }

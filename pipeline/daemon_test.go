@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -20,23 +19,17 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/visiond/visiond/config"
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/worker/workertest"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
 // workerEnv makes the test binary act as a `visiond worker` process (see TestMain), so the
 // daemon under test starts real worker processes running the real worker code.
-const workerEnv = "VISIOND_PIPELINE_TEST_WORKER=1"
+const workerEnv = workertest.Enable
 
 func TestMain(m *testing.M) {
-	if os.Getenv("VISIOND_PIPELINE_TEST_WORKER") == "1" {
-		if err := infer.WorkerMain(context.Background(), os.Args[1:]); err != nil {
-			fmt.Fprintln(os.Stderr, "worker:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	workertest.Main() // returns unless this process is a worker
 	if os.Getenv(bareChildEnv) != "" {
 		if err := bareLoopChild(); err != nil {
 			fmt.Fprintln(os.Stderr, "bare loop:", err)

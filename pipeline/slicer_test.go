@@ -7,6 +7,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -61,7 +62,7 @@ func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
 func (s *sim) feed() {
 	for _, c := range s.d.cams {
 		c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now, Received: s.now,
-			Letterbox: infer.NewLetterbox(768, 576, 640, 640)})
+			Letterbox: geom.NewLetterbox(768, 576, 640, 640)})
 	}
 }
 

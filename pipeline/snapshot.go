@@ -11,6 +11,7 @@ import (
 	"gocv.io/x/gocv"
 
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // snapshotEvery is how often a camera's analysed frame is kept for /snapshot.jpg: copying
@@ -29,7 +30,7 @@ const snapshotWait = 2 * time.Second
 type snapshot struct {
 	mu       sync.Mutex
 	pix      []byte // reused
-	lb       infer.Letterbox
+	lb       geom.Letterbox
 	seq      uint64
 	dets     []infer.Detection
 	complete bool          // dets belong to pix
@@ -41,7 +42,7 @@ type snapshot struct {
 }
 
 // offer keeps a copy of a frame about to be analysed, at most once per snapshotEvery.
-func (s *snapshot) offer(pix []byte, lb infer.Letterbox, seq uint64, now time.Time) {
+func (s *snapshot) offer(pix []byte, lb geom.Letterbox, seq uint64, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now.Sub(s.taken) < snapshotEvery && s.complete {

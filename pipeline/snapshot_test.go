@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // The snapshot serves the last frame whose job finished: a request before any waits for the
 // kept frame's job; while a newer kept frame's job is in flight (or after it failed), the
 // previous rendering; once it is done, the new one.
 func TestSnapshotKeepsLastRendering(t *testing.T) {
-	lb := infer.NewLetterbox(64, 48, 64, 64) // a 64x48 picture between gray bars
+	lb := geom.NewLetterbox(64, 48, 64, 64) // a 64x48 picture between gray bars
 	frame := func(v byte) []byte {
-		pix := bytes.Repeat([]byte{infer.PadValue}, 64*64*3)
+		pix := bytes.Repeat([]byte{geom.PadValue}, 64*64*3)
 		for i := lb.PadY * 64 * 3; i < (lb.PadY+lb.ScaledH)*64*3; i++ {
 			pix[i] = v
 		}
@@ -78,7 +79,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	if data, ok := get(&s, time.Second); !ok || !bytes.Equal(data, dark) {
 		t.Fatalf("second frame in flight: ok %v, same as the first: %v; want the first", ok, bytes.Equal(data, dark))
 	}
-	s.result(7, []infer.Detection{{Label: "person", Score: 0.9, Box: infer.Box{X: 10, Y: 10, W: 20, H: 20}}})
+	s.result(7, []infer.Detection{{Label: "person", Score: 0.9, Box: geom.Box{X: 10, Y: 10, W: 20, H: 20}}})
 	bright, ok := get(&s, time.Second)
 	if !ok {
 		t.Fatal("second frame done: no snapshot")

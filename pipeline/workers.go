@@ -7,34 +7,35 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/pool"
 )
 
 // workerPools are the inference worker pools, one per configured device group. A job goes
-// to the worker, across pools, expected to answer it first (infer.DispatchAcross): from
+// to the worker, across pools, expected to answer it first (pool.DispatchAcross): from
 // its jobs in flight (each worker takes up to two, to keep its device busy) and its
 // pool's measured run time, so that a fast device keeps the jobs a slow one would answer
 // later, and pools of about equal speed share them by load. Ties go to the pool listed
 // first: list faster devices first.
 type workerPools struct {
-	pools []*infer.Pool
+	pools []*pool.Pool
 }
 
 // start starts every pool; all must load a model of the same input size.
 func (w *workerPools) start(ctx context.Context, cfg config.Workers, command, env []string, log *slog.Logger) error {
 	for i, pc := range cfg.Pools {
-		p := infer.NewPool(infer.PoolConfig{
+		p := pool.New(pool.Config{
 			Count: pc.Count,
 			DetectorOptions: infer.DetectorOptions{
 				Model:      cfg.Model,
 				Labels:     cfg.Labels,
 				Library:    cfg.Library,
-				Provider:   pc.Provider,
+				Provider:   infer.Provider(pc.Provider),
 				Device:     pc.Device,
 				Threads:    pc.Threads,
 				Spin:       pc.Spin,
 				Confidence: cfg.Confidence,
 				IoU:        cfg.IoU,
-				Fallback:   pc.Fallback,
+				Fallback:   infer.Provider(pc.Fallback),
 				CUDA: infer.CUDAOptions{
 					GPUMemLimit:         int64(pc.CUDA.GPUMemLimitMiB) << 20,
 					ArenaExtendStrategy: pc.CUDA.ArenaExtendStrategy,
@@ -72,7 +73,7 @@ func (w *workerPools) model() infer.ModelInfo { return w.pools[0].Model() }
 // TryDispatch hands the job to the worker, across pools, expected to answer it first, or
 // returns false if every worker is full.
 func (w *workerPools) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
-	return infer.DispatchAcross(w.pools, job, pix, done)
+	return pool.DispatchAcross(w.pools, job, pix, done)
 }
 
 // workers reports every worker of every pool, in pool order.

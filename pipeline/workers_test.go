@@ -9,6 +9,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // Two CPU pools from the config, one worker with two slots each: two jobs dispatched at
@@ -28,8 +29,8 @@ func TestWorkerPoolsDispatchAcrossPools(t *testing.T) {
 	if err := w.start(ctx, cfg, []string{os.Args[0]}, []string{workerEnv}, testLogger(t)); err != nil {
 		t.Fatal(err)
 	}
-	pix := bytes.Repeat([]byte{infer.PadValue}, 640*640*3)
-	lb := infer.NewLetterbox(640, 480, 640, 640)
+	pix := bytes.Repeat([]byte{geom.PadValue}, 640*640*3)
+	lb := geom.NewLetterbox(640, 480, 640, 640)
 	results := make(chan infer.Result, 4)
 	for seq := uint64(1); seq <= 2; seq++ {
 		if !w.TryDispatch(infer.Job{Camera: "blank", Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {

@@ -29,7 +29,7 @@ SLOT_BYTES = 1280 * 1280 * 3  # infer.DefaultSlotBytes
 
 
 def letterbox(src_w, src_h, dst_w, dst_h):
-    """infer.NewLetterbox: keep the aspect ratio, centre, round half away from zero."""
+    """geom.NewLetterbox (internal/geom): keep the aspect ratio, centre, round half away from zero."""
     r = min(dst_w / src_w, dst_h / src_h)
     w = min(dst_w, max(1, math.floor(src_w * r + 0.5)))
     h = min(dst_h, max(1, math.floor(src_h * r + 0.5)))

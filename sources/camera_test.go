@@ -12,7 +12,7 @@ import (
 	"github.com/bluenviron/gortsplib/v4/pkg/description"
 	"github.com/bluenviron/gortsplib/v4/pkg/format"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -45,7 +45,7 @@ func TestCameraSampleEndToEnd(t *testing.T) {
 	}
 	cam.Start()
 
-	want := infer.Letterbox{SrcW: 768, SrcH: 576, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 480, PadX: 0, PadY: 80}
+	want := geom.Letterbox{SrcW: 768, SrcH: 576, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 480, PadX: 0, PadY: 80}
 	var lastSeq uint64
 	for i := 0; i < 8; i++ {
 		var f *Frame
@@ -76,7 +76,7 @@ func TestCameraSampleEndToEnd(t *testing.T) {
 }
 
 // checkLetterboxed checks that the padding is gray and the picture is a real picture.
-func checkLetterboxed(t *testing.T, pix []byte, lb infer.Letterbox) {
+func checkLetterboxed(t *testing.T, pix []byte, lb geom.Letterbox) {
 	t.Helper()
 	stride := lb.DstW * 3
 	for y := 0; y < lb.DstH; y++ {
@@ -87,8 +87,8 @@ func checkLetterboxed(t *testing.T, pix []byte, lb infer.Letterbox) {
 				continue
 			}
 			for c := 0; c < 3; c++ {
-				if v := row[x*3+c]; v != infer.PadValue {
-					t.Fatalf("padding pixel (%d,%d) channel %d = %d, want %d", x, y, c, v, infer.PadValue)
+				if v := row[x*3+c]; v != geom.PadValue {
+					t.Fatalf("padding pixel (%d,%d) channel %d = %d, want %d", x, y, c, v, geom.PadValue)
 				}
 			}
 		}

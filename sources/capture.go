@@ -21,7 +21,7 @@ import (
 
 	"gocv.io/x/gocv"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/redact"
 )
 
@@ -83,7 +83,7 @@ func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error)
 	fill := lbx.fill // one method value per session, not one closure per frame
 
 	var (
-		lastLB infer.Letterbox
+		lastLB geom.Letterbox
 		timer  *time.Timer
 		start  time.Time // kind file: when frame 0 of the pacing was due
 		due    int64     // kind file: frames paced since start
@@ -122,7 +122,7 @@ func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error)
 			due++
 			captured = at
 		}
-		lb := infer.NewLetterbox(f.m.Cols(), f.m.Rows(), c.InputW, c.InputH)
+		lb := geom.NewLetterbox(f.m.Cols(), f.m.Rows(), c.InputW, c.InputH)
 		if lb != lastLB {
 			c.log.Info("stream geometry", "width", lb.SrcW, "height", lb.SrcH,
 				"scaled", fmt.Sprintf("%dx%d", lb.ScaledW, lb.ScaledH), "pad", fmt.Sprintf("%d,%d", lb.PadX, lb.PadY))
@@ -320,7 +320,7 @@ type letterboxer struct {
 }
 
 // fill draws src into pix at lb (the emit callback).
-func (l *letterboxer) fill(pix []byte, lb infer.Letterbox) error {
+func (l *letterboxer) fill(pix []byte, lb geom.Letterbox) error {
 	if l.src.Cols() != lb.SrcW || l.src.Rows() != lb.SrcH {
 		return fmt.Errorf("frame is %dx%d, letterbox expects %dx%d", l.src.Cols(), l.src.Rows(), lb.SrcW, lb.SrcH)
 	}

@@ -11,7 +11,8 @@ import (
 
 	"gocv.io/x/gocv"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/worker"
+	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -20,7 +21,7 @@ import (
 const gstPipeline = "rtspsrc location=%s protocols=tcp latency=0 ! rtph264depay ! h264parse ! avdec_h264 output-corrupt=false ! " +
 	"videoconvert ! video/x-raw,format=BGR ! appsink max-buffers=1 drop=true"
 
-var vtestLetterbox = infer.Letterbox{SrcW: 768, SrcH: 576, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 480, PadX: 0, PadY: 80}
+var vtestLetterbox = geom.Letterbox{SrcW: 768, SrcH: 576, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 480, PadX: 0, PadY: 80}
 
 // frameSink returns an OnFrame that queues frames (releasing them when the queue is full)
 // and a drain that releases what is left.
@@ -301,7 +302,7 @@ func TestCaptureLetterboxMatchesInfer(t *testing.T) {
 	src := sampleMat(t)
 	defer src.Close()
 	want := make([]byte, 640*640*3)
-	lb, err := infer.LetterboxImage(src, 640, 640, want)
+	lb, err := worker.LetterboxImage(src, 640, 640, want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,14 +314,14 @@ func TestCaptureLetterboxMatchesInfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(pix, want) {
-		t.Fatal("fill differs from infer.LetterboxImage")
+		t.Fatal("fill differs from worker.LetterboxImage")
 	}
 	checkLetterboxed(t, pix, lb)
 
 	// A narrow model input pads left and right (row by row copy).
-	lb2 := infer.NewLetterbox(768, 576, 320, 320)
+	lb2 := geom.NewLetterbox(768, 576, 320, 320)
 	want2 := make([]byte, 320*320*3)
-	if _, err := infer.LetterboxImage(src, 320, 320, want2); err != nil {
+	if _, err := worker.LetterboxImage(src, 320, 320, want2); err != nil {
 		t.Fatal(err)
 	}
 	pix2 := make([]byte, 320*320*3)
@@ -351,7 +352,7 @@ func TestCaptureLetterboxMatchesInfer(t *testing.T) {
 func BenchmarkCaptureLetterbox(b *testing.B) {
 	src := sampleMat(b)
 	defer src.Close()
-	lb := infer.NewLetterbox(768, 576, 640, 640)
+	lb := geom.NewLetterbox(768, 576, 640, 640)
 	lbx := &letterboxer{src: src, scaled: gocv.NewMat(), rgb: gocv.NewMat()}
 	defer lbx.close()
 	pix := make([]byte, 640*640*3)

@@ -44,7 +44,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // errCorruptFrame is returned for a frame that the decoder output with concealed errors.
@@ -61,7 +61,7 @@ type decoder struct {
 	swsSrcW   int
 	swsSrcH   int
 	swsSrcFmt int
-	swsLB     infer.Letterbox
+	swsLB     geom.Letterbox
 }
 
 // Codecs the decoder takes.
@@ -161,15 +161,15 @@ func (d *decoder) decode(annexb []byte, onFrame func(w, h int)) error {
 }
 
 // geometry returns the letterbox of the current frame into a dstW x dstH input.
-func (d *decoder) geometry(dstW, dstH int) infer.Letterbox {
-	return infer.NewLetterbox(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), dstW, dstH)
+func (d *decoder) geometry(dstW, dstH int) geom.Letterbox {
+	return geom.NewLetterbox(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), dstW, dstH)
 }
 
 // scaleInto converts the current frame (valid inside decode's onFrame) from YUV to RGB24 at
 // lb's offset in dst, which is lb.DstW*lb.DstH*3 bytes, in one sws_scale call. The scaler is
 // rebuilt when the source size, pixel format or geometry changes. It does not touch the
 // padding: the caller fills it once per buffer and geometry.
-func (d *decoder) scaleInto(dst []byte, lb infer.Letterbox) error {
+func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
 	w, h, fmtID := int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), int(C.frame_format(d.frame))
 	if w != lb.SrcW || h != lb.SrcH {
 		return fmt.Errorf("frame is %dx%d, geometry is for %dx%d", w, h, lb.SrcW, lb.SrcH)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/sources/internal/tsfile"
 )
 
@@ -98,7 +98,7 @@ func TestDecodeLoopRecovers(t *testing.T) {
 		t.Fatalf("%d frames from 5 access units after the garbage", n)
 	}
 	for _, f := range frames {
-		if f.Letterbox != infer.NewLetterbox(768, 576, 640, 640) {
+		if f.Letterbox != geom.NewLetterbox(768, 576, 640, 640) {
 			t.Fatalf("letterbox %+v", f.Letterbox)
 		}
 	}
@@ -191,7 +191,7 @@ func TestScaleGeometries(t *testing.T) {
 	for _, size := range [][2]int{{640, 640}, {1000, 640}, {500, 900}, {768, 576}} {
 		var frames []*Frame
 		l := testLoop(t, size[0], size[1], &frames)
-		var checked []infer.Letterbox
+		var checked []geom.Letterbox
 		l.cam.OnFrame = func(f *Frame) {
 			checkLetterboxed(t, f.Pix, f.Letterbox)
 			checked = append(checked, f.Letterbox)
@@ -200,9 +200,9 @@ func TestScaleGeometries(t *testing.T) {
 		for _, au := range append(append(aus[:3:3], smallAUs...), aus[:2]...) {
 			l.handle(au)
 		}
-		want := []infer.Letterbox{
-			infer.NewLetterbox(768, 576, size[0], size[1]),
-			infer.NewLetterbox(352, 288, size[0], size[1]),
+		want := []geom.Letterbox{
+			geom.NewLetterbox(768, 576, size[0], size[1]),
+			geom.NewLetterbox(352, 288, size[0], size[1]),
 		}
 		if len(checked) != 10 || checked[0] != want[0] || checked[3] != want[1] || checked[8] != want[0] {
 			t.Fatalf("%v: frames with geometry %+v", size, checked)
@@ -282,7 +282,7 @@ func BenchmarkScaleLetterbox(b *testing.B) {
 	fillPad(pix)
 	ran := false
 	if err := dec.decode(aus[0].data, func(w, h int) {
-		lb := infer.NewLetterbox(w, h, 640, 640)
+		lb := geom.NewLetterbox(w, h, 640, 640)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {

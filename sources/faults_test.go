@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -197,7 +197,7 @@ func TestCameraH265WithAudio(t *testing.T) {
 	})
 	select {
 	case f := <-got:
-		want := infer.NewLetterbox(640, 360, 640, 640)
+		want := geom.NewLetterbox(640, 360, 640, 640)
 		if f.Letterbox != want {
 			t.Fatalf("letterbox %+v, want %+v", f.Letterbox, want)
 		}
@@ -313,7 +313,7 @@ func TestCameraResolutionChange(t *testing.T) {
 		select {
 		case f := <-frames:
 			lb := f.Letterbox
-			if lb != infer.NewLetterbox(lb.SrcW, lb.SrcH, 320, 320) {
+			if lb != geom.NewLetterbox(lb.SrcW, lb.SrcH, 320, 320) {
 				t.Fatalf("letterbox %+v inconsistent", lb)
 			}
 			checkLetterboxed(t, f.Pix, lb)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/sources/internal/tsfile"
 )
 
@@ -112,7 +112,7 @@ func runtimeGoroutines() int { return runtime.NumGoroutine() }
 // checkFrame asserts what every frame of a camera must satisfy: its camera, the expected
 // letterbox, a sequence number after the previous one (returned for the next call), a
 // buffer of the model input's size and a real letterboxed picture.
-func checkFrame(t *testing.T, i int, f *Frame, camera string, want infer.Letterbox, lastSeq uint64) uint64 {
+func checkFrame(t *testing.T, i int, f *Frame, camera string, want geom.Letterbox, lastSeq uint64) uint64 {
 	t.Helper()
 	if f.Camera != camera || f.Letterbox != want {
 		t.Fatalf("frame %d: camera %q letterbox %+v, want %q %+v", i, f.Camera, f.Letterbox, camera, want)

@@ -20,7 +20,7 @@ import (
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 	"github.com/pion/rtp"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // accessUnit is one H.264 access unit in Annex-B form, queued for the decoder.
@@ -220,7 +220,7 @@ type decodeLoop struct {
 	dec      *decoder
 	needKey  bool // skip access units until the next random-access one
 	at       time.Time
-	lb       infer.Letterbox // geometry of the last frame
+	lb       geom.Letterbox // geometry of the last frame
 	onlineAt time.Time
 	errLog   rateLog
 	onFrame  func(w, h int)
@@ -253,7 +253,7 @@ func (l *decodeLoop) handle(au accessUnit) {
 // frame handles one decoded frame: scale it into a free buffer and hand it out.
 func (l *decodeLoop) frame(w, h int) {
 	c := l.cam
-	lb := infer.NewLetterbox(w, h, c.InputW, c.InputH)
+	lb := geom.NewLetterbox(w, h, c.InputW, c.InputH)
 	if lb != l.lb {
 		c.log.Info("stream geometry", "width", w, "height", h,
 			"scaled", fmt.Sprintf("%dx%d", lb.ScaledW, lb.ScaledH), "pad", fmt.Sprintf("%d,%d", lb.PadX, lb.PadY))
@@ -273,7 +273,7 @@ func fillPad(p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	p[0] = infer.PadValue
+	p[0] = geom.PadValue
 	for n := 1; n < len(p); n *= 2 {
 		copy(p[n:], p[:n])
 	}

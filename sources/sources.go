@@ -22,7 +22,7 @@ import (
 	"github.com/bluenviron/gortsplib/v4/pkg/base"
 	"github.com/bluenviron/gortsplib/v4/pkg/liberrors"
 
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/redact"
 )
 
@@ -42,16 +42,16 @@ const (
 // Frame is one decoded frame, letterboxed into the model's input. It belongs to its
 // camera's fixed pool: the consumer must call Release exactly once when done with Pix.
 type Frame struct {
-	Camera    string          // Camera.ID
-	Seq       uint64          // per-camera decoded-frame sequence number, from 1; gaps are dropped frames
-	Captured  time.Time       // capture time: the camera's clock from RTCP sender reports when it sends them, else the receive time
-	Received  time.Time       // when the frame was decoded, on this host's clock: for ages and latencies
-	Letterbox infer.Letterbox // geometry: source size → model input
-	Pix       []byte          // RGB24, HWC, Letterbox.DstW*DstH*3 bytes, padded with infer.PadValue
+	Camera    string         // Camera.ID
+	Seq       uint64         // per-camera decoded-frame sequence number, from 1; gaps are dropped frames
+	Captured  time.Time      // capture time: the camera's clock from RTCP sender reports when it sends them, else the receive time
+	Received  time.Time      // when the frame was decoded, on this host's clock: for ages and latencies
+	Letterbox geom.Letterbox // geometry: source size → model input
+	Pix       []byte         // RGB24, HWC, Letterbox.DstW*DstH*3 bytes, padded with geom.PadValue
 
-	pool   chan *Frame     // the owning camera's free list
-	padded infer.Letterbox // geometry whose padding Pix holds
-	held   atomic.Bool     // handed out and not yet released
+	pool   chan *Frame    // the owning camera's free list
+	padded geom.Letterbox // geometry whose padding Pix holds
+	held   atomic.Bool    // handed out and not yet released
 }
 
 // Release returns the frame's buffer to its camera's pool. Pix must not be used afterwards.
@@ -383,7 +383,7 @@ func (c *Camera) setState(state State, reason string) {
 // needed (NeedFrom), takes a free buffer (none free: the frame is counted as dropped), lets fill draw the picture into it at lb
 // (the padding around is already gray) and passes it to OnFrame. The first frame of a
 // session marks the camera online. Every source kind delivers its frames through here.
-func (c *Camera) emit(lb infer.Letterbox, captured time.Time, fill func(pix []byte, lb infer.Letterbox) error) error {
+func (c *Camera) emit(lb geom.Letterbox, captured time.Time, fill func(pix []byte, lb geom.Letterbox) error) error {
 	seq := c.frames.Add(1)
 	now := time.Now()
 	prev := c.lastFrame.Swap(now.UnixNano())
@@ -404,7 +404,7 @@ func (c *Camera) emit(lb infer.Letterbox, captured time.Time, fill func(pix []by
 		f.padded = lb
 	}
 	if err := fill(f.Pix, lb); err != nil {
-		f.padded = infer.Letterbox{} // the failed call may have left anything there
+		f.padded = geom.Letterbox{} // the failed call may have left anything there
 		c.pool <- f
 		return err
 	}

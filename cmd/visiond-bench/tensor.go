@@ -13,6 +13,7 @@ import (
 	"gocv.io/x/gocv"
 
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/worker"
 )
 
 // tensorCmd writes, for each image, what scripts/bench/peer.py -selftest checks its own
@@ -35,7 +36,7 @@ func tensorCmd(args []string) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	det, err := infer.NewDetector(infer.DetectorOptions{Model: *model, Library: *lib, Provider: "cpu"})
+	det, err := worker.NewDetector(infer.DetectorOptions{Model: *model, Library: *lib, Provider: "cpu"})
 	if err != nil {
 		return err
 	}
@@ -60,7 +61,7 @@ func tensorCmd(args []string) error {
 			return fmt.Errorf("%s: cannot read", path)
 		}
 		pix := make([]byte, w*h*3)
-		lb, err := infer.LetterboxImage(img, w, h, pix)
+		lb, err := worker.LetterboxImage(img, w, h, pix)
 		img.Close()
 		if err != nil {
 			return err

@@ -20,7 +20,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/configs"
-	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/pipeline"
 	"github.com/visiond/visiond/sources/samplecam"
 )
@@ -54,7 +54,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	case "worker":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
-		err = infer.WorkerMain(ctx, args[1:])
+		err = worker.Main(ctx, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

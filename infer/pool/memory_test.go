@@ -1,4 +1,4 @@
-package infer
+package pool
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/internal/infertest"
 )
 
 func TestParseGPUMemory(t *testing.T) {
@@ -118,7 +121,7 @@ func TestOverLimit(t *testing.T) {
 // A worker over its memory limit is recycled between jobs: every job dispatched gets its
 // result, none is lost, and the replacement serves.
 func TestPoolRecycle(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	cfg, log := testPoolConfig(t, a)
 	cfg.MemoryLimit = 1 << 20 // below any worker's RSS: each process is recycled after a sample
 	cfg.MemoryInterval = 20 * time.Millisecond
@@ -132,8 +135,8 @@ func TestPoolRecycle(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("served by %d processes only: %+v", len(pids), p.Workers())
 		}
-		ch := make(chan Result, 2)
-		if !p.TryDispatch(Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, func(r Result) { ch <- r }) {
+		ch := make(chan infer.Result, 2)
+		if !p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { ch <- r }) {
 			time.Sleep(5 * time.Millisecond) // being recycled
 			continue
 		}
@@ -141,7 +144,7 @@ func TestPoolRecycle(t *testing.T) {
 		if r.Err != nil {
 			t.Fatalf("job %d: %v", seq, r.Err)
 		}
-		checkMessi(t, r.Detections, w, h)
+		infertest.CheckMessi(t, r.Detections, w, h)
 		pids[r.PID] = true
 	}
 	s := p.Workers()[0]
@@ -160,7 +163,7 @@ func TestPoolRecycle(t *testing.T) {
 
 // Workers report their memory.
 func TestPoolMemoryStatus(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	cfg, _ := testPoolConfig(t, a)
 	cfg.MemoryInterval = 20 * time.Millisecond
 	// The fake command reports 42 MiB for each child process of this test: the workers.

@@ -1,4 +1,4 @@
-package infer
+package pool
 
 import (
 	"bytes"
@@ -14,6 +14,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/internal/infertest"
+	"github.com/visiond/visiond/infer/worker/workertest"
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // testLog collects the pool's log for assertions and failure output.
@@ -34,27 +39,27 @@ func (l *testLog) String() string {
 	return l.buf.String()
 }
 
-func testPoolConfig(t testing.TB, a assets) (PoolConfig, *testLog) {
+func testPoolConfig(t testing.TB, a infertest.Assets) (Config, *testLog) {
 	log := &testLog{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("pool log:\n%s", log)
 		}
 	})
-	return PoolConfig{
+	return Config{
 		Count:           1,
-		DetectorOptions: DetectorOptions{Model: a.model, Library: a.library, Threads: 2},
+		DetectorOptions: infer.DetectorOptions{Model: a.Model, Library: a.Library, Threads: 2},
 		JobTimeout:      time.Minute, // -race makes the worker slow
 		RestartDelay:    20 * time.Millisecond,
 		Command:         []string{os.Args[0]},
-		Env:             []string{workerEnv + "=1"},
+		Env:             []string{workertest.Enable},
 		Logger:          slog.New(slog.NewTextHandler(log, nil)),
 	}, log
 }
 
-func startPool(t testing.TB, cfg PoolConfig) *Pool {
+func startPool(t testing.TB, cfg Config) *Pool {
 	t.Helper()
-	p := NewPool(cfg)
+	p := New(cfg)
 	t.Cleanup(p.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -65,57 +70,57 @@ func startPool(t testing.TB, cfg PoolConfig) *Pool {
 }
 
 // dispatch hands one job to the pool and returns a channel with its result.
-func dispatch(t testing.TB, p *Pool, job Job, pix []byte) <-chan Result {
+func dispatch(t testing.TB, p *Pool, job infer.Job, pix []byte) <-chan infer.Result {
 	t.Helper()
-	ch := make(chan Result, 2) // 2: a second call of done would show in the test
-	if !p.TryDispatch(job, pix, func(r Result) { ch <- r }) {
+	ch := make(chan infer.Result, 2) // 2: a second call of done would show in the test
+	if !p.TryDispatch(job, pix, func(r infer.Result) { ch <- r }) {
 		t.Fatal("TryDispatch: no worker with a free slot")
 	}
 	return ch
 }
 
-func waitResult(t testing.TB, ch <-chan Result) Result {
+func waitResult(t testing.TB, ch <-chan infer.Result) infer.Result {
 	t.Helper()
 	select {
 	case r := <-ch:
 		return r
 	case <-time.After(2 * time.Minute):
 		t.Fatal("no result")
-		return Result{}
+		return infer.Result{}
 	}
 }
 
 // waitIdle waits until worker i serves again with at least restarts restarts.
-func waitIdle(t *testing.T, p *Pool, i int, restarts uint64) WorkerStatus {
+func waitIdle(t *testing.T, p *Pool, i int, restarts uint64) infer.WorkerStatus {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if s := p.Workers()[i]; s.State == WorkerIdle && s.Restarts >= restarts {
+		if s := p.Workers()[i]; s.State == infer.WorkerIdle && s.Restarts >= restarts {
 			return s
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("worker %d not idle after %d restarts: %+v", i, restarts, p.Workers()[i])
-	return WorkerStatus{}
+	return infer.WorkerStatus{}
 }
 
 func TestPoolStillImage(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	cfg, log := testPoolConfig(t, a)
 	cfg.Count = 2
 	cfg.Slots = 1 // one job per worker at a time; TestPoolPipelined has two
 	p := startPool(t, cfg)
 	m := p.Model()
-	if m.InputW != 640 || m.InputH != 640 || len(m.Classes) != 80 || m.Provider != "cpu" || m.Path != a.model {
+	if m.InputW != 640 || m.InputH != 640 || len(m.Classes) != 80 || m.Provider != "cpu" || m.Path != a.Model {
 		t.Fatalf("model %+v", m)
 	}
 	pix, lb, w, h := messiFrame(t, a)
-	job := Job{Camera: "messi", Seq: 1, Captured: time.Now(), Letterbox: lb}
+	job := infer.Job{Camera: "messi", Seq: 1, Captured: time.Now(), Letterbox: lb}
 	ch := dispatch(t, p, job, pix)
 	job2 := job
 	job2.Seq = 2
 	ch2 := dispatch(t, p, job2, pix)
-	if p.TryDispatch(job, pix, func(Result) { t.Error("third job dispatched to a busy pool") }) {
+	if p.TryDispatch(job, pix, func(infer.Result) { t.Error("third job dispatched to a busy pool") }) {
 		t.Fatal("TryDispatch accepted a job with every worker busy")
 	}
 	r, r2 := waitResult(t, ch), waitResult(t, ch2)
@@ -131,18 +136,18 @@ func TestPoolStillImage(t *testing.T) {
 	if r.Job.Camera != "messi" || r.Job.Seq != 1 || r.Run <= 0 || r.Total < r.Run {
 		t.Errorf("result %+v", r)
 	}
-	checkMessi(t, r.Detections, w, h)
+	infertest.CheckMessi(t, r.Detections, w, h)
 	t.Logf("pre %v run %v post %v total %v: %d detections", r.Pre, r.Run, r.Post, r.Total, len(r.Detections))
 
 	// A letterbox for another input size is rejected without reaching the worker.
 	bad := lb
 	bad.DstW, bad.DstH = 320, 320
-	r = waitResult(t, dispatch(t, p, Job{Letterbox: bad}, pix))
-	if !errors.Is(r.Err, ErrJobRejected) || !strings.Contains(r.Err.Error(), "does not match model input 640x640") {
+	r = waitResult(t, dispatch(t, p, infer.Job{Letterbox: bad}, pix))
+	if !errors.Is(r.Err, infer.ErrJobRejected) || !strings.Contains(r.Err.Error(), "does not match model input 640x640") {
 		t.Errorf("bad letterbox: %v", r.Err)
 	}
 	for _, s := range p.Workers() {
-		if s.PID == 0 || s.State != WorkerIdle || s.InFlight != 0 || s.Jobs != 1 || s.Lost != 0 || s.Restarts != 0 {
+		if s.PID == 0 || s.State != infer.WorkerIdle || s.InFlight != 0 || s.Jobs != 1 || s.Lost != 0 || s.Restarts != 0 {
 			t.Errorf("status %+v", s)
 		}
 	}
@@ -151,39 +156,39 @@ func TestPoolStillImage(t *testing.T) {
 	}
 	p.Close()
 	p.Close()
-	if p.TryDispatch(job, pix, func(Result) {}) {
+	if p.TryDispatch(job, pix, func(infer.Result) {}) {
 		t.Error("TryDispatch after Close")
 	}
 	for _, s := range p.Workers() {
-		if s.State != WorkerStopped || s.PID != 0 {
+		if s.State != infer.WorkerStopped || s.PID != 0 {
 			t.Errorf("after Close: %+v", s)
 		}
 	}
 }
 
 func TestPoolStartErrors(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	garbage := t.TempDir() + "/corrupt.onnx"
 	if err := os.WriteFile(garbage, []byte{0x08, 0xff, 0x13, 0x37, 0x00, 0x42}, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name    string
-		edit    func(*PoolConfig)
+		edit    func(*Config)
 		wantErr []string
 	}{
-		{"corrupt model", func(c *PoolConfig) { c.Model = garbage }, []string{garbage}},
-		{"missing model", func(c *PoolConfig) { c.Model = "/nonexistent/yolo.onnx" }, []string{"/nonexistent/yolo.onnx", "no such file"}},
-		{"missing library", func(c *PoolConfig) { c.Library = "/nonexistent/libonnxruntime.so" }, []string{"/nonexistent/libonnxruntime.so"}},
-		{"cuda", func(c *PoolConfig) { c.Provider = "cuda" }, []string{"provider cuda (device 0) unavailable"}},
-		{"bad command", func(c *PoolConfig) { c.Command = []string{"/nonexistent/visiond"} }, []string{"start /nonexistent/visiond"}},
-		{"small slot", func(c *PoolConfig) { c.SlotBytes = 1000 }, []string{"needs 1228800 bytes, -slot-bytes is 1000"}},
+		{"corrupt model", func(c *Config) { c.Model = garbage }, []string{garbage}},
+		{"missing model", func(c *Config) { c.Model = "/nonexistent/yolo.onnx" }, []string{"/nonexistent/yolo.onnx", "no such file"}},
+		{"missing library", func(c *Config) { c.Library = "/nonexistent/libonnxruntime.so" }, []string{"/nonexistent/libonnxruntime.so"}},
+		{"cuda", func(c *Config) { c.Provider = "cuda" }, []string{"provider cuda (device 0) unavailable"}},
+		{"bad command", func(c *Config) { c.Command = []string{"/nonexistent/visiond"} }, []string{"start /nonexistent/visiond"}},
+		{"small slot", func(c *Config) { c.SlotBytes = 1000 }, []string{"needs 1228800 bytes, -slot-bytes is 1000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, _ := testPoolConfig(t, a)
 			cfg.Count = 2
 			tc.edit(&cfg)
-			p := NewPool(cfg)
+			p := New(cfg)
 			defer p.Close()
 			err := p.Start(context.Background())
 			if err == nil {
@@ -200,14 +205,14 @@ func TestPoolStartErrors(t *testing.T) {
 }
 
 func TestPoolWorkerLost(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	cfg, log := testPoolConfig(t, a)
 	cfg.RestartDelay = time.Second // only the second kill waits for it
 	t0 := time.Now()
 	p := startPool(t, cfg)
 	start := time.Since(t0) // a worker start on this box as loaded as it is now
 	pix, lb, w, h := messiFrame(t, a)
-	job := Job{Camera: "messi", Seq: 1, Letterbox: lb}
+	job := infer.Job{Camera: "messi", Seq: 1, Letterbox: lb}
 
 	// kill -9 with two jobs in flight: both are lost, never a success, each reported once.
 	ch := dispatch(t, p, job, pix)
@@ -223,9 +228,9 @@ func TestPoolWorkerLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	for i, ch := range []<-chan Result{ch, ch2} {
+	for i, ch := range []<-chan infer.Result{ch, ch2} {
 		r := waitResult(t, ch)
-		if !errors.Is(r.Err, ErrWorkerLost) || r.Detections != nil || r.Job.Seq != uint64(i+1) {
+		if !errors.Is(r.Err, infer.ErrWorkerLost) || r.Detections != nil || r.Job.Seq != uint64(i+1) {
 			t.Fatalf("job %d of a killed worker: %+v", i+1, r)
 		}
 		t.Logf("lost: %v", r.Err)
@@ -238,14 +243,14 @@ func TestPoolWorkerLost(t *testing.T) {
 	if s.PID == pid || s.Lost != 2 || s.Jobs != 0 {
 		t.Fatalf("after restart: %+v (old pid %d)", s, pid)
 	}
-	r := waitResult(t, dispatch(t, p, Job{Seq: 3, Letterbox: lb}, pix))
+	r := waitResult(t, dispatch(t, p, infer.Job{Seq: 3, Letterbox: lb}, pix))
 	if r.Err != nil || r.PID != s.PID {
 		t.Fatalf("after restart: %+v", r)
 	}
 	served := time.Since(killed)
 	t.Logf("a replacement served %v after the kill; the first worker started in %v",
 		served.Round(time.Millisecond), start.Round(time.Millisecond))
-	for _, ch := range []<-chan Result{ch, ch2} {
+	for _, ch := range []<-chan infer.Result{ch, ch2} {
 		select {
 		case r := <-ch:
 			t.Fatalf("a lost job reported twice: %+v", r)
@@ -255,7 +260,7 @@ func TestPoolWorkerLost(t *testing.T) {
 	if bound := replaceBound(start); served > bound {
 		t.Errorf("replacement served %v after the kill, want within %v (the first worker started in %v)", served, bound, start)
 	}
-	checkMessi(t, r.Detections, w, h)
+	infertest.CheckMessi(t, r.Detections, w, h)
 
 	// Killed again before it has served a minute: this time the restart waits a jittered
 	// RestartDelay (between half of it and all of it), so a crash loop does not spin.
@@ -272,7 +277,7 @@ func TestPoolWorkerLost(t *testing.T) {
 	if len(restarts) != 2 || restarts[0] != 0 || restarts[1] < cfg.RestartDelay/2 || restarts[1] > cfg.RestartDelay {
 		t.Errorf("restart delays %v, want [0s, %v..%v]", restarts, cfg.RestartDelay/2, cfg.RestartDelay)
 	}
-	r = waitResult(t, dispatch(t, p, Job{Seq: 4, Letterbox: lb}, pix))
+	r = waitResult(t, dispatch(t, p, infer.Job{Seq: 4, Letterbox: lb}, pix))
 	if r.Err != nil || r.PID != s.PID {
 		t.Fatalf("after the second restart: %+v", r)
 	}
@@ -316,24 +321,24 @@ func replaceBound(start time.Duration) time.Duration {
 // job queued behind it is killed after JobTimeout: the hung job is reported as timed out,
 // the one behind it as lost, neither as a success, and a replacement serves.
 func TestPoolJobTimeout(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	cfg, log := testPoolConfig(t, a)
 	// Long enough for the first job on a loaded 2-core box (its start-up and first run have
 	// taken over 2 s there while other packages' tests ran).
 	cfg.JobTimeout = 5 * time.Second
-	cfg.Env = append(cfg.Env, hangEnv+"=2")
+	cfg.Env = append(cfg.Env, workertest.HangEnv+"=2")
 	p := startPool(t, cfg)
 	pix, lb, w, h := messiFrame(t, a)
 	pid := p.Workers()[0].PID
-	r := waitResult(t, dispatch(t, p, Job{Seq: 1, Letterbox: lb}, pix))
+	r := waitResult(t, dispatch(t, p, infer.Job{Seq: 1, Letterbox: lb}, pix))
 	if r.Err != nil {
 		t.Fatalf("first job: %v", r.Err)
 	}
 	start := time.Now()
-	ch := dispatch(t, p, Job{Seq: 2, Letterbox: lb}, pix)
-	ch3 := dispatch(t, p, Job{Seq: 3, Letterbox: lb}, pix)
+	ch := dispatch(t, p, infer.Job{Seq: 2, Letterbox: lb}, pix)
+	ch3 := dispatch(t, p, infer.Job{Seq: 3, Letterbox: lb}, pix)
 	r = waitResult(t, ch)
-	if !errors.Is(r.Err, ErrJobTimeout) || r.Detections != nil || r.Job.Seq != 2 {
+	if !errors.Is(r.Err, infer.ErrJobTimeout) || r.Detections != nil || r.Job.Seq != 2 {
 		t.Fatalf("want ErrJobTimeout, got %+v", r)
 	}
 	if took := time.Since(start); took < cfg.JobTimeout || took > cfg.JobTimeout+5*time.Second {
@@ -341,7 +346,7 @@ func TestPoolJobTimeout(t *testing.T) {
 	}
 	t.Logf("timeout: %v", r.Err)
 	r = waitResult(t, ch3)
-	if !errors.Is(r.Err, ErrWorkerLost) || r.Detections != nil || r.Job.Seq != 3 {
+	if !errors.Is(r.Err, infer.ErrWorkerLost) || r.Detections != nil || r.Job.Seq != 3 {
 		t.Fatalf("job queued behind the hung one: want ErrWorkerLost, got %+v", r)
 	}
 	t.Logf("queued: %v", r.Err)
@@ -352,11 +357,11 @@ func TestPoolJobTimeout(t *testing.T) {
 	if s.PID == pid || s.Lost != 2 || s.Jobs != 1 {
 		t.Fatalf("after timeout: %+v (old pid %d)", s, pid)
 	}
-	r = waitResult(t, dispatch(t, p, Job{Seq: 4, Letterbox: lb}, pix))
+	r = waitResult(t, dispatch(t, p, infer.Job{Seq: 4, Letterbox: lb}, pix))
 	if r.Err != nil || r.PID != s.PID {
 		t.Fatalf("job after the timeout: %+v", r)
 	}
-	checkMessi(t, r.Detections, w, h)
+	infertest.CheckMessi(t, r.Detections, w, h)
 	if !strings.Contains(log.String(), "test hook: hanging in this job") {
 		t.Error("the hang hook did not fire")
 	}
@@ -368,35 +373,35 @@ func TestPoolJobTimeout(t *testing.T) {
 // job answered with another job's frame or tensors would show.
 // $VISIOND_BENCH_PROVIDER picks the provider (e.g. cuda on the GPU machine).
 func TestPoolPipelined(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	cfg, _ := testPoolConfig(t, a)
-	cfg.Provider = os.Getenv("VISIOND_BENCH_PROVIDER")
+	cfg.Provider = infer.Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))
 	p := startPool(t, cfg)
 	messi, lb, w, h := messiFrame(t, a)
-	blank := bytes.Repeat([]byte{PadValue}, len(messi))
+	blank := bytes.Repeat([]byte{geom.PadValue}, len(messi))
 	frame := func(seq uint64) []byte {
 		if seq%2 == 1 {
 			return messi
 		}
 		return blank
 	}
-	results := make(chan Result, 16)
+	results := make(chan infer.Result, 16)
 	send := func(seq uint64) bool {
-		return p.TryDispatch(Job{Camera: "messi", Seq: seq, Letterbox: lb}, frame(seq), func(r Result) { results <- r })
+		return p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, frame(seq), func(r infer.Result) { results <- r })
 	}
 	for seq := uint64(1); seq <= 2; seq++ {
 		if !send(seq) {
 			t.Fatalf("job %d refused", seq)
 		}
 	}
-	if s := p.Workers()[0]; s.InFlight != 2 || s.State != WorkerBusy {
+	if s := p.Workers()[0]; s.InFlight != 2 || s.State != infer.WorkerBusy {
 		t.Fatalf("want two jobs in flight: %+v", s)
 	}
-	if p.TryDispatch(Job{Letterbox: lb}, messi, func(Result) { t.Error("third job dispatched to a full worker") }) {
+	if p.TryDispatch(infer.Job{Letterbox: lb}, messi, func(infer.Result) { t.Error("third job dispatched to a full worker") }) {
 		t.Fatal("TryDispatch accepted a third job with Slots 2")
 	}
 	const jobs = 8
-	var first []Detection
+	var first []infer.Detection
 	next := uint64(3)
 	for want := uint64(1); want <= jobs; want++ {
 		r := waitResult(t, results)
@@ -404,11 +409,11 @@ func TestPoolPipelined(t *testing.T) {
 			t.Fatalf("result %d: seq %d, err %v", want, r.Job.Seq, r.Err)
 		}
 		if want%2 == 1 {
-			checkMessi(t, r.Detections, w, h)
+			infertest.CheckMessi(t, r.Detections, w, h)
 			if first == nil {
 				first = slices.Clone(r.Detections)
 			} else {
-				sameDetections(t, r.Detections, first, 0.5, 1e-3) // a GPU may differ in the last bits
+				infertest.SameDetections(t, r.Detections, first, 0.5, 1e-3) // a GPU may differ in the last bits
 			}
 		} else if len(r.Detections) != 0 {
 			t.Errorf("job %d (blank frame): %+v", want, r.Detections)
@@ -420,7 +425,7 @@ func TestPoolPipelined(t *testing.T) {
 			next++
 		}
 	}
-	if s := p.Workers()[0]; s.InFlight != 0 || s.State != WorkerIdle || s.Jobs != jobs || s.Lost != 0 {
+	if s := p.Workers()[0]; s.InFlight != 0 || s.State != infer.WorkerIdle || s.Jobs != jobs || s.Lost != 0 {
 		t.Errorf("status %+v", s)
 	}
 	select {
@@ -435,16 +440,16 @@ func TestPoolPipelined(t *testing.T) {
 // in its first job (the test hook), so the jobs stay in flight; Close ends each with
 // ErrPoolClosed, exactly once.
 func TestPoolPrefersIdle(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	cfg, _ := testPoolConfig(t, a)
 	cfg.Count = 2
 	cfg.StopTimeout = 200 * time.Millisecond // a hung worker ignores SIGTERM
-	cfg.Env = append(cfg.Env, hangEnv+"=1")
+	cfg.Env = append(cfg.Env, workertest.HangEnv+"=1")
 	p := startPool(t, cfg)
 	pix, lb, _, _ := messiFrame(t, a)
-	results := make(chan Result, 16)
+	results := make(chan infer.Result, 16)
 	send := func(seq uint64) bool {
-		return p.TryDispatch(Job{Seq: seq, Letterbox: lb}, pix, func(r Result) { results <- r })
+		return p.TryDispatch(infer.Job{Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r })
 	}
 	inFlight := func() []int {
 		var n []int
@@ -484,7 +489,7 @@ func TestPoolPrefersIdle(t *testing.T) {
 	seen := map[uint64]bool{}
 	for range 4 {
 		r := waitResult(t, results)
-		if !errors.Is(r.Err, ErrPoolClosed) || seen[r.Job.Seq] {
+		if !errors.Is(r.Err, infer.ErrPoolClosed) || seen[r.Job.Seq] {
 			t.Fatalf("after Close: %+v (seen %v)", r, seen)
 		}
 		seen[r.Job.Seq] = true
@@ -497,24 +502,24 @@ func TestPoolPrefersIdle(t *testing.T) {
 }
 
 // DispatchAcross with two CPU pools of one worker each: pool 0, listed first, has one
-// slot and is slowed by 3 s a run (the slowEnv hook), as a slow device would be; pool 1
+// slot and is slowed by 3 s a run (the SlowEnv hook), as a slow device would be; pool 1
 // has two slots at full speed. Before any run is measured, jobs go to the least-loaded
 // worker across pools, the first pool on a tie; once both pools have run jobs, one job at
 // a time goes to the fast pool although the slow one is first and idle, so does a second
 // one behind it (two fast runs end before one slow run), and only a third, with the fast
 // worker full, goes to the slow pool.
 func TestDispatchAcrossPools(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	slowCfg, _ := testPoolConfig(t, a)
-	slowCfg.Env = append(slowCfg.Env, slowEnv+"=3s")
+	slowCfg.Env = append(slowCfg.Env, workertest.SlowEnv+"=3s")
 	slowCfg.Slots = 1
 	fastCfg, _ := testPoolConfig(t, a)
 	slow, fast := startPool(t, slowCfg), startPool(t, fastCfg)
 	pools := []*Pool{slow, fast}
 	pix, lb, w, h := messiFrame(t, a)
-	results := make(chan Result, 16)
+	results := make(chan infer.Result, 16)
 	send := func(seq uint64) bool {
-		return DispatchAcross(pools, Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, func(r Result) { results <- r })
+		return DispatchAcross(pools, infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r })
 	}
 	inFlight := func() [2]int { return [2]int{slow.Workers()[0].InFlight, fast.Workers()[0].InFlight} }
 	expect := func(seq uint64, want [2]int) {
@@ -535,7 +540,7 @@ func TestDispatchAcrossPools(t *testing.T) {
 			if r.Err != nil {
 				t.Fatalf("job %d: %v", r.Job.Seq, r.Err)
 			}
-			checkMessi(t, r.Detections, w, h)
+			infertest.CheckMessi(t, r.Detections, w, h)
 			got[r.Job.Seq] = pids[r.PID]
 		}
 		return got
@@ -578,20 +583,20 @@ func TestDispatchAcrossPools(t *testing.T) {
 // as slots free, with Slots 1 (one job at a time) and 2 (the next job prepared while one
 // runs), and reports jobs/s. $VISIOND_BENCH_PROVIDER picks the provider (e.g. cuda).
 func BenchmarkPoolThroughput(b *testing.B) {
-	a := thirdParty(b)
+	a := infertest.ThirdParty(b)
 	pix, lb, _, _ := messiFrame(b, a)
 	for _, slots := range []int{1, 2} {
 		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
 			cfg, _ := testPoolConfig(b, a)
 			cfg.Slots = slots
-			cfg.Provider = os.Getenv("VISIOND_BENCH_PROVIDER")
+			cfg.Provider = infer.Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))
 			cfg.Logger = slog.New(slog.DiscardHandler)
 			p := startPool(b, cfg)
-			results := make(chan Result, slots)
+			results := make(chan infer.Result, slots)
 			run := func(n int) {
 				inflight := 0
 				for sent := 0; sent < n || inflight > 0; {
-					if sent < n && p.TryDispatch(Job{Seq: uint64(sent), Letterbox: lb}, pix, func(r Result) { results <- r }) {
+					if sent < n && p.TryDispatch(infer.Job{Seq: uint64(sent), Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {
 						sent++
 						inflight++
 						continue
@@ -603,7 +608,7 @@ func BenchmarkPoolThroughput(b *testing.B) {
 					}
 				}
 			}
-			r := waitResult(b, dispatch(b, p, Job{Letterbox: lb}, pix)) // warm up, and check
+			r := waitResult(b, dispatch(b, p, infer.Job{Letterbox: lb}, pix)) // warm up, and check
 			if r.Err != nil || len(r.Detections) == 0 {
 				b.Fatalf("warm-up job: %d detections, err %v", len(r.Detections), r.Err)
 			}
@@ -635,9 +640,9 @@ func TestBackoff(t *testing.T) {
 // the kill the replacement answered its first job successfully, and when it was ready
 // (accepted a job). It fails tb if the killed job is not reported lost, or the
 // replacement's job fails.
-func replaceKilled(tb testing.TB, p *Pool, pix []byte, lb Letterbox) (ready, served time.Duration) {
+func replaceKilled(tb testing.TB, p *Pool, pix []byte, lb geom.Letterbox) (ready, served time.Duration) {
 	tb.Helper()
-	ch := dispatch(tb, p, Job{Camera: "kill", Seq: 1, Letterbox: lb}, pix)
+	ch := dispatch(tb, p, infer.Job{Camera: "kill", Seq: 1, Letterbox: lb}, pix)
 	old := p.Workers()[0]
 	if old.InFlight != 1 {
 		tb.Fatalf("want a job in flight: %+v", old)
@@ -646,12 +651,12 @@ func replaceKilled(tb testing.TB, p *Pool, pix []byte, lb Letterbox) (ready, ser
 		tb.Fatal(err)
 	}
 	killed := time.Now()
-	if r := waitResult(tb, ch); !errors.Is(r.Err, ErrWorkerLost) || r.Detections != nil {
+	if r := waitResult(tb, ch); !errors.Is(r.Err, infer.ErrWorkerLost) || r.Detections != nil {
 		tb.Fatalf("job of the killed worker: %+v", r)
 	}
-	results := make(chan Result, 1)
+	results := make(chan infer.Result, 1)
 	deadline := killed.Add(time.Minute)
-	for !p.TryDispatch(Job{Camera: "kill", Seq: 2, Letterbox: lb}, pix, func(r Result) { results <- r }) {
+	for !p.TryDispatch(infer.Job{Camera: "kill", Seq: 2, Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {
 		if time.Now().After(deadline) {
 			tb.Fatalf("no replacement a minute after the kill: %+v", p.Workers()[0])
 		}
@@ -673,7 +678,7 @@ func replaceKilled(tb testing.TB, p *Pool, pix []byte, lb Letterbox) (ready, ser
 // first one of a healthy worker, as it is in production; the restart delay is the
 // default. The pool's log, with where each start-up went, is in the -v output.
 func BenchmarkWorkerReplacement(b *testing.B) {
-	a := thirdParty(b)
+	a := infertest.ThirdParty(b)
 	pix, lb, _, _ := messiFrame(b, a)
 	var ready, served time.Duration
 	for range b.N {

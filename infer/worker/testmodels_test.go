@@ -1,4 +1,4 @@
-package infer
+package worker
 
 import (
 	"encoding/binary"
@@ -11,6 +11,8 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/visiond/visiond/infer/internal/infertest"
 )
 
 // A test-only editor of ONNX models, on the protobuf wire format (onnx.proto's field
@@ -289,8 +291,8 @@ func (m *onnxModel) transposed() string {
 }
 
 // yolov5Model: [1,8400,85] = boxes, objectness 1 (a constant), the 80 class scores.
-func yolov5Model(tb testing.TB, a assets) string {
-	m := readONNX(tb, a.model)
+func yolov5Model(tb testing.TB, a infertest.Assets) string {
+	m := readONNX(tb, a.Model)
 	t := m.transposed()
 	m.slice(t, "v5_box", 0, 4)
 	m.slice(t, "v5_cls", 4, 84)
@@ -302,8 +304,8 @@ func yolov5Model(tb testing.TB, a assets) string {
 
 // e2eModel: [1,300,6] = x1,y1,x2,y2, best class score, its class id (float), the 300
 // best rows by score (TopK + Gather), as YOLOv10 exports; no NMS.
-func e2eModel(tb testing.TB, a assets) string {
-	m := readONNX(tb, a.model)
+func e2eModel(tb testing.TB, a infertest.Assets) string {
+	m := readONNX(tb, a.Model)
 	t := m.transposed()
 	m.slice(t, "e2e_xy", 0, 2)
 	m.slice(t, "e2e_wh", 2, 4)
@@ -334,8 +336,8 @@ func e2eModel(tb testing.TB, a assets) string {
 
 // fp16Model: input "images" float16, cast to float32 before the original graph; with
 // halfOut also the output, cast to float16 as "output16".
-func fp16Model(tb testing.TB, a assets, halfOut bool) string {
-	m := readONNX(tb, a.model)
+func fp16Model(tb testing.TB, a infertest.Assets, halfOut bool) string {
+	m := readONNX(tb, a.Model)
 	m.renameInput(tb, "images", "images_f32")
 	m.nodes = append([][]byte{onnxNode("Cast", "images_cast", []string{"images"}, []string{"images_f32"}, attrInt("to", onnxFloat))}, m.nodes...)
 	m.inputs = [][]byte{valueInfo("images", onnxFloat16, 1, 3, 640, 640)}
@@ -349,8 +351,8 @@ func fp16Model(tb testing.TB, a assets, halfOut bool) string {
 }
 
 // flatModel: output0 flattened to "flat" [1,705600], a layout no decoder knows.
-func flatModel(tb testing.TB, a assets) string {
-	m := readONNX(tb, a.model)
+func flatModel(tb testing.TB, a infertest.Assets) string {
+	m := readONNX(tb, a.Model)
 	m.nodes = append(m.nodes, onnxNode("Flatten", "flat", []string{"output0"}, []string{"flat"}, attrInt("axis", 1)))
 	m.outputs = [][]byte{valueInfo("flat", onnxFloat, 1, 84*8400)}
 	return m.write(tb, "flat-output.onnx")
@@ -358,12 +360,12 @@ func flatModel(tb testing.TB, a assets) string {
 
 // Check that the helper round-trips the model unchanged when nothing is edited.
 func TestONNXEditorRoundTrip(t *testing.T) {
-	a := thirdParty(t)
-	orig, err := os.ReadFile(a.model)
+	a := infertest.ThirdParty(t)
+	orig, err := os.ReadFile(a.Model)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := readONNX(t, a.model)
+	m := readONNX(t, a.Model)
 	if len(m.nodes) == 0 || len(m.inputs) != 1 || len(m.outputs) != 1 {
 		t.Fatalf("read %d nodes, %d inputs, %d outputs", len(m.nodes), len(m.inputs), len(m.outputs))
 	}
@@ -374,8 +376,8 @@ func TestONNXEditorRoundTrip(t *testing.T) {
 
 // noNamesModel: yolov8n.onnx without its metadata (ModelProto.metadata_props = 14), so
 // without class names.
-func noNamesModel(tb testing.TB, a assets) string {
-	m := readONNX(tb, a.model)
+func noNamesModel(tb testing.TB, a infertest.Assets) string {
+	m := readONNX(tb, a.Model)
 	m.fields = slices.DeleteFunc(m.fields, func(f pbField) bool { return f.num == 14 })
 	return m.write(tb, "no-names.onnx")
 }
@@ -518,12 +520,12 @@ func convTensors(tb testing.TB, m *onnxModel) ([]onnxNodeInfo, []string) {
 // activationRanges runs yolov8n.onnx on the letterboxed frame pix with every tensor of
 // acts as an extra output and returns each one's min and max: the calibration of a static
 // quantization, on one frame.
-func activationRanges(tb testing.TB, a assets, acts []string, pix []byte) map[string][2]float32 {
+func activationRanges(tb testing.TB, a infertest.Assets, acts []string, pix []byte) map[string][2]float32 {
 	tb.Helper()
-	if err := initORT(a.library); err != nil {
+	if err := initORT(a.Library); err != nil {
 		tb.Fatal(err)
 	}
-	m := readONNX(tb, a.model)
+	m := readONNX(tb, a.Model)
 	for _, x := range acts {
 		m.outputs = append(m.outputs, outputOnly(x))
 	}
@@ -571,9 +573,9 @@ func activationRanges(tb testing.TB, a assets, acts []string, pix []byte) map[st
 // of uint8 with a per-tensor scale and zero point calibrated on pix (asymmetric min/max).
 // The graph's input and output stay float32, as quantize_static keeps them: a Detector
 // takes it like any model, and ONNX Runtime runs each Conv group as one QLinearConv.
-func qdqModel(tb testing.TB, a assets, pix []byte) string {
+func qdqModel(tb testing.TB, a infertest.Assets, pix []byte) string {
 	tb.Helper()
-	m := readONNX(tb, a.model)
+	m := readONNX(tb, a.Model)
 	nodes, acts := convTensors(tb, m)
 	ranges := activationRanges(tb, a, acts, pix)
 

@@ -1,4 +1,4 @@
-package infer
+package worker
 
 import (
 	"cmp"
@@ -9,6 +9,10 @@ import (
 	"testing"
 
 	"gocv.io/x/gocv"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/internal/infertest"
+	"github.com/visiond/visiond/internal/geom"
 )
 
 // yoloOutput builds a [1, 4+C, N] tensor from per-anchor rows {cx, cy, w, h, scores...}.
@@ -34,12 +38,12 @@ func TestDecode(t *testing.T) {
 	})
 	names := []string{"a", "b", "c"}
 	d := newDecoder(layoutV8, 3, 5, 0.25, 0.45, 300)
-	same := NewLetterbox(640, 640, 640, 640)
+	same := geom.NewLetterbox(640, 640, 640, 640)
 	got := d.decode(out, same, names, nil)
-	want := []Detection{
-		{ClassID: 0, Label: "a", Score: 0.9, Box: Box{X: 90, Y: 90, W: 20, H: 20}},
-		{ClassID: 1, Label: "b", Score: 0.7, Box: Box{X: 92, Y: 90, W: 20, H: 20}},
-		{ClassID: 2, Label: "c", Score: 0.6, Box: Box{X: 495, Y: 495, W: 10, H: 10}},
+	want := []infer.Detection{
+		{ClassID: 0, Label: "a", Score: 0.9, Box: geom.Box{X: 90, Y: 90, W: 20, H: 20}},
+		{ClassID: 1, Label: "b", Score: 0.7, Box: geom.Box{X: 92, Y: 90, W: 20, H: 20}},
+		{ClassID: 2, Label: "c", Score: 0.6, Box: geom.Box{X: 495, Y: 495, W: 10, H: 10}},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("decode:\n got %+v\nwant %+v", got, want)
@@ -47,9 +51,9 @@ func TestDecode(t *testing.T) {
 
 	// Through a letterbox: 1280x960 source, scale 0.5, pad y 80. The box centred at
 	// canvas (500,500) is at source (990,840)..(1010,860).
-	lb := NewLetterbox(1280, 960, 640, 640)
+	lb := geom.NewLetterbox(1280, 960, 640, 640)
 	got = d.decode(out, lb, names, got[:0])
-	if len(got) != 3 || !boxNear(got[2].Box, Box{X: 990, Y: 830, W: 20, H: 20}, 1e-6) {
+	if len(got) != 3 || !infertest.BoxNear(got[2].Box, geom.Box{X: 990, Y: 830, W: 20, H: 20}, 1e-6) {
 		t.Fatalf("decode through letterbox: got %+v", got)
 	}
 
@@ -127,28 +131,18 @@ func TestPreprocess(t *testing.T) {
 }
 
 // messiFrame letterboxes messi5.jpg to 640x640.
-func messiFrame(tb testing.TB, a assets) ([]byte, Letterbox, int, int) {
+func messiFrame(tb testing.TB, a infertest.Assets) ([]byte, geom.Letterbox, int, int) {
 	tb.Helper()
-	img := gocv.IMRead(a.messi, gocv.IMReadColor)
-	if img.Empty() {
-		tb.Fatalf("cannot read %s", a.messi)
-	}
-	defer img.Close()
-	pix := make([]byte, 640*640*3)
-	lb, err := LetterboxImage(img, 640, 640, pix)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pix, lb, img.Cols(), img.Rows()
+	return infertest.MessiFrame(tb, a, LetterboxImage)
 }
 
 // newTestDetector opens the model with the CPU provider, or with $VISIOND_BENCH_PROVIDER
 // (e.g. cuda, to run the benchmarks on the GPU machine).
-func newTestDetector(tb testing.TB) (*Detector, assets) {
+func newTestDetector(tb testing.TB) (*Detector, infertest.Assets) {
 	tb.Helper()
-	a := thirdParty(tb)
-	d, err := NewDetector(DetectorOptions{Model: a.model, Library: a.library, Threads: 2,
-		Provider: os.Getenv("VISIOND_BENCH_PROVIDER")})
+	a := infertest.ThirdParty(tb)
+	d, err := NewDetector(infer.DetectorOptions{Model: a.Model, Library: a.Library, Threads: 2,
+		Provider: infer.Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -156,31 +150,10 @@ func newTestDetector(tb testing.TB) (*Detector, assets) {
 	return d, a
 }
 
-// checkMessi asserts the detections of messi5.jpg: a person and a sports ball, inside.
-func checkMessi(t *testing.T, dets []Detection, w, h int) {
-	t.Helper()
-	found := map[string]bool{}
-	for _, d := range dets {
-		found[d.Label] = true
-		b := d.Box
-		if b.X < 0 || b.Y < 0 || b.W <= 0 || b.H <= 0 || b.X+b.W > float64(w) || b.Y+b.H > float64(h) {
-			t.Errorf("%s box %+v outside the %dx%d image", d.Label, b, w, h)
-		}
-		if d.Score < 0.25 || d.Score > 1 {
-			t.Errorf("%s score %v", d.Label, d.Score)
-		}
-	}
-	for _, want := range []string{"person", "sports ball"} {
-		if !found[want] {
-			t.Errorf("no %q among %+v", want, dets)
-		}
-	}
-}
-
 func TestLetterboxImage(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	pix, lb, w, h := messiFrame(t, a)
-	if lb != NewLetterbox(w, h, 640, 640) {
+	if lb != geom.NewLetterbox(w, h, 640, 640) {
 		t.Fatalf("geometry %+v differs from NewLetterbox", lb)
 	}
 	if lb.PadY == 0 {
@@ -188,8 +161,8 @@ func TestLetterboxImage(t *testing.T) {
 	}
 	// Padding rows are gray, the first image row is not all gray.
 	for i := range lb.PadY * 640 * 3 {
-		if pix[i] != PadValue {
-			t.Fatalf("padding byte %d = %d, want %d", i, pix[i], PadValue)
+		if pix[i] != geom.PadValue {
+			t.Fatalf("padding byte %d = %d, want %d", i, pix[i], geom.PadValue)
 		}
 	}
 	img := gocv.NewMatWithSize(10, 10, gocv.MatTypeCV8UC1)
@@ -210,11 +183,11 @@ func TestDetectorInProcess(t *testing.T) {
 		t.Fatalf("model info %+v", m)
 	}
 	pix, lb, w, h := messiFrame(t, a)
-	dets, tm, err := d.Detect(pix, lb, make([]Detection, 0, 300))
+	dets, tm, err := d.Detect(pix, lb, make([]infer.Detection, 0, 300))
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkMessi(t, dets, w, h)
+	infertest.CheckMessi(t, dets, w, h)
 	if tm.Run <= 0 {
 		t.Errorf("timings %+v", tm)
 	}
@@ -233,20 +206,20 @@ func TestDetectorInProcess(t *testing.T) {
 }
 
 func TestNewDetectorErrors(t *testing.T) {
-	a := thirdParty(t)
+	a := infertest.ThirdParty(t)
 	garbage := t.TempDir() + "/garbage.onnx"
 	if err := os.WriteFile(garbage, []byte("not a model"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name    string
-		opts    DetectorOptions
+		opts    infer.DetectorOptions
 		wantErr string
 	}{
-		{"missing model", DetectorOptions{Model: "/nonexistent/m.onnx", Library: a.library}, "/nonexistent/m.onnx"},
-		{"garbage model", DetectorOptions{Model: garbage, Library: a.library}, garbage},
-		{"bad provider", DetectorOptions{Model: a.model, Library: a.library, Provider: "tpu"}, `provider "tpu"`},
-		{"cuda", DetectorOptions{Model: a.model, Library: a.library, Provider: "cuda"}, "provider cuda (device 0) unavailable"},
+		{"missing model", infer.DetectorOptions{Model: "/nonexistent/m.onnx", Library: a.Library}, "/nonexistent/m.onnx"},
+		{"garbage model", infer.DetectorOptions{Model: garbage, Library: a.Library}, garbage},
+		{"bad provider", infer.DetectorOptions{Model: a.Model, Library: a.Library, Provider: "tpu"}, `provider "tpu"`},
+		{"cuda", infer.DetectorOptions{Model: a.Model, Library: a.Library, Provider: "cuda"}, "provider cuda (device 0) unavailable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := NewDetector(tc.opts)
@@ -295,7 +268,7 @@ func BenchmarkPostprocess(b *testing.B) {
 		b.Fatal(err)
 	}
 	out := slices.Clone(d.pairs[0].outF32)
-	dst := make([]Detection, 0, 300)
+	dst := make([]infer.Detection, 0, 300)
 	b.ReportAllocs()
 	for b.Loop() {
 		dst = d.dec.decode(out, lb, d.info.Classes, dst[:0])

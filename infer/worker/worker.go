@@ -1,107 +1,77 @@
-package infer
+// Package worker is the inference worker process, `visiond worker`: the far side of the
+// process boundary that package infer describes. Main loads the model into a Detector (one
+// ONNX Runtime session with reused tensors, CHW pre-processing, the decoding of the YOLO
+// output layouts in layout.go and class-wise NMS), says hello, and serves the daemon's jobs
+// from its frame slots in a three-stage pipeline, so that a crash or a hang in the runtime or
+// the GPU driver costs one worker process, never the daemon. The daemon side is package
+// infer/pool.
+//
+// This is the only package outside cmd/ that links ONNX Runtime (github.com/yalue/
+// onnxruntime_go, and cgo in providers.go for the few calls it does not wrap) and OpenCV
+// (LetterboxImage, for still images).
+package worker
 
 import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/visiond/visiond/infer"
 )
 
-// File descriptors a worker inherits from the daemon (protocol.go).
-const (
-	fdSlots   = 3
-	fdJobs    = 4
-	fdResults = 5
-)
-
-// DefaultSlotBytes is the size of one frame slot: room for a 1280x1280 RGB24 input.
-const DefaultSlotBytes = 1280 * 1280 * 3
-
-// hangEnv is a test hook: a worker whose environment has VISIOND_TEST_WORKER_HANG=<n>
-// sleeps forever, ignoring SIGTERM, in the session run of the n-th job it receives
-// (counting from 1), as a worker stuck in the runtime or the GPU driver would; it keeps
-// reading and preparing the jobs behind it until its pipeline is full. Tests use it to exercise
-// PoolConfig.JobTimeout; it has no use in production.
-const hangEnv = "VISIOND_TEST_WORKER_HANG"
-
-// slowEnv is a test hook: a worker whose environment has VISIOND_TEST_WORKER_SLOW=<Go
-// duration> adds that much to each session run (and to the run time it reports), as a
-// slower device would. Tests use it to tell pools apart by speed; it has no use in
-// production.
-const slowEnv = "VISIOND_TEST_WORKER_SLOW"
-
-type workerFlags struct {
-	DetectorOptions
-	slots, slotBytes int
+// Hooks make a worker misbehave on purpose, for the tests of the daemon side (infer/pool,
+// pipeline), which run their test binary as a worker through package workertest and set
+// these from its environment. They exist for tests only: Main, the production entry point,
+// runs with none and reads no test environment. The zero value changes nothing.
+type Hooks struct {
+	// HangAt makes the worker sleep forever, ignoring SIGTERM, in the session run of its
+	// HangAt-th job (counting from 1), as a worker stuck in the runtime or the GPU driver
+	// would; it keeps reading and preparing the jobs behind it until its pipeline is full.
+	// Tests use it to exercise the pool's job timeout. 0: never.
+	HangAt int
+	// Slow is added to each session run (and to the run time reported), as a slower device
+	// would. Tests use it to tell pools apart by speed.
+	Slow time.Duration
 }
 
-func parseWorkerFlags(args []string) (workerFlags, error) {
-	var f workerFlags
-	var detector string
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&detector, "detector", "", "detector options as JSON (infer.DetectorOptions)")
-	fs.IntVar(&f.slots, "slots", 1, "frame slots in the memfd on fd 3")
-	fs.IntVar(&f.slotBytes, "slot-bytes", DefaultSlotBytes, "bytes per frame slot")
-	if err := fs.Parse(args); err != nil {
-		return f, fmt.Errorf("worker flags: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("worker flags: unexpected argument %q", fs.Arg(0))
-	}
-	dec := json.NewDecoder(strings.NewReader(detector))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f.DetectorOptions); err != nil {
-		return f, fmt.Errorf("worker flags: -detector: %w", err)
-	}
-	f.setDefaults()
-	switch {
-	case f.slots < 1:
-		return f, fmt.Errorf("worker flags: -slots %d must be >= 1", f.slots)
-	case f.slotBytes < 1:
-		return f, fmt.Errorf("worker flags: -slot-bytes %d must be >= 1", f.slotBytes)
-	}
-	if err := f.validate(); err != nil {
-		return f, fmt.Errorf("worker flags: -detector: %w", err)
-	}
-	return f, nil
+// Main is the `visiond worker` subcommand: it loads the model, says hello on fd 5 and
+// serves jobs from fd 4 on the frame slots mapped from fd 3 until fd 4 ends (nil), ctx is
+// done (nil) or the stream breaks (an error naming what was wrong). A startup failure is
+// also sent to the daemon as a hello carrying the error. stderr is its log. args are the
+// flags of infer.WorkerFlags.
+func Main(ctx context.Context, args []string) error {
+	return Serve(ctx, args, Hooks{})
 }
 
-// WorkerMain is the `visiond worker` subcommand: it loads the model, says hello on fd 5
-// and serves jobs from fd 4 on the frame slots mapped from fd 3 until fd 4 ends (nil),
-// ctx is done (nil) or the stream breaks (an error naming what was wrong). A startup
-// failure is also sent to the daemon as a hello carrying the error. stderr is its log.
-func WorkerMain(ctx context.Context, args []string) error {
+// Serve is Main with test hooks: for tests only (Hooks).
+func Serve(ctx context.Context, args []string, hooks Hooks) error {
 	began := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var st unix.Stat_t
-	if err := unix.Fstat(fdResults, &st); err != nil {
+	if err := unix.Fstat(infer.FDResults, &st); err != nil {
 		return fmt.Errorf("worker: fd 5 (results) is not open (%v); workers are started by the daemon", err)
 	}
-	results := os.NewFile(fdResults, "results")
+	results := os.NewFile(infer.FDResults, "results")
 	defer results.Close()
 	jobs, slots, slotBytes, det, err := startWorker(args, log)
 	if err != nil {
-		_ = writeMessage(results, message{Type: msgHello, Hello: &helloMsg{PID: os.Getpid(), Error: err.Error()}})
+		_ = infer.WriteMessage(results, infer.Message{Type: infer.MsgHello, Hello: &infer.HelloMsg{PID: os.Getpid(), Error: err.Error()}})
 		return err
 	}
 	defer unix.Munmap(slots)
 	defer jobs.Close()
 	defer det.Close()
 	info := det.Model()
-	if err := writeMessage(results, message{Type: msgHello, Hello: &helloMsg{
+	if err := infer.WriteMessage(results, infer.Message{Type: infer.MsgHello, Hello: &infer.HelloMsg{
 		PID: os.Getpid(), Model: info.Path, InputW: info.InputW, InputH: info.InputH,
 		Classes: info.Classes, Provider: info.Provider,
 	}}); err != nil {
@@ -114,13 +84,11 @@ func WorkerMain(ctx context.Context, args []string) error {
 		"classes", len(info.Classes), "provider", info.Provider, "ready_in", time.Since(began).Round(time.Millisecond),
 		"ort_init", lt.ORT.Round(time.Millisecond), "inspect", lt.Inspect.Round(time.Millisecond),
 		"session", lt.Session.Round(time.Millisecond), "warm_up", lt.WarmUp.Round(time.Millisecond))
-	hangAt, _ := strconv.Atoi(os.Getenv(hangEnv))
-	slow, _ := time.ParseDuration(os.Getenv(slowEnv))
-	js := &jobServer{det: det, log: log, slots: slots, slotBytes: slotBytes, hangAt: hangAt, slow: slow}
+	js := &jobServer{det: det, log: log, slots: slots, slotBytes: slotBytes, hooks: hooks}
 	return js.serve(ctx, jobs, results)
 }
 
-// jobServer is WorkerMain's job pipeline. Three stages, each a goroutine, overlap the
+// jobServer is the worker's job pipeline. Three stages, each a goroutine, overlap the
 // work around the session run so that the device runs back to back:
 //
 //	read     reads job k+1, takes a free tensor pair and fills its input from the slot
@@ -135,13 +103,12 @@ type jobServer struct {
 	log       *slog.Logger
 	slots     []byte // the frame slots mapped from fd 3
 	slotBytes int
-	hangAt    int           // hangEnv: the job (counting from 1) whose run hangs; 0 never
-	slow      time.Duration // slowEnv: added to each run
+	hooks     Hooks
 }
 
 // stagedJob is a job passing through the stages.
 type stagedJob struct {
-	job      *jobMsg
+	job      *infer.JobMsg
 	n        int    // 1 for the first job received
 	pair     int    // the tensor pair it holds
 	err      string // why it failed (bad job, failed run); "" if not
@@ -191,17 +158,17 @@ func (s *jobServer) read(ctx context.Context, r io.Reader, free <-chan int, out 
 	frameBytes := info.InputW * info.InputH * 3
 	var buf []byte
 	for n := 1; ; n++ {
-		var m message
+		var m infer.Message
 		var err error
-		m, buf, err = readMessage(r, buf)
+		m, buf, err = infer.ReadMessage(r, buf)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, io.EOF) {
 				return nil
 			}
 			return fmt.Errorf("worker: read job: %w", err)
 		}
-		if m.Type != msgJob {
-			return fmt.Errorf("worker: read job: %w: got a %q message", ErrBadMessage, m.Type)
+		if m.Type != infer.MsgJob {
+			return fmt.Errorf("worker: read job: %w: got a %q message", infer.ErrBadMessage, m.Type)
 		}
 		sj := stagedJob{job: m.Job, n: n}
 		select {
@@ -209,7 +176,7 @@ func (s *jobServer) read(ctx context.Context, r io.Reader, free <-chan int, out 
 		case <-ctx.Done():
 			return nil
 		}
-		if err := checkJob(m.Job, nslots, info.InputW, info.InputH); err != nil {
+		if err := infer.CheckJob(m.Job, nslots, info.InputW, info.InputH); err != nil {
 			sj.err = err.Error()
 		} else {
 			off := m.Job.Slot * s.slotBytes
@@ -228,8 +195,8 @@ func (s *jobServer) read(ctx context.Context, r io.Reader, free <-chan int, out 
 // run is the second stage: the session runs, one at a time, each on its job's pair.
 func (s *jobServer) run(ctx context.Context, in <-chan stagedJob, out chan<- stagedJob) {
 	for sj := range in {
-		if sj.n == s.hangAt {
-			s.log.Warn("test hook: hanging in this job", "env", hangEnv, "job", sj.job.ID)
+		if sj.n == s.hooks.HangAt {
+			s.log.Warn("test hook: hanging in this job", "hook", "HangAt", "job", sj.job.ID)
 			for {
 				time.Sleep(time.Hour)
 			}
@@ -245,7 +212,7 @@ func (s *jobServer) run(ctx context.Context, in <-chan stagedJob, out chan<- sta
 		}
 		if sj.err == "" {
 			t0 := time.Now()
-			time.Sleep(s.slow)
+			time.Sleep(s.hooks.Slow)
 			if err := s.det.run(sj.pair); err != nil {
 				sj.err = fmt.Sprintf("job %d: %v", sj.job.ID, err)
 			}
@@ -262,9 +229,9 @@ func (s *jobServer) run(ctx context.Context, in <-chan stagedJob, out chan<- sta
 // post is the last stage: it decodes each job's output, frees its pair and writes its
 // result.
 func (s *jobServer) post(in <-chan stagedJob, free chan<- int, results io.Writer) error {
-	dets := make([]Detection, 0, 300)
+	dets := make([]infer.Detection, 0, 300)
 	for sj := range in {
-		res := resultMsg{ID: sj.job.ID, Error: sj.err, PreUS: sj.pre.Microseconds(), RunUS: sj.run.Microseconds()}
+		res := infer.ResultMsg{ID: sj.job.ID, Error: sj.err, PreUS: sj.pre.Microseconds(), RunUS: sj.run.Microseconds()}
 		if sj.err == "" {
 			t0 := time.Now()
 			dets = s.det.decodeOutput(sj.pair, sj.job.Letterbox, dets[:0])
@@ -275,7 +242,7 @@ func (s *jobServer) post(in <-chan stagedJob, free chan<- int, results io.Writer
 		if res.Error != "" {
 			s.log.Warn("job rejected", "job", sj.job.ID, "camera", sj.job.Camera, "err", res.Error)
 		}
-		if err := writeMessage(results, message{Type: msgResult, Result: &res}); err != nil {
+		if err := infer.WriteMessage(results, infer.Message{Type: infer.MsgResult, Result: &res}); err != nil {
 			return fmt.Errorf("worker: write result of job %d: %w", sj.job.ID, err)
 		}
 	}
@@ -283,44 +250,41 @@ func (s *jobServer) post(in <-chan stagedJob, free chan<- int, results io.Writer
 }
 
 func startWorker(args []string, log *slog.Logger) (jobs *os.File, slots []byte, slotBytes int, det *Detector, err error) {
-	f, err := parseWorkerFlags(args)
+	f, err := infer.ParseWorkerFlags(args)
 	if err != nil {
 		return nil, nil, 0, nil, err
 	}
-	size := f.slots * f.slotBytes
+	size := f.Slots * f.SlotBytes
 	var st unix.Stat_t
-	if err := unix.Fstat(fdSlots, &st); err != nil {
+	if err := unix.Fstat(infer.FDSlots, &st); err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("worker: fd 3 (frame slots): %w", err)
 	}
 	if st.Size < int64(size) {
 		return nil, nil, 0, nil, fmt.Errorf("worker: fd 3 (frame slots) has %d bytes, -slots %d x -slot-bytes %d needs %d",
-			st.Size, f.slots, f.slotBytes, size)
+			st.Size, f.Slots, f.SlotBytes, size)
 	}
 	// openDetector runs the model once: a provider that cannot run fails here (or falls
 	// back to the CPU when Fallback says so), before the hello, not on the first frame.
-	det, err = openDetector(f.DetectorOptions, log.Warn)
+	det, err = openDetector(f.Detector, log.Warn)
 	if err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("worker: %w", err)
 	}
 	info := det.Model()
-	if need := info.InputW * info.InputH * 3; need > f.slotBytes {
+	if need := info.InputW * info.InputH * 3; need > f.SlotBytes {
 		det.Close()
 		return nil, nil, 0, nil, fmt.Errorf("worker: model input %dx%d RGB24 needs %d bytes, -slot-bytes is %d",
-			info.InputW, info.InputH, need, f.slotBytes)
+			info.InputW, info.InputH, need, f.SlotBytes)
 	}
-	slots, err = unix.Mmap(fdSlots, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	slots, err = unix.Mmap(infer.FDSlots, 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		det.Close()
 		return nil, nil, 0, nil, fmt.Errorf("worker: map frame slots (fd 3, %d bytes): %w", size, err)
 	}
 	// Non-blocking so that the runtime poller serves it and Close unblocks a pending read.
-	if err := unix.SetNonblock(fdJobs, true); err != nil {
+	if err := unix.SetNonblock(infer.FDJobs, true); err != nil {
 		unix.Munmap(slots)
 		det.Close()
 		return nil, nil, 0, nil, fmt.Errorf("worker: fd 4 (jobs): %w", err)
 	}
-	return os.NewFile(fdJobs, "jobs"), slots, f.slotBytes, det, nil
+	return os.NewFile(infer.FDJobs, "jobs"), slots, f.SlotBytes, det, nil
 }
-
-// elapsedUS converts worker-reported microseconds to a Duration.
-func elapsedUS(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

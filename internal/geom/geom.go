@@ -1,6 +1,13 @@
-package infer
+// Package geom is the frame geometry shared by the camera reader (sources), which scales
+// each frame into the model's input, and the inference side (infer and its pool and worker),
+// which maps the boxes found there back to source pixels. It is a leaf: no cgo, nothing but
+// the standard library, so that importing it pulls neither ONNX Runtime nor libav into a build.
+package geom
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Letterbox is the geometry of one source frame scaled into the model's input: the frame is
 // resized keeping its aspect ratio to ScaledW x ScaledH and placed at (PadX, PadY) on a
@@ -50,6 +57,22 @@ func (l Letterbox) ToSource(b Box) Box {
 	x2 := clamp((b.X+b.W-float64(l.PadX))/sx, 0, float64(l.SrcW))
 	y2 := clamp((b.Y+b.H-float64(l.PadY))/sy, 0, float64(l.SrcH))
 	return Box{X: x1, Y: y1, W: x2 - x1, H: y2 - y1}
+}
+
+// Check says whether l is a well-formed letterbox onto a w x h canvas: positive sizes, and
+// the scaled frame inside the canvas. Errors say what does not fit.
+func (l Letterbox) Check(w, h int) error {
+	switch {
+	case l.DstW != w || l.DstH != h:
+		return fmt.Errorf("letterbox canvas %dx%d does not match model input %dx%d", l.DstW, l.DstH, w, h)
+	case l.SrcW <= 0 || l.SrcH <= 0:
+		return fmt.Errorf("letterbox source size %dx%d is not positive", l.SrcW, l.SrcH)
+	case l.ScaledW <= 0 || l.ScaledH <= 0 || l.PadX < 0 || l.PadY < 0 ||
+		l.PadX+l.ScaledW > w || l.PadY+l.ScaledH > h:
+		return fmt.Errorf("letterbox scaled %dx%d at (%d,%d) does not fit the %dx%d canvas",
+			l.ScaledW, l.ScaledH, l.PadX, l.PadY, w, h)
+	}
+	return nil
 }
 
 func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }

@@ -1,4 +1,4 @@
-package infer
+package worker
 
 /*
 #cgo LDFLAGS: -ldl
@@ -86,78 +86,15 @@ import (
 	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/visiond/visiond/infer"
 )
-
-// CUDAOptions are options of ONNX Runtime's CUDA execution provider; zero values leave
-// ONNX Runtime's defaults. They also apply to the CUDA provider that runs, after
-// TensorRT, the nodes TensorRT cannot take.
-type CUDAOptions struct {
-	GPUMemLimit         int64  `json:"gpu_mem_limit,omitempty"`          // bytes the provider's arena may hold; 0: no limit
-	ArenaExtendStrategy string `json:"arena_extend_strategy,omitempty"`  // kNextPowerOfTwo (ORT's default) or kSameAsRequested
-	CudnnConvAlgoSearch string `json:"cudnn_conv_algo_search,omitempty"` // EXHAUSTIVE (ORT's default), HEURISTIC or DEFAULT
-}
-
-// TensorRTOptions are options of ONNX Runtime's TensorRT execution provider.
-type TensorRTOptions struct {
-	FP16 bool `json:"fp16,omitempty"`
-	INT8 bool `json:"int8,omitempty"`
-	// EngineCache is the directory of built engines; "" disables the cache. Engines go to
-	// a subdirectory named by engineCacheKey (model bytes, ORT version, GPU, precision,
-	// workspace), so a changed model, ORT or GPU builds a new engine instead of loading a
-	// stale one. A TensorRT library upgrade under the same ORT version is not detected:
-	// clear the directory then.
-	EngineCache   string `json:"engine_cache,omitempty"`
-	WorkspaceSize int64  `json:"workspace_size,omitempty"` // bytes; 0: ORT's default
-}
-
-// Execution providers and fallbacks accepted by DetectorOptions.
-const (
-	ProviderCPU      = "cpu"
-	ProviderCUDA     = "cuda"
-	ProviderTensorRT = "tensorrt"
-)
-
-// validateProviderOptions checks the provider, its options and the fallback; errors name
-// the option as it is spelled in JSON.
-func validateProviderOptions(o DetectorOptions) error {
-	switch o.Provider {
-	case "", ProviderCPU, ProviderCUDA, ProviderTensorRT:
-	default:
-		return fmt.Errorf("provider %q: want cpu, cuda or tensorrt", o.Provider)
-	}
-	switch o.Fallback {
-	case "", ProviderCPU:
-	default:
-		return fmt.Errorf("fallback %q: want cpu or empty (no fallback)", o.Fallback)
-	}
-	c, t := o.CUDA, o.TensorRT
-	switch c.ArenaExtendStrategy {
-	case "", "kNextPowerOfTwo", "kSameAsRequested":
-	default:
-		return fmt.Errorf("cuda.arena_extend_strategy %q: want kNextPowerOfTwo or kSameAsRequested", c.ArenaExtendStrategy)
-	}
-	switch c.CudnnConvAlgoSearch {
-	case "", "EXHAUSTIVE", "HEURISTIC", "DEFAULT":
-	default:
-		return fmt.Errorf("cuda.cudnn_conv_algo_search %q: want EXHAUSTIVE, HEURISTIC or DEFAULT", c.CudnnConvAlgoSearch)
-	}
-	if c.GPUMemLimit < 0 {
-		return fmt.Errorf("cuda.gpu_mem_limit %d must not be negative", c.GPUMemLimit)
-	}
-	if t.WorkspaceSize < 0 {
-		return fmt.Errorf("tensorrt.workspace_size %d must not be negative", t.WorkspaceSize)
-	}
-	return nil
-}
 
 // appendProvider sets the session options that keep memory flat and adds the configured
 // execution provider to so: nothing more for cpu, CUDA for cuda, TensorRT then CUDA for
 // tensorrt (CUDA takes the nodes TensorRT cannot, as ONNX Runtime recommends). Errors
 // name the provider; falling back to cpu is the worker's decision (openDetector).
-func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
-	if err := validateProviderOptions(o); err != nil {
-		return err
-	}
+func appendProvider(so *ort.SessionOptions, o infer.DetectorOptions) error {
 	// The CPU arena stays on so that a run with memory.enable_memory_arena_shrinkage
 	// (ShrinkArenas) has an arena to shrink; the memory pattern plans one allocation for
 	// a run, which ONNX Runtime recommends for static input shapes, the only ones the
@@ -169,19 +106,21 @@ func appendProvider(so *ort.SessionOptions, o DetectorOptions) error {
 		return fmt.Errorf("session options: memory pattern: %w", err)
 	}
 	switch o.Provider {
-	case ProviderCUDA:
+	case "", infer.ProviderCPU:
+		return nil
+	case infer.ProviderCUDA:
 		return appendCUDA(so, o)
-	case ProviderTensorRT:
+	case infer.ProviderTensorRT:
 		if err := appendTensorRT(so, o); err != nil {
 			return err
 		}
 		return appendCUDA(so, o)
 	}
-	return nil
+	return fmt.Errorf("provider %q: want cpu, cuda or tensorrt", o.Provider)
 }
 
 // cudaOptions are the CUDA provider's options as ORT spells them.
-func cudaOptions(o DetectorOptions) map[string]string {
+func cudaOptions(o infer.DetectorOptions) map[string]string {
 	m := map[string]string{"device_id": strconv.Itoa(o.Device)}
 	if o.CUDA.GPUMemLimit > 0 {
 		m["gpu_mem_limit"] = strconv.FormatInt(o.CUDA.GPUMemLimit, 10)
@@ -195,7 +134,7 @@ func cudaOptions(o DetectorOptions) map[string]string {
 	return m
 }
 
-func appendCUDA(so *ort.SessionOptions, o DetectorOptions) error {
+func appendCUDA(so *ort.SessionOptions, o infer.DetectorOptions) error {
 	fail := func(err error) error {
 		return fmt.Errorf("provider cuda (device %d) unavailable: %w", o.Device, err)
 	}
@@ -215,7 +154,7 @@ func appendCUDA(so *ort.SessionOptions, o DetectorOptions) error {
 
 // tensorRTOptions are the TensorRT provider's options as ORT spells them; cacheDir is
 // the engine cache directory of this model, ORT and GPU ("" for none).
-func tensorRTOptions(o DetectorOptions, cacheDir string) map[string]string {
+func tensorRTOptions(o infer.DetectorOptions, cacheDir string) map[string]string {
 	b := func(v bool) string {
 		if v {
 			return "1"
@@ -237,7 +176,7 @@ func tensorRTOptions(o DetectorOptions, cacheDir string) map[string]string {
 	return m
 }
 
-func appendTensorRT(so *ort.SessionOptions, o DetectorOptions) error {
+func appendTensorRT(so *ort.SessionOptions, o infer.DetectorOptions) error {
 	fail := func(err error) error {
 		return fmt.Errorf("provider tensorrt (device %d) unavailable: %w", o.Device, err)
 	}
@@ -283,7 +222,7 @@ func fileSHA256(path string) ([]byte, error) {
 // engineCacheKey names the engine cache subdirectory of one model (its sha256), ONNX
 // Runtime version, GPU (device id and gpuIdentity) and TensorRT build settings: engines
 // built for any other combination are never loaded.
-func engineCacheKey(modelSHA256 []byte, ortVersion string, device int, gpu string, t TensorRTOptions) string {
+func engineCacheKey(modelSHA256 []byte, ortVersion string, device int, gpu string, t infer.TensorRTOptions) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "model=%x\nort=%s\ndevice=%d\ngpu=%s\nfp16=%t\nint8=%t\nworkspace=%d\n",
 		modelSHA256, ortVersion, device, gpu, t.FP16, t.INT8, t.WorkspaceSize)
@@ -323,16 +262,17 @@ func gpuIdentity(root string) string {
 // not on the first frame). When that fails with a provider other than cpu and o.Fallback
 // is "cpu", it opens the detector on the CPU instead, whose ModelInfo.Provider then says
 // "cpu (fallback: <why>)"; warn is called with that reason. Option errors never fall back.
-func openDetector(o DetectorOptions, warn func(msg string, args ...any)) (*Detector, error) {
-	if err := validateProviderOptions(o); err != nil {
+func openDetector(o infer.DetectorOptions, warn func(msg string, args ...any)) (*Detector, error) {
+	o.SetDefaults()
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	det, err := newWarmDetector(o)
-	if err == nil || o.Provider == "" || o.Provider == ProviderCPU || o.Fallback != ProviderCPU {
+	if err == nil || o.Provider == infer.ProviderCPU || o.Fallback != infer.ProviderCPU {
 		return det, err
 	}
 	cpu := o
-	cpu.Provider = ProviderCPU
+	cpu.Provider = infer.ProviderCPU
 	det, cpuErr := newWarmDetector(cpu)
 	if cpuErr != nil {
 		return nil, fmt.Errorf("%w; fallback to cpu failed too: %v", err, cpuErr)
@@ -348,14 +288,14 @@ func openDetector(o DetectorOptions, warn func(msg string, args ...any)) (*Detec
 // first frame does not pay for it. On cuda and tensorrt every other pair runs once too,
 // since binding an input copies it to the device and so may fail on its own; on the CPU
 // a binding only points at the tensor, and a second run would just delay the hello.
-func newWarmDetector(o DetectorOptions) (*Detector, error) {
+func newWarmDetector(o infer.DetectorOptions) (*Detector, error) {
 	det, err := NewDetector(o)
 	if err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
 	pairs := pipelineDepth
-	if det.opts.Provider == ProviderCPU {
+	if det.opts.Provider == infer.ProviderCPU {
 		pairs = 1
 	}
 	for p := range pairs {
@@ -371,7 +311,7 @@ func newWarmDetector(o DetectorOptions) (*Detector, error) {
 // shrinkSpec is the value of memory.enable_memory_arena_shrinkage for d's session: its
 // CPU arena and, on cuda or tensorrt (which runs CUDA next to it), its GPU's.
 func (d *Detector) shrinkSpec() string {
-	if d.opts.Provider == ProviderCUDA || d.opts.Provider == ProviderTensorRT {
+	if d.opts.Provider.GPU() {
 		return "cpu:0;gpu:" + strconv.Itoa(d.opts.Device)
 	}
 	return "cpu:0"

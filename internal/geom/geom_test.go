@@ -1,7 +1,8 @@
-package infer
+package geom
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -56,4 +57,24 @@ func TestToSource(t *testing.T) {
 
 func boxNear(a, b Box, eps float64) bool {
 	return math.Abs(a.X-b.X) <= eps && math.Abs(a.Y-b.Y) <= eps && math.Abs(a.W-b.W) <= eps && math.Abs(a.H-b.H) <= eps
+}
+
+func TestCheck(t *testing.T) {
+	lb := NewLetterbox(768, 576, 640, 640)
+	for _, tc := range []struct {
+		name    string
+		lb      Letterbox
+		wantErr string
+	}{
+		{"ok", lb, ""},
+		{"other canvas", NewLetterbox(768, 576, 320, 320), "letterbox canvas 320x320 does not match model input 640x640"},
+		{"zero source", Letterbox{DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640}, "source size 0x0 is not positive"},
+		{"scaled too big", Letterbox{SrcW: 10, SrcH: 10, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 640, PadY: 1}, "scaled 640x640 at (0,1) does not fit the 640x640 canvas"},
+		{"negative pad", Letterbox{SrcW: 10, SrcH: 10, DstW: 640, DstH: 640, ScaledW: 64, ScaledH: 64, PadX: -1}, "does not fit"},
+	} {
+		err := tc.lb.Check(640, 640)
+		if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.wantErr)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package infer
+package worker
 
 import (
 	"math"
@@ -10,6 +10,10 @@ import (
 	"testing"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/internal/infertest"
+	"github.com/visiond/visiond/internal/geom"
 )
 
 func TestDetectLayout(t *testing.T) {
@@ -107,19 +111,19 @@ func TestDecodeV5(t *testing.T) {
 		{500, 500, 10, 10, 0.5, 0.0, 0.5},  // 0.25 exactly, class 1: kept
 	})
 	d := newDecoder(layoutV5, 2, 6, 0.25, 0.45, 300)
-	got := d.decode(out, NewLetterbox(640, 640, 640, 640), []string{"a", "b"}, nil)
-	want := []Detection{
-		{ClassID: 0, Label: "a", Score: mul32(0.9, 0.9), Box: Box{X: 90, Y: 90, W: 20, H: 20}},
-		{ClassID: 1, Label: "b", Score: mul32(0.5, 0.6), Box: Box{X: 92, Y: 90, W: 20, H: 20}},
-		{ClassID: 1, Label: "b", Score: 0.25, Box: Box{X: 495, Y: 495, W: 10, H: 10}},
+	got := d.decode(out, geom.NewLetterbox(640, 640, 640, 640), []string{"a", "b"}, nil)
+	want := []infer.Detection{
+		{ClassID: 0, Label: "a", Score: mul32(0.9, 0.9), Box: geom.Box{X: 90, Y: 90, W: 20, H: 20}},
+		{ClassID: 1, Label: "b", Score: mul32(0.5, 0.6), Box: geom.Box{X: 92, Y: 90, W: 20, H: 20}},
+		{ClassID: 1, Label: "b", Score: 0.25, Box: geom.Box{X: 495, Y: 495, W: 10, H: 10}},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("decode:\n got %+v\nwant %+v", got, want)
 	}
 	// Through a letterbox (1280x960 source: scale 0.5, pad y 80) and maxDet.
 	d = newDecoder(layoutV5, 2, 6, 0.25, 0.45, 1)
-	got = d.decode(out, NewLetterbox(1280, 960, 640, 640), []string{"a", "b"}, got[:0])
-	if len(got) != 1 || !boxNear(got[0].Box, Box{X: 180, Y: 20, W: 40, H: 40}, 1e-6) {
+	got = d.decode(out, geom.NewLetterbox(1280, 960, 640, 640), []string{"a", "b"}, got[:0])
+	if len(got) != 1 || !infertest.BoxNear(got[0].Box, geom.Box{X: 180, Y: 20, W: 40, H: 40}, 1e-6) {
 		t.Fatalf("letterbox, maxDet 1: got %+v", got)
 	}
 }
@@ -139,38 +143,38 @@ func TestDecodeE2E(t *testing.T) {
 	})
 	names := []string{"a", "b", "c"}
 	d := newDecoder(layoutE2E, 0, 8, 0.25, 0.45, 300)
-	got := d.decode(out, NewLetterbox(640, 640, 640, 640), names, nil)
-	want := []Detection{
-		{ClassID: 0, Label: "a", Score: 0.9, Box: Box{X: 10, Y: 10, W: 40, H: 40}},
-		{ClassID: 0, Label: "a", Score: 0.8, Box: Box{X: 12, Y: 10, W: 40, H: 40}},
-		{ClassID: 1, Label: "b", Score: 0.5, Box: Box{X: 200, Y: 200, W: 10, H: 20}},
-		{ClassID: 2, Label: "c", Score: 0.3, Box: Box{X: 100, Y: 100, W: 50, H: 20}},
+	got := d.decode(out, geom.NewLetterbox(640, 640, 640, 640), names, nil)
+	want := []infer.Detection{
+		{ClassID: 0, Label: "a", Score: 0.9, Box: geom.Box{X: 10, Y: 10, W: 40, H: 40}},
+		{ClassID: 0, Label: "a", Score: 0.8, Box: geom.Box{X: 12, Y: 10, W: 40, H: 40}},
+		{ClassID: 1, Label: "b", Score: 0.5, Box: geom.Box{X: 200, Y: 200, W: 10, H: 20}},
+		{ClassID: 2, Label: "c", Score: 0.3, Box: geom.Box{X: 100, Y: 100, W: 50, H: 20}},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("decode:\n got %+v\nwant %+v", got, want)
 	}
 	d = newDecoder(layoutE2E, 0, 8, 0.25, 0.45, 2)
-	if got := d.decode(out, NewLetterbox(640, 640, 640, 640), names, nil); len(got) != 2 || got[1].Score != 0.8 {
+	if got := d.decode(out, geom.NewLetterbox(640, 640, 640, 640), names, nil); len(got) != 2 || got[1].Score != 0.8 {
 		t.Fatalf("maxDet 2: got %+v", got)
 	}
 	// Without names, class ids are named class<id>, the 3 now kept too.
 	d = newDecoder(layoutE2E, 0, 8, 0.25, 0.45, 300)
-	got = d.decode(out, NewLetterbox(640, 640, 640, 640), nil, nil)
+	got = d.decode(out, geom.NewLetterbox(640, 640, 640, 640), nil, nil)
 	if len(got) != 5 || got[0].Label != "class3" || got[0].ClassID != 3 || got[1].Label != "class0" {
 		t.Fatalf("no names: got %+v", got)
 	}
-	if allocs := testing.AllocsPerRun(10, func() { got = d.decode(out, NewLetterbox(640, 640, 640, 640), nil, got[:0]) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(10, func() { got = d.decode(out, geom.NewLetterbox(640, 640, 640, 640), nil, got[:0]) }); allocs != 0 {
 		t.Errorf("decode allocates %v times", allocs)
 	}
 }
 
 func TestDecodeNoAllocs(t *testing.T) {
-	lb := NewLetterbox(1280, 960, 640, 640)
+	lb := geom.NewLetterbox(1280, 960, 640, 640)
 	v8 := newDecoder(layoutV8, 3, 5, 0.25, 0.45, 300)
 	v8out := yoloOutput([][]float32{{100, 100, 20, 20, 0.9, 0.1, 0}, {102, 100, 20, 20, 0.8, 0, 0}, {500, 500, 10, 10, 0, 0, 0.6}, {1, 1, 1, 1, 0, 0, 0}, {9, 9, 9, 9, 0, 0, 0}})
 	v5 := newDecoder(layoutV5, 2, 2, 0.25, 0.45, 300)
 	v5out := v5Output([][]float32{{100, 100, 20, 20, 0.9, 0.9, 0.1}, {102, 100, 20, 20, 1.0, 0.8, 0.0}})
-	dst := make([]Detection, 0, 300)
+	dst := make([]infer.Detection, 0, 300)
 	for name, f := range map[string]func(){
 		"v8": func() { dst = v8.decode(v8out, lb, []string{"a", "b", "c"}, dst[:0]) },
 		"v5": func() { dst = v5.decode(v5out, lb, []string{"a", "b"}, dst[:0]) },
@@ -204,11 +208,11 @@ func TestReadLabels(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 	// Counts checked against the layout's classes; any count for end-to-end (0).
-	if _, err := classNames(DetectorOptions{Model: "m.onnx", Labels: good}, 80, nil); err == nil ||
+	if _, err := classNames(infer.DetectorOptions{Model: "m.onnx", Labels: good}, 80, nil); err == nil ||
 		!strings.Contains(err.Error(), "3 names, model m.onnx has 80 classes") {
 		t.Errorf("wrong count: %v", err)
 	}
-	if got, err := classNames(DetectorOptions{Model: "m.onnx", Labels: good}, 0, nil); err != nil || len(got) != 3 {
+	if got, err := classNames(infer.DetectorOptions{Model: "m.onnx", Labels: good}, 0, nil); err != nil || len(got) != 3 {
 		t.Errorf("end-to-end: %q, %v", got, err)
 	}
 }
@@ -285,40 +289,17 @@ func TestFP16RoundTrip(t *testing.T) {
 // mul32 multiplies in float32, as the decoder does.
 func mul32(a, b float32) float32 { return a * b }
 
-// sameDetections asserts that got matches want one to one: same label, box corners
-// within boxTol pixels, score within scoreTol.
-func sameDetections(t *testing.T, got, want []Detection, boxTol float64, scoreTol float32) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%d detections, want %d:\n got %+v\nwant %+v", len(got), len(want), got, want)
-	}
-	used := make([]bool, len(got))
-	for _, w := range want {
-		found := false
-		for i, g := range got {
-			if !used[i] && g.Label == w.Label && g.ClassID == w.ClassID && boxNear(g.Box, w.Box, boxTol) &&
-				math.Abs(float64(g.Score-w.Score)) <= float64(scoreTol) {
-				used[i], found = true, true
-				break
-			}
-		}
-		if !found {
-			t.Errorf("no match for %+v among %+v", w, got)
-		}
-	}
-}
-
 // detectModel opens model with the CPU provider, runs it on messi5.jpg, checks that a
 // second run allocates nothing, and returns the detections.
-func detectModel(t *testing.T, a assets, model string) ([]Detection, ModelInfo, int, int) {
+func detectModel(t *testing.T, a infertest.Assets, model string) ([]infer.Detection, infer.ModelInfo, int, int) {
 	t.Helper()
-	d, err := NewDetector(DetectorOptions{Model: model, Library: a.library, Threads: 2})
+	d, err := NewDetector(infer.DetectorOptions{Model: model, Library: a.Library, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
 	pix, lb, w, h := messiFrame(t, a)
-	dets, _, err := d.Detect(pix, lb, make([]Detection, 0, 300))
+	dets, _, err := d.Detect(pix, lb, make([]infer.Detection, 0, 300))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +310,7 @@ func detectModel(t *testing.T, a assets, model string) ([]Detection, ModelInfo, 
 }
 
 // boxIoU is the intersection over union of two boxes.
-func boxIoU(a, b Box) float64 {
+func boxIoU(a, b geom.Box) float64 {
 	iw := min(a.X+a.W, b.X+b.W) - max(a.X, b.X)
 	ih := min(a.Y+a.H, b.Y+b.H) - max(a.Y, b.Y)
 	if iw <= 0 || ih <= 0 {
@@ -340,9 +321,9 @@ func boxIoU(a, b Box) float64 {
 
 // optimizedOps counts the operators of model's graph as ONNX Runtime optimizes it for the
 // CPU (the graph it runs), by op type.
-func optimizedOps(t *testing.T, a assets, model string) map[string]int {
+func optimizedOps(t *testing.T, a infertest.Assets, model string) map[string]int {
 	t.Helper()
-	if err := initORT(a.library); err != nil {
+	if err := initORT(a.Library); err != nil {
 		t.Fatal(err)
 	}
 	so, err := ort.NewSessionOptions()
@@ -369,16 +350,16 @@ func optimizedOps(t *testing.T, a assets, model string) map[string]int {
 // TestDerivedModels runs models derived from yolov8n.onnx (testmodels_test.go) in each
 // supported layout and element type, and compares them with the original.
 func TestDerivedModels(t *testing.T) {
-	a := thirdParty(t)
-	ref, _, w, h := detectModel(t, a, a.model)
-	checkMessi(t, ref, w, h)
+	a := infertest.ThirdParty(t)
+	ref, _, w, h := detectModel(t, a, a.Model)
+	infertest.CheckMessi(t, ref, w, h)
 
 	t.Run("yolov5 layout", func(t *testing.T) {
 		dets, info, _, _ := detectModel(t, a, yolov5Model(t, a))
 		if len(info.Classes) != 80 || info.Classes[32] != "sports ball" {
 			t.Fatalf("classes %q", info.Classes)
 		}
-		sameDetections(t, dets, ref, 1, 1e-4)
+		infertest.SameDetections(t, dets, ref, 1, 1e-4)
 	})
 	t.Run("end-to-end layout", func(t *testing.T) {
 		dets, info, _, _ := detectModel(t, a, e2eModel(t, a))
@@ -388,30 +369,30 @@ func TestDerivedModels(t *testing.T) {
 		// No NMS: overlapping boxes of one object stay, so there are more than after
 		// NMS. The person and the ball are there, inside the image, and the best
 		// detection is the best one of the original.
-		checkMessi(t, dets, w, h)
+		infertest.CheckMessi(t, dets, w, h)
 		if len(dets) <= len(ref) {
 			t.Errorf("%d detections, want more than the %d after NMS", len(dets), len(ref))
 		}
-		if dets[0].Label != ref[0].Label || math.Abs(float64(dets[0].Score-ref[0].Score)) > 1e-4 || !boxNear(dets[0].Box, ref[0].Box, 1) {
+		if dets[0].Label != ref[0].Label || math.Abs(float64(dets[0].Score-ref[0].Score)) > 1e-4 || !infertest.BoxNear(dets[0].Box, ref[0].Box, 1) {
 			t.Errorf("best %+v, want %+v", dets[0], ref[0])
 		}
-		if !slices.IsSortedFunc(dets, func(a, b Detection) int { return -cmpScore(a, b) }) {
+		if !slices.IsSortedFunc(dets, func(a, b infer.Detection) int { return -cmpScore(a, b) }) {
 			t.Errorf("not best first: %+v", dets)
 		}
 	})
 	t.Run("fp16 input", func(t *testing.T) {
 		dets, _, _, _ := detectModel(t, a, fp16Model(t, a, false))
-		sameDetections(t, dets, ref, 2, 1e-2)
+		infertest.SameDetections(t, dets, ref, 2, 1e-2)
 	})
 	t.Run("fp16 input and output", func(t *testing.T) {
 		dets, _, _, _ := detectModel(t, a, fp16Model(t, a, true))
-		sameDetections(t, dets, ref, 2, 1e-2)
+		infertest.SameDetections(t, dets, ref, 2, 1e-2)
 	})
 	t.Run("quantized qdq", func(t *testing.T) {
 		pix, _, _, _ := messiFrame(t, a)
 		model := qdqModel(t, a, pix)
 		// The weights are stored as int8: the file is about a quarter of the original.
-		orig, err := os.Stat(a.model)
+		orig, err := os.Stat(a.Model)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,14 +412,14 @@ func TestDerivedModels(t *testing.T) {
 		if info.InputW != 640 || info.InputH != 640 || len(info.Classes) != 80 || info.Classes[0] != "person" {
 			t.Errorf("model info %+v", info)
 		}
-		checkMessi(t, dets, w, h)
+		infertest.CheckMessi(t, dets, w, h)
 		// Every clear detection of the float model is found again, in the same place with
 		// about the same score; quantization may add or drop a few marginal ones.
 		for _, r := range ref {
 			if r.Score < 0.45 {
 				continue
 			}
-			if !slices.ContainsFunc(dets, func(d Detection) bool {
+			if !slices.ContainsFunc(dets, func(d infer.Detection) bool {
 				return d.ClassID == r.ClassID && boxIoU(d.Box, r.Box) >= 0.85 && math.Abs(float64(d.Score-r.Score)) <= 0.1
 			}) {
 				t.Errorf("float detection %+v not found among the quantized model's %+v", r, dets)
@@ -447,12 +428,12 @@ func TestDerivedModels(t *testing.T) {
 		if len(dets) < len(ref)-2 || len(dets) > len(ref)+4 {
 			t.Errorf("%d detections, float model %d", len(dets), len(ref))
 		}
-		if slices.EqualFunc(dets, ref, func(a, b Detection) bool { return a == b }) {
+		if slices.EqualFunc(dets, ref, func(a, b infer.Detection) bool { return a == b }) {
 			t.Error("the quantized model gives exactly the float model's detections: not quantized")
 		}
 	})
 	t.Run("unsupported output", func(t *testing.T) {
-		d, err := NewDetector(DetectorOptions{Model: flatModel(t, a), Library: a.library})
+		d, err := NewDetector(infer.DetectorOptions{Model: flatModel(t, a), Library: a.Library})
 		if err == nil {
 			d.Close()
 			t.Fatal("no error")
@@ -487,7 +468,7 @@ func TestDerivedModels(t *testing.T) {
 		if err := os.WriteFile(short, []byte("a\nb\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		d, err := NewDetector(DetectorOptions{Model: a.model, Library: a.library, Labels: good})
+		d, err := NewDetector(infer.DetectorOptions{Model: a.Model, Library: a.Library, Labels: good})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -496,10 +477,10 @@ func TestDerivedModels(t *testing.T) {
 		}
 		d.Close()
 		for _, tc := range []struct{ labels, wantErr string }{
-			{short, "2 names, model " + a.model + " has 80 classes"},
+			{short, "2 names, model " + a.Model + " has 80 classes"},
 			{filepath.Join(dir, "missing.txt"), "missing.txt"},
 		} {
-			d, err := NewDetector(DetectorOptions{Model: a.model, Library: a.library, Labels: tc.labels})
+			d, err := NewDetector(infer.DetectorOptions{Model: a.Model, Library: a.Library, Labels: tc.labels})
 			if err == nil {
 				d.Close()
 				t.Errorf("labels %s: no error", tc.labels)
@@ -510,7 +491,7 @@ func TestDerivedModels(t *testing.T) {
 	})
 }
 
-func cmpScore(a, b Detection) int {
+func cmpScore(a, b infer.Detection) int {
 	switch {
 	case a.Score < b.Score:
 		return -1
@@ -538,7 +519,7 @@ func BenchmarkPostprocessV5(b *testing.B) {
 		}
 	}
 	dec := newDecoder(layoutV5, 80, n, 0.25, 0.45, 300)
-	dst := make([]Detection, 0, 300)
+	dst := make([]infer.Detection, 0, 300)
 	b.ReportAllocs()
 	for b.Loop() {
 		dst = dec.decode(out, lb, d.info.Classes, dst[:0])

@@ -1,4 +1,4 @@
-package infer
+package pool
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// DefaultGPUMemoryCommand is the command that PoolConfig.GPUMemoryCommand defaults to
+// DefaultGPUMemoryCommand is the command that Config.GPUMemoryCommand defaults to
 // when the provider is cuda or tensorrt: it prints "pid, MiB" per process on a GPU.
 func DefaultGPUMemoryCommand() []string {
 	return []string{"nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"}

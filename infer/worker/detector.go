@@ -1,4 +1,4 @@
-package infer
+package worker
 
 import (
 	"cmp"
@@ -13,58 +13,10 @@ import (
 	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
 )
-
-// DetectorOptions configure a Detector. Zero values take the documented defaults. The
-// daemon hands them to each worker process as JSON (the -detector flag).
-type DetectorOptions struct {
-	Model      string  `json:"model"`                // path of the .onnx file (required)
-	Library    string  `json:"library,omitempty"`    // path of libonnxruntime.so (required unless ORT is already initialized in this process)
-	Provider   string  `json:"provider,omitempty"`   // "cpu" (default), "cuda" or "tensorrt"; never falls back to cpu unless Fallback says so
-	Device     int     `json:"device,omitempty"`     // CUDA device id
-	Threads    int     `json:"threads,omitempty"`    // intra-op threads; 0: ORT's default
-	Spin       bool    `json:"spin,omitempty"`       // let ORT's idle threads spin for work (lower latency, CPU burnt); default off
-	Confidence float64 `json:"confidence,omitempty"` // minimum class score kept; default 0.25
-	IoU        float64 `json:"iou,omitempty"`        // NMS IoU threshold: a box overlapping a better one of its class by more is dropped; default 0.45
-	MaxDet     int     `json:"max_det,omitempty"`    // most detections returned per frame; default 300
-	Labels     string  `json:"labels,omitempty"`     // class names file, one per line; default: the model's metadata
-
-	CUDA     CUDAOptions     `json:"cuda,omitempty"`     // options of the cuda provider
-	TensorRT TensorRTOptions `json:"tensorrt,omitempty"` // options of the tensorrt provider
-	Fallback string          `json:"fallback,omitempty"` // "cpu": use the CPU provider when the configured one cannot be used; "" never
-}
-
-// validate checks the options after defaults.
-func (o *DetectorOptions) validate() error {
-	switch {
-	case o.Model == "":
-		return errors.New("model path is empty")
-	case o.Provider != "cpu" && o.Provider != "cuda" && o.Provider != "tensorrt":
-		return fmt.Errorf("provider %q: want cpu, cuda or tensorrt", o.Provider)
-	case o.Confidence <= 0 || o.Confidence > 1:
-		return fmt.Errorf("confidence %g must be in (0,1]", o.Confidence)
-	case o.IoU <= 0 || o.IoU > 1:
-		return fmt.Errorf("iou %g must be in (0,1]", o.IoU)
-	case o.Threads < 0 || o.Device < 0 || o.MaxDet < 0:
-		return fmt.Errorf("threads %d, device %d and max_det %d must not be negative", o.Threads, o.Device, o.MaxDet)
-	}
-	return nil
-}
-
-func (o *DetectorOptions) setDefaults() {
-	if o.Provider == "" {
-		o.Provider = "cpu"
-	}
-	if o.Confidence == 0 {
-		o.Confidence = 0.25
-	}
-	if o.IoU == 0 {
-		o.IoU = 0.45
-	}
-	if o.MaxDet == 0 {
-		o.MaxDet = 300
-	}
-}
 
 // ortMu guards ONNX Runtime's process-wide environment, which the library keeps in its
 // own package state: it is initialized once per process and never torn down by a Detector.
@@ -99,8 +51,8 @@ func initORT(library string) error {
 // under the discipline of the worker: prepare (one goroutine), run and shrinkArenas
 // (another) and decodeOutput (a third), each on a pair no other stage holds.
 type Detector struct {
-	opts    DetectorOptions
-	info    ModelInfo
+	opts    infer.DetectorOptions
+	info    infer.ModelInfo
 	io      modelIO
 	session *ort.DynamicAdvancedSession
 	pairs   [pipelineDepth]tensorPair
@@ -129,9 +81,9 @@ type tensorPair struct {
 
 // NewDetector loads the model and creates its session. Errors name the file, the
 // library or the provider that failed.
-func NewDetector(opts DetectorOptions) (*Detector, error) {
-	opts.setDefaults()
-	if err := opts.validate(); err != nil {
+func NewDetector(opts infer.DetectorOptions) (*Detector, error) {
+	opts.SetDefaults()
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(opts.Model); err != nil {
@@ -152,11 +104,11 @@ func NewDetector(opts DetectorOptions) (*Detector, error) {
 	}
 	t2 := time.Now()
 	d := &Detector{opts: opts, io: mio}
-	d.info = ModelInfo{
+	d.info = infer.ModelInfo{
 		Path:     opts.Model,
 		InputW:   mio.inW,
 		InputH:   mio.inH,
-		Provider: opts.Provider,
+		Provider: string(opts.Provider),
 	}
 	if err := d.newSession(mio.in, mio.out); err != nil {
 		d.Close()
@@ -205,7 +157,7 @@ func inspectModel(path string) (ins, outs []ort.InputOutputInfo, err error) {
 // the provider (appendProvider). ONNX Runtime's thread pools spin by default: an idle
 // thread polls for work for a while before it sleeps, which saves a little latency and
 // burns CPU that the decoders and the other workers need; spinning is off unless o.Spin.
-func sessionOptions(o DetectorOptions) (*ort.SessionOptions, error) {
+func sessionOptions(o infer.DetectorOptions) (*ort.SessionOptions, error) {
 	so, err := ort.NewSessionOptions()
 	if err != nil {
 		return nil, fmt.Errorf("session options: %w", err)
@@ -221,7 +173,7 @@ func sessionOptions(o DetectorOptions) (*ort.SessionOptions, error) {
 	return so, nil
 }
 
-func setThreads(so *ort.SessionOptions, o DetectorOptions) error {
+func setThreads(so *ort.SessionOptions, o infer.DetectorOptions) error {
 	if o.Threads > 0 {
 		if err := so.SetIntraOpNumThreads(o.Threads); err != nil {
 			return fmt.Errorf("threads %d: %w", o.Threads, err)
@@ -321,7 +273,7 @@ func (p *tensorPair) newTensors(mio modelIO, in, out ort.InputOutputInfo) error 
 // else "class0", "class1", ... (logged). n is the class count the output layout says, 0
 // when it does not (end-to-end): then any count is taken, and without names the list is
 // empty and the decoder names class ids as it meets them.
-func classNames(o DetectorOptions, n int, metadata func() (*ort.ModelMetadata, error)) ([]string, error) {
+func classNames(o infer.DetectorOptions, n int, metadata func() (*ort.ModelMetadata, error)) ([]string, error) {
 	if o.Labels != "" {
 		names, err := readLabels(o.Labels)
 		if err != nil {
@@ -446,14 +398,14 @@ func ParseNames(s string) ([]string, error) {
 }
 
 // Model describes the loaded model.
-func (d *Detector) Model() ModelInfo { return d.info }
+func (d *Detector) Model() infer.ModelInfo { return d.info }
 
 // Detect runs the model on one letterboxed RGB24 frame (HWC uint8, exactly InputW x
 // InputH x 3 bytes) and appends its detections, in source pixels mapped through lb, to
 // dst[:0]. It allocates nothing when dst has room. It uses tensor pair 0: do not call it
 // while a worker pipeline (worker.go) uses the Detector.
-func (d *Detector) Detect(pixRGB []byte, lb Letterbox, dst []Detection) ([]Detection, Timings, error) {
-	var tm Timings
+func (d *Detector) Detect(pixRGB []byte, lb geom.Letterbox, dst []infer.Detection) ([]infer.Detection, infer.Timings, error) {
+	var tm infer.Timings
 	if err := d.checkFrame(len(pixRGB), lb); err != nil {
 		return dst[:0], tm, err
 	}
@@ -466,7 +418,7 @@ func (d *Detector) Detect(pixRGB []byte, lb Letterbox, dst []Detection) ([]Detec
 	t2 := time.Now()
 	dst = d.decodeOutput(0, lb, dst[:0])
 	t3 := time.Now()
-	tm = Timings{Pre: t1.Sub(t0), Run: t2.Sub(t1), Post: t3.Sub(t2)}
+	tm = infer.Timings{Pre: t1.Sub(t0), Run: t2.Sub(t1), Post: t3.Sub(t2)}
 	return dst, tm, nil
 }
 
@@ -506,7 +458,7 @@ func (d *Detector) run(p int) error {
 
 // decodeOutput decodes the output tensor of pair p, which a finished run filled, into
 // detections appended to dst.
-func (d *Detector) decodeOutput(p int, lb Letterbox, dst []Detection) []Detection {
+func (d *Detector) decodeOutput(p int, lb geom.Letterbox, dst []infer.Detection) []infer.Detection {
 	t := &d.pairs[p]
 	out := t.outF32
 	if t.outF16 != nil {
@@ -516,25 +468,11 @@ func (d *Detector) decodeOutput(p int, lb Letterbox, dst []Detection) []Detectio
 	return d.dec.decode(out, lb, d.info.Classes, dst)
 }
 
-func (d *Detector) checkFrame(n int, lb Letterbox) error {
+func (d *Detector) checkFrame(n int, lb geom.Letterbox) error {
 	if want := d.info.InputW * d.info.InputH * 3; n != want {
 		return fmt.Errorf("frame has %d bytes, model input %dx%d RGB24 needs %d", n, d.info.InputW, d.info.InputH, want)
 	}
-	return checkLetterbox(lb, d.info.InputW, d.info.InputH)
-}
-
-func checkLetterbox(lb Letterbox, w, h int) error {
-	switch {
-	case lb.DstW != w || lb.DstH != h:
-		return fmt.Errorf("letterbox canvas %dx%d does not match model input %dx%d", lb.DstW, lb.DstH, w, h)
-	case lb.SrcW <= 0 || lb.SrcH <= 0:
-		return fmt.Errorf("letterbox source size %dx%d is not positive", lb.SrcW, lb.SrcH)
-	case lb.ScaledW <= 0 || lb.ScaledH <= 0 || lb.PadX < 0 || lb.PadY < 0 ||
-		lb.PadX+lb.ScaledW > w || lb.PadY+lb.ScaledH > h:
-		return fmt.Errorf("letterbox scaled %dx%d at (%d,%d) does not fit the %dx%d canvas",
-			lb.ScaledW, lb.ScaledH, lb.PadX, lb.PadY, w, h)
-	}
-	return nil
+	return lb.Check(d.info.InputW, d.info.InputH)
 }
 
 // Close releases the bindings, the session and the tensors. The process-wide ORT
@@ -691,7 +629,7 @@ func iou(a, b candidate) float64 {
 
 // decode finds the candidates of the layout, runs NMS where the layout needs it (not on
 // end-to-end outputs) and appends the kept boxes, mapped to source pixels, to dst.
-func (d *decoder) decode(out []float32, lb Letterbox, names []string, dst []Detection) []Detection {
+func (d *decoder) decode(out []float32, lb geom.Letterbox, names []string, dst []infer.Detection) []infer.Detection {
 	var kept []candidate
 	switch d.layout {
 	case layoutV5:
@@ -702,11 +640,11 @@ func (d *decoder) decode(out []float32, lb Letterbox, names []string, dst []Dete
 		kept = d.nms(d.candidates(out))
 	}
 	for _, c := range kept {
-		b := lb.ToSource(Box{X: float64(c.x1), Y: float64(c.y1), W: float64(c.x2 - c.x1), H: float64(c.y2 - c.y1)})
+		b := lb.ToSource(geom.Box{X: float64(c.x1), Y: float64(c.y1), W: float64(c.x2 - c.x1), H: float64(c.y2 - c.y1)})
 		if b.W <= 0 || b.H <= 0 {
 			continue // entirely in the padding
 		}
-		dst = append(dst, Detection{ClassID: c.class, Label: d.label(names, c.class), Score: c.score, Box: b})
+		dst = append(dst, infer.Detection{ClassID: c.class, Label: d.label(names, c.class), Score: c.score, Box: b})
 	}
 	return dst
 }

@@ -1,0 +1,155 @@
+package infer
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Provider is an ONNX Runtime execution provider a detector runs on.
+type Provider string
+
+// Execution providers.
+const (
+	ProviderCPU      Provider = "cpu"
+	ProviderCUDA     Provider = "cuda"     // NVIDIA GPUs through CUDA
+	ProviderTensorRT Provider = "tensorrt" // TensorRT, with CUDA for the nodes TensorRT cannot take
+)
+
+// ParseProvider returns the provider named s: cpu, cuda or tensorrt.
+func ParseProvider(s string) (Provider, error) {
+	switch p := Provider(s); p {
+	case ProviderCPU, ProviderCUDA, ProviderTensorRT:
+		return p, nil
+	}
+	return "", fmt.Errorf("provider %q: want cpu, cuda or tensorrt", s)
+}
+
+// GPU says whether p runs on a GPU (cuda, tensorrt).
+func (p Provider) GPU() bool { return p == ProviderCUDA || p == ProviderTensorRT }
+
+// Threshold defaults, for DetectorOptions and the daemon's configuration alike.
+const (
+	DefaultConfidence = 0.25 // DetectorOptions.Confidence
+	DefaultIoU        = 0.45 // DetectorOptions.IoU
+	DefaultMaxDet     = 300  // DetectorOptions.MaxDet
+)
+
+// CheckConfidence says whether c is a valid confidence threshold, the one place that
+// states its range: a fraction in (0,1). Class scores are in [0,1]: 0 would keep every
+// anchor of the model, 1 next to nothing. The error does not name the field, so that the
+// caller names it as its users spell it (config: workers.confidence).
+func CheckConfidence(c float64) error { return checkFraction(c) }
+
+// CheckIoU says whether v is a valid NMS IoU threshold, the one place that states its
+// range: a fraction in (0,1). A box that overlaps a better one of its class by more than v
+// is dropped: 0 would drop every box that touches a better one, 1 none at all. The error
+// does not name the field.
+func CheckIoU(v float64) error { return checkFraction(v) }
+
+func checkFraction(f float64) error {
+	if !(f > 0 && f < 1) { // also catches NaN
+		return fmt.Errorf("must be between 0 and 1 (exclusive), got %v", f)
+	}
+	return nil
+}
+
+// DetectorOptions configure a detector (infer/worker). Zero values take the documented
+// defaults (SetDefaults). The daemon hands them to each worker process as JSON (the
+// -detector flag, WorkerFlags).
+type DetectorOptions struct {
+	Model      string   `json:"model"`                // path of the .onnx file (required)
+	Library    string   `json:"library,omitempty"`    // path of libonnxruntime.so (required unless ORT is already initialized in this process)
+	Provider   Provider `json:"provider,omitempty"`   // default ProviderCPU; never falls back to cpu unless Fallback says so
+	Device     int      `json:"device,omitempty"`     // CUDA device id
+	Threads    int      `json:"threads,omitempty"`    // intra-op threads; 0: ORT's default
+	Spin       bool     `json:"spin,omitempty"`       // let ORT's idle threads spin for work (lower latency, CPU burnt); default off
+	Confidence float64  `json:"confidence,omitempty"` // minimum class score kept, CheckConfidence; default DefaultConfidence
+	IoU        float64  `json:"iou,omitempty"`        // NMS IoU threshold, CheckIoU: a box overlapping a better one of its class by more is dropped; default DefaultIoU
+	MaxDet     int      `json:"max_det,omitempty"`    // most detections returned per frame; default DefaultMaxDet
+	Labels     string   `json:"labels,omitempty"`     // class names file, one per line; default: the model's metadata
+
+	CUDA     CUDAOptions     `json:"cuda,omitempty"`     // options of the cuda provider
+	TensorRT TensorRTOptions `json:"tensorrt,omitempty"` // options of the tensorrt provider
+	Fallback Provider        `json:"fallback,omitempty"` // ProviderCPU: use the CPU provider when the configured one cannot be used; "" never
+}
+
+// CUDAOptions are options of ONNX Runtime's CUDA execution provider; zero values leave
+// ONNX Runtime's defaults. They also apply to the CUDA provider that runs, after
+// TensorRT, the nodes TensorRT cannot take.
+type CUDAOptions struct {
+	GPUMemLimit         int64  `json:"gpu_mem_limit,omitempty"`          // bytes the provider's arena may hold; 0: no limit
+	ArenaExtendStrategy string `json:"arena_extend_strategy,omitempty"`  // kNextPowerOfTwo (ORT's default) or kSameAsRequested
+	CudnnConvAlgoSearch string `json:"cudnn_conv_algo_search,omitempty"` // EXHAUSTIVE (ORT's default), HEURISTIC or DEFAULT
+}
+
+// TensorRTOptions are options of ONNX Runtime's TensorRT execution provider.
+type TensorRTOptions struct {
+	FP16 bool `json:"fp16,omitempty"`
+	INT8 bool `json:"int8,omitempty"`
+	// EngineCache is the directory of built engines; "" disables the cache. Engines go to
+	// a subdirectory named by a key of the model bytes, ORT version, GPU, precision and
+	// workspace, so a changed model, ORT or GPU builds a new engine instead of loading a
+	// stale one. A TensorRT library upgrade under the same ORT version is not detected:
+	// clear the directory then.
+	EngineCache   string `json:"engine_cache,omitempty"`
+	WorkspaceSize int64  `json:"workspace_size,omitempty"` // bytes; 0: ORT's default
+}
+
+// SetDefaults fills the zero fields that have a default.
+func (o *DetectorOptions) SetDefaults() {
+	if o.Provider == "" {
+		o.Provider = ProviderCPU
+	}
+	if o.Confidence == 0 {
+		o.Confidence = DefaultConfidence
+	}
+	if o.IoU == 0 {
+		o.IoU = DefaultIoU
+	}
+	if o.MaxDet == 0 {
+		o.MaxDet = DefaultMaxDet
+	}
+}
+
+// Validate checks the options after SetDefaults; errors name the option as it is spelled
+// in JSON.
+func (o *DetectorOptions) Validate() error {
+	if o.Model == "" {
+		return errors.New("model path is empty")
+	}
+	if _, err := ParseProvider(string(o.Provider)); err != nil {
+		return err
+	}
+	if err := CheckConfidence(o.Confidence); err != nil {
+		return fmt.Errorf("confidence %w", err)
+	}
+	if err := CheckIoU(o.IoU); err != nil {
+		return fmt.Errorf("iou %w", err)
+	}
+	if o.Threads < 0 || o.Device < 0 || o.MaxDet < 0 {
+		return fmt.Errorf("threads %d, device %d and max_det %d must not be negative", o.Threads, o.Device, o.MaxDet)
+	}
+	switch o.Fallback {
+	case "", ProviderCPU:
+	default:
+		return fmt.Errorf("fallback %q: want cpu or empty (no fallback)", o.Fallback)
+	}
+	c, t := o.CUDA, o.TensorRT
+	switch c.ArenaExtendStrategy {
+	case "", "kNextPowerOfTwo", "kSameAsRequested":
+	default:
+		return fmt.Errorf("cuda.arena_extend_strategy %q: want kNextPowerOfTwo or kSameAsRequested", c.ArenaExtendStrategy)
+	}
+	switch c.CudnnConvAlgoSearch {
+	case "", "EXHAUSTIVE", "HEURISTIC", "DEFAULT":
+	default:
+		return fmt.Errorf("cuda.cudnn_conv_algo_search %q: want EXHAUSTIVE, HEURISTIC or DEFAULT", c.CudnnConvAlgoSearch)
+	}
+	if c.GPUMemLimit < 0 {
+		return fmt.Errorf("cuda.gpu_mem_limit %d must not be negative", c.GPUMemLimit)
+	}
+	if t.WorkspaceSize < 0 {
+		return fmt.Errorf("tensorrt.workspace_size %d must not be negative", t.WorkspaceSize)
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+package pool
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
+)
+
+// TryDispatch hands the job to a worker with a free slot and returns true, or returns
+// false at once if every worker holds Slots jobs (or the pool is not running). It picks
+// the worker with the fewest jobs in flight, so that an idle worker is preferred to a
+// busy one and latency stays low while there is capacity; ties go round-robin. pix,
+// RGB24 HWC of the model's input size letterboxed as job.Letterbox says, is copied before
+// TryDispatch returns. done is called exactly once, from a goroutine of the pool, with
+// the result; the results of one worker's jobs come in dispatch order. done must not
+// block for long.
+func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || !p.started {
+		return false
+	}
+	w := p.pick()
+	if w == nil {
+		return false
+	}
+	p.next = (w.index + 1) % len(p.workers)
+	if err := p.checkInput(pix, job.Letterbox); err != nil {
+		res := infer.Result{Job: job, Worker: w.index, Err: fmt.Errorf("%w: camera %q seq %d: %v", infer.ErrJobRejected, job.Camera, job.Seq, err)}
+		p.wg.Go(func() { done(res) })
+		return true
+	}
+	slot := freeSlot(w.inflight, p.cfg.Slots)
+	copy(w.mem[slot*p.cfg.SlotBytes:], pix)
+	p.nextID++
+	pr := w.pr
+	if len(w.inflight) == 0 {
+		// The oldest job's clock (Config.JobTimeout); readResults moves it on.
+		pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
+	}
+	w.inflight = append(w.inflight, &pending{id: p.nextID, slot: slot, job: job, done: done, started: time.Now()})
+	w.state = infer.WorkerBusy
+	err := infer.WriteMessage(pr.jobsW, infer.Message{Type: infer.MsgJob, Job: &infer.JobMsg{
+		ID: p.nextID, Slot: slot, Camera: job.Camera, Seq: job.Seq, Letterbox: job.Letterbox,
+		ShrinkArenas: w.shrink,
+	}})
+	w.shrink = false
+	if err != nil {
+		// The worker is gone or going; its supervisor reports its jobs as lost.
+		pr.note(fmt.Errorf("write job: %w", err))
+		pr.kill()
+	}
+	return true
+}
+
+// Offer is what a pool offers the next job: the worker TryDispatch would pick now.
+type Offer struct {
+	InFlight int           // that worker's jobs in flight
+	Slots    int           // its slots (Config.Slots)
+	Run      time.Duration // the pool's moving average of its jobs' session runs; 0 before one ran
+}
+
+// Offer returns what the pool offers the next job; ok is false if no worker has a free
+// slot (TryDispatch would refuse it).
+func (p *Pool) Offer() (o Offer, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || !p.started {
+		return Offer{}, false
+	}
+	w := p.pick()
+	if w == nil {
+		return Offer{}, false
+	}
+	return Offer{InFlight: len(w.inflight), Slots: p.cfg.Slots, Run: p.runEst}, true
+}
+
+// DispatchAcross hands the job to the pool, of pools, expected to answer it first, and
+// returns false if no pool has a free slot; done is as for TryDispatch.
+//
+// A worker answers its jobs one after another, so a job given to a worker holding n jobs
+// is expected back after (n+1) runs of its pool (Offer.Run): that wait decides, then the
+// load (n over slots), then the order of pools. So an idle slow device does not take a
+// job that a fast one would answer sooner even behind the job it holds, a slow pool
+// listed first does not get the jobs a faster one would answer sooner, and pools of
+// about equal speed share the jobs by load, as the workers of one pool do. A pool not
+// measured yet is taken to be as fast as the fastest measured one: it gets jobs by load
+// until its first runs say what it is worth (before any run, it is the least-loaded
+// worker across pools, the first pool on a tie).
+func DispatchAcross(pools []*Pool, job infer.Job, pix []byte, done func(infer.Result)) bool {
+	type offer struct {
+		Offer
+		ok bool
+	}
+	var buf [8]offer
+	offers := buf[:0]
+	var fastest time.Duration
+	for _, p := range pools {
+		o, ok := p.Offer()
+		offers = append(offers, offer{o, ok})
+		if ok && o.Run > 0 && (fastest == 0 || o.Run < fastest) {
+			fastest = o.Run
+		}
+	}
+	best := -1
+	var bestWait time.Duration
+	var bestLoad float64
+	for i, o := range offers {
+		if !o.ok {
+			continue
+		}
+		run := o.Run
+		if run == 0 {
+			run = fastest
+		}
+		wait, load := time.Duration(o.InFlight+1)*run, float64(o.InFlight)/float64(o.Slots)
+		if best < 0 || wait < bestWait || wait == bestWait && load < bestLoad {
+			best, bestWait, bestLoad = i, wait, load
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	if pools[best].TryDispatch(job, pix, done) {
+		return true
+	}
+	for i, p := range pools { // its worker was lost since its offer: any other will do
+		if i != best && p.TryDispatch(job, pix, done) {
+			return true
+		}
+	}
+	return false
+}
+
+// runEstWeight is the weight of a new run in Pool.runEst: about the last 8 runs count.
+const runEstWeight = 8
+
+// pick returns the worker the next job goes to, or nil if none has a free slot: the one
+// with the fewest jobs in flight, ties going round-robin. Called with p.mu held.
+func (p *Pool) pick() *worker {
+	var w *worker
+	for k := range p.workers {
+		c := p.workers[(p.next+k)%len(p.workers)]
+		if p.accepts(c) && (w == nil || len(c.inflight) < len(w.inflight)) {
+			w = c
+		}
+	}
+	return w
+}
+
+// accepts says whether w can take a job now: its process serves, is not to be recycled
+// and has a free slot. Called with p.mu held.
+func (p *Pool) accepts(w *worker) bool {
+	return (w.state == infer.WorkerIdle || w.state == infer.WorkerBusy) && w.pr != nil &&
+		w.recycle == "" && !w.recycling && len(w.inflight) < p.cfg.Slots
+}
+
+// freeSlot returns a slot no job in flight uses. The daemon writes a slot only after the
+// job on it has been answered (the protocol, infer/protocol.go), so the worker never reads a frame being
+// overwritten. There is one: len(inflight) < slots.
+func freeSlot(inflight []*pending, slots int) int {
+	for s := range slots {
+		if !slices.ContainsFunc(inflight, func(pd *pending) bool { return pd.slot == s }) {
+			return s
+		}
+	}
+	panic("infer: no free slot") // accepts checked len(inflight) < slots
+}
+
+// checkInput checks a frame against the model's input: its size and its letterbox.
+func (p *Pool) checkInput(pix []byte, lb geom.Letterbox) error {
+	m := p.model
+	if want := m.InputW * m.InputH * 3; len(pix) != want {
+		return fmt.Errorf("frame has %d bytes, model input %dx%d RGB24 needs %d", len(pix), m.InputW, m.InputH, want)
+	}
+	return lb.Check(m.InputW, m.InputH)
+}

@@ -1,0 +1,116 @@
+package worker_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/internal/infertest"
+	"github.com/visiond/visiond/infer/worker/workertest"
+	"github.com/visiond/visiond/internal/geom"
+)
+
+// TestMain lets the test binary act as a worker process (workertest), for the tests that
+// drive one over its pipes.
+func TestMain(m *testing.M) {
+	workertest.Main()
+	os.Exit(m.Run())
+}
+
+// rawWorker is a worker process driven by hand over its pipes, without a Pool.
+type rawWorker struct {
+	cmd    *exec.Cmd
+	jobs   *os.File
+	res    *bufio.Reader
+	stderr bytes.Buffer
+	mem    []byte
+}
+
+func startRawWorker(t *testing.T, slots int) *rawWorker {
+	t.Helper()
+	a := infertest.ThirdParty(t)
+	const slotBytes = 640 * 640 * 3
+	fd, err := unix.MemfdCreate("test-frames", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memfd := os.NewFile(uintptr(fd), "frames")
+	t.Cleanup(func() { memfd.Close() })
+	if err := unix.Ftruncate(fd, int64(slots*slotBytes)); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(fd, 0, slots*slotBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	jobsR, jobsW, _ := os.Pipe()
+	resR, resW, _ := os.Pipe()
+	w := &rawWorker{jobs: jobsW, res: bufio.NewReader(resR), mem: mem}
+	w.cmd = exec.Command(os.Args[0], "-detector", fmt.Sprintf(`{"model":%q,"library":%q,"threads":2}`, a.Model, a.Library),
+		"-slots", "2", "-slot-bytes", "1228800")
+	w.cmd.Env = append(os.Environ(), workertest.Enable)
+	w.cmd.ExtraFiles = []*os.File{memfd, jobsR, resW}
+	w.cmd.Stderr = &w.stderr
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	jobsR.Close()
+	resW.Close()
+	t.Cleanup(func() {
+		jobsW.Close()
+		resR.Close()
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+	})
+	m, _, err := infer.ReadMessage(w.res, nil)
+	if err != nil || m.Type != infer.MsgHello || m.Hello.Error != "" {
+		t.Fatalf("hello: %+v %v", m.Hello, err)
+	}
+	return w
+}
+
+func (w *rawWorker) job(t *testing.T, j infer.JobMsg) *infer.ResultMsg {
+	t.Helper()
+	if err := infer.WriteMessage(w.jobs, infer.Message{Type: infer.MsgJob, Job: &j}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := infer.ReadMessage(w.res, nil)
+	if err != nil || m.Type != infer.MsgResult || m.Result.ID != j.ID {
+		t.Fatalf("result of job %d: %+v %v", j.ID, m, err)
+	}
+	return m.Result
+}
+
+// TestWorkerProtocol drives a real worker: bad jobs get error results and the worker keeps
+// serving; a broken stream ends it with a clear error.
+func TestWorkerProtocol(t *testing.T) {
+	w := startRawWorker(t, 2)
+	lb := geom.NewLetterbox(640, 640, 640, 640)
+	if r := w.job(t, infer.JobMsg{ID: 1, Slot: 5, Letterbox: lb}); !strings.Contains(r.Error, "job 1: slot 5 out of range [0,2)") {
+		t.Errorf("slot out of range: %+v", r)
+	}
+	if r := w.job(t, infer.JobMsg{ID: 2, Slot: 0, Letterbox: geom.NewLetterbox(640, 640, 320, 320)}); !strings.Contains(r.Error, "letterbox canvas 320x320 does not match model input 640x640") {
+		t.Errorf("letterbox mismatch: %+v", r)
+	}
+	for i := range w.mem {
+		w.mem[i] = geom.PadValue
+	}
+	if r := w.job(t, infer.JobMsg{ID: 3, Slot: 1, Letterbox: lb}); r.Error != "" || r.RunUS <= 0 {
+		t.Errorf("good job after bad ones: %+v", r)
+	}
+	// An oversized frame breaks the stream: the worker exits with that error.
+	w.jobs.Write(binary.LittleEndian.AppendUint32(nil, infer.MaxFrameSize+1)) // a length past the limit
+	err := w.cmd.Wait()
+	if err == nil || !strings.Contains(w.stderr.String(), "protocol frame too large") {
+		t.Fatalf("worker exit %v, stderr:\n%s", err, w.stderr.String())
+	}
+}
