@@ -257,7 +257,7 @@ type WorkerPool struct {
 	Count int `yaml:"count"`
 	// Provider is the ONNX Runtime execution provider: cpu, cuda or tensorrt.
 	// Default "cpu".
-	Provider string `yaml:"provider"`
+	Provider infer.Provider `yaml:"provider"`
 	// Device is the GPU id for cuda and tensorrt, >= 0. Default 0.
 	Device int `yaml:"device"`
 	// Threads is ONNX Runtime's intra-op thread count per worker, >= 0; 0
@@ -272,7 +272,7 @@ type WorkerPool struct {
 	Spin bool `yaml:"spin"`
 	// Fallback "cpu" lets a worker whose provider cannot be used run on the
 	// CPU, saying so in its status; "" fails the worker at start. Default "".
-	Fallback string `yaml:"fallback"`
+	Fallback infer.Provider `yaml:"fallback"`
 	// CUDA holds options of the cuda provider (also used by tensorrt for the
 	// nodes TensorRT does not take).
 	CUDA CUDA `yaml:"cuda"`
@@ -568,7 +568,7 @@ func parse(data []byte, wantCameras bool) (*Config, error) {
 	for i := range cfg.Workers.Pools {
 		p := &cfg.Workers.Pools[i]
 		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].provider", i)]; !set {
-			p.Provider = "cpu"
+			p.Provider = infer.ProviderCPU
 		}
 		count, threads := poolDefaults(p.Provider, runtime.NumCPU())
 		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].count", i)]; !set {
@@ -651,8 +651,8 @@ const maxDefaultCPUWorkers = 8
 // poolDefaults returns the default worker count and intra-op threads of a pool of
 // provider on a machine where this process may use cpus CPUs (WorkerPool.Count and
 // Threads).
-func poolDefaults(provider string, cpus int) (count, threads int) {
-	if provider != "cpu" {
+func poolDefaults(provider infer.Provider, cpus int) (count, threads int) {
+	if provider != infer.ProviderCPU {
 		return 1, 0
 	}
 	return max(1, min(cpus, maxDefaultCPUWorkers)), 1
@@ -660,6 +660,6 @@ func poolDefaults(provider string, cpus int) (count, threads int) {
 
 // defaultPool is the pool of a config without workers.pools: CPU workers.
 func defaultPool(cpus int) WorkerPool {
-	count, threads := poolDefaults("cpu", cpus)
-	return WorkerPool{Count: count, Provider: "cpu", Threads: threads}
+	count, threads := poolDefaults(infer.ProviderCPU, cpus)
+	return WorkerPool{Count: count, Provider: infer.ProviderCPU, Threads: threads}
 }

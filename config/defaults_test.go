@@ -1,10 +1,14 @@
 package config
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/visiond/visiond/infer"
+)
 
 func TestPoolDefaults(t *testing.T) {
 	for _, c := range []struct {
-		provider            string
+		provider            infer.Provider
 		cpus, count, thread int
 	}{
 		{"cpu", 1, 1, 1},

@@ -117,7 +117,7 @@ func (c *Config) Validate() error {
 		if p.Count < 1 || p.Count > 64 {
 			v.add(f+".count", "must be in 1..64, got %d", p.Count)
 		}
-		v.oneOf(f+".provider", p.Provider, "cpu", "cuda", "tensorrt")
+		oneOfValues(&v, f+".provider", p.Provider, infer.Providers())
 		if p.Device < 0 {
 			v.add(f+".device", "must be >= 0, got %d", p.Device)
 		}
@@ -125,7 +125,7 @@ func (c *Config) Validate() error {
 			v.add(f+".threads", "must be >= 0 (0 = ONNX Runtime's default), got %d", p.Threads)
 		}
 		if p.Fallback != "" {
-			v.oneOf(f+".fallback", p.Fallback, "cpu")
+			oneOfValues(&v, f+".fallback", p.Fallback, []infer.Provider{infer.ProviderCPU})
 		}
 		if p.CUDA.GPUMemLimitMiB < 0 {
 			v.add(f+".cuda.gpu_mem_limit_mib", "must be >= 0, got %d", p.CUDA.GPUMemLimitMiB)
@@ -139,7 +139,7 @@ func (c *Config) Validate() error {
 		if p.TensorRT.WorkspaceMiB < 0 {
 			v.add(f+".tensorrt.workspace_mib", "must be >= 0, got %d", p.TensorRT.WorkspaceMiB)
 		}
-		if p.Provider == "cpu" && (p.CUDA != CUDA{} || p.TensorRT != TensorRT{}) {
+		if p.Provider == infer.ProviderCPU && (p.CUDA != CUDA{} || p.TensorRT != TensorRT{}) {
 			v.add(f+".provider", "cpu takes no cuda or tensorrt options")
 		}
 	}

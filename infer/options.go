@@ -3,6 +3,7 @@ package infer
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Provider is an ONNX Runtime execution provider a detector runs on.
@@ -15,11 +16,13 @@ const (
 	ProviderTensorRT Provider = "tensorrt" // TensorRT, with CUDA for the nodes TensorRT cannot take
 )
 
+// Providers returns the execution providers, the default first.
+func Providers() []Provider { return []Provider{ProviderCPU, ProviderCUDA, ProviderTensorRT} }
+
 // ParseProvider returns the provider named s: cpu, cuda or tensorrt.
 func ParseProvider(s string) (Provider, error) {
-	switch p := Provider(s); p {
-	case ProviderCPU, ProviderCUDA, ProviderTensorRT:
-		return p, nil
+	if slices.Contains(Providers(), Provider(s)) {
+		return Provider(s), nil
 	}
 	return "", fmt.Errorf("provider %q: want cpu, cuda or tensorrt", s)
 }
