@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -40,27 +41,41 @@ func (w *workers) complete(err error) {
 }
 
 type sim struct {
-	d      *Daemon
-	w      *workers
-	now    time.Time
-	events []*sinks.DetectionEvent
+	sl      *slicer
+	w       *workers
+	slice   time.Duration
+	now     time.Time
+	events  []*sinks.DetectionEvent
+	wake    chan struct{} // the run goroutine's wake-up, as Daemon.wakeUp fills it
+	resized int           // calls of the slicer's resized
 }
 
 func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
-	s := &sim{w: &workers{n: nworkers}, now: time.Unix(1_000_000, 0)}
-	cfg := &config.Config{Site: "sim", Pipeline: config.Pipeline{Slice: slice, MaxFrameAge: time.Second}}
-	s.d = &Daemon{Config: cfg, jobs: s.w, wake: make(chan struct{}, 1), instance: "sim", slice: slice, maxAge: time.Second,
-		publish: func(ev *sinks.DetectionEvent) error { s.events = append(s.events, ev); return nil }}
+	s := &sim{w: &workers{n: nworkers}, slice: slice, now: time.Unix(1_000_000, 0), wake: make(chan struct{}, 1)}
+	s.sl = &slicer{jobs: s.w, pub: s, maxAge: time.Second, origin: eventOrigin{instance: "sim", site: "sim"},
+		log: slog.New(slog.DiscardHandler), resized: func() { s.resized++ }, wake: s.wakeUp}
 	for i, f := range fps {
 		cc := config.Camera{ID: fmt.Sprintf("cam%d", i), FPS: f, Enabled: true}
-		s.d.cams = append(s.d.cams, newCamera(cc, slice, s.d.wakeUp))
+		s.sl.cams = append(s.sl.cams, newCamera(cc, slice, s.wakeUp))
 	}
 	return s
 }
 
+func (s *sim) PublishDetections(ev *sinks.DetectionEvent) error {
+	s.events = append(s.events, ev)
+	return nil
+}
+
+func (s *sim) wakeUp() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
 // feed gives every camera a fresh frame, as a camera streaming faster than it is analysed does.
 func (s *sim) feed() {
-	for _, c := range s.d.cams {
+	for _, c := range s.sl.cams {
 		c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now, Received: s.now,
 			Letterbox: geom.NewLetterbox(768, 576, 640, 640)})
 	}
@@ -69,14 +84,14 @@ func (s *sim) feed() {
 // run simulates ticks of the slice for the given time; jobs take half a slice, and their
 // completion wakes the slicer at once, mid-slice.
 func (s *sim) run(total, jitter time.Duration) {
-	slice := s.d.Config.Pipeline.Slice
+	slice := s.slice
 	for end := s.now.Add(total); s.now.Before(end); {
 		s.feed()
-		s.d.dispatch(s.now.Add(jitter))
+		s.sl.dispatch(s.now.Add(jitter))
 		s.w.complete(nil)
 		s.now = s.now.Add(slice / 2)
 		s.feed()
-		s.d.dispatch(s.now) // the wake-up after completions
+		s.sl.dispatch(s.now) // the wake-up after completions
 		s.w.complete(nil)
 		s.now = s.now.Add(slice / 2)
 		jitter = -jitter // ticks land a little late, then a little early
@@ -106,7 +121,7 @@ func TestSlicerKeepsEachCameraToItsFPS(t *testing.T) {
 	// Evenly spaced: a camera never goes much earlier than 1/fps after its previous frame.
 	last := map[string]time.Time{}
 	for _, j := range s.w.jobs {
-		interval := time.Duration(float64(time.Second) / s.d.cams[j.Camera[3]-'0'].cfg.FPS)
+		interval := time.Duration(float64(time.Second) / s.sl.cams[j.Camera[3]-'0'].cfg.FPS)
 		if prev, ok := last[j.Camera]; ok && j.Captured.Sub(prev) < interval*3/4 {
 			t.Fatalf("%s: frames %v apart, want about %v", j.Camera, j.Captured.Sub(prev), interval)
 		}
@@ -136,9 +151,9 @@ func TestSlicerIsFairUnderOverload(t *testing.T) {
 
 func TestSlicerDropsStaleFrames(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5)
-	c := s.d.cams[0]
+	c := s.sl.cams[0]
 	c.box.Put(&sources.Frame{Camera: "cam0", Received: s.now.Add(-2 * time.Second)})
-	s.d.dispatch(s.now)
+	s.sl.dispatch(s.now)
 	if len(s.w.jobs) != 0 || c.stale.Load() != 1 {
 		t.Fatalf("frame 2 s old with max_frame_age 1 s: %d jobs, %d stale; want 0 jobs, 1 stale", len(s.w.jobs), c.stale.Load())
 	}
@@ -147,21 +162,21 @@ func TestSlicerDropsStaleFrames(t *testing.T) {
 func TestSlicerKeepsFrameWhenNoWorkerIsIdle(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5, 5)
 	s.feed()
-	s.d.dispatch(s.now)
+	s.sl.dispatch(s.now)
 	if len(s.w.jobs) != 1 || s.w.jobs[0].Camera != "cam0" {
 		t.Fatalf("jobs %+v, want one for cam0", s.w.jobs)
 	}
 	// cam1's frame was not dispatched (no idle worker): it waits in its mailbox and cam1
 	// goes first once the worker is free, although cam0 is due again.
-	if f := s.d.cams[1].box.Take(); f == nil {
+	if f := s.sl.cams[1].box.Take(); f == nil {
 		t.Fatal("cam1's frame was lost when no worker was idle")
 	} else {
-		s.d.cams[1].box.Restore(f)
+		s.sl.cams[1].box.Restore(f)
 	}
 	s.w.complete(nil)
 	s.now = s.now.Add(200 * time.Millisecond)
-	s.d.cams[0].box.Put(&sources.Frame{Camera: "cam0", Captured: s.now, Received: s.now})
-	s.d.dispatch(s.now)
+	s.sl.cams[0].box.Put(&sources.Frame{Camera: "cam0", Captured: s.now, Received: s.now})
+	s.sl.dispatch(s.now)
 	if len(s.w.jobs) != 2 || s.w.jobs[1].Camera != "cam1" {
 		t.Fatalf("jobs %+v, want cam1 second", s.w.jobs)
 	}
@@ -170,9 +185,9 @@ func TestSlicerKeepsFrameWhenNoWorkerIsIdle(t *testing.T) {
 func TestSlicerCountsLostJobs(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5)
 	s.feed()
-	s.d.dispatch(s.now)
+	s.sl.dispatch(s.now)
 	s.w.complete(infer.ErrWorkerLost)
-	c := s.d.cams[0]
+	c := s.sl.cams[0]
 	if c.lost.Load() != 1 || c.analysed.Load() != 0 || len(s.events) != 0 {
 		t.Fatalf("lost %d analysed %d events %d: a lost job must be counted, never published", c.lost.Load(), c.analysed.Load(), len(s.events))
 	}
@@ -185,10 +200,10 @@ func TestSlicerCountsLostJobs(t *testing.T) {
 // that is not due yet, waits in the mailbox for a tick or a completion.
 func TestFrameWakesSlicerOnlyWhenCameraIsDue(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 10)
-	c := s.d.cams[0]
+	c := s.sl.cams[0]
 	woken := func() bool {
 		select {
-		case <-s.d.wake:
+		case <-s.wake:
 			return true
 		default:
 			return false
@@ -221,7 +236,7 @@ func TestFrameWakesSlicerOnlyWhenCameraIsDue(t *testing.T) {
 func TestSlicerSharesByWeight(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 10, 10, 10, 10, 1)
 	for i, w := range []float64{1, 1, 2, 4, 8} {
-		s.d.cams[i].cfg.Weight = w
+		s.sl.cams[i].cfg.Weight = w
 	}
 	s.run(40*time.Second, 0) // one worker, two jobs per slice: 400 jobs for 410 wanted
 	got := s.perCamera()
@@ -238,12 +253,12 @@ func TestSlicerSharesByWeight(t *testing.T) {
 func TestSlicerReturningCameraDoesNotStarveOthers(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5, 5, 5)
 	// 20 s with cam2 away: it gets no frames.
-	slice := s.d.Config.Pipeline.Slice
+	slice := s.slice
 	for end := s.now.Add(20 * time.Second); s.now.Before(end); s.now = s.now.Add(slice / 2) {
-		for _, c := range s.d.cams[:2] {
+		for _, c := range s.sl.cams[:2] {
 			c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now, Received: s.now})
 		}
-		s.d.dispatch(s.now)
+		s.sl.dispatch(s.now)
 		s.w.complete(nil)
 	}
 	before := s.perCamera()
