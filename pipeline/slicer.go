@@ -126,9 +126,8 @@ func (s *slicer) dispatch(now time.Time) {
 	s.ready = ready[:0]
 }
 
-// finish runs on the pool's goroutine when a job ends.
-// Latencies are measured on this host's clock from when the frame was decoded (received);
-// captured_at is the camera's own capture time.
+// finish runs on the pool's goroutine when a job ends: a failed job is counted by its
+// cause; a result is counted and published as a detection event.
 func (s *slicer) finish(c *camera, r infer.Result, received, dispatched time.Time) {
 	defer s.inflight.Done()
 	defer s.wake()
@@ -148,15 +147,30 @@ func (s *slicer) finish(c *camera, r infer.Result, received, dispatched time.Tim
 		return
 	}
 	published := time.Now()
+	ev := newDetectionEvent(s.origin, c.cfg.ID, r, received, dispatched, published)
+	c.countResult(ev)
+	c.snap.result(r.Job.Seq, r.Detections)
+	c.inferAge.observe(r.Run)
+	c.total.observe(published.Sub(received))
+	c.fps.tick(published)
+	if err := s.pub.PublishDetections(ev); err != nil {
+		c.noteError(err)
+	}
+}
+
+// newDetectionEvent is the event published for a job's result on camera, with its boxes in
+// source pixels and normalized to the frame. Latencies are measured on this host's clock
+// from when the frame was decoded (received); captured_at is the camera's own capture time.
+func newDetectionEvent(o eventOrigin, camera string, r infer.Result, received, dispatched, published time.Time) *sinks.DetectionEvent {
 	ev := &sinks.DetectionEvent{
 		Version:     sinks.Version,
-		ID:          sinks.EventID(s.origin.instance, c.cfg.ID, r.Job.Seq),
-		Site:        s.origin.site,
-		Camera:      c.cfg.ID,
+		ID:          sinks.EventID(o.instance, camera, r.Job.Seq),
+		Site:        o.site,
+		Camera:      camera,
 		CapturedAt:  r.Job.Captured.UTC(),
 		PublishedAt: published.UTC(),
 		Frame:       sinks.FrameInfo{Seq: r.Job.Seq, Width: r.Job.Letterbox.SrcW, Height: r.Job.Letterbox.SrcH},
-		Model:       s.origin.model,
+		Model:       o.model,
 		Detections:  make([]sinks.Detection, 0, len(r.Detections)),
 		LatencyMS: sinks.Latency{
 			Queue: ms(dispatched.Sub(received)),
@@ -177,14 +191,7 @@ func (s *slicer) finish(c *camera, r infer.Result, received, dispatched time.Tim
 			BoxNorm: sinks.Box{X: b.X / w, Y: b.Y / h, W: b.W / w, H: b.H / h},
 		})
 	}
-	c.countResult(ev)
-	c.snap.result(r.Job.Seq, r.Detections)
-	c.inferAge.observe(r.Run)
-	c.total.observe(published.Sub(received))
-	c.fps.tick(published)
-	if err := s.pub.PublishDetections(ev); err != nil {
-		c.noteError(err)
-	}
+	return ev
 }
 
 // drain waits until no job is in flight, or until timeout. (After a timeout the waiting

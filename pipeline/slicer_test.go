@@ -270,3 +270,51 @@ func TestSlicerReturningCameraDoesNotStarveOthers(t *testing.T) {
 		}
 	}
 }
+
+// The event of a result names where it came from, the frame, its boxes in source pixels and
+// normalized, and its latencies from when the frame was decoded.
+func TestDetectionEventOfResult(t *testing.T) {
+	received := time.Unix(1_000_000, 0)
+	r := infer.Result{
+		Job: infer.Job{Camera: "door", Seq: 7, Captured: received.Add(-40 * time.Millisecond),
+			Letterbox: geom.NewLetterbox(800, 400, 640, 640)},
+		Detections: []infer.Detection{{ClassID: 0, Label: "person", Score: 0.9, Box: geom.Box{X: 200, Y: 100, W: 80, H: 200}}},
+		Pre:        time.Millisecond, Run: 5 * time.Millisecond, Post: 500 * time.Microsecond,
+	}
+	o := eventOrigin{instance: "abcd", site: "hq", model: "yolov8n"}
+	ev := newDetectionEvent(o, "door", r, received, received.Add(2*time.Millisecond), received.Add(10*time.Millisecond))
+	if ev.ID != "abcd.door.7" || ev.Site != "hq" || ev.Camera != "door" || ev.Model != "yolov8n" || ev.Version != sinks.Version {
+		t.Errorf("event %+v: want id abcd.door.7, site hq, camera door, model yolov8n", ev)
+	}
+	if ev.Frame != (sinks.FrameInfo{Seq: 7, Width: 800, Height: 400}) || !ev.CapturedAt.Equal(r.Job.Captured) {
+		t.Errorf("frame %+v captured %v: want seq 7, 800x400, captured %v", ev.Frame, ev.CapturedAt, r.Job.Captured)
+	}
+	want := sinks.Detection{Label: "person", ClassID: 0, Score: 0.9, Box: sinks.Box{X: 200, Y: 100, W: 80, H: 200},
+		BoxNorm: sinks.Box{X: 0.25, Y: 0.25, W: 0.1, H: 0.5}}
+	if len(ev.Detections) != 1 || ev.Detections[0] != want {
+		t.Errorf("detections %+v, want [%+v]", ev.Detections, want)
+	}
+	if l := ev.LatencyMS; l != (sinks.Latency{Queue: 2, Pre: 1, Infer: 5, Post: 0.5, Total: 10}) {
+		t.Errorf("latency %+v: want queue 2, pre 1, infer 5, post 0.5, total 10 ms", l)
+	}
+}
+
+// A camera whose resolution changes between jobs has the workers' arenas shrunk, once; its
+// first job is no change.
+func TestSlicerShrinksArenasWhenResolutionChanges(t *testing.T) {
+	s := newSim(1, 200*time.Millisecond, 5)
+	c := s.sl.cams[0]
+	for i, size := range [][2]int{{768, 576}, {768, 576}, {1280, 720}, {1280, 720}} {
+		c.box.Put(&sources.Frame{Camera: "cam0", Captured: s.now, Received: s.now,
+			Letterbox: geom.NewLetterbox(size[0], size[1], 640, 640)})
+		s.sl.dispatch(s.now)
+		s.w.complete(nil)
+		if len(s.w.jobs) != i+1 {
+			t.Fatalf("frame %d (%dx%d) not dispatched", i, size[0], size[1])
+		}
+		s.now = s.now.Add(200 * time.Millisecond)
+	}
+	if s.resized != 1 {
+		t.Fatalf("arenas shrunk %d times for one change of resolution, want 1", s.resized)
+	}
+}
