@@ -7,17 +7,14 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,23 +54,18 @@ type Daemon struct {
 	natsServer     *sinks.Server
 	pub            *sinks.Publisher
 	pools          *workerPools
-	jobs           dispatcher                        // the pools; a stand-in in the slicer's unit tests
-	publish        func(*sinks.DetectionEvent) error // the publisher; a stand-in in unit tests
+	slicer         *slicer // dispatches the cameras' frames to the pools, publishes the results
 	httpSrv        *http.Server
 	httpAddr       net.Addr
 	model          infer.ModelInfo
 	cams           []*camera
 	site           string        // fixed at Start: a new site needs a restart
 	slice          time.Duration // the slicer's period (run goroutine)
-	maxAge         time.Duration // pipeline.max_frame_age (run goroutine)
 	reloads        chan reloadRequest
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
 	retiring       sync.WaitGroup // pools replaced by a reload, closing
 	reloadFailures atomic.Uint64
-	heartbeat      atomic.Int64   // unix ns of the slicer's last round
-	inflight       sync.WaitGroup // jobs dispatched and not finished
-	vtime          float64        // virtual time of the fair queue: start of the last job dispatched
-	ready          []candidate    // reused by dispatch
+	heartbeat      atomic.Int64 // unix ns of the slicer's last round
 	started        time.Time
 	healthEvery    time.Duration           // nats.health_interval
 	lastHealth     time.Time               // run goroutine
@@ -122,20 +114,29 @@ func (d *Daemon) Start() (err error) {
 	}
 
 	d.site = cfg.Site
-	d.slice, d.maxAge = cfg.Pipeline.Slice, cfg.Pipeline.MaxFrameAge
+	d.slice = cfg.Pipeline.Slice
 	d.reloads = make(chan reloadRequest)
 	d.pools = &workerPools{}
 	if err := d.pools.start(ctx, cfg.Workers, d.WorkerCommand, d.WorkerEnv, d.log.With("component", "infer")); err != nil {
 		return err
 	}
 	d.model = d.pools.model()
-	d.jobs = d.pools
-	d.publish = d.pub.PublishDetections
 
 	for _, cc := range cfg.Cameras {
 		if cc.Enabled {
 			d.cams = append(d.cams, d.startCamera(cc, cfg.Pipeline.Slice))
 		}
+	}
+	model := strings.TrimSuffix(filepath.Base(d.model.Path), filepath.Ext(d.model.Path))
+	d.slicer = &slicer{
+		jobs:    d.pools,
+		pub:     d.pub,
+		origin:  eventOrigin{instance: d.instance, site: d.site, model: model},
+		resized: func() { d.pools.shrinkArenas() }, // the pools in force (run goroutine), not those at start
+		wake:    d.wakeUp,
+		log:     d.log,
+		cams:    d.cams,
+		maxAge:  cfg.Pipeline.MaxFrameAge,
 	}
 
 	if cfg.HTTP.Listen != "" {
@@ -186,7 +187,9 @@ func (d *Daemon) Close() {
 			c.src.Close()
 		}
 		// No new jobs now; let those in flight finish and publish, within a bound.
-		d.drain(d.drainTimeout())
+		if d.slicer != nil {
+			d.slicer.drain(d.drainTimeout())
+		}
 		d.retiring.Wait()
 		if d.pools != nil {
 			d.pools.close()
@@ -207,21 +210,6 @@ func (d *Daemon) Close() {
 // slice): the systemd watchdog is fed only while it does.
 func (d *Daemon) Healthy() bool {
 	return time.Since(time.Unix(0, d.heartbeat.Load())) < max(5*time.Second, 10*d.slice)
-}
-
-// drain waits until no job is in flight, or until timeout. (After a timeout the waiting
-// goroutine ends when the pools are closed, which ends every job.)
-func (d *Daemon) drain(timeout time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		d.inflight.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		d.log.Warn("stopping with jobs still in flight; they end as lost", "waited", timeout)
-	}
 }
 
 // drainTimeout bounds how long Close waits for jobs in flight: a job's own deadline.
@@ -291,148 +279,8 @@ func (d *Daemon) run(ctx context.Context) {
 		}
 		now := time.Now()
 		d.heartbeat.Store(now.UnixNano())
-		d.dispatch(now)
+		d.slicer.dispatch(now)
 	}
-}
-
-// dispatch hands one job to an idle worker for each camera that is due and has a fresh
-// frame, until no worker is idle. The order is start-time fair queuing: each camera has a
-// virtual pass that a job advances by 1/weight, and the cameras with the smallest pass go
-// first, so under overload each camera gets a share of the workers in proportion to its
-// weight (up to its fps) and none starves; a camera that was idle or offline starts at the
-// current virtual time instead of catching up in a burst.
-func (d *Daemon) dispatch(now time.Time) {
-	ready := d.ready[:0]
-	for _, c := range d.cams {
-		if c.busy.Load() || c.nextDue.Sub(now) > c.slack {
-			continue
-		}
-		f := c.box.Take()
-		if f == nil {
-			continue
-		}
-		if now.Sub(f.Received) > d.maxAge {
-			f.Release()
-			c.stale.Add(1)
-			continue
-		}
-		ready = append(ready, candidate{c, f, max(c.pass, d.vtime)})
-	}
-	slices.SortStableFunc(ready, func(a, b candidate) int { return cmp.Compare(a.start, b.start) })
-	for i, r := range ready {
-		c, f := r.cam, r.frame
-		job := infer.Job{Camera: c.cfg.ID, Seq: f.Seq, Captured: f.Captured, Letterbox: f.Letterbox}
-		c.busy.Store(true)
-		received := f.Received
-		// The round's now may precede a frame that arrived during the round: take the
-		// dispatch time per job, so that a frame's queue time is never negative.
-		dispatched := time.Now()
-		d.inflight.Add(1)
-		c.snap.offer(f.Pix, f.Letterbox, f.Seq, now)
-		if !d.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { d.finish(c, res, received, dispatched) }) {
-			d.inflight.Done()
-			c.busy.Store(false)
-			for _, r := range ready[i:] { // no worker idle: the frames wait for the next round
-				r.cam.box.Restore(r.frame)
-			}
-			break
-		}
-		g := [2]int{f.Letterbox.SrcW, f.Letterbox.SrcH}
-		f.Release() // TryDispatch copied the pixels into the worker's slot
-		if g != c.geometry {
-			if c.geometry != [2]int{} {
-				// Buffers sized for the old resolution may sit in the workers' arenas.
-				d.log.Info("camera resolution changed; shrinking worker memory arenas", "camera", c.cfg.ID,
-					"from", fmt.Sprintf("%dx%d", c.geometry[0], c.geometry[1]), "to", fmt.Sprintf("%dx%d", g[0], g[1]))
-				d.pools.shrinkArenas()
-			}
-			c.geometry = g
-		}
-		c.pass = r.start + 1/c.cfg.Weight
-		d.vtime = r.start
-		c.frameAge.observe(dispatched.Sub(received))
-		// Keep to the camera's schedule, but never burst to catch up after a gap.
-		next := c.nextDue.Add(c.interval)
-		if next.Before(now) {
-			next = now.Add(c.interval)
-		}
-		c.schedule(next)
-	}
-	clear(ready) // drop the frame pointers; keep the capacity
-	d.ready = ready[:0]
-}
-
-// candidate is a camera ready for a job in this dispatch round.
-type candidate struct {
-	cam   *camera
-	frame *sources.Frame
-	start float64 // virtual start time of its job
-}
-
-// finish runs on the pool's goroutine when a job ends.
-// Latencies are measured on this host's clock from when the frame was decoded (received);
-// captured_at is the camera's own capture time.
-func (d *Daemon) finish(c *camera, r infer.Result, received, dispatched time.Time) {
-	defer d.inflight.Done()
-	defer d.wakeUp()
-	defer c.busy.Store(false)
-	if r.Err != nil {
-		switch {
-		case errors.Is(r.Err, infer.ErrPoolClosed): // cut off by shutdown after the drain timed out
-			c.shutdown.Add(1)
-		case errors.Is(r.Err, infer.ErrJobTimeout):
-			c.timeouts.Add(1)
-		case errors.Is(r.Err, infer.ErrJobRejected):
-			c.rejected.Add(1)
-		default:
-			c.lost.Add(1)
-		}
-		c.noteError(r.Err)
-		return
-	}
-	published := time.Now()
-	ev := &sinks.DetectionEvent{
-		Version:     sinks.Version,
-		ID:          sinks.EventID(d.instance, c.cfg.ID, r.Job.Seq),
-		Site:        d.site,
-		Camera:      c.cfg.ID,
-		CapturedAt:  r.Job.Captured.UTC(),
-		PublishedAt: published.UTC(),
-		Frame:       sinks.FrameInfo{Seq: r.Job.Seq, Width: r.Job.Letterbox.SrcW, Height: r.Job.Letterbox.SrcH},
-		Model:       strings.TrimSuffix(filepath.Base(d.model.Path), filepath.Ext(d.model.Path)),
-		Detections:  make([]sinks.Detection, 0, len(r.Detections)),
-		LatencyMS: sinks.Latency{
-			Queue: ms(dispatched.Sub(received)),
-			Pre:   ms(r.Pre),
-			Infer: ms(r.Run),
-			Post:  ms(r.Post),
-			Total: ms(published.Sub(received)),
-		},
-	}
-	w, h := float64(r.Job.Letterbox.SrcW), float64(r.Job.Letterbox.SrcH)
-	for _, det := range r.Detections {
-		b := det.Box
-		ev.Detections = append(ev.Detections, sinks.Detection{
-			Label:   det.Label,
-			ClassID: det.ClassID,
-			Score:   det.Score,
-			Box:     sinks.Box{X: b.X, Y: b.Y, W: b.W, H: b.H},
-			BoxNorm: sinks.Box{X: b.X / w, Y: b.Y / h, W: b.W / w, H: b.H / h},
-		})
-	}
-	c.countResult(ev)
-	c.snap.result(r.Job.Seq, r.Detections)
-	c.inferAge.observe(r.Run)
-	c.total.observe(published.Sub(received))
-	c.fps.tick(published)
-	if err := d.publish(ev); err != nil {
-		c.noteError(err)
-	}
-}
-
-// dispatcher hands a job to an idle worker; *pool.Pool is the real one.
-type dispatcher interface {
-	TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool
 }
 
 // publishStatus publishes a camera's change of state; it runs on the camera's goroutines.

@@ -226,15 +226,15 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 		}
 	}
 
-	d.cams = cams
+	d.cams, d.slicer.cams = cams, cams
 	var retired *workerPools
 	if req.pools != nil {
-		retired, d.pools, d.jobs = d.pools, req.pools, req.pools
+		retired, d.pools, d.slicer.jobs = d.pools, req.pools, req.pools
 		res.Workers = true
 	}
 	d.mu.Unlock()
 	d.running.Store(cfg)
-	d.slice, d.maxAge = cfg.Pipeline.Slice, cfg.Pipeline.MaxFrameAge
+	d.slice, d.slicer.maxAge = cfg.Pipeline.Slice, cfg.Pipeline.MaxFrameAge
 
 	for _, c := range stop {
 		c.src.Close()

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -40,27 +41,41 @@ func (w *workers) complete(err error) {
 }
 
 type sim struct {
-	d      *Daemon
-	w      *workers
-	now    time.Time
-	events []*sinks.DetectionEvent
+	sl      *slicer
+	w       *workers
+	slice   time.Duration
+	now     time.Time
+	events  []*sinks.DetectionEvent
+	wake    chan struct{} // the run goroutine's wake-up, as Daemon.wakeUp fills it
+	resized int           // calls of the slicer's resized
 }
 
 func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
-	s := &sim{w: &workers{n: nworkers}, now: time.Unix(1_000_000, 0)}
-	cfg := &config.Config{Site: "sim", Pipeline: config.Pipeline{Slice: slice, MaxFrameAge: time.Second}}
-	s.d = &Daemon{Config: cfg, jobs: s.w, wake: make(chan struct{}, 1), instance: "sim", slice: slice, maxAge: time.Second,
-		publish: func(ev *sinks.DetectionEvent) error { s.events = append(s.events, ev); return nil }}
+	s := &sim{w: &workers{n: nworkers}, slice: slice, now: time.Unix(1_000_000, 0), wake: make(chan struct{}, 1)}
+	s.sl = &slicer{jobs: s.w, pub: s, maxAge: time.Second, origin: eventOrigin{instance: "sim", site: "sim"},
+		log: slog.New(slog.DiscardHandler), resized: func() { s.resized++ }, wake: s.wakeUp}
 	for i, f := range fps {
 		cc := config.Camera{ID: fmt.Sprintf("cam%d", i), FPS: f, Enabled: true}
-		s.d.cams = append(s.d.cams, newCamera(cc, slice, s.d.wakeUp))
+		s.sl.cams = append(s.sl.cams, newCamera(cc, slice, s.wakeUp))
 	}
 	return s
 }
 
+func (s *sim) PublishDetections(ev *sinks.DetectionEvent) error {
+	s.events = append(s.events, ev)
+	return nil
+}
+
+func (s *sim) wakeUp() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
 // feed gives every camera a fresh frame, as a camera streaming faster than it is analysed does.
 func (s *sim) feed() {
-	for _, c := range s.d.cams {
+	for _, c := range s.sl.cams {
 		c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now, Received: s.now,
 			Letterbox: geom.NewLetterbox(768, 576, 640, 640)})
 	}
@@ -69,14 +84,14 @@ func (s *sim) feed() {
 // run simulates ticks of the slice for the given time; jobs take half a slice, and their
 // completion wakes the slicer at once, mid-slice.
 func (s *sim) run(total, jitter time.Duration) {
-	slice := s.d.Config.Pipeline.Slice
+	slice := s.slice
 	for end := s.now.Add(total); s.now.Before(end); {
 		s.feed()
-		s.d.dispatch(s.now.Add(jitter))
+		s.sl.dispatch(s.now.Add(jitter))
 		s.w.complete(nil)
 		s.now = s.now.Add(slice / 2)
 		s.feed()
-		s.d.dispatch(s.now) // the wake-up after completions
+		s.sl.dispatch(s.now) // the wake-up after completions
 		s.w.complete(nil)
 		s.now = s.now.Add(slice / 2)
 		jitter = -jitter // ticks land a little late, then a little early
@@ -106,7 +121,7 @@ func TestSlicerKeepsEachCameraToItsFPS(t *testing.T) {
 	// Evenly spaced: a camera never goes much earlier than 1/fps after its previous frame.
 	last := map[string]time.Time{}
 	for _, j := range s.w.jobs {
-		interval := time.Duration(float64(time.Second) / s.d.cams[j.Camera[3]-'0'].cfg.FPS)
+		interval := time.Duration(float64(time.Second) / s.sl.cams[j.Camera[3]-'0'].cfg.FPS)
 		if prev, ok := last[j.Camera]; ok && j.Captured.Sub(prev) < interval*3/4 {
 			t.Fatalf("%s: frames %v apart, want about %v", j.Camera, j.Captured.Sub(prev), interval)
 		}
@@ -136,9 +151,9 @@ func TestSlicerIsFairUnderOverload(t *testing.T) {
 
 func TestSlicerDropsStaleFrames(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5)
-	c := s.d.cams[0]
+	c := s.sl.cams[0]
 	c.box.Put(&sources.Frame{Camera: "cam0", Received: s.now.Add(-2 * time.Second)})
-	s.d.dispatch(s.now)
+	s.sl.dispatch(s.now)
 	if len(s.w.jobs) != 0 || c.stale.Load() != 1 {
 		t.Fatalf("frame 2 s old with max_frame_age 1 s: %d jobs, %d stale; want 0 jobs, 1 stale", len(s.w.jobs), c.stale.Load())
 	}
@@ -147,21 +162,21 @@ func TestSlicerDropsStaleFrames(t *testing.T) {
 func TestSlicerKeepsFrameWhenNoWorkerIsIdle(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5, 5)
 	s.feed()
-	s.d.dispatch(s.now)
+	s.sl.dispatch(s.now)
 	if len(s.w.jobs) != 1 || s.w.jobs[0].Camera != "cam0" {
 		t.Fatalf("jobs %+v, want one for cam0", s.w.jobs)
 	}
 	// cam1's frame was not dispatched (no idle worker): it waits in its mailbox and cam1
 	// goes first once the worker is free, although cam0 is due again.
-	if f := s.d.cams[1].box.Take(); f == nil {
+	if f := s.sl.cams[1].box.Take(); f == nil {
 		t.Fatal("cam1's frame was lost when no worker was idle")
 	} else {
-		s.d.cams[1].box.Restore(f)
+		s.sl.cams[1].box.Restore(f)
 	}
 	s.w.complete(nil)
 	s.now = s.now.Add(200 * time.Millisecond)
-	s.d.cams[0].box.Put(&sources.Frame{Camera: "cam0", Captured: s.now, Received: s.now})
-	s.d.dispatch(s.now)
+	s.sl.cams[0].box.Put(&sources.Frame{Camera: "cam0", Captured: s.now, Received: s.now})
+	s.sl.dispatch(s.now)
 	if len(s.w.jobs) != 2 || s.w.jobs[1].Camera != "cam1" {
 		t.Fatalf("jobs %+v, want cam1 second", s.w.jobs)
 	}
@@ -170,9 +185,9 @@ func TestSlicerKeepsFrameWhenNoWorkerIsIdle(t *testing.T) {
 func TestSlicerCountsLostJobs(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5)
 	s.feed()
-	s.d.dispatch(s.now)
+	s.sl.dispatch(s.now)
 	s.w.complete(infer.ErrWorkerLost)
-	c := s.d.cams[0]
+	c := s.sl.cams[0]
 	if c.lost.Load() != 1 || c.analysed.Load() != 0 || len(s.events) != 0 {
 		t.Fatalf("lost %d analysed %d events %d: a lost job must be counted, never published", c.lost.Load(), c.analysed.Load(), len(s.events))
 	}
@@ -185,10 +200,10 @@ func TestSlicerCountsLostJobs(t *testing.T) {
 // that is not due yet, waits in the mailbox for a tick or a completion.
 func TestFrameWakesSlicerOnlyWhenCameraIsDue(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 10)
-	c := s.d.cams[0]
+	c := s.sl.cams[0]
 	woken := func() bool {
 		select {
-		case <-s.d.wake:
+		case <-s.wake:
 			return true
 		default:
 			return false
@@ -221,7 +236,7 @@ func TestFrameWakesSlicerOnlyWhenCameraIsDue(t *testing.T) {
 func TestSlicerSharesByWeight(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 10, 10, 10, 10, 1)
 	for i, w := range []float64{1, 1, 2, 4, 8} {
-		s.d.cams[i].cfg.Weight = w
+		s.sl.cams[i].cfg.Weight = w
 	}
 	s.run(40*time.Second, 0) // one worker, two jobs per slice: 400 jobs for 410 wanted
 	got := s.perCamera()
@@ -238,12 +253,12 @@ func TestSlicerSharesByWeight(t *testing.T) {
 func TestSlicerReturningCameraDoesNotStarveOthers(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5, 5, 5)
 	// 20 s with cam2 away: it gets no frames.
-	slice := s.d.Config.Pipeline.Slice
+	slice := s.slice
 	for end := s.now.Add(20 * time.Second); s.now.Before(end); s.now = s.now.Add(slice / 2) {
-		for _, c := range s.d.cams[:2] {
+		for _, c := range s.sl.cams[:2] {
 			c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now, Received: s.now})
 		}
-		s.d.dispatch(s.now)
+		s.sl.dispatch(s.now)
 		s.w.complete(nil)
 	}
 	before := s.perCamera()
@@ -253,5 +268,53 @@ func TestSlicerReturningCameraDoesNotStarveOthers(t *testing.T) {
 		if n := got[cam] - before[cam]; n < 30 || n > 37 {
 			t.Errorf("%s: %d of 100 jobs after cam2 came back, want about a third (all: %v, before %v)", cam, n, got, before)
 		}
+	}
+}
+
+// The event of a result names where it came from, the frame, its boxes in source pixels and
+// normalized, and its latencies from when the frame was decoded.
+func TestDetectionEventOfResult(t *testing.T) {
+	received := time.Unix(1_000_000, 0)
+	r := infer.Result{
+		Job: infer.Job{Camera: "door", Seq: 7, Captured: received.Add(-40 * time.Millisecond),
+			Letterbox: geom.NewLetterbox(800, 400, 640, 640)},
+		Detections: []infer.Detection{{ClassID: 0, Label: "person", Score: 0.9, Box: geom.Box{X: 200, Y: 100, W: 80, H: 200}}},
+		Pre:        time.Millisecond, Run: 5 * time.Millisecond, Post: 500 * time.Microsecond,
+	}
+	o := eventOrigin{instance: "abcd", site: "hq", model: "yolov8n"}
+	ev := newDetectionEvent(o, "door", r, received, received.Add(2*time.Millisecond), received.Add(10*time.Millisecond))
+	if ev.ID != "abcd.door.7" || ev.Site != "hq" || ev.Camera != "door" || ev.Model != "yolov8n" || ev.Version != sinks.Version {
+		t.Errorf("event %+v: want id abcd.door.7, site hq, camera door, model yolov8n", ev)
+	}
+	if ev.Frame != (sinks.FrameInfo{Seq: 7, Width: 800, Height: 400}) || !ev.CapturedAt.Equal(r.Job.Captured) {
+		t.Errorf("frame %+v captured %v: want seq 7, 800x400, captured %v", ev.Frame, ev.CapturedAt, r.Job.Captured)
+	}
+	want := sinks.Detection{Label: "person", ClassID: 0, Score: 0.9, Box: sinks.Box{X: 200, Y: 100, W: 80, H: 200},
+		BoxNorm: sinks.Box{X: 0.25, Y: 0.25, W: 0.1, H: 0.5}}
+	if len(ev.Detections) != 1 || ev.Detections[0] != want {
+		t.Errorf("detections %+v, want [%+v]", ev.Detections, want)
+	}
+	if l := ev.LatencyMS; l != (sinks.Latency{Queue: 2, Pre: 1, Infer: 5, Post: 0.5, Total: 10}) {
+		t.Errorf("latency %+v: want queue 2, pre 1, infer 5, post 0.5, total 10 ms", l)
+	}
+}
+
+// A camera whose resolution changes between jobs has the workers' arenas shrunk, once; its
+// first job is no change.
+func TestSlicerShrinksArenasWhenResolutionChanges(t *testing.T) {
+	s := newSim(1, 200*time.Millisecond, 5)
+	c := s.sl.cams[0]
+	for i, size := range [][2]int{{768, 576}, {768, 576}, {1280, 720}, {1280, 720}} {
+		c.box.Put(&sources.Frame{Camera: "cam0", Captured: s.now, Received: s.now,
+			Letterbox: geom.NewLetterbox(size[0], size[1], 640, 640)})
+		s.sl.dispatch(s.now)
+		s.w.complete(nil)
+		if len(s.w.jobs) != i+1 {
+			t.Fatalf("frame %d (%dx%d) not dispatched", i, size[0], size[1])
+		}
+		s.now = s.now.Add(200 * time.Millisecond)
+	}
+	if s.resized != 1 {
+		t.Fatalf("arenas shrunk %d times for one change of resolution, want 1", s.resized)
 	}
 }
