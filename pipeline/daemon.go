@@ -127,11 +127,10 @@ func (d *Daemon) Start() (err error) {
 			d.cams = append(d.cams, d.startCamera(cc, cfg.Pipeline.Slice))
 		}
 	}
-	model := strings.TrimSuffix(filepath.Base(d.model.Path), filepath.Ext(d.model.Path))
 	d.slicer = &slicer{
 		jobs:    d.pools,
 		pub:     d.pub,
-		origin:  eventOrigin{instance: d.instance, site: d.site, model: model},
+		origin:  eventOrigin{instance: d.instance, site: d.site, model: modelName(d.model)},
 		resized: func() { d.pools.shrinkArenas() }, // the pools in force (run goroutine), not those at start
 		wake:    d.wakeUp,
 		log:     d.log,
@@ -325,4 +324,9 @@ func newInstanceID() string {
 		panic(err) // crypto/rand never fails on Linux
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// modelName is the model's name in events: its file name without the extension.
+func modelName(m infer.ModelInfo) string {
+	return strings.TrimSuffix(filepath.Base(m.Path), filepath.Ext(m.Path))
 }

@@ -230,6 +230,8 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 	var retired *workerPools
 	if req.pools != nil {
 		retired, d.pools, d.slicer.jobs = d.pools, req.pools, req.pools
+		d.model = req.pools.model() // same input size (reload checked); the file may differ
+		d.slicer.origin.model = modelName(d.model)
 		res.Workers = true
 	}
 	d.mu.Unlock()

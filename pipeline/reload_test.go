@@ -64,6 +64,19 @@ func TestDaemonReload(t *testing.T) {
 	north.ID = "north"
 	next.Cameras = append(next.Cameras, north)
 	next.Workers.Pools = []config.WorkerPool{{Count: 1, Provider: "cpu", Threads: 2}}
+	// The same network under another name: events name the model the new workers run.
+	renamed := filepath.Join(t.TempDir(), "renamed.onnx")
+	if err := os.Symlink(d.Config.Workers.Model, renamed); err != nil {
+		t.Fatal(err)
+	}
+	next.Workers.Model = renamed
+	northEvents := make(chan *nats.Msg, 64)
+	if _, err := nc.ChanSubscribe("visiond.test.north.detections", northEvents); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	res, err := d.Reload(&next)
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +101,18 @@ func TestDaemonReload(t *testing.T) {
 	})
 	if st := east.Status(); st.Reconnects != 0 {
 		t.Fatalf("east reconnected %d times during the reload", st.Reconnects)
+	}
+	select {
+	case m := <-northEvents: // north started after the swap: every job of it ran on the new workers
+		var ev sinks.DetectionEvent
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Model != "renamed" {
+			t.Fatalf("north's event names model %q, want the new workers' %q", ev.Model, "renamed")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no detection event of north")
 	}
 	for _, c := range d.Cameras() {
 		if c.ID == "west" && c.FPS != 2 {

@@ -42,7 +42,7 @@ type slicer struct {
 	jobs   dispatcher    // the worker pools in force
 	maxAge time.Duration // pipeline.max_frame_age: an older frame is dropped, counted stale
 	pub    publisher
-	origin eventOrigin
+	origin eventOrigin // of the jobs dispatched now: a reload that replaces the pools may change the model
 	log    *slog.Logger
 	// resized is called when a camera's resolution changed: buffers sized for the old one
 	// may sit in the workers' memory arenas. wake asks for another round: a job ended.
@@ -94,7 +94,8 @@ func (s *slicer) dispatch(now time.Time) {
 		dispatched := time.Now()
 		s.inflight.Add(1)
 		c.snap.offer(f.Pix, f.Letterbox, f.Seq, now)
-		if !s.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { s.finish(c, res, received, dispatched) }) {
+		origin := s.origin // the job's own: finish runs on the pool's goroutine, after a reload perhaps
+		if !s.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { s.finish(c, origin, res, received, dispatched) }) {
 			s.inflight.Done()
 			c.busy.Store(false)
 			for _, r := range ready[i:] { // no worker idle: the frames wait for the next round
@@ -128,7 +129,7 @@ func (s *slicer) dispatch(now time.Time) {
 
 // finish runs on the pool's goroutine when a job ends: a failed job is counted by its
 // cause; a result is counted and published as a detection event.
-func (s *slicer) finish(c *camera, r infer.Result, received, dispatched time.Time) {
+func (s *slicer) finish(c *camera, o eventOrigin, r infer.Result, received, dispatched time.Time) {
 	defer s.inflight.Done()
 	defer s.wake()
 	defer c.busy.Store(false)
@@ -147,7 +148,7 @@ func (s *slicer) finish(c *camera, r infer.Result, received, dispatched time.Tim
 		return
 	}
 	published := time.Now()
-	ev := newDetectionEvent(s.origin, c.cfg.ID, r, received, dispatched, published)
+	ev := newDetectionEvent(o, c.cfg.ID, r, received, dispatched, published)
 	c.countResult(ev)
 	c.snap.result(r.Job.Seq, r.Detections)
 	c.inferAge.observe(r.Run)
