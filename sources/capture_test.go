@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -47,7 +49,7 @@ func frameSink(n int) (chan *Frame, func(*Frame), func()) {
 	return ch, on, drain
 }
 
-func nextFrame(t *testing.T, ch chan *Frame, cam *Camera, logs *logBuffer) *Frame {
+func nextFrame(t *testing.T, ch chan *Frame, cam *Camera, logs *testutil.LogBuffer) *Frame {
 	t.Helper()
 	select {
 	case f := <-ch:
@@ -80,9 +82,9 @@ func requireGStreamer(t testing.TB) {
 
 func TestCaptureGStreamerSamplecam(t *testing.T) {
 	requireGStreamer(t)
-	base := runtimeGoroutines()
-	var logs logBuffer
-	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"vtest": media(t, sampleFile)}, Logger: logs.logger()}
+	base := runtime.NumGoroutine()
+	var logs testutil.LogBuffer
+	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"vtest": testutil.Media(t, sampleFile)}, Logger: logs.Logger()}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +97,7 @@ func TestCaptureGStreamerSamplecam(t *testing.T) {
 		Pipeline: strings.Replace(gstPipeline, "%s", srv.URL("vtest"), 1),
 		InputW:   640, InputH: 640,
 		OnFrame: onFrame,
-		Logger:  logs.logger(),
+		Logger:  logs.Logger(),
 	}
 	cam.Start()
 
@@ -124,17 +126,14 @@ func TestCaptureGStreamerSamplecam(t *testing.T) {
 	closeQuickly(t, cam, 2*time.Second)
 	drain()
 	srv.Close()
-	checkGoroutines(t, base)
+	testutil.CheckGoroutines(t, base)
 }
 
 // makeClip writes a 2 s, 10 fps clip of the sample video into dir.
 func makeClip(t *testing.T, dir string) string {
 	t.Helper()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Fatal("ffmpeg not found: run scripts/setup.sh")
-	}
 	out := filepath.Join(dir, "clip.mp4")
-	cmd := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-i", media(t, "vtest.avi"), "-t", "2", "-r", "10",
+	cmd := exec.Command(testutil.LookPath(t, "ffmpeg"), "-nostdin", "-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "2", "-r", "10",
 		"-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "10", "-an", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ffmpeg: %v\n%s", err, b)
@@ -151,11 +150,11 @@ func makeClip(t *testing.T, dir string) string {
 }
 
 func TestCaptureFileLoopsAtItsRate(t *testing.T) {
-	base := runtimeGoroutines()
+	base := runtime.NumGoroutine()
 	clip := makeClip(t, t.TempDir())
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	frames, onFrame, drain := frameSink(64)
-	cam := &Camera{ID: "file", Kind: "file", File: clip, InputW: 640, InputH: 640, OnFrame: onFrame, Logger: logs.logger()}
+	cam := &Camera{ID: "file", Kind: "file", File: clip, InputW: 640, InputH: 640, OnFrame: onFrame, Logger: logs.Logger()}
 	cam.Start()
 
 	f0 := nextFrame(t, frames, cam, &logs)
@@ -204,7 +203,7 @@ func TestCaptureFileLoopsAtItsRate(t *testing.T) {
 	}
 	closeQuickly(t, cam, time.Second)
 	drain()
-	checkGoroutines(t, base)
+	testutil.CheckGoroutines(t, base)
 }
 
 func TestCaptureBadInputs(t *testing.T) {
@@ -227,14 +226,14 @@ func TestCaptureBadInputs(t *testing.T) {
 		{"directory", &Camera{Kind: "file", File: dir}, []string{"kind file", dir, "directory"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base := runtimeGoroutines()
-			var logs logBuffer
+			base := runtime.NumGoroutine()
+			var logs testutil.LogBuffer
 			cam := tc.cam
 			cam.ID = "bad"
-			cam.Logger = logs.logger()
+			cam.Logger = logs.Logger()
 			cam.retryMin, cam.retryMax = 20*time.Millisecond, 80*time.Millisecond
 			cam.Start()
-			waitFor(t, 15*time.Second, "offline with reconnect attempts", func() bool {
+			testutil.WaitFor(t, 15*time.Second, "offline with reconnect attempts", func() bool {
 				st := cam.Status()
 				return st.State == StateOffline && st.Reconnects >= 2
 			})
@@ -249,7 +248,7 @@ func TestCaptureBadInputs(t *testing.T) {
 				t.Errorf("status %+v: frames from a bad source", st)
 			}
 			closeQuickly(t, cam, 2*time.Second)
-			checkGoroutines(t, base)
+			testutil.CheckGoroutines(t, base)
 		})
 	}
 }
@@ -259,19 +258,19 @@ func TestCaptureBadInputs(t *testing.T) {
 // promptly and leave nothing behind.
 func TestCaptureGStreamerCloseWhileReadBlocks(t *testing.T) {
 	requireGStreamer(t)
-	base := runtimeGoroutines()
-	var logs logBuffer
+	base := runtime.NumGoroutine()
+	var logs testutil.LogBuffer
 	cam := &Camera{
 		ID:   "slow",
 		Kind: "gstreamer",
 		Pipeline: "videotestsrc is-live=true ! video/x-raw,width=64,height=48,framerate=1/60 ! " +
 			"videoconvert ! video/x-raw,format=BGR ! appsink max-buffers=1 drop=true",
-		Logger: logs.logger(),
+		Logger: logs.Logger(),
 	}
 	cam.Start()
-	waitFor(t, 15*time.Second, "the pipeline to open", func() bool { return strings.Contains(logs.String(), "capture opened") })
+	testutil.WaitFor(t, 15*time.Second, "the pipeline to open", func() bool { return strings.Contains(logs.String(), "capture opened") })
 	closeQuickly(t, cam, 2*time.Second)
-	checkGoroutines(t, base)
+	testutil.CheckGoroutines(t, base)
 }
 
 func TestCaptureRedactPipeline(t *testing.T) {
@@ -284,7 +283,7 @@ func TestCaptureRedactPipeline(t *testing.T) {
 // sampleMat returns the first frame of vtest.avi (768x576 BGR).
 func sampleMat(t testing.TB) gocv.Mat {
 	t.Helper()
-	vc, err := gocv.OpenVideoCaptureWithAPI(media(t, "vtest.avi"), gocv.VideoCaptureFFmpeg)
+	vc, err := gocv.OpenVideoCaptureWithAPI(testutil.Media(t, "vtest.avi"), gocv.VideoCaptureFFmpeg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -26,7 +27,7 @@ func (r *statusRecorder) record(c StatusChange) {
 }
 
 // next waits for the next change into state.
-func (r *statusRecorder) next(t *testing.T, state State, within time.Duration, logs *logBuffer) StatusChange {
+func (r *statusRecorder) next(t *testing.T, state State, within time.Duration, logs *testutil.LogBuffer) StatusChange {
 	t.Helper()
 	deadline := time.After(within)
 	for {
@@ -41,9 +42,9 @@ func (r *statusRecorder) next(t *testing.T, state State, within time.Duration, l
 	}
 }
 
-func startSample(t *testing.T, listen string, logs *logBuffer, opts ...func(*samplecam.Server)) *samplecam.Server {
+func startSample(t *testing.T, listen string, logs *testutil.LogBuffer, opts ...func(*samplecam.Server)) *samplecam.Server {
 	t.Helper()
-	srv := &samplecam.Server{Listen: listen, Streams: map[string]string{"cam": media(t, sampleFile)}, Logger: logs.logger()}
+	srv := &samplecam.Server{Listen: listen, Streams: map[string]string{"cam": testutil.Media(t, sampleFile)}, Logger: logs.Logger()}
 	for _, o := range opts {
 		o(srv)
 	}
@@ -56,10 +57,10 @@ func startSample(t *testing.T, listen string, logs *logBuffer, opts ...func(*sam
 
 // testCamera returns a started camera whose frames are released at once and whose status
 // changes are recorded; retries are fast so tests are quick.
-func testCamera(t *testing.T, url string, logs *logBuffer, opts ...func(*Camera)) (*Camera, *statusRecorder) {
+func testCamera(t *testing.T, url string, logs *testutil.LogBuffer, opts ...func(*Camera)) (*Camera, *statusRecorder) {
 	t.Helper()
 	rec := newStatusRecorder()
-	c := &Camera{ID: "cam", URL: url, OnStatus: rec.record, Logger: logs.logger(),
+	c := &Camera{ID: "cam", URL: url, OnStatus: rec.record, Logger: logs.Logger(),
 		retryMin: 50 * time.Millisecond, retryMax: 400 * time.Millisecond}
 	for _, o := range opts {
 		o(c)
@@ -72,7 +73,7 @@ func testCamera(t *testing.T, url string, logs *logBuffer, opts ...func(*Camera)
 // The RTSP server goes away and comes back on the same address: the camera goes offline
 // with the reason, reconnects within the backoff cap and reports the gap in coverage.
 func TestCameraSurvivesServerRestart(t *testing.T) {
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
 	addr := strings.TrimPrefix(strings.TrimSuffix(srv.URL("cam"), "/cam"), "rtsp://")
 	cam, rec := testCamera(t, srv.URL("cam"), &logs)
@@ -101,7 +102,7 @@ func TestCameraSurvivesServerRestart(t *testing.T) {
 // A camera that keeps its session open but sends nothing is closed by the stall watchdog
 // and reconnected; it comes back when the stream resumes.
 func TestCameraStallWatchdog(t *testing.T) {
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
 	_, rec := testCamera(t, srv.URL("cam"), &logs, func(c *Camera) { c.StallTimeout = 700 * time.Millisecond })
 	rec.next(t, StateOnline, 10*time.Second, &logs)
@@ -121,7 +122,7 @@ func TestCameraStallWatchdog(t *testing.T) {
 // Wrong credentials: status unauthorized, a slow retry (not a tight loop), and the password
 // nowhere in status or logs. The right ones, given apart from the URL, work.
 func TestCameraCredentials(t *testing.T) {
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs, func(s *samplecam.Server) { s.Username, s.Password = "viewer", "s3cret" })
 	bad := strings.Replace(srv.URL("cam"), "rtsp://", "rtsp://viewer:hunter2@", 1)
 	cam, rec := testCamera(t, bad, &logs, func(c *Camera) { c.retryMax = time.Hour })
@@ -149,10 +150,10 @@ func TestCameraCredentials(t *testing.T) {
 // decode: keyframes decodes only the random-access units: one in ten of the sample
 // (10 fps, GOP 10), the others counted as skipped.
 func TestCameraKeyframesOnly(t *testing.T) {
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
 	cam, _ := testCamera(t, srv.URL("cam"), &logs, func(c *Camera) { c.Decode = "keyframes" })
-	waitFor(t, 15*time.Second, "3 keyframes decoded", func() bool { return cam.Status().Frames >= 3 })
+	testutil.WaitFor(t, 15*time.Second, "3 keyframes decoded", func() bool { return cam.Status().Frames >= 3 })
 	st := cam.Status()
 	if st.Skipped < 5*st.Frames || st.Skipped > 12*(st.Frames+1) {
 		t.Fatalf("status %+v: want about 9 access units skipped per keyframe decoded", st)
@@ -162,12 +163,9 @@ func TestCameraKeyframesOnly(t *testing.T) {
 // encodeClip makes a short clip of the sample video with ffmpeg, in MPEG-TS.
 func encodeClip(t testing.TB, name string, args ...string) string {
 	t.Helper()
-	ffmpeg, err := exec.LookPath("ffmpeg")
-	if err != nil {
-		t.Fatal("ffmpeg not installed: run scripts/setup.sh")
-	}
+	ffmpeg := testutil.LookPath(t, "ffmpeg")
 	out := filepath.Join(t.TempDir(), name)
-	full := append([]string{"-v", "error", "-i", media(t, "vtest.avi"), "-t", "3"}, args...)
+	full := append([]string{"-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "3"}, args...)
 	full = append(full, "-pix_fmt", "yuv420p", "-bf", "0", "-f", "mpegts", out)
 	if b, err := exec.Command(ffmpeg, full...).CombinedOutput(); err != nil {
 		t.Fatalf("ffmpeg %v: %v\n%s", full, err, b)
@@ -178,9 +176,9 @@ func encodeClip(t testing.TB, name string, args ...string) string {
 // An H.265 camera whose stream also has an audio track: the video is decoded, the audio
 // ignored.
 func TestCameraH265WithAudio(t *testing.T) {
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	clip := encodeClip(t, "h265.ts", "-vf", "scale=640:360", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error:keyint=10")
-	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": clip}, Audio: true, Logger: logs.logger()}
+	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": clip}, Audio: true, Logger: logs.Logger()}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -214,12 +212,12 @@ func TestCameraH265WithAudio(t *testing.T) {
 // A link that loses and damages packets: the decoder skips to the next keyframe after each
 // hole, never crashes, and frames keep coming.
 func TestCameraDamagedStream(t *testing.T) {
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs, func(s *samplecam.Server) { s.Damage = 0.01 })
 	cam, _ := testCamera(t, srv.URL("cam"), &logs)
-	waitFor(t, 30*time.Second, "a resync after damage", func() bool { return cam.Status().Resyncs >= 1 })
+	testutil.WaitFor(t, 30*time.Second, "a resync after damage", func() bool { return cam.Status().Resyncs >= 1 })
 	before := cam.Status().Frames
-	waitFor(t, 30*time.Second, "frames to keep coming", func() bool { return cam.Status().Frames >= before+10 })
+	testutil.WaitFor(t, 30*time.Second, "frames to keep coming", func() bool { return cam.Status().Frames >= before+10 })
 	if st := cam.Status(); st.State != StateOnline {
 		t.Fatalf("status %+v, want online", st)
 	}
@@ -228,7 +226,7 @@ func TestCameraDamagedStream(t *testing.T) {
 // A host that does not answer (a TEST-NET address, never routed): the camera reports the
 // failure and Close does not wait for the connection attempt.
 func TestCameraUnreachableHost(t *testing.T) {
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	cam, rec := testCamera(t, "rtsp://192.0.2.1:554/stream", &logs, func(c *Camera) { c.readTimeout = time.Second })
 	off := rec.next(t, StateOffline, 15*time.Second, &logs)
 	if off.Reason == "" {
@@ -244,7 +242,7 @@ func TestCameraUnreachableHost(t *testing.T) {
 // Capture times come from the camera's RTCP sender reports, on the camera's clock (here an
 // hour behind); Received stays on this host's clock, and the skew is reported.
 func TestCameraCaptureTimeFromRTCP(t *testing.T) {
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	const offset = -time.Hour
 	srv := startSample(t, "127.0.0.1:0", &logs, func(s *samplecam.Server) { s.ClockOffset = offset })
 	got := make(chan *Frame, 1)
@@ -280,7 +278,7 @@ func TestCameraCaptureTimeFromRTCP(t *testing.T) {
 // A stream whose resolution changes mid-stream (new parameter sets in-band): the decoder
 // and scaler follow and frames come with the new geometry.
 func TestCameraResolutionChange(t *testing.T) {
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	a := encodeClip(t, "a.ts", "-vf", "scale=640:360", "-c:v", "libx264", "-g", "10")
 	b := encodeClip(t, "b.ts", "-vf", "scale=320:240", "-c:v", "libx264", "-g", "10")
 	list := filepath.Join(t.TempDir(), "list.txt")
@@ -291,7 +289,7 @@ func TestCameraResolutionChange(t *testing.T) {
 	if out, err := exec.Command("ffmpeg", "-v", "error", "-f", "concat", "-safe", "0", "-i", list, "-c", "copy", "-f", "mpegts", both).CombinedOutput(); err != nil {
 		t.Fatalf("ffmpeg concat: %v\n%s", err, out)
 	}
-	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": both}, Logger: logs.logger()}
+	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": both}, Logger: logs.Logger()}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
