@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 func startWatcher(t *testing.T, path string) *config.Watcher {
@@ -37,36 +38,29 @@ func expectQuiet(t *testing.T, w *config.Watcher, what string) {
 	}
 }
 
-func write(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestWatcher(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "visiond.yaml")
-	write(t, path, "site: a\n")
+	testutil.WriteFile(t, path, "site: a\n")
 	w := startWatcher(t, path)
 
-	write(t, path, "site: b\n")
+	testutil.WriteFile(t, path, "site: b\n")
 	expectChange(t, w, "a write in place")
 
 	tmp := filepath.Join(dir, ".visiond.yaml.swp")
-	write(t, tmp, "site: c\n")
+	testutil.WriteFile(t, tmp, "site: c\n")
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 	expectChange(t, w, "a temporary file renamed over it, as editors do")
 
 	for i := range 5 {
-		write(t, path, "site: d"+string(rune('0'+i))+"\n")
+		testutil.WriteFile(t, path, "site: d"+string(rune('0'+i))+"\n")
 	}
 	expectChange(t, w, "a burst of writes")
 	expectQuiet(t, w, "the burst's single notification")
 
-	write(t, filepath.Join(dir, "other.yaml"), "x\n")
+	testutil.WriteFile(t, filepath.Join(dir, "other.yaml"), "x\n")
 	expectQuiet(t, w, "a write to another file in the directory")
 }
 
@@ -77,7 +71,7 @@ func TestWatcherSymlinkSwap(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		write(t, filepath.Join(dir, v, "visiond.yaml"), "site: "+v+"\ncameras: []\n")
+		testutil.WriteFile(t, filepath.Join(dir, v, "visiond.yaml"), "site: "+v+"\ncameras: []\n")
 	}
 	if err := os.Symlink("v1", filepath.Join(dir, "data")); err != nil {
 		t.Fatal(err)
@@ -114,7 +108,7 @@ func TestWatcherMissingDirectory(t *testing.T) {
 // file that is then still being written, in place, for a while.
 func TestWatcherWaitsForWritesToSettle(t *testing.T) {
 	dir, elsewhere := t.TempDir(), t.TempDir()
-	write(t, filepath.Join(elsewhere, "v1.yaml"), "site: a\n")
+	testutil.WriteFile(t, filepath.Join(elsewhere, "v1.yaml"), "site: a\n")
 	path := filepath.Join(dir, "visiond.yaml")
 	if err := os.Symlink(filepath.Join(elsewhere, "v1.yaml"), path); err != nil {
 		t.Fatal(err)
@@ -153,17 +147,8 @@ func TestWatcherWaitsForWritesToSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectChange(t, w, "the writes stopped")
-	if cfg, err := config.Parse(mustRead(t, path)); err != nil || cfg.Site != "b" {
+	if cfg, err := config.Parse([]byte(testutil.ReadFile(t, path))); err != nil || cfg.Site != "b" {
 		t.Fatalf("after the notification: %v, %v; want the complete file", cfg, err)
 	}
 	expectQuiet(t, w, "the single notification")
-}
-
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
