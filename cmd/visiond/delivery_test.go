@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks/natstest"
 )
 
@@ -22,8 +24,8 @@ func TestKilledDaemonDeliversAfterRestart(t *testing.T) {
 	link := natstest.StartProxy(t, strings.TrimPrefix(hub.LeafURL, "nats-leaf://"))
 	link.Cut() // the uplink is down from the start
 
-	natsAddr := freeAddr(t)
-	path := writeConfig(t, demoConfigWith(t, freeAddr(t), t.TempDir(),
+	natsAddr := testutil.FreeAddr(t)
+	path := writeConfig(t, demoConfigWith(t, testutil.FreeAddr(t), t.TempDir(),
 		fmt.Sprintf(`{listen: %q, leaf: {url: "nats-leaf://%s"}}`, natsAddr, link.Addr)))
 
 	start := func() (*exec.Cmd, *logLines) {
