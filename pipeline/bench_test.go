@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"gocv.io/x/gocv"
-
 	"github.com/nats-io/nats.go"
+	"gocv.io/x/gocv"
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/worker"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources/samplecam"
 )
@@ -49,15 +49,12 @@ func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	if provider == "" {
 		provider = "cpu"
 	}
-	library := os.Getenv("ONNXRUNTIME_SHARED_LIBRARY_PATH")
-	if library == "" {
-		library = thirdParty(b, "libonnxruntime.so.1")
-	}
-	model := thirdParty(b, "yolov8n.onnx")
+	library := testutil.ThirdParty(b, "libonnxruntime.so.1") // or $ONNXRUNTIME_SHARED_LIBRARY_PATH
+	model := testutil.ThirdParty(b, "yolov8n.onnx")
 
 	// The daemon's config first: the bare loops take its pool's threads (VISIOND_BENCH_THREADS,
 	// else the provider's default).
-	video := thirdParty(b, "media/vtest.h264.ts")
+	video := testutil.Media(b, "vtest.h264.ts")
 	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": video}}
 	if err := rtsp.Start(); err != nil {
 		b.Fatal(err)
@@ -83,7 +80,7 @@ cameras:
 		b.Fatal(err)
 	}
 	spec := bareSpec{Opts: infer.DetectorOptions{Model: model, Library: library, Provider: infer.Provider(provider), Threads: cfg.Workers.Pools[0].Threads},
-		Image: thirdParty(b, "media/messi5.jpg"), Window: window}
+		Image: testutil.Media(b, "messi5.jpg"), Window: window}
 	b.Logf("%d worker(s), provider %s, %d intra-op thread(s) each (0: ONNX Runtime's default)", nworkers, provider, spec.Opts.Threads)
 
 	// The bare loops: one process per worker, like the workers, each with one Detector

@@ -6,11 +6,8 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer/worker/workertest"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources/samplecam"
 )
@@ -40,40 +38,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// thirdParty returns the absolute path of a file fetched by scripts/setup.sh.
-func thirdParty(t testing.TB, rel string) string {
-	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "third_party", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s missing: run scripts/setup.sh (%v)", p, err)
-	}
-	return p
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 // startDaemon serves the sample video on two RTSP paths, writes a config with one camera per
 // path and one camera whose server is down, loads it as the daemon would, and starts the
 // daemon with one worker process.
 func startDaemon(t *testing.T) (*Daemon, *samplecam.Server) {
 	t.Helper()
-	video := thirdParty(t, "media/vtest.h264.ts")
+	video := testutil.Media(t, "vtest.h264.ts")
 	rtsp := &samplecam.Server{
 		Listen:  "127.0.0.1:0",
 		Streams: map[string]string{"east": video, "west": video},
-		Logger:  testLogger(t),
+		Logger:  testutil.Logger(t),
 	}
 	if err := rtsp.Start(); err != nil {
 		t.Fatal(err)
@@ -91,20 +65,16 @@ cameras:
   - {id: east, url: %q}
   - {id: west, url: %q, fps: 3, stall_timeout: 1s}
   - {id: down, url: %q}
-`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), rtsp.URL("east"), rtsp.URL("west"),
-		"rtsp://admin:hunter2@"+closedAddr(t)+"/stream")
-	path := filepath.Join(t.TempDir(), "visiond.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
+`, testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), rtsp.URL("east"), rtsp.URL("west"),
+		"rtsp://admin:hunter2@"+testutil.FreeAddr(t)+"/stream")
+	cfg, err := config.Load(testutil.TempFile(t, "visiond.yaml", yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.StateDir = t.TempDir()
 	d := &Daemon{
 		Config:        cfg,
-		Logger:        testLogger(t),
+		Logger:        testutil.Logger(t),
 		WorkerCommand: []string{os.Args[0]},
 		WorkerEnv:     []string{workerEnv},
 	}
@@ -255,11 +225,11 @@ func TestDaemonEndToEnd(t *testing.T) {
 }
 
 func TestDaemonUnreachableNATS(t *testing.T) {
-	cfg, err := config.Parse([]byte(fmt.Sprintf("nats: {url: 'nats://u:hunter2@%s'}\n", closedAddr(t))))
+	cfg, err := config.Parse([]byte(fmt.Sprintf("nats: {url: 'nats://u:hunter2@%s'}\n", testutil.FreeAddr(t))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{Config: cfg, Logger: testLogger(t)}
+	d := &Daemon{Config: cfg, Logger: testutil.Logger(t)}
 	err = d.Start()
 	if err == nil {
 		d.Close()
@@ -271,17 +241,16 @@ func TestDaemonUnreachableNATS(t *testing.T) {
 	d.Close() // safe after a failed start, and twice
 }
 
-// closedAddr returns a loopback address nothing listens on.
 // sampleCameras serves n copies of the sample video as cam0..cam<n-1> on a loopback RTSP
 // server and returns them as YAML camera entries.
 func sampleCameras(t *testing.T, n int) string {
 	t.Helper()
-	video := thirdParty(t, "media/vtest.h264.ts")
+	video := testutil.Media(t, "vtest.h264.ts")
 	streams := map[string]string{}
 	for i := range n {
 		streams[fmt.Sprint("cam", i)] = video
 	}
-	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testLogger(t)}
+	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testutil.Logger(t)}
 	if err := rtsp.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -302,21 +271,12 @@ func startTestDaemon(t *testing.T, yaml string) *Daemon {
 		t.Fatal(err)
 	}
 	cfg.StateDir = t.TempDir()
-	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+	d := &Daemon{Config: cfg, Logger: testutil.Logger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
 	return d
-}
-
-func closedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // countNear counts pixels within tol (per channel) of c.
@@ -401,10 +361,10 @@ workers: {model: %q, library: %q, pools: [{count: 1, threads: 1}]}
 pipeline: {max_frame_age: 1s}
 camera_defaults: {fps: 5}
 cameras:
-%s`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 8)))
+%s`, testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 8)))
 
 	// Count from the moment every camera is online, so start-up differences do not count.
-	waitUntil(t, 60*time.Second, "every camera online", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "every camera online", func() bool {
 		for _, c := range d.Cameras() {
 			if c.State != "online" {
 				return false
@@ -449,17 +409,6 @@ cameras:
 	}
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // SIGTERM's path: Close stops intake, lets the jobs in flight finish and publishes their
 // events before it stops the workers; nothing analysed goes unpublished.
 func TestDaemonCloseFinishesJobsInFlight(t *testing.T) {
@@ -469,8 +418,8 @@ func TestDaemonCloseFinishesJobsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	video := thirdParty(t, "media/vtest.h264.ts")
-	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": video}, Logger: testLogger(t)}
+	video := testutil.Media(t, "vtest.h264.ts")
+	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": video}, Logger: testutil.Logger(t)}
 	if err := rtsp.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +432,7 @@ workers: {model: %q, library: %q}
 cameras:
   - {id: a, url: %q, fps: 10}
   - {id: b, url: %q, fps: 10}
-`, srv.ClientURL(), thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), rtsp.URL("cam"), rtsp.URL("cam"))))
+`, srv.ClientURL(), testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), rtsp.URL("cam"), rtsp.URL("cam"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,11 +448,11 @@ cameras:
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{Config: cfg, Logger: testLogger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+	d := &Daemon{Config: cfg, Logger: testutil.Logger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 60*time.Second, "a job in flight after a few were analysed", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "a job in flight after a few were analysed", func() bool {
 		var analysed uint64
 		for _, c := range d.Cameras() {
 			analysed += c.Analysed
@@ -544,7 +493,7 @@ nats: {listen: "127.0.0.1:0"}
 workers: {model: %q, library: %q, pools: [{count: 1}]}
 camera_defaults: {fps: 2}
 cameras:
-%s`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 1)))
+%s`, testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 1)))
 	status := func() CameraStatus {
 		for _, c := range d.Cameras() {
 			if c.ID == "cam0" {
@@ -554,7 +503,7 @@ cameras:
 		t.Fatal("cam0 missing")
 		return CameraStatus{}
 	}
-	waitUntil(t, 60*time.Second, "cam0 analysing", func() bool { return status().Analysed >= 2 })
+	testutil.WaitFor(t, 60*time.Second, "cam0 analysing", func() bool { return status().Analysed >= 2 })
 	before, src0, t0 := status(), d.camera("cam0").src.Status(), time.Now()
 	time.Sleep(6 * time.Second)
 	after, src1, secs := status(), d.camera("cam0").src.Status(), time.Since(t0).Seconds()

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sinks/natstest"
 )
@@ -35,7 +37,7 @@ nats:
 workers: {model: %q, library: %q, pools: [{count: 1}]}
 camera_defaults: {fps: 2}
 cameras:
-%s`, "nats-leaf://"+link.Addr, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 4)))
+%s`, "nats-leaf://"+link.Addr, testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), sampleCameras(t, 4)))
 
 	// A local subscriber on the box records every detection event id the daemon publishes.
 	local, err := nats.Connect(d.NATSURL())
@@ -80,7 +82,7 @@ cameras:
 		}
 		return info.State.Msgs
 	}
-	waitUntil(t, 60*time.Second, "events flowing to the hub", func() bool { return count() >= 8 && hubMsgs() >= 8 })
+	testutil.WaitFor(t, 60*time.Second, "events flowing to the hub", func() bool { return count() >= 8 && hubMsgs() >= 8 })
 
 	link.Cut()
 	mu.Lock()
@@ -103,7 +105,7 @@ cameras:
 	link.Restore()
 
 	// Stop recording; every event recorded must reach the hub exactly once.
-	waitUntil(t, 5*time.Second, "one more event after the restore", func() bool { return count() > 0 })
+	testutil.WaitFor(t, 5*time.Second, "one more event after the restore", func() bool { return count() > 0 })
 	if err := sub.Unsubscribe(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ cameras:
 
 	js := hub.Connect(t)
 	var seen map[string]int
-	waitUntil(t, 60*time.Second, "every event in the hub", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "every event in the hub", func() bool {
 		seen = detectionIDs(t, js, "ALL", nil)
 		for id := range want {
 			if seen[id] == 0 {

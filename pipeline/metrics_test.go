@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sources"
 )
 
@@ -29,7 +30,7 @@ func TestDaemonMetrics(t *testing.T) {
 	// Wait for a scrape that shows frames analysed, the unreachable camera offline and a
 	// worker memory sample (taken every 5 s).
 	var m metrics
-	waitUntil(t, 90*time.Second, "metrics with frames analysed, camera down offline, worker memory sampled", func() bool {
+	testutil.WaitFor(t, 90*time.Second, "metrics with frames analysed, camera down offline, worker memory sampled", func() bool {
 		m = scrape(t, base+"/metrics")
 		return m.get(`visiond_camera_frames_analysed_total{camera="east"}`) > 0 &&
 			m.get(`visiond_camera_state{camera="down",state="offline"}`) == 1 &&

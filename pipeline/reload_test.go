@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 )
 
@@ -37,7 +37,7 @@ func TestDaemonReload(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 60*time.Second, "east and west analysed", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "east and west analysed", func() bool {
 		n := 0
 		for _, c := range d.Cameras() {
 			if c.Analysed > 0 {
@@ -79,7 +79,7 @@ func TestDaemonReload(t *testing.T) {
 	if got := d.camera("east").src; got != east {
 		t.Fatal("east was restarted by a reload that did not change it")
 	}
-	waitUntil(t, 60*time.Second, "north and the restarted camera analysed, on the new worker", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "north and the restarted camera analysed, on the new worker", func() bool {
 		st := map[string]CameraStatus{}
 		for _, c := range d.Cameras() {
 			st[c.ID] = c
@@ -322,17 +322,13 @@ type fileDaemon struct {
 // beforeStart, if any, runs between the load and the start.
 func startFileDaemon(t *testing.T, body string, beforeStart ...func(path string)) *fileDaemon {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "visiond.yaml")
-	body = fmt.Sprintf("state_dir: %q\nnats: {listen: \"127.0.0.1:0\"}\n%s", t.TempDir(), body)
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := testutil.TempFile(t, "visiond.yaml", fmt.Sprintf("state_dir: %q\nnats: {listen: \"127.0.0.1:0\"}\n%s", t.TempDir(), body))
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fd := &fileDaemon{path: path, events: make(chan *nats.Msg, 16), results: make(chan error, 16)}
-	fd.Daemon = &Daemon{Config: cfg, ConfigPath: path, Logger: testLogger(t),
+	fd.Daemon = &Daemon{Config: cfg, ConfigPath: path, Logger: testutil.Logger(t),
 		WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv},
 		Reloading: func() { fd.reloading.Add(1) },
 		Reloaded: func(_ ReloadResult, err error) {
@@ -367,9 +363,7 @@ func startFileDaemon(t *testing.T, body string, beforeStart ...func(path string)
 func (fd *fileDaemon) save(t *testing.T, body string) {
 	t.Helper()
 	tmp := fd.path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, tmp, body)
 	if err := os.Rename(tmp, fd.path); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +382,7 @@ func (fd *fileDaemon) noConfigEvent(t *testing.T, d time.Duration, after string)
 // online waits until every camera is online and has been analysed, and returns their sources.
 func (fd *fileDaemon) online(t *testing.T, ids ...string) map[string]any {
 	t.Helper()
-	waitUntil(t, 60*time.Second, fmt.Sprintf("cameras %v online and analysed", ids), func() bool {
+	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("cameras %v online and analysed", ids), func() bool {
 		for _, id := range ids {
 			if c := fd.camera(id); c == nil || c.status().State != "online" || c.status().Analysed == 0 {
 				return false
@@ -426,9 +420,9 @@ func (fd *fileDaemon) untouched(t *testing.T, srcs map[string]any) {
 func TestReloadNeedsRestartUntilFileMatches(t *testing.T) {
 	cams := sampleCameras(t, 2)
 	base := fmt.Sprintf("site: test\nhttp: {listen: \"127.0.0.1:0\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
-		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams)
+		testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), cams)
 	fd := startFileDaemon(t, base)
-	body := mustReadFile(t, fd.path)
+	body := testutil.ReadFile(t, fd.path)
 	addr := fd.HTTPAddr().String()
 	newListen := strings.Replace(body, `http: {listen: "127.0.0.1:0"}`, `http: {listen: "127.0.0.1:1"}`, 1)
 	slower := strings.Replace(newListen, "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
@@ -465,17 +459,15 @@ func TestReloadNeedsRestartUntilFileMatches(t *testing.T) {
 func TestReloadTruncateThenWrite(t *testing.T) {
 	cams := sampleCameras(t, 2)
 	fd := startFileDaemon(t, fmt.Sprintf("site: test\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
-		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams))
+		testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), cams))
 	srcs := fd.online(t, "cam0", "cam1")
-	body := strings.Replace(mustReadFile(t, fd.path), "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
+	body := strings.Replace(testutil.ReadFile(t, fd.path), "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
 
 	if err := os.Truncate(fd.path, 0); err != nil { // `: > visiond.yaml`
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // then `cp good.yaml visiond.yaml`
-	if err := os.WriteFile(fd.path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, fd.path, body)
 	ev := nextConfigEvent(t, fd.events)
 	if ev.Result != "applied" || !slices.Equal(ev.Updated, []string{"cam1"}) || len(ev.Removed)+len(ev.Restarted)+len(ev.Added) != 0 {
 		t.Fatalf("config event %+v, want the complete file applied: cam1 updated, nothing removed", ev)
@@ -490,13 +482,11 @@ func TestReloadTruncateThenWrite(t *testing.T) {
 func TestReloadEmptyFileLeftThenGood(t *testing.T) {
 	cams := sampleCameras(t, 2)
 	fd := startFileDaemon(t, fmt.Sprintf("site: test\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
-		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams))
+		testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), cams))
 	srcs := fd.online(t, "cam0", "cam1")
-	good := mustReadFile(t, fd.path)
+	good := testutil.ReadFile(t, fd.path)
 
-	if err := os.WriteFile(fd.path, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, fd.path, "")
 	if ev := nextConfigEvent(t, fd.events); ev.Result != "rejected" || !strings.Contains(ev.Error, "empty file") {
 		t.Fatalf("empty file: config event %+v, want rejected as empty", ev)
 	}
@@ -528,11 +518,9 @@ func TestReloadEmptyFileLeftThenGood(t *testing.T) {
 func TestReloadFileEditedDuringStart(t *testing.T) {
 	cams := sampleCameras(t, 2)
 	fd := startFileDaemon(t, fmt.Sprintf("site: test\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
-		thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), cams), func(path string) {
-		edited := strings.Replace(mustReadFile(t, path), "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
-		if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), cams), func(path string) {
+		edited := strings.Replace(testutil.ReadFile(t, path), "- {id: cam1,", "- {id: cam1, fps: 2,", 1)
+		testutil.WriteFile(t, path, edited)
 	})
 	select {
 	case err := <-fd.results:
@@ -550,13 +538,4 @@ func TestReloadFileEditedDuringStart(t *testing.T) {
 		t.Fatalf("a second reload (%v) of an unchanged file", err)
 	case <-time.After(time.Second):
 	}
-}
-
-func mustReadFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

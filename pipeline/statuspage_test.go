@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // skipBrowserEnv opts out of the browser test where chromium cannot be installed; without
@@ -40,7 +42,7 @@ const skipBrowserEnv = "VISIOND_SKIP_BROWSER_TEST"
 func TestStatusPage(t *testing.T) {
 	chromium := chromiumPath(t)
 	d, rtsp := startDaemon(t)
-	waitUntil(t, 60*time.Second, "east and west online with an achieved fps", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "east and west online with an achieved fps", func() bool {
 		n := 0
 		for _, c := range d.Cameras() {
 			if (c.ID == "east" || c.ID == "west") && c.State == "online" && c.FPSAchieved > 0 && c.Analysed >= 3 {
@@ -203,7 +205,7 @@ func TestStatusPage(t *testing.T) {
 // TestStatusPageServed checks the page's files and headers over plain HTTP: the page links
 // only its own script and stylesheet, which are served with their types.
 func TestStatusPageServed(t *testing.T) {
-	d := &Daemon{log: testLogger(t)}
+	d := &Daemon{log: testutil.Logger(t)}
 	srv := httptest.NewServer(d.handler(false))
 	defer srv.Close()
 	for _, tc := range []struct {

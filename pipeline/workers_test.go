@@ -10,6 +10,7 @@ import (
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // Two CPU pools from the config, one worker with two slots each: two jobs dispatched at
@@ -17,8 +18,8 @@ import (
 // has the rest), not both to the first pool, whose worker has a second slot free.
 func TestWorkerPoolsDispatchAcrossPools(t *testing.T) {
 	cfg := config.Workers{
-		Model:      thirdParty(t, "yolov8n.onnx"),
-		Library:    thirdParty(t, "libonnxruntime.so.1"),
+		Model:      testutil.ThirdParty(t, "yolov8n.onnx"),
+		Library:    testutil.ThirdParty(t, "libonnxruntime.so.1"),
 		JobTimeout: time.Minute, // -race makes the workers slow
 		Pools:      []config.WorkerPool{{Count: 1, Provider: "cpu", Threads: 1}, {Count: 1, Provider: "cpu", Threads: 1}},
 	}
@@ -26,7 +27,7 @@ func TestWorkerPoolsDispatchAcrossPools(t *testing.T) {
 	defer w.close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := w.start(ctx, cfg, []string{os.Args[0]}, []string{workerEnv}, testLogger(t)); err != nil {
+	if err := w.start(ctx, cfg, []string{os.Args[0]}, []string{workerEnv}, testutil.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	pix := bytes.Repeat([]byte{geom.PadValue}, 640*640*3)
