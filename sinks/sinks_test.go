@@ -92,7 +92,7 @@ func TestPublishDetections(t *testing.T) {
 	if err := p.PublishDetections(ev); err != nil {
 		t.Fatal(err)
 	}
-	m, err := sub.NextMsg(5 * time.Second)
+	m, err := sub.NextMsg(time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,27 +293,41 @@ func TestStoreFullGapEvent(t *testing.T) {
 	st := testStream()
 	st.MaxBytes = 16 << 10
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: st, StoreCheck: 50 * time.Millisecond})
-	time.Sleep(200 * time.Millisecond) // a first check of the empty stream
-	if err := p.PublishDetections(detection("door", 1)); err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitFor(t, time.Minute, "the first event stored", func() bool { return p.Stats().Published == 1 })
-	time.Sleep(200 * time.Millisecond) // a check that sees it
-	for i := uint64(2); i <= 400; i++ {
-		if err := p.PublishDetections(detection("door", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	sub, err := nc.SubscribeSync("visiond.lab.gaps")
+	gaps, err := nc.SubscribeSync("visiond.lab.gaps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := sub.NextMsg(10 * time.Second)
+	if err := p.PublishDetections(detection("door", 1)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, time.Minute, "the first event stored", func() bool { return p.Stats().Published == 1 })
+	// A gap event can only say what a check saw before it was removed: wait for a check that
+	// sees the first event, counting the checks by their stream info requests (copies of them
+	// come to any subscriber). A request seen here was made after the event was stored, and
+	// checks run one after the other: once a second is seen, the first has seen the event.
+	checks, err := nc.SubscribeSync("$JS.API.STREAM.INFO." + st.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := checks.NextMsg(time.Minute); err != nil {
+			t.Fatalf("no stream check: %v", err)
+		}
+	}
+	for i := uint64(2); i <= 400; i++ {
+		if err := p.PublishDetections(detection("door", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := gaps.NextMsg(time.Minute)
 	if err != nil {
 		t.Fatalf("no gap event: %v", err)
 	}
@@ -372,7 +386,7 @@ func TestCloseDrains(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.Close(10 * time.Second)
+	p.Close(time.Minute) // returns once all are published: a minute only for a loaded machine
 	if st := p.Stats(); st.Published != 500 || st.Pending != 0 {
 		t.Errorf("after Close: %+v, want all 500 published", st)
 	}

@@ -143,7 +143,7 @@ func TestTokenAndNKeyAuth(t *testing.T) {
 	}
 	ns.Start()
 	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
+	if !ns.ReadyForConnections(time.Minute) {
 		t.Fatal("server not ready")
 	}
 	anon := &Publisher{URL: ns.ClientURL(), Prefix: "visiond", Site: "lab", JetStream: true, Stream: testStream()}

@@ -52,7 +52,7 @@ func StartHub(tb testing.TB, dir string) *Hub {
 	}
 	ns.Start()
 	tb.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
+	if !ns.ReadyForConnections(time.Minute) {
 		tb.Fatal("hub not ready")
 	}
 	return &Hub{Server: ns, LeafURL: "nats-leaf://" + leafAddr}
@@ -66,7 +66,7 @@ func (h *Hub) Connect(tb testing.TB) jetstream.JetStream { return ConnectJS(tb, 
 func (h *Hub) SourceStream(tb testing.TB, name, boxDomain, boxStream string) jetstream.Stream {
 	tb.Helper()
 	js := h.Connect(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:    name,
@@ -231,7 +231,7 @@ func (v *Validator) Validate(name string, data []byte) error {
 // StreamMsgs reads every message of stream name, in order (deleted ones are skipped).
 func StreamMsgs(tb testing.TB, js jetstream.JetStream, name string) []*jetstream.RawStreamMsg {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := js.Stream(ctx, name)
 	if err != nil {
