@@ -53,12 +53,15 @@ func TestCameraSampleEndToEnd(t *testing.T) {
 		var f *Frame
 		select {
 		case f = <-frames:
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatalf("frame %d did not arrive; status %+v\nlogs:\n%s", i, cam.Status(), logs.String())
 		}
 		lastSeq = checkFrame(t, i, f, "cam1", want, lastSeq)
-		if time.Since(f.Captured) > 5*time.Second || f.Captured.After(time.Now()) {
-			t.Fatalf("frame %d: Captured %v", i, f.Captured)
+		// Captured is when its packets came (or the sender report's time for them): not in the
+		// future, and not long before it was decoded (however long the frame then waited in the
+		// channel for this test).
+		if f.Captured.After(time.Now()) || f.Received.Sub(f.Captured) > 5*time.Second {
+			t.Fatalf("frame %d: Captured %v, Received %v", i, f.Captured, f.Received)
 		}
 		f.Release()
 	}
@@ -131,7 +134,7 @@ func TestCameraClosedPortRedacted(t *testing.T) {
 		retryMax: 80 * time.Millisecond,
 	}
 	cam.Start()
-	testutil.WaitFor(t, 10*time.Second, "reconnect attempts", func() bool {
+	testutil.WaitFor(t, time.Minute, "reconnect attempts", func() bool {
 		st := cam.Status()
 		return st.State == StateOffline && st.Reconnects >= 3
 	})
@@ -162,7 +165,7 @@ func TestCameraBadURLRedacted(t *testing.T) {
 	cam := &Camera{ID: "x", URL: "rtsp://u:hunter2@host:notaport/x", Logger: logs.Logger(), retryMin: time.Hour}
 	cam.Start()
 	defer cam.Close()
-	testutil.WaitFor(t, 5*time.Second, "offline", func() bool { return cam.Status().State == StateOffline })
+	testutil.WaitFor(t, time.Minute, "offline", func() bool { return cam.Status().State == StateOffline })
 	st := cam.Status()
 	t.Logf("LastError: %s", st.LastError)
 	if !strings.Contains(st.LastError, "invalid URL") || strings.Contains(st.LastError+logs.String(), "hunter2") {
@@ -174,7 +177,7 @@ func TestCameraUnknownTransport(t *testing.T) {
 	cam := &Camera{ID: "x", URL: "rtsp://127.0.0.1:1/x", Transport: "quic", Logger: (&testutil.LogBuffer{}).Logger(), retryMin: time.Hour}
 	cam.Start()
 	defer cam.Close()
-	testutil.WaitFor(t, 5*time.Second, "offline", func() bool { return cam.Status().State == StateOffline })
+	testutil.WaitFor(t, time.Minute, "offline", func() bool { return cam.Status().State == StateOffline })
 	if e := cam.Status().LastError; !strings.Contains(e, `unknown transport "quic"`) {
 		t.Fatalf("LastError %q", e)
 	}
@@ -216,7 +219,7 @@ func TestCameraNoH264(t *testing.T) {
 
 	cam := &Camera{ID: "mjpeg", URL: "rtsp://" + addr.String() + "/cam", Logger: (&testutil.LogBuffer{}).Logger(), retryMin: time.Hour}
 	cam.Start()
-	testutil.WaitFor(t, 10*time.Second, "offline", func() bool { return cam.Status().State == StateOffline })
+	testutil.WaitFor(t, time.Minute, "offline", func() bool { return cam.Status().State == StateOffline })
 	e := cam.Status().LastError
 	t.Logf("LastError: %s", e)
 	for _, want := range []string{"no H.264", "video M-JPEG", "audio G711"} {
@@ -242,7 +245,7 @@ func TestCameraAutoTransport(t *testing.T) {
 	cam := &Camera{ID: "auto", URL: srv.URL("v"), Transport: "auto", InputW: 320, InputH: 320, Logger: logs.Logger()}
 	cam.Start()
 	defer cam.Close()
-	testutil.WaitFor(t, 15*time.Second, "frames over the fallback transport", func() bool { return cam.Status().Delivered >= 3 })
+	testutil.WaitFor(t, time.Minute, "frames over the fallback transport", func() bool { return cam.Status().Delivered >= 3 })
 	if !strings.Contains(logs.String(), "switching to TCP") {
 		t.Errorf("no transport switch logged:\n%s", logs.String())
 	}

@@ -54,15 +54,17 @@ func nextFrame(t *testing.T, ch chan *Frame, cam *Camera, logs *testutil.LogBuff
 	select {
 	case f := <-ch:
 		return f
-	case <-time.After(15 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("no frame; status %+v\nlogs:\n%s", cam.Status(), logs.String())
 		return nil
 	}
 }
 
-// closeQuickly closes cam and fails if that takes longer than d.
-func closeQuickly(t *testing.T, cam *Camera, d time.Duration) {
+// closeQuickly closes cam and fails if that takes longer than 10 s: far more than a Close
+// takes on a loaded machine, far less than waiting for a read that takes a minute.
+func closeQuickly(t *testing.T, cam *Camera) {
 	t.Helper()
+	const d = 10 * time.Second
 	start := time.Now()
 	cam.Close()
 	if took := time.Since(start); took > d {
@@ -107,8 +109,8 @@ func TestCaptureGStreamerSamplecam(t *testing.T) {
 	for i := 0; i < 12; i++ {
 		f := nextFrame(t, frames, cam, &logs)
 		lastSeq = checkFrame(t, i, f, "gst", vtestLetterbox, lastSeq)
-		if time.Since(f.Captured) > 5*time.Second || f.Captured.After(time.Now()) {
-			t.Fatalf("frame %d: Captured %v", i, f.Captured)
+		if f.Captured.After(time.Now()) || f.Received.Sub(f.Captured) > 5*time.Second {
+			t.Fatalf("frame %d: Captured %v, Received %v", i, f.Captured, f.Received)
 		}
 		if first == nil {
 			first = bytes.Clone(f.Pix)
@@ -123,7 +125,7 @@ func TestCaptureGStreamerSamplecam(t *testing.T) {
 	if st := cam.Status(); st.State != StateOnline || st.LastError != "" {
 		t.Errorf("status %+v", st)
 	}
-	closeQuickly(t, cam, 2*time.Second)
+	closeQuickly(t, cam)
 	drain()
 	srv.Close()
 	testutil.CheckGoroutines(t, base)
@@ -164,12 +166,18 @@ func TestCaptureFileLoopsAtItsRate(t *testing.T) {
 	}
 	seq0, cap0 := f0.Seq, f0.Captured
 	f0.Release()
+	// Frames until the 20-frame clip has looped. How many seconds that takes depends on how
+	// fast the machine decodes; what the pacing promises does not: no frame before its due
+	// time (Received not before Captured), and Captured on a fixed schedule.
 	start := time.Now()
 	var last *Frame
 	n := 0
-	for time.Since(start) < 3*time.Second {
+	for timeout := time.After(time.Minute); last == nil || last.Seq <= seq0+20; {
 		select {
 		case f := <-frames:
+			if f.Received.Before(f.Captured) {
+				t.Fatalf("frame Seq %d handed out at %v, before its due time %v", f.Seq, f.Received, f.Captured)
+			}
 			if last != nil {
 				if f.Seq <= last.Seq || !f.Captured.After(last.Captured) {
 					t.Fatalf("frame Seq %d Captured %v after Seq %d Captured %v", f.Seq, f.Captured, last.Seq, last.Captured)
@@ -178,22 +186,20 @@ func TestCaptureFileLoopsAtItsRate(t *testing.T) {
 			}
 			last = f
 			n++
-		case <-time.After(100 * time.Millisecond):
+		case <-timeout:
+			t.Fatalf("the 20-frame clip did not loop in a minute: %d frames after the first, last %+v; status %+v\nlogs:\n%s",
+				n, last, cam.Status(), logs.String())
 		}
 	}
-	if last == nil {
-		t.Fatalf("no frame after the first; status %+v\nlogs:\n%s", cam.Status(), logs.String())
-	}
-	t.Logf("%d frames in 3 s after the first; status %+v", n, cam.Status())
-	if n < 15 || n > 45 {
-		t.Errorf("%d frames in 3 s, want about 30 (10 fps)", n)
-	}
-	if last.Seq <= 20 {
-		t.Errorf("last Seq %d: the 20-frame clip did not loop", last.Seq)
-	}
-	// Captured is the due time on a fixed schedule: frame k after the first is due
-	// k * 100 ms later (later still only if playback fell far behind and re-anchored).
-	if gap, want := last.Captured.Sub(cap0), time.Duration(last.Seq-seq0)*100*time.Millisecond; gap < want-time.Millisecond || gap > want+time.Second {
+	took := time.Since(start)
+	t.Logf("%d frames in %v after the first (%.1f fps; the clip's rate is 10); status %+v", n, took.Round(time.Millisecond),
+		float64(n)/took.Seconds(), cam.Status())
+	// Captured is the due time on a fixed schedule: frame k after the first is due k * 100 ms
+	// later, later still only if playback fell more than a second behind and re-anchored (a
+	// loaded machine), which it logs.
+	gap, want := last.Captured.Sub(cap0), time.Duration(last.Seq-seq0)*100*time.Millisecond
+	reanchored := strings.Contains(logs.String(), "file playback fell behind")
+	if gap < want-time.Millisecond || gap > want+time.Second && !reanchored {
 		t.Errorf("Captured advanced %v over %d frames, want %v", gap, last.Seq-seq0, want)
 	}
 	checkLetterboxed(t, last.Pix, last.Letterbox)
@@ -201,7 +207,7 @@ func TestCaptureFileLoopsAtItsRate(t *testing.T) {
 	if st := cam.Status(); st.State != StateOnline || st.LastError != "" || st.Reconnects != 0 {
 		t.Errorf("status %+v", st)
 	}
-	closeQuickly(t, cam, time.Second)
+	closeQuickly(t, cam)
 	drain()
 	testutil.CheckGoroutines(t, base)
 }
@@ -233,7 +239,7 @@ func TestCaptureBadInputs(t *testing.T) {
 			cam.Logger = logs.Logger()
 			cam.retryMin, cam.retryMax = 20*time.Millisecond, 80*time.Millisecond
 			cam.Start()
-			testutil.WaitFor(t, 15*time.Second, "offline with reconnect attempts", func() bool {
+			testutil.WaitFor(t, time.Minute, "offline with reconnect attempts", func() bool {
 				st := cam.Status()
 				return st.State == StateOffline && st.Reconnects >= 2
 			})
@@ -247,7 +253,7 @@ func TestCaptureBadInputs(t *testing.T) {
 			if st.Frames != 0 {
 				t.Errorf("status %+v: frames from a bad source", st)
 			}
-			closeQuickly(t, cam, 2*time.Second)
+			closeQuickly(t, cam)
 			testutil.CheckGoroutines(t, base)
 		})
 	}
@@ -268,8 +274,8 @@ func TestCaptureGStreamerCloseWhileReadBlocks(t *testing.T) {
 		Logger: logs.Logger(),
 	}
 	cam.Start()
-	testutil.WaitFor(t, 15*time.Second, "the pipeline to open", func() bool { return strings.Contains(logs.String(), "capture opened") })
-	closeQuickly(t, cam, 2*time.Second)
+	testutil.WaitFor(t, time.Minute, "the pipeline to open", func() bool { return strings.Contains(logs.String(), "capture opened") })
+	closeQuickly(t, cam)
 	testutil.CheckGoroutines(t, base)
 }
 

@@ -78,20 +78,21 @@ func TestCameraSurvivesServerRestart(t *testing.T) {
 	addr := strings.TrimPrefix(strings.TrimSuffix(srv.URL("cam"), "/cam"), "rtsp://")
 	cam, rec := testCamera(t, srv.URL("cam"), &logs)
 
-	first := rec.next(t, StateOnline, 10*time.Second, &logs)
+	first := rec.next(t, StateOnline, time.Minute, &logs)
 	if first.Previous != StateConnecting || first.Gap != 0 {
 		t.Fatalf("first online: %+v, want from connecting with no gap", first)
 	}
 	srv.Close()
 	down := time.Now()
-	off := rec.next(t, StateOffline, 15*time.Second, &logs)
+	off := rec.next(t, StateOffline, time.Minute, &logs)
 	if off.Reason == "" || off.Previous != StateOnline {
 		t.Fatalf("offline: %+v, want a reason", off)
 	}
 	time.Sleep(300 * time.Millisecond) // an outage long enough to measure
 	startSample(t, addr, &logs)
-	back := rec.next(t, StateOnline, 10*time.Second, &logs)
-	if back.Previous != StateOffline || back.Gap < time.Since(down)-back.At.Sub(down) || back.Gap < 300*time.Millisecond {
+	back := rec.next(t, StateOnline, time.Minute, &logs)
+	// The gap runs from the last frame, which came before the server went down.
+	if back.Previous != StateOffline || back.Gap < back.At.Sub(down) || back.Gap < 300*time.Millisecond {
 		t.Fatalf("back online: %+v, want from offline with a gap of at least the outage (%v)", back, back.At.Sub(down))
 	}
 	if st := cam.Status(); st.Reconnects == 0 || st.State != StateOnline {
@@ -105,15 +106,15 @@ func TestCameraStallWatchdog(t *testing.T) {
 	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
 	_, rec := testCamera(t, srv.URL("cam"), &logs, func(c *Camera) { c.StallTimeout = 700 * time.Millisecond })
-	rec.next(t, StateOnline, 10*time.Second, &logs)
+	rec.next(t, StateOnline, time.Minute, &logs)
 
 	srv.Freeze("cam", true)
-	off := rec.next(t, StateOffline, 10*time.Second, &logs)
+	off := rec.next(t, StateOffline, time.Minute, &logs)
 	if !strings.Contains(off.Reason, "stalled: no frame for") {
 		t.Fatalf("offline reason %q, want the stall", off.Reason)
 	}
 	srv.Freeze("cam", false)
-	back := rec.next(t, StateOnline, 10*time.Second, &logs)
+	back := rec.next(t, StateOnline, time.Minute, &logs)
 	if back.Gap < 700*time.Millisecond {
 		t.Fatalf("back online with gap %v, want at least the stall timeout", back.Gap)
 	}
@@ -127,7 +128,7 @@ func TestCameraCredentials(t *testing.T) {
 	bad := strings.Replace(srv.URL("cam"), "rtsp://", "rtsp://viewer:hunter2@", 1)
 	cam, rec := testCamera(t, bad, &logs, func(c *Camera) { c.retryMax = time.Hour })
 
-	ch := rec.next(t, StateUnauthorized, 10*time.Second, &logs)
+	ch := rec.next(t, StateUnauthorized, time.Minute, &logs)
 	if !strings.Contains(ch.Reason, "unauthorized") {
 		t.Fatalf("reason %q", ch.Reason)
 	}
@@ -141,7 +142,7 @@ func TestCameraCredentials(t *testing.T) {
 	}
 
 	_, rec = testCamera(t, srv.URL("cam"), &logs, func(c *Camera) { c.Username, c.Password = "viewer", "s3cret" })
-	rec.next(t, StateOnline, 10*time.Second, &logs)
+	rec.next(t, StateOnline, time.Minute, &logs)
 	if strings.Contains(logs.String(), "s3cret") {
 		t.Fatalf("password in logs:\n%s", logs.String())
 	}
@@ -153,7 +154,7 @@ func TestCameraKeyframesOnly(t *testing.T) {
 	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
 	cam, _ := testCamera(t, srv.URL("cam"), &logs, func(c *Camera) { c.Decode = "keyframes" })
-	testutil.WaitFor(t, 15*time.Second, "3 keyframes decoded", func() bool { return cam.Status().Frames >= 3 })
+	testutil.WaitFor(t, time.Minute, "3 keyframes decoded", func() bool { return cam.Status().Frames >= 3 })
 	st := cam.Status()
 	if st.Skipped < 5*st.Frames || st.Skipped > 12*(st.Frames+1) {
 		t.Fatalf("status %+v: want about 9 access units skipped per keyframe decoded", st)
@@ -201,7 +202,7 @@ func TestCameraH265WithAudio(t *testing.T) {
 		}
 		checkLetterboxed(t, f.Pix, f.Letterbox)
 		f.Release()
-	case <-time.After(15 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("no frame; status %+v\nlogs:\n%s", cam.Status(), logs.String())
 	}
 	if !strings.Contains(logs.String(), "codec=H.265") {
@@ -215,9 +216,9 @@ func TestCameraDamagedStream(t *testing.T) {
 	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs, func(s *samplecam.Server) { s.Damage = 0.01 })
 	cam, _ := testCamera(t, srv.URL("cam"), &logs)
-	testutil.WaitFor(t, 30*time.Second, "a resync after damage", func() bool { return cam.Status().Resyncs >= 1 })
+	testutil.WaitFor(t, time.Minute, "a resync after damage", func() bool { return cam.Status().Resyncs >= 1 })
 	before := cam.Status().Frames
-	testutil.WaitFor(t, 30*time.Second, "frames to keep coming", func() bool { return cam.Status().Frames >= before+10 })
+	testutil.WaitFor(t, time.Minute, "frames to keep coming", func() bool { return cam.Status().Frames >= before+10 })
 	if st := cam.Status(); st.State != StateOnline {
 		t.Fatalf("status %+v, want online", st)
 	}
@@ -228,7 +229,7 @@ func TestCameraDamagedStream(t *testing.T) {
 func TestCameraUnreachableHost(t *testing.T) {
 	var logs testutil.LogBuffer
 	cam, rec := testCamera(t, "rtsp://192.0.2.1:554/stream", &logs, func(c *Camera) { c.readTimeout = time.Second })
-	off := rec.next(t, StateOffline, 15*time.Second, &logs)
+	off := rec.next(t, StateOffline, time.Minute, &logs)
 	if off.Reason == "" {
 		t.Fatalf("offline without a reason: %+v", off)
 	}
@@ -260,15 +261,17 @@ func TestCameraCaptureTimeFromRTCP(t *testing.T) {
 	})
 	select {
 	case f := <-got:
-		if skew := f.Captured.Sub(f.Received) - offset; skew > 2*time.Second || skew < -2*time.Second {
+		// An hour earlier, less the time the frame took to come and be decoded: a few ms, but
+		// seconds on a loaded machine.
+		if skew := f.Captured.Sub(f.Received) - offset; skew > 2*time.Second || skew < -30*time.Second {
 			t.Fatalf("captured %v, received %v: want captured an hour earlier", f.Captured, f.Received)
 		}
-		if time.Since(f.Received) > 5*time.Second {
+		if time.Since(f.Received) > time.Minute {
 			t.Fatalf("received %v: not this host's clock", f.Received)
 		}
 		f.Release()
-	case <-time.After(30 * time.Second): // gortsplib's server sends a report every 10 s
-		t.Fatalf("no frame with the camera's capture time in 30 s\nlogs:\n%s", logs.String())
+	case <-time.After(time.Minute): // gortsplib's server sends a report every 10 s
+		t.Fatalf("no frame with the camera's capture time in a minute\nlogs:\n%s", logs.String())
 	}
 	if !strings.Contains(logs.String(), "camera clock is off") {
 		t.Fatalf("skew not reported:\n%s", logs.String())
@@ -306,7 +309,7 @@ func TestCameraResolutionChange(t *testing.T) {
 		}
 	})
 	seen := map[[2]int]bool{}
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(time.Minute)
 	for !seen[[2]int{640, 360}] || !seen[[2]int{320, 240}] {
 		select {
 		case f := <-frames:

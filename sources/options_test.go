@@ -62,7 +62,7 @@ func TestCameraInvalidOptions(t *testing.T) {
 		cam := c.cam
 		cam.ID, cam.URL, cam.Logger, cam.retryMin = "x", "rtsp://127.0.0.1:1/x", (&testutil.LogBuffer{}).Logger(), time.Hour
 		cam.Start()
-		testutil.WaitFor(t, 5*time.Second, "offline", func() bool { return cam.Status().State == StateOffline })
+		testutil.WaitFor(t, time.Minute, "offline", func() bool { return cam.Status().State == StateOffline })
 		cam.Close()
 		if e := cam.Status().LastError; !strings.Contains(e, c.want) {
 			t.Errorf("LastError %q, want %q", e, c.want)

@@ -105,14 +105,14 @@ func startGstRTSPServer(t *testing.T, file, mount string) string {
 	case p = <-port:
 	case <-exited:
 		t.Fatalf("GStreamer RTSP server exited: %s", stderr.String())
-	case <-time.After(20 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("GStreamer RTSP server did not report its port: %s", stderr.String())
 	}
 	if n, err := strconv.Atoi(p); err != nil || n <= 0 {
 		t.Fatalf("GStreamer RTSP server reported port %q", p)
 	}
 	addr := net.JoinHostPort("127.0.0.1", p)
-	testutil.WaitFor(t, 10*time.Second, "the RTSP server to accept connections", func() bool {
+	testutil.WaitFor(t, time.Minute, "the RTSP server to accept connections", func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
@@ -147,7 +147,7 @@ func playGstRTSP(t *testing.T, url string, transport Transport) {
 	if st := cam.Status(); st.State != StateOnline || st.LastError != "" {
 		t.Errorf("status %+v", st)
 	}
-	closeQuickly(t, cam, 2*time.Second)
+	closeQuickly(t, cam)
 	drain()
 	testutil.CheckGoroutines(t, base)
 }
