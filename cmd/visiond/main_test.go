@@ -217,7 +217,7 @@ func followLog(t *testing.T, r io.Reader) *logLines {
 func (l *logLines) wait(t *testing.T, re string) string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
-	timeout := time.After(60 * time.Second)
+	timeout := time.After(2 * time.Minute) // a daemon's start, a worker's, an RTSP session: on a loaded machine
 	for {
 		select {
 		case line, ok := <-l.lines:
@@ -229,7 +229,7 @@ func (l *logLines) wait(t *testing.T, re string) string {
 				return line
 			}
 		case <-timeout:
-			t.Fatalf("no log line matching %q in 60 s:\n%s", re, l.all.String())
+			t.Fatalf("no log line matching %q in 2 minutes:\n%s", re, l.all.String())
 		}
 	}
 }
