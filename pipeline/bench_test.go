@@ -24,6 +24,38 @@ import (
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
+// BenchmarkCameraFPS measures the rate at which one camera configured for 2 fps (the 10 fps
+// sample) is analysed by one CPU worker, with the frames left unscaled per turn
+// (sources.Camera.NeedFrom): the rate TestUnneededFramesNotScaled leaves to benchmarks, since
+// it depends on how fast the machine runs the model. b.N is ignored; VISIOND_BENCH_SECONDS
+// (10) is the window, counted from the camera's second analysed frame.
+func BenchmarkCameraFPS(b *testing.B) {
+	seconds := 10
+	if s := os.Getenv("VISIOND_BENCH_SECONDS"); s != "" {
+		if _, err := fmt.Sscan(s, &seconds); err != nil {
+			b.Fatalf("VISIOND_BENCH_SECONDS=%q: %v", s, err)
+		}
+	}
+	d := startTestDaemon(b, fmt.Sprintf(`
+site: bench
+http: {listen: ""}
+nats: {listen: "127.0.0.1:0"}
+workers: {model: %q, library: %q, pools: [{count: 1}]}
+camera_defaults: {fps: 2}
+cameras:
+%s`, testutil.ThirdParty(b, "yolov8n.onnx"), testutil.ThirdParty(b, "libonnxruntime.so.1"), sampleCameras(b, 1)))
+	cam := d.camera("cam0")
+	testutil.WaitFor(b, time.Minute, "cam0 analysing", func() bool { return cam.status().Analysed >= 2 })
+	before, src0, t0 := cam.status(), cam.src.Status(), time.Now()
+	time.Sleep(time.Duration(seconds) * time.Second)
+	after, src1, secs := cam.status(), cam.src.Status(), time.Since(t0).Seconds()
+	analysed := float64(after.Analysed - before.Analysed)
+	b.ReportMetric(analysed/secs, "analysed/s")
+	if analysed > 0 {
+		b.ReportMetric(float64(src1.Unneeded-src0.Unneeded)/analysed, "unscaled/turn")
+	}
+}
+
 // BenchmarkThroughputVsBareLoop measures detections per second through the whole daemon
 // (cameras of the 10 fps sample, more than the workers can take, every event counted on
 // NATS) and divides by the rate of bare loops of Detector.Detect on the same model and

@@ -39,7 +39,9 @@ func TestWorkerPoolsDispatchAcrossPools(t *testing.T) {
 		}
 	}
 	ws := w.workers()
-	if len(ws) != 2 || ws[0].InFlight != 1 || ws[1].InFlight != 1 {
+	// One job in each pool (or already done: a loaded machine may hold this test up for
+	// longer than a job takes), never two in the first; the results' pids tell where they ran.
+	if len(ws) != 2 || ws[0].InFlight > 1 || ws[1].InFlight > 1 {
 		t.Fatalf("workers %+v, want one job in flight in each pool", ws)
 	}
 	pids := map[int]bool{}
