@@ -127,7 +127,7 @@ func TestRunPrintsDetections(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
-	timeout := time.After(90 * time.Second)
+	timeout := time.After(2 * time.Minute) // the daemon's start, a worker's, an RTSP session, a detection
 	for found := false; !found; {
 		select {
 		case l, ok := <-lines:
@@ -136,7 +136,7 @@ func TestRunPrintsDetections(t *testing.T) {
 			}
 			found = strings.Contains(l, "demo/sample frame") && strings.Contains(l, " person 0.")
 		case <-timeout:
-			t.Fatalf("no person printed in 90 s; stderr:\n%s", stderr.String())
+			t.Fatalf("no person printed in 2 minutes; stderr:\n%s", stderr.String())
 		}
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
