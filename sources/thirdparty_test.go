@@ -147,7 +147,7 @@ func playGstRTSP(t *testing.T, url string, transport Transport) {
 	if st := cam.Status(); st.State != StateOnline || st.LastError != "" {
 		t.Errorf("status %+v", st)
 	}
-	closeQuickly(t, cam)
+	closeQuickly(t, cam, 10*time.Second)
 	drain()
 	testutil.CheckGoroutines(t, base)
 }
