@@ -2,7 +2,6 @@ package config_test
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/configs"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -370,9 +370,7 @@ func TestValidateGoConfig(t *testing.T) {
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "visiond.yaml")
-	if err := os.WriteFile(path, []byte("cameras:\n  - id: a\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, path, "cameras:\n  - id: a\n")
 	_, err := config.Load(path)
 	var cerr *config.Error
 	if err == nil || !strings.HasPrefix(err.Error(), path+": line 2: cameras[0].url: missing") || !errors.As(err, &cerr) {
@@ -381,9 +379,7 @@ func TestLoad(t *testing.T) {
 	if _, err := config.Load(filepath.Join(dir, "nope.yaml")); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
 		t.Errorf("missing file: got %v", err)
 	}
-	if err := os.WriteFile(path, configs.Example, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, path, string(configs.Example))
 	if _, err := config.Load(path); err != nil {
 		t.Error(err)
 	}
@@ -408,9 +404,7 @@ func TestLoadWantsCameras(t *testing.T) {
 		{"cameras: []\n", nil},
 		{"site: lab\ncameras:\n  - {id: a, url: rtsp://h/1}\n", nil},
 	} {
-		if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteFile(t, path, tc.doc)
 		_, err := config.Load(path)
 		var cerr *config.Error
 		switch {

@@ -13,16 +13,48 @@ import (
 	"testing"
 	"time"
 
-	"gocv.io/x/gocv"
-
 	"github.com/nats-io/nats.go"
+	"gocv.io/x/gocv"
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/worker"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources/samplecam"
 )
+
+// BenchmarkCameraFPS measures the rate at which one camera configured for 2 fps (the 10 fps
+// sample) is analysed by one CPU worker, with the frames left unscaled per turn
+// (sources.Camera.NeedFrom): the rate TestUnneededFramesNotScaled leaves to benchmarks, since
+// it depends on how fast the machine runs the model. b.N is ignored; VISIOND_BENCH_SECONDS
+// (10) is the window, counted from the camera's second analysed frame.
+func BenchmarkCameraFPS(b *testing.B) {
+	seconds := 10
+	if s := os.Getenv("VISIOND_BENCH_SECONDS"); s != "" {
+		if _, err := fmt.Sscan(s, &seconds); err != nil {
+			b.Fatalf("VISIOND_BENCH_SECONDS=%q: %v", s, err)
+		}
+	}
+	d := startTestDaemon(b, fmt.Sprintf(`
+site: bench
+http: {listen: ""}
+nats: {listen: "127.0.0.1:0"}
+workers: {model: %q, library: %q, pools: [{count: 1}]}
+camera_defaults: {fps: 2}
+cameras:
+%s`, testutil.ThirdParty(b, "yolov8n.onnx"), testutil.ThirdParty(b, "libonnxruntime.so.1"), sampleCameras(b, 1)))
+	cam := d.camera("cam0")
+	testutil.WaitFor(b, time.Minute, "cam0 analysing", func() bool { return cam.status().Analysed >= 2 })
+	before, src0, t0 := cam.status(), cam.src.Status(), time.Now()
+	time.Sleep(time.Duration(seconds) * time.Second)
+	after, src1, secs := cam.status(), cam.src.Status(), time.Since(t0).Seconds()
+	analysed := float64(after.Analysed - before.Analysed)
+	b.ReportMetric(analysed/secs, "analysed/s")
+	if analysed > 0 {
+		b.ReportMetric(float64(src1.Unneeded-src0.Unneeded)/analysed, "unscaled/turn")
+	}
+}
 
 // BenchmarkThroughputVsBareLoop measures detections per second through the whole daemon
 // (cameras of the 10 fps sample, more than the workers can take, every event counted on
@@ -49,15 +81,12 @@ func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	if provider == "" {
 		provider = "cpu"
 	}
-	library := os.Getenv("ONNXRUNTIME_SHARED_LIBRARY_PATH")
-	if library == "" {
-		library = thirdParty(b, "libonnxruntime.so.1")
-	}
-	model := thirdParty(b, "yolov8n.onnx")
+	library := testutil.ThirdParty(b, "libonnxruntime.so.1") // or $ONNXRUNTIME_SHARED_LIBRARY_PATH
+	model := testutil.ThirdParty(b, "yolov8n.onnx")
 
 	// The daemon's config first: the bare loops take its pool's threads (VISIOND_BENCH_THREADS,
 	// else the provider's default).
-	video := thirdParty(b, "media/vtest.h264.ts")
+	video := testutil.Media(b, "vtest.h264.ts")
 	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": video}}
 	if err := rtsp.Start(); err != nil {
 		b.Fatal(err)
@@ -83,7 +112,7 @@ cameras:
 		b.Fatal(err)
 	}
 	spec := bareSpec{Opts: infer.DetectorOptions{Model: model, Library: library, Provider: infer.Provider(provider), Threads: cfg.Workers.Pools[0].Threads},
-		Image: thirdParty(b, "media/messi5.jpg"), Window: window}
+		Image: testutil.Media(b, "messi5.jpg"), Window: window}
 	b.Logf("%d worker(s), provider %s, %d intra-op thread(s) each (0: ONNX Runtime's default)", nworkers, provider, spec.Opts.Threads)
 
 	// The bare loops: one process per worker, like the workers, each with one Detector

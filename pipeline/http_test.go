@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // TestHTTPNotReady runs a daemon whose only camera is unreachable and checks each endpoint,
@@ -24,7 +25,7 @@ nats: {listen: "127.0.0.1:0"}
 workers: {model: %q, library: %q, pools: [{count: 1, provider: cpu, threads: 1}]}
 cameras:
   - {id: down, url: "rtsp://%s/stream"}
-`, thirdParty(t, "yolov8n.onnx"), thirdParty(t, "libonnxruntime.so.1"), closedAddr(t)))
+`, testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), testutil.FreeAddr(t)))
 	base := "http://" + d.HTTPAddr().String()
 
 	for _, tc := range []struct {

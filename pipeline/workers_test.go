@@ -10,6 +10,7 @@ import (
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // Two CPU pools from the config, one worker with two slots each: two jobs dispatched at
@@ -17,8 +18,8 @@ import (
 // has the rest), not both to the first pool, whose worker has a second slot free.
 func TestWorkerPoolsDispatchAcrossPools(t *testing.T) {
 	cfg := config.Workers{
-		Model:      thirdParty(t, "yolov8n.onnx"),
-		Library:    thirdParty(t, "libonnxruntime.so.1"),
+		Model:      testutil.ThirdParty(t, "yolov8n.onnx"),
+		Library:    testutil.ThirdParty(t, "libonnxruntime.so.1"),
 		JobTimeout: time.Minute, // -race makes the workers slow
 		Pools:      []config.WorkerPool{{Count: 1, Provider: "cpu", Threads: 1}, {Count: 1, Provider: "cpu", Threads: 1}},
 	}
@@ -26,7 +27,7 @@ func TestWorkerPoolsDispatchAcrossPools(t *testing.T) {
 	defer w.close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := w.start(ctx, cfg, []string{os.Args[0]}, []string{workerEnv}, testLogger(t)); err != nil {
+	if err := w.start(ctx, cfg, []string{os.Args[0]}, []string{workerEnv}, testutil.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	pix := bytes.Repeat([]byte{geom.PadValue}, 640*640*3)
@@ -38,7 +39,9 @@ func TestWorkerPoolsDispatchAcrossPools(t *testing.T) {
 		}
 	}
 	ws := w.workers()
-	if len(ws) != 2 || ws[0].InFlight != 1 || ws[1].InFlight != 1 {
+	// One job in each pool (or already done: a loaded machine may hold this test up for
+	// longer than a job takes), never two in the first; the results' pids tell where they ran.
+	if len(ws) != 2 || ws[0].InFlight > 1 || ws[1].InFlight > 1 {
 		t.Fatalf("workers %+v, want one job in flight in each pool", ws)
 	}
 	pids := map[int]bool{}

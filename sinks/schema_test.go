@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks/natstest"
 )
 
@@ -39,7 +41,7 @@ func TestEventsMatchSchemas(t *testing.T) {
 	}
 	gap := p.gapMessage(&GapEvent{Reason: "store_full", Events: 12, From: now.Add(-time.Hour), To: now, FirstSeq: 1, LastSeq: 12})
 	p.out.put(gap)
-	waitFor(t, "7 acknowledgements", func() bool { return p.Stats().Published == 7 })
+	testutil.WaitFor(t, time.Minute, "7 acknowledgements", func() bool { return p.Stats().Published == 7 })
 
 	msgs := streamMsgs(t, natstest.ConnectJS(t, s.ClientURL()), "visiond-lab")
 	kinds := map[string]int{}

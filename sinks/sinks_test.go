@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks/natstest"
 )
 
@@ -91,7 +92,7 @@ func TestPublishDetections(t *testing.T) {
 	if err := p.PublishDetections(ev); err != nil {
 		t.Fatal(err)
 	}
-	m, err := sub.NextMsg(5 * time.Second)
+	m, err := sub.NextMsg(time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestPublishDetections(t *testing.T) {
 		t.Errorf("detection JSON: %v", det)
 	}
 	// It is in the stream, with its id as Nats-Msg-Id, and counted once acknowledged.
-	waitFor(t, "the acknowledgement", func() bool { return p.Stats().Published == 1 })
+	testutil.WaitFor(t, time.Minute, "the acknowledgement", func() bool { return p.Stats().Published == 1 })
 	js, _ := jetstream.New(nc)
 	if ids := streamIDs(t, js, "visiond-lab"); len(ids) != 1 || ids[0] != "abcd.door.7" {
 		t.Errorf("stream holds %v, want [abcd.door.7]", ids)
@@ -141,7 +142,7 @@ func TestPublishEveryKind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "4 acknowledgements", func() bool { return p.Stats().Published == 4 })
+	testutil.WaitFor(t, time.Minute, "4 acknowledgements", func() bool { return p.Stats().Published == 4 })
 	js := natstest.ConnectJS(t, s.ClientURL())
 	ids := streamIDs(t, js, "visiond-lab")
 	want := []string{"inst.door.1", "inst.door.status.1", "inst.config.2", "inst.health.3"}
@@ -159,7 +160,7 @@ func TestRetryNeverDuplicates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "3 acknowledgements", func() bool { return p.Stats().Published == 3 })
+	testutil.WaitFor(t, time.Minute, "3 acknowledgements", func() bool { return p.Stats().Published == 3 })
 	if st := p.Stats(); st.Duplicates != 2 {
 		t.Errorf("duplicates %d, want 2", st.Duplicates)
 	}
@@ -184,9 +185,9 @@ func TestPublishRidesOutServerRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "5 acknowledgements", func() bool { return p.Stats().Published == 5 })
+	testutil.WaitFor(t, time.Minute, "5 acknowledgements", func() bool { return p.Stats().Published == 5 })
 	s.Close()
-	waitFor(t, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
+	testutil.WaitFor(t, time.Minute, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
 	for i := uint64(6); i <= 50; i++ {
 		if err := p.PublishDetections(detection("door", i)); err != nil {
 			t.Fatalf("publish during outage: %v", err)
@@ -201,7 +202,7 @@ func TestPublishRidesOutServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	waitFor(t, "50 acknowledgements", func() bool { return p.Stats().Published == 50 })
+	testutil.WaitFor(t, time.Minute, "50 acknowledgements", func() bool { return p.Stats().Published == 50 })
 	js := natstest.ConnectJS(t, s2.ClientURL())
 	ids := streamIDs(t, js, "visiond-lab")
 	checkExactlyOnce(t, ids, "door", 50)
@@ -237,7 +238,7 @@ func TestOutboxFullGapEvent(t *testing.T) {
 	size := len(mustJSON(t, detection("door", 100)))
 	p := startPublisher(t, &Publisher{URL: s.ClientURL(), JetStream: true, Stream: testStream(), OutboxBytes: 10 * size})
 	s.Close()
-	waitFor(t, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
+	testutil.WaitFor(t, time.Minute, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
 	for i := uint64(100); i < 130; i++ { // 30 events of one size, room for 10
 		if err := p.PublishDetections(detection("door", i)); err != nil {
 			t.Fatal(err)
@@ -248,7 +249,7 @@ func TestOutboxFullGapEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	waitFor(t, "the kept events and the gap event", func() bool { st := p.Stats(); return st.Published > 0 && st.Pending == 0 })
+	testutil.WaitFor(t, time.Minute, "the kept events and the gap event", func() bool { st := p.Stats(); return st.Published > 0 && st.Pending == 0 })
 	st := p.Stats()
 	js := natstest.ConnectJS(t, s2.ClientURL())
 	// Gap events (one or more) account for every dropped event; the kept events are the newest
@@ -292,27 +293,41 @@ func TestStoreFullGapEvent(t *testing.T) {
 	st := testStream()
 	st.MaxBytes = 16 << 10
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: st, StoreCheck: 50 * time.Millisecond})
-	time.Sleep(200 * time.Millisecond) // a first check of the empty stream
-	if err := p.PublishDetections(detection("door", 1)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the first event stored", func() bool { return p.Stats().Published == 1 })
-	time.Sleep(200 * time.Millisecond) // a check that sees it
-	for i := uint64(2); i <= 400; i++ {
-		if err := p.PublishDetections(detection("door", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	sub, err := nc.SubscribeSync("visiond.lab.gaps")
+	gaps, err := nc.SubscribeSync("visiond.lab.gaps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := sub.NextMsg(10 * time.Second)
+	if err := p.PublishDetections(detection("door", 1)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, time.Minute, "the first event stored", func() bool { return p.Stats().Published == 1 })
+	// A gap event can only say what a check saw before it was removed: wait for a check that
+	// sees the first event, counting the checks by their stream info requests (copies of them
+	// come to any subscriber). A request seen here was made after the event was stored, and
+	// checks run one after the other: once a second is seen, the first has seen the event.
+	checks, err := nc.SubscribeSync("$JS.API.STREAM.INFO." + st.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := checks.NextMsg(time.Minute); err != nil {
+			t.Fatalf("no stream check: %v", err)
+		}
+	}
+	for i := uint64(2); i <= 400; i++ {
+		if err := p.PublishDetections(detection("door", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := gaps.NextMsg(time.Minute)
 	if err != nil {
 		t.Fatalf("no gap event: %v", err)
 	}
@@ -351,7 +366,7 @@ func TestSlowSubscriberDoesNotStallPublishing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "every acknowledgement", func() bool { return p.Stats().Published == n })
+	testutil.WaitFor(t, time.Minute, "every acknowledgement", func() bool { return p.Stats().Published == n })
 	if dropped, _ := slow.Dropped(); dropped == 0 {
 		t.Error("the slow subscriber dropped nothing: the test did not make it slow")
 	}
@@ -371,7 +386,7 @@ func TestCloseDrains(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.Close(10 * time.Second)
+	p.Close(time.Minute) // returns once all are published: a minute only for a loaded machine
 	if st := p.Stats(); st.Published != 500 || st.Pending != 0 {
 		t.Errorf("after Close: %+v, want all 500 published", st)
 	}
@@ -393,7 +408,7 @@ func TestLeafNodeToHub(t *testing.T) {
 	}
 	t.Cleanup(box.Close)
 	p := startPublisher(t, &Publisher{Server: box, JetStream: true, Stream: testStream()})
-	waitFor(t, "the leaf node link", box.LeafConnected)
+	testutil.WaitFor(t, time.Minute, "the leaf node link", box.LeafConnected)
 	hubStream := hub.SourceStream(t, "ALL", "lab", "visiond-lab")
 
 	publish := func(from, to uint64) {
@@ -404,16 +419,16 @@ func TestLeafNodeToHub(t *testing.T) {
 		}
 	}
 	publish(1, 100)
-	waitFor(t, "the hub to hold the first 100 events", func() bool {
+	testutil.WaitFor(t, time.Minute, "the hub to hold the first 100 events", func() bool {
 		info, err := hubStream.Info(context.Background())
 		return err == nil && info.State.Msgs == 100
 	})
 	link.Cut()
-	waitFor(t, "the link to drop", func() bool { return !box.LeafConnected() })
+	testutil.WaitFor(t, time.Minute, "the link to drop", func() bool { return !box.LeafConnected() })
 	publish(101, 200)
-	waitFor(t, "the box to store 200 events", func() bool { return p.Stats().Published == 200 })
+	testutil.WaitFor(t, time.Minute, "the box to store 200 events", func() bool { return p.Stats().Published == 200 })
 	link.Restore()
-	waitFor(t, "the hub to hold 200 events", func() bool {
+	testutil.WaitFor(t, time.Minute, "the hub to hold 200 events", func() bool {
 		info, err := hubStream.Info(context.Background())
 		return err == nil && info.State.Msgs >= 200
 	})
@@ -422,7 +437,7 @@ func TestLeafNodeToHub(t *testing.T) {
 }
 
 func TestPublisherBadURL(t *testing.T) {
-	closed := closedAddr(t)
+	closed := testutil.FreeAddr(t)
 	for _, tc := range []struct{ url, want string }{
 		{"nats://user:s3cret@" + closed, "no servers available"},
 		{"http://" + closed, "http"},
@@ -447,9 +462,9 @@ func TestPublisherBadURL(t *testing.T) {
 func TestPublisherBadSecurityFiles(t *testing.T) {
 	s := startServer(t)
 	dir := t.TempDir()
-	notPEM := writeFile(t, dir, "junk.pem", "not a certificate\n")
-	notCreds := writeFile(t, dir, "box.creds", "-----BEGIN NATS USER JWT-----\nxyz\n------END NATS USER JWT------\n")
-	notSeed := writeFile(t, dir, "box.nk", "SUAXXXX\n")
+	notPEM := testutil.TempFile(t, "junk.pem", "not a certificate\n")
+	notCreds := testutil.TempFile(t, "box.creds", "-----BEGIN NATS USER JWT-----\nxyz\n------END NATS USER JWT------\n")
+	notSeed := testutil.TempFile(t, "box.nk", "SUAXXXX\n")
 	for _, tc := range []struct {
 		name string
 		auth Auth
@@ -504,7 +519,7 @@ func TestPublisherNoJetStream(t *testing.T) {
 	if err := core.PublishDetections(detection("door", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the event sent", func() bool { return core.Stats().Published == 1 })
+	testutil.WaitFor(t, time.Minute, "the event sent", func() bool { return core.Stats().Published == 1 })
 }
 
 // The embedded server with a user and password: clients without them are refused, the
@@ -523,7 +538,7 @@ func TestServerAuth(t *testing.T) {
 	if err := p.PublishDetections(detection("door", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the acknowledgement", func() bool { return p.Stats().Published == 1 })
+	testutil.WaitFor(t, time.Minute, "the acknowledgement", func() bool { return p.Stats().Published == 1 })
 	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("box", "s3cret"))
 	if err != nil {
 		t.Fatal(err)
@@ -550,18 +565,15 @@ func TestServerBadListen(t *testing.T) {
 // The publisher against a third-party server: Debian's nats-server with JetStream, as an
 // operator's own server would be configured with nats.url.
 func TestPublishToExternalServer(t *testing.T) {
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		t.Fatal("nats-server not installed: run scripts/setup.sh")
-	}
-	addr := closedAddr(t)
+	bin := testutil.LookPath(t, "nats-server")
+	addr := testutil.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", port, "--user", "visiond", "--pass", "s3cret", "-js", "-sd", t.TempDir())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, "nats-server to listen", func() bool {
+	testutil.WaitFor(t, time.Minute, "nats-server to listen", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -582,30 +594,9 @@ func TestPublishToExternalServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "20 acknowledgements", func() bool { return p.Stats().Published == 20 })
+	testutil.WaitFor(t, time.Minute, "20 acknowledgements", func() bool { return p.Stats().Published == 20 })
 	js := natstest.ConnectJS(t, "nats://visiond:s3cret@"+addr)
 	checkExactlyOnce(t, streamIDs(t, js, "visiond-lab"), "gate", 20)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func mustJSON(t *testing.T, v any) []byte {
@@ -615,15 +606,6 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func writeFile(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	path := dir + "/" + name
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // A stream's settings left at zero take their defaults; MaxAge 0 is no age limit.

@@ -17,6 +17,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // testPKI writes a CA, a server certificate for 127.0.0.1 and a client certificate, all signed
@@ -95,7 +97,7 @@ func TestTLS(t *testing.T) {
 	if err := p.PublishDetections(detection("door", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the acknowledgement over TLS", func() bool { return p.Stats().Published == 1 })
+	testutil.WaitFor(t, time.Minute, "the acknowledgement over TLS", func() bool { return p.Stats().Published == 1 })
 
 	mtls := &Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab2",
 		TLS: TLS{CAFile: pki.ca, CertFile: pki.serverCert, KeyFile: pki.serverKey}}
@@ -133,10 +135,7 @@ func TestTokenAndNKeyAuth(t *testing.T) {
 	}
 	pub, _ := user.PublicKey()
 	seed, _ := user.Seed()
-	seedFile := filepath.Join(t.TempDir(), "box.nk")
-	if err := os.WriteFile(seedFile, append(seed, '\n'), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	seedFile := testutil.TempFile(t, "box.nk", string(seed)+"\n")
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true,
 		JetStream: true, StoreDir: t.TempDir(), Nkeys: []*server.NkeyUser{{Nkey: pub}}})
 	if err != nil {
@@ -144,7 +143,7 @@ func TestTokenAndNKeyAuth(t *testing.T) {
 	}
 	ns.Start()
 	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
+	if !ns.ReadyForConnections(time.Minute) {
 		t.Fatal("server not ready")
 	}
 	anon := &Publisher{URL: ns.ClientURL(), Prefix: "visiond", Site: "lab", JetStream: true, Stream: testStream()}
@@ -156,5 +155,5 @@ func TestTokenAndNKeyAuth(t *testing.T) {
 	if err := p.PublishDetections(detection("door", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the acknowledgement", func() bool { return p.Stats().Published == 1 })
+	testutil.WaitFor(t, time.Minute, "the acknowledgement", func() bool { return p.Stats().Published == 1 })
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sources/internal/tsfile"
 	"github.com/visiond/visiond/sources/samplecam"
 )
@@ -155,8 +156,8 @@ func BenchmarkKeyframesOnly(b *testing.B) {
 func BenchmarkCameraMemory(b *testing.B) {
 	const n = 8
 	clip, _ := benchClips[0].encode(b)
-	var logs logBuffer
-	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": clip}, Logger: logs.logger()}
+	var logs testutil.LogBuffer
+	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam": clip}, Logger: logs.Logger()}
 	if err := srv.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func memProbe(arg string) int {
 	}
 	cams := make([]*Camera, n)
 	for i := range cams {
-		cams[i] = &Camera{ID: fmt.Sprint("cam", i), URL: url, Logger: (&logBuffer{}).logger()}
+		cams[i] = &Camera{ID: fmt.Sprint("cam", i), URL: url, Logger: (&testutil.LogBuffer{}).Logger()}
 		cams[i].Start()
 	}
 	deadline := time.Now().Add(30 * time.Second)

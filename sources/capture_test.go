@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -47,12 +49,12 @@ func frameSink(n int) (chan *Frame, func(*Frame), func()) {
 	return ch, on, drain
 }
 
-func nextFrame(t *testing.T, ch chan *Frame, cam *Camera, logs *logBuffer) *Frame {
+func nextFrame(t *testing.T, ch chan *Frame, cam *Camera, logs *testutil.LogBuffer) *Frame {
 	t.Helper()
 	select {
 	case f := <-ch:
 		return f
-	case <-time.After(15 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("no frame; status %+v\nlogs:\n%s", cam.Status(), logs.String())
 		return nil
 	}
@@ -80,9 +82,9 @@ func requireGStreamer(t testing.TB) {
 
 func TestCaptureGStreamerSamplecam(t *testing.T) {
 	requireGStreamer(t)
-	base := runtimeGoroutines()
-	var logs logBuffer
-	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"vtest": media(t, sampleFile)}, Logger: logs.logger()}
+	base := runtime.NumGoroutine()
+	var logs testutil.LogBuffer
+	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"vtest": testutil.Media(t, sampleFile)}, Logger: logs.Logger()}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +97,7 @@ func TestCaptureGStreamerSamplecam(t *testing.T) {
 		Pipeline: strings.Replace(gstPipeline, "%s", srv.URL("vtest"), 1),
 		InputW:   640, InputH: 640,
 		OnFrame: onFrame,
-		Logger:  logs.logger(),
+		Logger:  logs.Logger(),
 	}
 	cam.Start()
 
@@ -105,8 +107,8 @@ func TestCaptureGStreamerSamplecam(t *testing.T) {
 	for i := 0; i < 12; i++ {
 		f := nextFrame(t, frames, cam, &logs)
 		lastSeq = checkFrame(t, i, f, "gst", vtestLetterbox, lastSeq)
-		if time.Since(f.Captured) > 5*time.Second || f.Captured.After(time.Now()) {
-			t.Fatalf("frame %d: Captured %v", i, f.Captured)
+		if f.Captured.After(time.Now()) || f.Received.Sub(f.Captured) > 5*time.Second {
+			t.Fatalf("frame %d: Captured %v, Received %v", i, f.Captured, f.Received)
 		}
 		if first == nil {
 			first = bytes.Clone(f.Pix)
@@ -121,20 +123,17 @@ func TestCaptureGStreamerSamplecam(t *testing.T) {
 	if st := cam.Status(); st.State != StateOnline || st.LastError != "" {
 		t.Errorf("status %+v", st)
 	}
-	closeQuickly(t, cam, 2*time.Second)
+	closeQuickly(t, cam, 10*time.Second)
 	drain()
 	srv.Close()
-	checkGoroutines(t, base)
+	testutil.CheckGoroutines(t, base)
 }
 
 // makeClip writes a 2 s, 10 fps clip of the sample video into dir.
 func makeClip(t *testing.T, dir string) string {
 	t.Helper()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Fatal("ffmpeg not found: run scripts/setup.sh")
-	}
 	out := filepath.Join(dir, "clip.mp4")
-	cmd := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-i", media(t, "vtest.avi"), "-t", "2", "-r", "10",
+	cmd := exec.Command(testutil.LookPath(t, "ffmpeg"), "-nostdin", "-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "2", "-r", "10",
 		"-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "10", "-an", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ffmpeg: %v\n%s", err, b)
@@ -151,11 +150,11 @@ func makeClip(t *testing.T, dir string) string {
 }
 
 func TestCaptureFileLoopsAtItsRate(t *testing.T) {
-	base := runtimeGoroutines()
+	base := runtime.NumGoroutine()
 	clip := makeClip(t, t.TempDir())
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	frames, onFrame, drain := frameSink(64)
-	cam := &Camera{ID: "file", Kind: "file", File: clip, InputW: 640, InputH: 640, OnFrame: onFrame, Logger: logs.logger()}
+	cam := &Camera{ID: "file", Kind: "file", File: clip, InputW: 640, InputH: 640, OnFrame: onFrame, Logger: logs.Logger()}
 	cam.Start()
 
 	f0 := nextFrame(t, frames, cam, &logs)
@@ -165,12 +164,18 @@ func TestCaptureFileLoopsAtItsRate(t *testing.T) {
 	}
 	seq0, cap0 := f0.Seq, f0.Captured
 	f0.Release()
+	// Frames until the 20-frame clip has looped. How many seconds that takes depends on how
+	// fast the machine decodes; what the pacing promises does not: no frame before its due
+	// time (Received not before Captured), and Captured on a fixed schedule.
 	start := time.Now()
 	var last *Frame
 	n := 0
-	for time.Since(start) < 3*time.Second {
+	for timeout := time.After(time.Minute); last == nil || last.Seq <= seq0+20; {
 		select {
 		case f := <-frames:
+			if f.Received.Before(f.Captured) {
+				t.Fatalf("frame Seq %d handed out at %v, before its due time %v", f.Seq, f.Received, f.Captured)
+			}
 			if last != nil {
 				if f.Seq <= last.Seq || !f.Captured.After(last.Captured) {
 					t.Fatalf("frame Seq %d Captured %v after Seq %d Captured %v", f.Seq, f.Captured, last.Seq, last.Captured)
@@ -179,22 +184,20 @@ func TestCaptureFileLoopsAtItsRate(t *testing.T) {
 			}
 			last = f
 			n++
-		case <-time.After(100 * time.Millisecond):
+		case <-timeout:
+			t.Fatalf("the 20-frame clip did not loop in a minute: %d frames after the first, last %+v; status %+v\nlogs:\n%s",
+				n, last, cam.Status(), logs.String())
 		}
 	}
-	if last == nil {
-		t.Fatalf("no frame after the first; status %+v\nlogs:\n%s", cam.Status(), logs.String())
-	}
-	t.Logf("%d frames in 3 s after the first; status %+v", n, cam.Status())
-	if n < 15 || n > 45 {
-		t.Errorf("%d frames in 3 s, want about 30 (10 fps)", n)
-	}
-	if last.Seq <= 20 {
-		t.Errorf("last Seq %d: the 20-frame clip did not loop", last.Seq)
-	}
-	// Captured is the due time on a fixed schedule: frame k after the first is due
-	// k * 100 ms later (later still only if playback fell far behind and re-anchored).
-	if gap, want := last.Captured.Sub(cap0), time.Duration(last.Seq-seq0)*100*time.Millisecond; gap < want-time.Millisecond || gap > want+time.Second {
+	took := time.Since(start)
+	t.Logf("%d frames in %v after the first (%.1f fps; the clip's rate is 10); status %+v", n, took.Round(time.Millisecond),
+		float64(n)/took.Seconds(), cam.Status())
+	// Captured is the due time on a fixed schedule: frame k after the first is due k * 100 ms
+	// later, later still only if playback fell more than a second behind and re-anchored (a
+	// loaded machine), which it logs.
+	gap, want := last.Captured.Sub(cap0), time.Duration(last.Seq-seq0)*100*time.Millisecond
+	reanchored := strings.Contains(logs.String(), "file playback fell behind")
+	if gap < want-time.Millisecond || gap > want+time.Second && !reanchored {
 		t.Errorf("Captured advanced %v over %d frames, want %v", gap, last.Seq-seq0, want)
 	}
 	checkLetterboxed(t, last.Pix, last.Letterbox)
@@ -202,9 +205,9 @@ func TestCaptureFileLoopsAtItsRate(t *testing.T) {
 	if st := cam.Status(); st.State != StateOnline || st.LastError != "" || st.Reconnects != 0 {
 		t.Errorf("status %+v", st)
 	}
-	closeQuickly(t, cam, time.Second)
+	closeQuickly(t, cam, 10*time.Second)
 	drain()
-	checkGoroutines(t, base)
+	testutil.CheckGoroutines(t, base)
 }
 
 func TestCaptureBadInputs(t *testing.T) {
@@ -227,14 +230,14 @@ func TestCaptureBadInputs(t *testing.T) {
 		{"directory", &Camera{Kind: "file", File: dir}, []string{"kind file", dir, "directory"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base := runtimeGoroutines()
-			var logs logBuffer
+			base := runtime.NumGoroutine()
+			var logs testutil.LogBuffer
 			cam := tc.cam
 			cam.ID = "bad"
-			cam.Logger = logs.logger()
+			cam.Logger = logs.Logger()
 			cam.retryMin, cam.retryMax = 20*time.Millisecond, 80*time.Millisecond
 			cam.Start()
-			waitFor(t, 15*time.Second, "offline with reconnect attempts", func() bool {
+			testutil.WaitFor(t, time.Minute, "offline with reconnect attempts", func() bool {
 				st := cam.Status()
 				return st.State == StateOffline && st.Reconnects >= 2
 			})
@@ -248,30 +251,32 @@ func TestCaptureBadInputs(t *testing.T) {
 			if st.Frames != 0 {
 				t.Errorf("status %+v: frames from a bad source", st)
 			}
-			closeQuickly(t, cam, 2*time.Second)
-			checkGoroutines(t, base)
+			closeQuickly(t, cam, 10*time.Second)
+			testutil.CheckGoroutines(t, base)
 		})
 	}
 }
 
 // TestCaptureGStreamerCloseWhileReadBlocks: a pipeline that opens but delivers no frame for
-// a long time (one frame per 60 s) leaves Read blocked in C; Close must still return
-// promptly and leave nothing behind.
+// a long time (one frame an hour) leaves Read blocked in C; Close must still return, long
+// before the next frame, and leave nothing behind. Interrupting the Read takes 0.1-0.2 s on
+// an idle machine, but its retries can take a minute on one with 16 busy threads a core, so
+// the bound is 5 minutes: what matters is not waiting for the frame.
 func TestCaptureGStreamerCloseWhileReadBlocks(t *testing.T) {
 	requireGStreamer(t)
-	base := runtimeGoroutines()
-	var logs logBuffer
+	base := runtime.NumGoroutine()
+	var logs testutil.LogBuffer
 	cam := &Camera{
 		ID:   "slow",
 		Kind: "gstreamer",
-		Pipeline: "videotestsrc is-live=true ! video/x-raw,width=64,height=48,framerate=1/60 ! " +
+		Pipeline: "videotestsrc is-live=true ! video/x-raw,width=64,height=48,framerate=1/3600 ! " +
 			"videoconvert ! video/x-raw,format=BGR ! appsink max-buffers=1 drop=true",
-		Logger: logs.logger(),
+		Logger: logs.Logger(),
 	}
 	cam.Start()
-	waitFor(t, 15*time.Second, "the pipeline to open", func() bool { return strings.Contains(logs.String(), "capture opened") })
-	closeQuickly(t, cam, 2*time.Second)
-	checkGoroutines(t, base)
+	testutil.WaitFor(t, time.Minute, "the pipeline to open", func() bool { return strings.Contains(logs.String(), "capture opened") })
+	closeQuickly(t, cam, 5*time.Minute)
+	testutil.CheckGoroutines(t, base)
 }
 
 func TestCaptureRedactPipeline(t *testing.T) {
@@ -284,7 +289,7 @@ func TestCaptureRedactPipeline(t *testing.T) {
 // sampleMat returns the first frame of vtest.avi (768x576 BGR).
 func sampleMat(t testing.TB) gocv.Mat {
 	t.Helper()
-	vc, err := gocv.OpenVideoCaptureWithAPI(media(t, "vtest.avi"), gocv.VideoCaptureFFmpeg)
+	vc, err := gocv.OpenVideoCaptureWithAPI(testutil.Media(t, "vtest.avi"), gocv.VideoCaptureFFmpeg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
 
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sources/internal/tsfile"
 )
 
 // testLoop returns a decode loop of an unstarted camera whose frames land in *got.
 func testLoop(t testing.TB, w, h int, got *[]*Frame) *decodeLoop {
 	t.Helper()
-	c := &Camera{ID: "test", InputW: w, InputH: h, Logger: (&logBuffer{}).logger()}
+	c := &Camera{ID: "test", InputW: w, InputH: h, Logger: (&testutil.LogBuffer{}).Logger()}
 	c.OnFrame = func(f *Frame) {
 		*got = append(*got, f)
 		f.Release() // keep the pool from running dry; tests copy what they check first
@@ -128,7 +129,7 @@ func TestDecodeLoopGapWaitsForIDR(t *testing.T) {
 
 func TestDecodeLoopNoFreeBuffer(t *testing.T) {
 	aus, _ := sampleAUs(t, 10)
-	c := &Camera{ID: "test", Logger: (&logBuffer{}).logger()}
+	c := &Camera{ID: "test", Logger: (&testutil.LogBuffer{}).Logger()}
 	var held []*Frame
 	c.OnFrame = func(f *Frame) { held = append(held, f) } // never released
 	c.init()
@@ -163,12 +164,9 @@ func TestDecodeLoopNoFreeBuffer(t *testing.T) {
 
 // TestScaleGeometries checks padding on every side and the rebuild on a resolution change.
 func TestScaleGeometries(t *testing.T) {
-	ffmpeg, err := exec.LookPath("ffmpeg")
-	if err != nil {
-		t.Fatal("ffmpeg not installed: run scripts/setup.sh")
-	}
+	ffmpeg := testutil.LookPath(t, "ffmpeg")
 	small := filepath.Join(t.TempDir(), "small.ts")
-	out, err := exec.Command(ffmpeg, "-v", "error", "-i", media(t, "vtest.avi"), "-t", "1",
+	out, err := exec.Command(ffmpeg, "-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "1",
 		"-vf", "scale=352:288", "-c:v", "libx264", "-g", "10", "-bf", "0", "-f", "mpegts", small).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ffmpeg: %v\n%s", err, out)

@@ -8,6 +8,8 @@ import (
 	"github.com/bluenviron/gortsplib/v4/pkg/description"
 	"github.com/bluenviron/gortsplib/v4/pkg/format"
 	"github.com/pion/rtp"
+
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // FuzzDepacketizeDecode drives the whole receive path of an RTSP session with arbitrary RTP
@@ -53,7 +55,7 @@ func FuzzDepacketizeDecode(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cam := &Camera{ID: "fuzz", InputW: 160, InputH: 160, Logger: (&logBuffer{}).logger()}
+		cam := &Camera{ID: "fuzz", InputW: 160, InputH: 160, Logger: (&testutil.LogBuffer{}).Logger()}
 		cam.init()
 		dec, err := newDecoder(track.codec)
 		if err != nil {

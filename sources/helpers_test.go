@@ -1,40 +1,25 @@
 package sources
 
 import (
-	"bytes"
 	"errors"
 	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
 
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sources/internal/tsfile"
 )
 
 const sampleFile = "vtest.h264.ts" // 768x576, H.264, 10 fps, GOP 10
 
-// media returns the path of a test file made by scripts/setup.sh.
-func media(t testing.TB, name string) string {
-	t.Helper()
-	p := filepath.Join("..", "third_party", "media", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("test media missing (%v): run scripts/setup.sh", err)
-	}
-	return p
-}
-
 // sampleAUs returns the first n access units of the sample file, in Annex-B form, with
 // their random-access flags.
 func sampleAUs(t testing.TB, n int) ([]accessUnit, [][]byte) {
 	t.Helper()
-	r, err := tsfile.Open(media(t, sampleFile))
+	r, err := tsfile.Open(testutil.Media(t, sampleFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,55 +44,6 @@ func sampleAUs(t testing.TB, n int) ([]accessUnit, [][]byte) {
 	}
 	return aus, nalus
 }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// checkGoroutines fails the test if the goroutine count does not settle back to base.
-func checkGoroutines(t testing.TB, base int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func runtimeGoroutines() int { return runtime.NumGoroutine() }
 
 // checkFrame asserts what every frame of a camera must satisfy: its camera, the expected
 // letterbox, a sequence number after the previous one (returned for the next call), a

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -58,9 +60,9 @@ func TestCameraInvalidOptions(t *testing.T) {
 		{&Camera{Decode: "some"}, `unknown decode mode "some"`},
 	} {
 		cam := c.cam
-		cam.ID, cam.URL, cam.Logger, cam.retryMin = "x", "rtsp://127.0.0.1:1/x", (&logBuffer{}).logger(), time.Hour
+		cam.ID, cam.URL, cam.Logger, cam.retryMin = "x", "rtsp://127.0.0.1:1/x", (&testutil.LogBuffer{}).Logger(), time.Hour
 		cam.Start()
-		waitFor(t, 5*time.Second, "offline", func() bool { return cam.Status().State == StateOffline })
+		testutil.WaitFor(t, time.Minute, "offline", func() bool { return cam.Status().State == StateOffline })
 		cam.Close()
 		if e := cam.Status().LastError; !strings.Contains(e, c.want) {
 			t.Errorf("LastError %q, want %q", e, c.want)
@@ -70,7 +72,7 @@ func TestCameraInvalidOptions(t *testing.T) {
 
 // The zero value of each option is its default.
 func TestCameraDefaults(t *testing.T) {
-	cam := &Camera{ID: "x", URL: "rtsp://127.0.0.1:1/x", Logger: (&logBuffer{}).logger()}
+	cam := &Camera{ID: "x", URL: "rtsp://127.0.0.1:1/x", Logger: (&testutil.LogBuffer{}).Logger()}
 	cam.init()
 	if cam.Kind != DefaultKind || cam.Transport != DefaultTransport || cam.Decode != DefaultDecode ||
 		cam.StallTimeout != DefaultStallTimeout || cam.InputW != DefaultInputW || cam.InputH != DefaultInputH {

@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // systemPython is Debian's interpreter, the one python3-gi is installed for.
@@ -72,7 +75,7 @@ func startGstRTSPServer(t *testing.T, file, mount string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr logBuffer
+	var stderr testutil.LogBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -102,14 +105,14 @@ func startGstRTSPServer(t *testing.T, file, mount string) string {
 	case p = <-port:
 	case <-exited:
 		t.Fatalf("GStreamer RTSP server exited: %s", stderr.String())
-	case <-time.After(20 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("GStreamer RTSP server did not report its port: %s", stderr.String())
 	}
 	if n, err := strconv.Atoi(p); err != nil || n <= 0 {
 		t.Fatalf("GStreamer RTSP server reported port %q", p)
 	}
 	addr := net.JoinHostPort("127.0.0.1", p)
-	waitFor(t, 10*time.Second, "the RTSP server to accept connections", func() bool {
+	testutil.WaitFor(t, time.Minute, "the RTSP server to accept connections", func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
@@ -123,17 +126,17 @@ func startGstRTSPServer(t *testing.T, file, mount string) string {
 // implementation independent of the gortsplib-based sample camera.
 // Over TCP (interleaved) and over UDP, which the sample camera does not offer.
 func TestThirdPartyGstRTSPServer(t *testing.T) {
-	url := startGstRTSPServer(t, media(t, sampleFile), "/vtest")
+	url := startGstRTSPServer(t, testutil.Media(t, sampleFile), "/vtest")
 	for _, transport := range []Transport{TransportTCP, TransportUDP} {
 		t.Run(string(transport), func(t *testing.T) { playGstRTSP(t, url, transport) })
 	}
 }
 
 func playGstRTSP(t *testing.T, url string, transport Transport) {
-	base := runtimeGoroutines() // the server's pipe readers live until Cleanup
-	var logs logBuffer
+	base := runtime.NumGoroutine() // the server's pipe readers live until Cleanup
+	var logs testutil.LogBuffer
 	frames, onFrame, drain := frameSink(4)
-	cam := &Camera{ID: "gst-rtsp", URL: url, Transport: transport, InputW: 640, InputH: 640, OnFrame: onFrame, Logger: logs.logger()}
+	cam := &Camera{ID: "gst-rtsp", URL: url, Transport: transport, InputW: 640, InputH: 640, OnFrame: onFrame, Logger: logs.Logger()}
 	cam.Start()
 	var lastSeq uint64
 	for i := 0; i < 8; i++ {
@@ -144,7 +147,7 @@ func playGstRTSP(t *testing.T, url string, transport Transport) {
 	if st := cam.Status(); st.State != StateOnline || st.LastError != "" {
 		t.Errorf("status %+v", st)
 	}
-	closeQuickly(t, cam, 2*time.Second)
+	closeQuickly(t, cam, 10*time.Second)
 	drain()
-	checkGoroutines(t, base)
+	testutil.CheckGoroutines(t, base)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/internal/infertest"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 func TestParseGPUMemory(t *testing.T) {
@@ -169,16 +170,9 @@ func TestPoolMemoryStatus(t *testing.T) {
 	// The fake command reports 42 MiB for each child process of this test: the workers.
 	cfg.GPUMemoryCommand = []string{"sh", "-c", "for p in $(pgrep -P " + strconv.Itoa(os.Getpid()) + "); do echo \"$p, 42\"; done"}
 	p := startPool(t, cfg)
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.WaitFor(t, time.Minute, "the worker's memory figures", func() bool {
 		s := p.Workers()[0]
-		if s.RSSBytes > 10<<20 && s.GPUBytes == 42<<20 {
-			t.Logf("status %+v", s)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no memory figures: %+v", s)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return s.RSSBytes > 10<<20 && s.GPUBytes == 42<<20
+	})
+	t.Logf("status %+v", p.Workers()[0])
 }

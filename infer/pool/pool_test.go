@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,28 +18,13 @@ import (
 	"github.com/visiond/visiond/infer/internal/infertest"
 	"github.com/visiond/visiond/infer/worker/workertest"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
-// testLog collects the pool's log for assertions and failure output.
-type testLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *testLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func testPoolConfig(t testing.TB, a infertest.Assets) (Config, *testLog) {
-	log := &testLog{}
+// testPoolConfig is a pool of one CPU worker process that is this test binary; the pool's
+// log (info level) goes to the returned buffer, for assertions and a failed test's output.
+func testPoolConfig(t testing.TB, a infertest.Assets) (Config, *testutil.LogBuffer) {
+	log := &testutil.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("pool log:\n%s", log)
@@ -93,15 +77,12 @@ func waitResult(t testing.TB, ch <-chan infer.Result) infer.Result {
 // waitIdle waits until worker i serves again with at least restarts restarts.
 func waitIdle(t *testing.T, p *Pool, i int, restarts uint64) infer.WorkerStatus {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		if s := p.Workers()[i]; s.State == infer.WorkerIdle && s.Restarts >= restarts {
-			return s
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("worker %d not idle after %d restarts: %+v", i, restarts, p.Workers()[i])
-	return infer.WorkerStatus{}
+	var s infer.WorkerStatus
+	testutil.WaitFor(t, time.Minute, fmt.Sprintf("worker %d idle after %d restarts", i, restarts), func() bool {
+		s = p.Workers()[i]
+		return s.State == infer.WorkerIdle && s.Restarts >= restarts
+	})
+	return s
 }
 
 func TestPoolStillImage(t *testing.T) {

@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // Hub is a NATS server with JetStream in domain "hub" that accepts leaf node links.
@@ -31,7 +33,9 @@ type Hub struct {
 // StartHub starts a hub storing under dir; the test's cleanup shuts it down.
 func StartHub(tb testing.TB, dir string) *Hub {
 	tb.Helper()
-	leafPort := freePort(tb) // nats-server does not tell a random leaf node port
+	leafAddr := testutil.FreeAddr(tb) // nats-server does not tell a random leaf node port
+	_, port, _ := net.SplitHostPort(leafAddr)
+	leafPort, _ := strconv.Atoi(port)
 	ns, err := server.NewServer(&server.Options{
 		ServerName:      "hub",
 		Host:            "127.0.0.1",
@@ -48,20 +52,10 @@ func StartHub(tb testing.TB, dir string) *Hub {
 	}
 	ns.Start()
 	tb.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
+	if !ns.ReadyForConnections(time.Minute) {
 		tb.Fatal("hub not ready")
 	}
-	return &Hub{Server: ns, LeafURL: "nats-leaf://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(leafPort))}
-}
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return &Hub{Server: ns, LeafURL: "nats-leaf://" + leafAddr}
 }
 
 // Connect connects a JetStream client to the hub; the test's cleanup closes it.
@@ -72,7 +66,7 @@ func (h *Hub) Connect(tb testing.TB) jetstream.JetStream { return ConnectJS(tb, 
 func (h *Hub) SourceStream(tb testing.TB, name, boxDomain, boxStream string) jetstream.Stream {
 	tb.Helper()
 	js := h.Connect(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:    name,
@@ -237,7 +231,7 @@ func (v *Validator) Validate(name string, data []byte) error {
 // StreamMsgs reads every message of stream name, in order (deleted ones are skipped).
 func StreamMsgs(tb testing.TB, js jetstream.JetStream, name string) []*jetstream.RawStreamMsg {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := js.Stream(ctx, name)
 	if err != nil {

@@ -1,18 +1,18 @@
-// Package infertest holds the test helpers that the tests of infer's packages share: the
-// files scripts/setup.sh fetches, messi5.jpg letterboxed into the model's input, and checks
-// of detections. It is imported by tests only.
+// Package infertest holds the model-specific test helpers that the tests of infer's packages
+// share: the files the detector needs, messi5.jpg letterboxed into the model's input, and
+// checks of detections. The helpers every package shares are internal/testutil's. It is
+// imported by tests only.
 package infertest
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"gocv.io/x/gocv"
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // Assets are the files of third_party/ that the tests run on, as absolute paths.
@@ -27,46 +27,10 @@ type Assets struct {
 // machine's, with the CUDA provider).
 func ThirdParty(tb testing.TB) Assets {
 	tb.Helper()
-	dir := filepath.Join(moduleRoot(tb), "third_party")
-	a := Assets{
-		Library: filepath.Join(dir, "libonnxruntime.so.1"),
-		Model:   filepath.Join(dir, "yolov8n.onnx"),
-		Messi:   filepath.Join(dir, "media", "messi5.jpg"),
-	}
-	if lib := os.Getenv("ONNXRUNTIME_SHARED_LIBRARY_PATH"); lib != "" {
-		a.Library = lib
-	}
-	for _, p := range []string{a.Library, a.Model, a.Messi} {
-		if _, err := os.Stat(p); err != nil {
-			tb.Fatalf("%v: run scripts/setup.sh", err)
-		}
-	}
-	for _, p := range []*string{&a.Library, &a.Model, &a.Messi} {
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		*p = abs
-	}
-	return a
-}
-
-// moduleRoot is the directory of go.mod above the test's working directory (its package's).
-func moduleRoot(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("infertest: no go.mod above the working directory")
-		}
-		dir = parent
+	return Assets{
+		Library: testutil.ThirdParty(tb, "libonnxruntime.so.1"),
+		Model:   testutil.ThirdParty(tb, "yolov8n.onnx"),
+		Messi:   testutil.Media(tb, "messi5.jpg"),
 	}
 }
 

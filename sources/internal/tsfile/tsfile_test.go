@@ -3,25 +3,17 @@ package tsfile
 import (
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
+
+	"github.com/visiond/visiond/internal/testutil"
 )
 
-func media(t testing.TB, name string) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "third_party", "media", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("test media missing (%v): run scripts/setup.sh", err)
-	}
-	return p
-}
-
 func TestReadSample(t *testing.T) {
-	r, err := Open(media(t, "vtest.h264.ts"))
+	r, err := Open(testutil.Media(t, "vtest.h264.ts"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +50,7 @@ func TestReadSample(t *testing.T) {
 }
 
 func TestNotMPEGTS(t *testing.T) {
-	_, err := Open(media(t, "messi5.jpg"))
+	_, err := Open(testutil.Media(t, "messi5.jpg"))
 	if err == nil || !strings.Contains(err.Error(), "not an MPEG-TS file") || !strings.Contains(err.Error(), "messi5.jpg") {
 		t.Fatalf("err = %v", err)
 	}
