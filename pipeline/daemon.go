@@ -144,13 +144,15 @@ func (d *Daemon) Start() (err error) {
 		}
 	}
 
+	// Logged before the run and config goroutines start: a reload may change cams, pools and
+	// model from then on.
+	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
+		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(d.NATSURL()))
 	d.heartbeat.Store(time.Now().UnixNano()) // healthy from the start: the first round comes within a slice
 	go d.run(ctx)
 	if d.ConfigPath != "" {
 		d.startConfig(ctx)
 	}
-	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
-		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(d.NATSURL()))
 	return nil
 }
 
