@@ -214,7 +214,7 @@ func TestInForceFollowsClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	eachLeaf(reflect.TypeFor[config.Config](), "", nil, func(path string, index []int) {
+	eachConfigField(reflect.TypeFor[config.Config](), "", nil, func(path string, index []int) {
 		n++
 		file := *running
 		changeValue(t, path, reflect.ValueOf(&file).Elem().FieldByIndex(index))
@@ -243,27 +243,6 @@ func TestInForceFollowsClasses(t *testing.T) {
 	})
 	if n < 50 {
 		t.Fatalf("changed %d fields of config.Config: the walk is broken", n)
-	}
-}
-
-// eachLeaf calls f for every field of the struct type t that holds a value (a struct field
-// is walked into; a list or a pointer is one value), by YAML path.
-func eachLeaf(t reflect.Type, prefix string, index []int, f func(path string, index []int)) {
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if !sf.IsExported() || name == "-" {
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(sf.Name)
-		}
-		path, idx := strings.TrimPrefix(prefix+"."+name, "."), append(slices.Clip(index), i)
-		if sf.Type.Kind() == reflect.Struct {
-			eachLeaf(sf.Type, path, idx, f)
-		} else {
-			f(path, idx)
-		}
 	}
 }
 
