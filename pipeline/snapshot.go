@@ -22,47 +22,63 @@ const snapshotEvery = time.Second
 // there is nothing to serve yet.
 const snapshotWait = 2 * time.Second
 
-// snapshot keeps one analysed frame of a camera (letterboxed RGB, as the model saw it) and
-// its detections, for the snapshot endpoint, and the JPEG last rendered from it. The JPEG is
-// rendered on request, once per kept frame, and stays served while the next kept frame's job
-// is in flight; a request that finds nothing rendered and the kept frame's job in flight
-// waits for it.
+// snapshot keeps, for the snapshot endpoint, the latest analysed frame of a camera
+// (letterboxed RGB, as the model saw it) with its detections, the frame kept for the job in
+// flight, and the JPEG last rendered. A frame is kept at most once per snapshotEvery; when
+// its job finishes it becomes the latest analysed one (the two buffers swap, both reused).
+// The JPEG is rendered on request, once per analysed frame kept; a request that comes before
+// any kept frame's job has finished waits for the first.
 type snapshot struct {
-	mu       sync.Mutex
-	pix      []byte // reused
-	lb       geom.Letterbox
-	seq      uint64
-	dets     []infer.Detection
-	complete bool          // dets belong to pix
-	done     chan struct{} // closed when the kept frame is complete; nil before the first frame
-	taken    time.Time
+	mu      sync.Mutex
+	pending keptFrame     // the frame of the job in flight, while waiting
+	waiting bool          // pending's job has not finished
+	last    keptFrame     // the latest kept frame whose job finished, with its detections
+	hasLast bool          // last holds one
+	first   chan struct{} // closed when the first kept frame's job finishes; nil before a frame is kept
+	taken   time.Time     // when pending was kept
 
 	encoded    []byte // the last rendering, never changed in place (handed out as it is)
 	encodedSeq uint64 // the frame it shows
 }
 
-// offer keeps a copy of a frame about to be analysed, at most once per snapshotEvery.
+// keptFrame is a copy of a frame handed to a worker, and then its detections.
+type keptFrame struct {
+	pix  []byte // reused
+	lb   geom.Letterbox
+	seq  uint64
+	dets []infer.Detection
+}
+
+// offer keeps a copy of a frame about to be analysed, at most once per snapshotEvery; a
+// frame whose job never finished (it failed, or was not dispatched) is replaced by the next.
 func (s *snapshot) offer(pix []byte, lb geom.Letterbox, seq uint64, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now.Sub(s.taken) < snapshotEvery && s.complete {
+	if !s.waiting && now.Sub(s.taken) < snapshotEvery {
 		return
 	}
-	s.pix = append(s.pix[:0], pix...)
-	if s.done == nil || s.complete {
-		s.done = make(chan struct{})
-	} // else the kept frame never got its result (its job failed, or was not dispatched): waiters wait on for this one
-
-	s.lb, s.seq, s.complete, s.taken = lb, seq, false, now
+	s.pending.pix = append(s.pending.pix[:0], pix...)
+	s.pending.lb, s.pending.seq = lb, seq
+	s.waiting, s.taken = true, now
+	if s.first == nil {
+		s.first = make(chan struct{})
+	}
 }
 
-// result attaches a job's detections when they belong to the kept frame.
+// result attaches a job's detections when they belong to the frame kept, which becomes the
+// latest analysed one.
 func (s *snapshot) result(seq uint64, dets []infer.Detection) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if seq == s.seq && !s.complete && s.done != nil {
-		s.dets, s.complete = append(s.dets[:0], dets...), true
-		close(s.done)
+	if !s.waiting || seq != s.pending.seq {
+		return
+	}
+	s.pending.dets = append(s.pending.dets[:0], dets...)
+	s.last, s.pending = s.pending, s.last
+	s.waiting = false
+	if !s.hasLast {
+		s.hasLast = true
+		close(s.first)
 	}
 }
 
@@ -72,32 +88,31 @@ var (
 )
 
 // jpeg returns the latest analysed frame kept, cropped to the picture (no letterbox bars),
-// with its boxes and labels drawn, as JPEG; while the kept frame's job is in flight, the
-// frame rendered before it, or, when there is none, the kept frame once its job is done
-// (waiting up to snapshotWait, or until ctx ends). ok is false when there is no analysed
-// frame to show. The data must not be modified.
+// with its boxes and labels drawn, as JPEG; before any kept frame's job has finished, it
+// waits for the first (up to snapshotWait, or until ctx ends). ok is false when there is no
+// analysed frame to show. The data must not be modified.
 func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 	s.mu.Lock()
-	if !s.complete && s.encoded == nil && s.done != nil {
-		done := s.done
+	if !s.hasLast && s.first != nil {
+		first := s.first
 		s.mu.Unlock()
 		wait := time.NewTimer(snapshotWait)
 		defer wait.Stop()
 		select {
-		case <-done:
+		case <-first:
 		case <-wait.C:
 		case <-ctx.Done():
 		}
 		s.mu.Lock()
 	}
-	if !s.complete || s.encoded != nil && s.encodedSeq == s.seq {
+	if !s.hasLast || s.encoded != nil && s.encodedSeq == s.last.seq {
 		data := s.encoded
 		s.mu.Unlock()
 		return data, data != nil, nil
 	}
-	lb, seq := s.lb, s.seq
-	rgb, err := gocv.NewMatFromBytes(lb.DstH, lb.DstW, gocv.MatTypeCV8UC3, s.pix)
-	dets := append([]infer.Detection(nil), s.dets...)
+	lb, seq := s.last.lb, s.last.seq
+	rgb, err := gocv.NewMatFromBytes(lb.DstH, lb.DstW, gocv.MatTypeCV8UC3, s.last.pix)
+	dets := append([]infer.Detection(nil), s.last.dets...)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, false, fmt.Errorf("snapshot: %w", err)

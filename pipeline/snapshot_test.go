@@ -15,7 +15,7 @@ import (
 
 // The snapshot serves the last frame whose job finished: a request before any waits for the
 // kept frame's job; while a newer kept frame's job is in flight (or after it failed), the
-// previous rendering; once it is done, the new one.
+// previous frame, rendered or not; once it is done, the new one.
 func TestSnapshotKeepsLastRendering(t *testing.T) {
 	lb := geom.NewLetterbox(64, 48, 64, 64) // a 64x48 picture between gray bars
 	frame := func(v byte) []byte {
@@ -101,6 +101,18 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	s.result(11, nil) // another frame's result
 	if data, ok := get(&s, time.Minute); !ok || !bytes.Equal(data, bright) {
 		t.Fatalf("third frame lost: ok %v, want the second frame's snapshot", ok)
+	}
+
+	// An analysed frame never rendered is served at once while the next kept frame's job is
+	// in flight (on a busy machine that job can take longer than a request waits).
+	var busy snapshot
+	busy.offer(frame(230), lb, 1, t0)
+	busy.result(1, nil)
+	busy.offer(frame(20), lb, 2, t0.Add(snapshotEvery))
+	if data, ok := get(&busy, time.Minute); !ok {
+		t.Fatal("analysed frame not rendered before the next was kept: no snapshot")
+	} else if _, v := brightness(data); v < 180 {
+		t.Fatalf("analysed frame not rendered before the next was kept: brightness %d, want the bright analysed frame", v)
 	}
 
 	// Nothing rendered yet and the kept frame's job never ends: the request gives up.
