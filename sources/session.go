@@ -46,13 +46,7 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	case TransportUDP:
 		t := gortsplib.TransportUDP
 		transport = &t
-	case TransportAuto:
-	default:
-		_, err := ParseTransport(string(c.Transport))
-		return time.Time{}, err
-	}
-	if _, err := ParseDecodeMode(string(c.Decode)); err != nil {
-		return time.Time{}, err
+	case TransportAuto: // nil: UDP, then TCP
 	}
 
 	var lossLog, clockLog rateLog

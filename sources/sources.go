@@ -139,6 +139,7 @@ type Camera struct {
 
 	log      *slog.Logger
 	redactor redact.Redactor // hides the URL's password in logs, status and errors
+	invalid  error           // what is wrong with Kind, Transport or Decode (checkOptions); nil when valid
 	pool     chan *Frame
 
 	frames, delivered, dropped, reconnects atomic.Uint64
@@ -192,6 +193,7 @@ func (c *Camera) init() {
 	if c.Decode == "" {
 		c.Decode = DefaultDecode
 	}
+	c.invalid = c.checkOptions()
 	setDefault(&c.retryMin, retryMin)
 	setDefault(&c.retryMax, retryMax)
 	setDefault(&c.stableAfter, stableAfter)
@@ -279,14 +281,26 @@ func (c *Camera) unneededNow(now, prev int64) bool {
 // session runs one session of the camera's kind until it fails or ctx ends; onlineAt is
 // when it delivered its first frame (zero if it never did).
 func (c *Camera) session(ctx context.Context) (onlineAt time.Time, err error) {
-	switch c.Kind {
-	case KindRTSP:
-		return c.runSession(ctx)
-	case KindGStreamer, KindFile:
-		return c.runCapture(ctx)
+	if c.invalid != nil {
+		return time.Time{}, c.invalid
 	}
-	_, err = ParseKind(string(c.Kind))
-	return time.Time{}, err
+	if c.Kind == KindRTSP {
+		return c.runSession(ctx)
+	}
+	return c.runCapture(ctx)
+}
+
+// checkOptions returns what is wrong with the camera's typed options, checked once at Start;
+// every session of a camera with an invalid one fails with it (config never gives one).
+func (c *Camera) checkOptions() error {
+	if _, err := ParseKind(string(c.Kind)); err != nil || c.Kind != KindRTSP {
+		return err
+	}
+	if _, err := ParseTransport(string(c.Transport)); err != nil {
+		return err
+	}
+	_, err := ParseDecodeMode(string(c.Decode))
+	return err
 }
 
 // errStalled ends a session that delivered no frame for StallTimeout.
