@@ -23,6 +23,7 @@ import (
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/pool"
+	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -147,7 +148,7 @@ func (d *Daemon) Start() (err error) {
 	// Logged before the run and config goroutines start: a reload may change cams, pools and
 	// model from then on.
 	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
-		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", config.Redact(d.NATSURL()))
+		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", redact.URL(d.NATSURL()))
 	d.heartbeat.Store(time.Now().UnixNano()) // healthy from the start: the first round comes within a slice
 	go d.run(ctx)
 	if d.ConfigPath != "" {
