@@ -57,8 +57,9 @@ const (
 	scoreDecimals = 3 // Detection.Score
 )
 
-// MarshalJSON writes d with its box in pixels rounded to pixelDecimals, its normalized box to
-// normDecimals and its score to scoreDecimals: "x":619.4 where the float64 would give
+// MarshalJSON writes d with its box in pixels rounded to pixelDecimals (its corners: a width
+// can be off by twice that), its normalized box to normDecimals and its score to
+// scoreDecimals: "x":619.4 where the float64 would give
 // "x":619.3779785156249, a third of a detection event's bytes.
 func (d Detection) MarshalJSON() ([]byte, error) {
 	type plain Detection // without this method
@@ -69,9 +70,13 @@ func (d Detection) MarshalJSON() ([]byte, error) {
 	return json.Marshal(p)
 }
 
-// rounded is b with each number rounded to decimals.
+// rounded is b with its corners rounded to decimals, so that a box inside the frame stays
+// inside (rounding x and w each could push x+w past the edge).
 func (b Box) rounded(decimals int) Box {
-	return Box{X: round(b.X, decimals), Y: round(b.Y, decimals), W: round(b.W, decimals), H: round(b.H, decimals)}
+	x, y := round(b.X, decimals), round(b.Y, decimals)
+	return Box{X: x, Y: y,
+		W: round(round(b.X+b.W, decimals)-x, decimals), // again: the difference is not exact
+		H: round(round(b.Y+b.H, decimals)-y, decimals)}
 }
 
 // round rounds x to decimals (at most 4, so x*10^decimals stays exact enough), half away from

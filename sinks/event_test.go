@@ -60,7 +60,7 @@ func TestDetectionJSONPrecision(t *testing.T) {
 	if err := json.Unmarshal(after, &back); err != nil {
 		t.Fatal(err)
 	}
-	if b := back.Detections[2]; b.Score != 0.741 || b.Box != (Box{X: 734, Y: 50.4, W: 33.7, H: 44.5}) ||
+	if b := back.Detections[2]; b.Score != 0.741 || b.Box != (Box{X: 734, Y: 50.4, W: 33.7, H: 44.6}) ||
 		b.BoxNorm != (Box{X: 0.9557, Y: 0.0876, W: 0.0439, H: 0.0773}) {
 		t.Errorf("decoded %+v", b)
 	}
@@ -73,10 +73,12 @@ func TestDetectionJSONRounding(t *testing.T) {
 		d    Detection
 		want string // a part of the JSON
 	}{
-		{"up to the frame edge", Detection{Score: 0.99996, BoxNorm: Box{X: 0.99996, W: 0.99995}}, `"score":1,`},
-		{"edge norm", Detection{BoxNorm: Box{X: 0.99996, W: 0.99995}}, `"box_norm":{"x":1,"y":0,"w":1,"h":0}`},
-		{"negative zero", Detection{Box: Box{X: -0.04, Y: math.Copysign(0, -1)}}, `"box":{"x":0,"y":0,"w":0,"h":0}`},
-		{"half away from zero", Detection{Box: Box{X: 0.25, Y: 1.35, W: 1919.95}}, `"box":{"x":0.3,"y":1.4,"w":1920,"h":0}`},
+		{"score up to 1", Detection{Score: 0.99996}, `"score":1,`},
+		{"at the frame edge", Detection{BoxNorm: Box{X: 0.99996, W: 0.00004}}, `"box_norm":{"x":1,"y":0,"w":0,"h":0}`},
+		{"whole frame", Detection{BoxNorm: Box{X: 0.00004, Y: 0.00005, W: 0.99996, H: 0.99995}}, `"box_norm":{"x":0,"y":0.0001,"w":1,"h":0.9999}`},
+		{"corners inside the frame", Detection{Box: Box{X: 700.05, Y: 0.05, W: 67.95, H: 575.95}}, `"box":{"x":700.1,"y":0.1,"w":67.9,"h":575.9}`},
+		{"negative zero", Detection{Box: Box{X: -0.04, Y: math.Copysign(0, -1), W: 0.04}}, `"box":{"x":0,"y":0,"w":0,"h":0}`},
+		{"half away from zero", Detection{Box: Box{X: 0.25, Y: 1.35, W: 1919.75}}, `"box":{"x":0.3,"y":1.4,"w":1919.7,"h":0}`},
 		{"float32 score", Detection{Score: 0.25}, `"score":0.25,`},
 		{"small score", Detection{Score: 0.0104}, `"score":0.01,`},
 	} {
@@ -89,12 +91,23 @@ func TestDetectionJSONRounding(t *testing.T) {
 		}
 	}
 	// Every value of a 4K frame's pixel grid at tenths, and fractions at 4 decimals, is written
-	// with at most that many decimals.
+	// with at most that many decimals, and a box inside the frame stays inside.
 	for i := range 38400 {
 		x := float64(i)/10 + 0.0499
-		b, _ := json.Marshal(Detection{Box: Box{X: x}, BoxNorm: Box{X: x / 3840}})
-		if s := strings.SplitN(string(b), `"x":`, 3); len(s) != 3 || decimals(s[1]) > 1 || decimals(s[2]) > 4 {
-			t.Fatalf("%v: %s", x, b)
+		d := Detection{Box: Box{X: x, W: 3840 - x}, BoxNorm: Box{X: x / 3840, W: 1 - x/3840}}
+		b, _ := json.Marshal(d)
+		var back Detection
+		if err := json.Unmarshal(b, &back); err != nil || back.Box.X+back.Box.W > 3840 || back.BoxNorm.X+back.BoxNorm.W > 1 {
+			t.Fatalf("%v: %s: outside the frame", x, b)
+		}
+		for _, field := range []struct {
+			key      string
+			decimals int
+		}{{`"box":{"x":`, 1}, {`,"w":`, 1}, {`"box_norm":{"x":`, 4}} {
+			rest := string(b)[strings.Index(string(b), field.key)+len(field.key):]
+			if decimals(rest) > field.decimals {
+				t.Fatalf("%v: %s: %s with more than %d decimals", x, b, field.key, field.decimals)
+			}
 		}
 	}
 }
