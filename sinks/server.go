@@ -24,7 +24,8 @@ import (
 // With StoreDir set it runs JetStream with its store there (in a "jetstream" folder), in the
 // JetStream domain Domain, so that events published into its stream survive a crash of the
 // daemon and wait there while the uplink is down. With Leaf.URL set it joins a hub as a leaf
-// node; the hub reaches the box's stream through "$JS.<Domain>.API".
+// node; the hub reaches the box's stream through "$JS.<Domain>.API". With MQTT set it serves
+// MQTT clients as well.
 type Server struct {
 	// Listen is the host:port to serve clients on; port 0 picks a free port. Required.
 	Listen string
