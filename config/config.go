@@ -85,6 +85,10 @@ type NATS struct {
 	// Listen is the embedded server's host:port, used when URL is "".
 	// Default "127.0.0.1:4222".
 	Listen string `yaml:"listen"`
+	// MQTT is the embedded server's MQTT listener (nats-server's own): MQTT
+	// clients such as Home Assistant or Node-RED subscribe to
+	// "<prefix>/<site>/<camera>/detections". Needs URL "" and JetStream.
+	MQTT MQTT `yaml:"mqtt"`
 	// SubjectPrefix is the first token(s) of every subject, as in
 	// "<prefix>.<site>.<camera>.detections". Default "visiond".
 	SubjectPrefix string `yaml:"subject_prefix"`
@@ -117,6 +121,12 @@ type NATS struct {
 	// HealthInterval is the period of the health event on
 	// "<prefix>.<site>.health", > 0. Default sinks.DefaultHealthInterval (10s).
 	HealthInterval time.Duration `yaml:"health_interval"`
+}
+
+// MQTT configures the embedded server's MQTT listener (sinks.Server.MQTT).
+type MQTT struct {
+	// Listen is its host:port, e.g. "127.0.0.1:1883". Default "": none.
+	Listen string `yaml:"listen"`
 }
 
 // NATSAuth holds NATS credentials: user and password, or a token, or an nkey

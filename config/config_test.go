@@ -178,6 +178,7 @@ nats:
   auth: {user: box, password: s3cret}
   tls: {cert_file: s.pem, key_file: s.key}
   outbox_mib: 8
+  mqtt: {listen: "127.0.0.1:1883"}
   stream: {max_age: 1h, max_bytes_mib: 16, duplicate_window: 30s}
   leaf:
     url: tls://hub:7422
@@ -199,7 +200,7 @@ nats:
 	}
 	want := sinks.Server{Listen: "127.0.0.1:4222", StoreDir: "/var/lib/visiond", Domain: "lab",
 		Auth: p.Auth, TLS: p.TLS, Leaf: sinks.Leaf{URL: "tls://hub:7422", Auth: sinks.Auth{CredentialsFile: "box.creds"}, TLS: sinks.TLS{CAFile: "ca.pem"}}}
-	if s.Listen != want.Listen || s.StoreDir != want.StoreDir || s.Domain != want.Domain || s.Auth != want.Auth || s.TLS != want.TLS || s.Leaf != want.Leaf {
+	if s.Listen != want.Listen || s.MQTT != "127.0.0.1:1883" || s.StoreDir != want.StoreDir || s.Domain != want.Domain || s.Auth != want.Auth || s.TLS != want.TLS || s.Leaf != want.Leaf {
 		t.Errorf("NATSServer() = %+v", s)
 	}
 	cfg.NATS.JetStream = false
@@ -291,6 +292,12 @@ var badCases = []struct {
 	{"outbox 0", "nats:\n  outbox_mib: 0\n", "nats.outbox_mib", 2, "must be >= 1", ""},
 	{"bad domain", "nats:\n  domain: a.b\n", "nats.domain", 2, `invalid domain "a.b"`, ""},
 	{"bad subject prefix", "nats:\n  subject_prefix: a.>\n", "nats.subject_prefix", 2, "invalid prefix", ""},
+	{"mqtt no port", "nats:\n  mqtt:\n    listen: 127.0.0.1\n", "nats.mqtt.listen", 3, `"127.0.0.1": want host:port`, ""},
+	{"mqtt bad port", "nats:\n  mqtt: {listen: \":1883x\"}\n", "nats.mqtt.listen", 2, `port "1883x" is not a number in 0..65535`, ""},
+	{"mqtt unknown key", "nats:\n  mqtt:\n    port: 1883\n", "nats.mqtt.port", 3, `unknown key "port"`, ""},
+	{"mqtt with external url", "nats:\n  url: nats://h:4222\n  mqtt:\n    listen: 127.0.0.1:1883\n", "nats.mqtt.listen", 4, "the MQTT listener is the embedded server's", ""},
+	{"mqtt without jetstream", "nats:\n  jetstream: false\n  mqtt:\n    listen: 127.0.0.1:1883\n", "nats.mqtt.listen", 4, "needs nats.jetstream: true", ""},
+	{"mqtt on the nats port", "nats:\n  listen: 127.0.0.1:4222\n  mqtt:\n    listen: 127.0.0.1:4222\n", "nats.mqtt.listen", 4, "is nats.listen's address too", ""},
 	{"section not a mapping", "workers: 4\n", "workers", 1, "want a mapping of keys, got a single value", ""},
 	{"cameras not a list", "cameras:\n  id: a\n", "cameras", 2, "want a list, got a mapping", ""},
 	{"top level a list", "- a\n- b\n", "", 1, "must be a mapping", ""},

@@ -56,6 +56,7 @@ func (c *Config) NATSServer() (*sinks.Server, error) {
 	n := c.NATS
 	s := &sinks.Server{
 		Listen: n.Listen,
+		MQTT:   n.MQTT.Listen,
 		Auth:   sinks.Auth(n.Auth),
 		TLS:    sinks.TLS(n.TLS),
 		Leaf:   sinks.Leaf{URL: n.Leaf.URL, Auth: sinks.Auth(n.Leaf.Auth), TLS: sinks.TLS(n.Leaf.TLS)},

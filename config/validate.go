@@ -377,6 +377,17 @@ func (v *validator) nats(c *Config) {
 	}
 	v.auth("nats.leaf.auth", n.Leaf.Auth)
 	v.tls("nats.leaf.tls", n.Leaf.TLS, false)
+	if m := n.MQTT.Listen; m != "" {
+		v.listen("nats.mqtt.listen", m)
+		switch {
+		case !embedded:
+			v.add("nats.mqtt.listen", "the MQTT listener is the embedded server's: set nats.url to \"\" or drop nats.mqtt")
+		case !n.JetStream:
+			v.add("nats.mqtt.listen", "the MQTT listener needs nats.jetstream: true (nats-server keeps MQTT sessions in JetStream)")
+		case m == n.Listen:
+			v.add("nats.mqtt.listen", "%q is nats.listen's address too: give MQTT a port of its own (1883 is MQTT's)", m)
+		}
+	}
 }
 
 // auth checks that at most one kind of NATS credential is given, and whole.

@@ -27,6 +27,7 @@ APT_PACKAGES=(
   chromium
   # busy cores beside the suite: make test-loaded
   stress-ng
+  mosquitto-clients           # mosquitto_sub for the MQTT listener's test (sinks/mqtt_test.go)
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -6,7 +6,9 @@
 package sinks
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -36,13 +38,56 @@ type FrameInfo struct {
 	Height int    `json:"height"` // source frame height in pixels
 }
 
-// Detection is one detected object.
+// Detection is one detected object. Its JSON carries the precision the model has and no more
+// (see MarshalJSON): a float64 written in full takes 17 digits.
 type Detection struct {
 	Label   string  `json:"label"`
 	ClassID int     `json:"class_id"`
 	Score   float32 `json:"score"`
 	Box     Box     `json:"box"`      // source-frame pixels
 	BoxNorm Box     `json:"box_norm"` // the same box as fractions of the frame size, 0..1
+}
+
+// Precision of a Detection's numbers in JSON, as the number of decimals kept. A box from a
+// 640x640 model input is not exact to a tenth of a source pixel; 4 decimals of a fraction are
+// a tenth of a pixel of a 1000-pixel frame; a score's third decimal is already noise.
+const (
+	pixelDecimals = 1 // Detection.Box
+	normDecimals  = 4 // Detection.BoxNorm
+	scoreDecimals = 3 // Detection.Score
+)
+
+// MarshalJSON writes d with its box in pixels rounded to pixelDecimals (its corners: a width
+// can be off by twice that), its normalized box to normDecimals and its score to
+// scoreDecimals: "x":619.4 where the float64 would give
+// "x":619.3779785156249, a third of a detection event's bytes.
+func (d Detection) MarshalJSON() ([]byte, error) {
+	type plain Detection // without this method
+	p := plain(d)
+	p.Score = float32(round(float64(d.Score), scoreDecimals))
+	p.Box = d.Box.rounded(pixelDecimals)
+	p.BoxNorm = d.BoxNorm.rounded(normDecimals)
+	return json.Marshal(p)
+}
+
+// rounded is b with its corners rounded to decimals, so that a box inside the frame stays
+// inside (rounding x and w each could push x+w past the edge).
+func (b Box) rounded(decimals int) Box {
+	x, y := round(b.X, decimals), round(b.Y, decimals)
+	return Box{X: x, Y: y,
+		W: round(round(b.X+b.W, decimals)-x, decimals), // again: the difference is not exact
+		H: round(round(b.Y+b.H, decimals)-y, decimals)}
+}
+
+// round rounds x to decimals (at most 4, so x*10^decimals stays exact enough), half away from
+// zero; the result is the float64 nearest that decimal, which JSON writes with no more digits.
+func round(x float64, decimals int) float64 {
+	scale := [...]float64{1, 10, 100, 1000, 10000}[decimals]
+	r := math.Round(x*scale) / scale
+	if r == 0 {
+		return 0 // not -0
+	}
+	return r
 }
 
 // Box is a rectangle: top-left corner, width and height.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 // With StoreDir set it runs JetStream with its store there (in a "jetstream" folder), in the
 // JetStream domain Domain, so that events published into its stream survive a crash of the
 // daemon and wait there while the uplink is down. With Leaf.URL set it joins a hub as a leaf
-// node; the hub reaches the box's stream through "$JS.<Domain>.API".
+// node; the hub reaches the box's stream through "$JS.<Domain>.API". With MQTT set it serves
+// MQTT clients as well.
 type Server struct {
 	// Listen is the host:port to serve clients on; port 0 picks a free port. Required.
 	Listen string
@@ -39,6 +41,13 @@ type Server struct {
 	TLS TLS
 	// Leaf joins the server to a hub as a leaf node. Default: no hub.
 	Leaf Leaf
+	// MQTT is the host:port of an MQTT listener (nats-server's own, MQTT 3.1.1), where MQTT
+	// clients subscribe to the events with the subject's '.' as '/' in the topic
+	// (visiond/<site>/<camera>/detections); port 0 picks a free port. It takes the same
+	// credentials (user and password, or the token as the MQTT password) and TLS as NATS
+	// clients. nats-server keeps MQTT sessions in JetStream, so it needs StoreDir.
+	// Default "": no MQTT listener.
+	MQTT string
 	// Logger receives the server's log lines (notices at debug level). Default: none are
 	// written.
 	Logger *slog.Logger
@@ -53,13 +62,16 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("embedded NATS server: %w", err)
 	}
+	// nats-server reports a busy port only in its log; probe them for a clear error now.
 	if opts.Port != server.RANDOM_PORT {
-		// nats-server reports a busy port only in its log; probe it for a clear error now.
-		ln, err := net.Listen("tcp", s.Listen)
-		if err != nil {
+		if err := probe(s.Listen); err != nil {
 			return fmt.Errorf("embedded NATS server: %w", err)
 		}
-		ln.Close()
+	}
+	if opts.MQTT.Port > 0 {
+		if err := probe(s.MQTT); err != nil {
+			return fmt.Errorf("embedded NATS server: MQTT listener: %w", err)
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -79,23 +91,46 @@ func (s *Server) Start() error {
 	}
 	s.ns = ns
 	if s.Logger != nil {
-		s.Logger.Info("embedded NATS server ready", "url", ns.ClientURL(), "jetstream", opts.JetStream,
-			"store", opts.StoreDir, "domain", opts.JetStreamDomain, "leaf", redact.URL(s.Leaf.URL))
+		args := []any{"url", ns.ClientURL(), "jetstream", opts.JetStream,
+			"store", opts.StoreDir, "domain", opts.JetStreamDomain, "leaf", redact.URL(s.Leaf.URL)}
+		if s.MQTT != "" {
+			args = append(args, "mqtt", s.MQTTAddr())
+		}
+		s.Logger.Info("embedded NATS server ready", args...)
 	}
 	return nil
 }
 
-func (s *Server) options() (*server.Options, error) {
-	host, portStr, err := net.SplitHostPort(s.Listen)
+// probe reports whether addr cannot be listened on (a busy port, an address not of this host).
+func probe(addr string) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("nats.listen %q: %w", s.Listen, err)
+		return err
+	}
+	return ln.Close()
+}
+
+// hostPort splits the address of the listener named field into nats-server's host and port;
+// port 0 (any free port) becomes server.RANDOM_PORT.
+func hostPort(field, addr string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s %q: %w", field, addr, err)
 	}
 	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, fmt.Errorf("nats.listen port %q: %w", portStr, err)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%s %q: port %q is not a number in 0..65535", field, addr, portStr)
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	}
+	return host, port, nil
+}
+
+func (s *Server) options() (*server.Options, error) {
+	host, port, err := hostPort("nats.listen", s.Listen)
+	if err != nil {
+		return nil, err
 	}
 	opts := &server.Options{
 		ServerName: "visiond",
@@ -130,6 +165,23 @@ func (s *Server) options() (*server.Options, error) {
 		// A server name that is stable across restarts: JetStream keeps it in its store.
 		opts.ServerName = "visiond-" + s.Domain
 	}
+	if s.MQTT != "" {
+		if !opts.JetStream {
+			return nil, fmt.Errorf("nats.mqtt.listen: the MQTT listener needs JetStream (nats.jetstream: true), where nats-server keeps MQTT sessions")
+		}
+		mqttHost, mqttPort, err := hostPort("nats.mqtt.listen", s.MQTT)
+		if err != nil {
+			return nil, err
+		}
+		opts.MQTT.Host, opts.MQTT.Port = mqttHost, mqttPort
+		// Its sessions in this server's JetStream, never in a hub's across the leaf link.
+		opts.MQTT.JsDomain = s.Domain
+		// No MQTT-only credentials: the server's user and password or token apply (an MQTT
+		// client sends the token as its password), and its TLS.
+		if opts.TLSConfig != nil {
+			opts.MQTT.TLSConfig = opts.TLSConfig.Clone()
+		}
+	}
 	if s.Leaf.URL != "" {
 		remote, err := leafRemote(s.Leaf)
 		if err != nil {
@@ -151,11 +203,27 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	case s.Auth.Token != "":
 		opts = append(opts, nats.Token(s.Auth.Token))
 	}
-	return nats.Connect(s.ns.ClientURL(), opts...)
+	// nats-server offers TLS to an in-process client without requiring it; a tls:// URL
+	// would make nats.go insist on a handshake, and verify the server's certificate against
+	// roots it does not have.
+	return nats.Connect(strings.Replace(s.ns.ClientURL(), "tls://", "nats://", 1), opts...)
 }
 
 // ClientURL is the URL clients connect to.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// MQTTAddr is the host:port of the MQTT listener ("" without one), with the port it got when
+// MQTT asked for port 0.
+func (s *Server) MQTTAddr() string {
+	if s.ns == nil || s.MQTT == "" {
+		return ""
+	}
+	v, err := s.ns.Varz(nil)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(v.MQTT.Host, strconv.Itoa(v.MQTT.Port))
+}
 
 // LeafConnected reports whether the link to the hub is up.
 func (s *Server) LeafConnected() bool { return s.ns != nil && s.ns.NumLeafNodes() > 0 }

@@ -113,6 +113,14 @@ func TestTLS(t *testing.T) {
 	}
 	startPublisher(t, &Publisher{URL: url, JetStream: true, Stream: testStream(),
 		TLS: TLS{CAFile: pki.ca, CertFile: pki.clientCert, KeyFile: pki.clientKey}})
+
+	// The daemon's own publisher, in-process, needs neither (it used to fail on the tls:// URL).
+	in := startPublisher(t, &Publisher{Server: mtls, JetStream: true, Stream: StreamConfig{Name: "in-process",
+		MaxAge: time.Hour, MaxBytes: 1 << 20, Duplicates: time.Minute}, Prefix: "inproc", Site: "lab", Instance: "inst"})
+	if err := in.PublishDetections(detection("door", 1)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, time.Minute, "the in-process acknowledgement", func() bool { return in.Stats().Published == 1 })
 }
 
 // Token and nkey credentials against servers that require them; a wrong token is refused with
