@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -72,6 +73,7 @@ type Daemon struct {
 	lastHealth     time.Time               // run goroutine
 	healthPrev     map[string]healthCounts // run goroutine
 	flushTimeout   time.Duration           // how long Close waits for events to be acknowledged
+	stateLock      *os.File                // the state directory's lock file (statelock.go); nil when unused
 
 	running   atomic.Pointer[config.Config] // the config in force: Config, with what reloads applied
 	reloadMu  sync.Mutex                    // one reload at a time
@@ -110,6 +112,9 @@ func (d *Daemon) Start() (err error) {
 		}
 	}()
 
+	if err := d.lockState(cfg); err != nil {
+		return err
+	}
 	if err := d.startNATS(cfg); err != nil {
 		return err
 	}
@@ -205,6 +210,7 @@ func (d *Daemon) Close() {
 		if d.natsServer != nil {
 			d.natsServer.Close()
 		}
+		d.unlockState() // the store is closed: another daemon may open it now
 	})
 }
 

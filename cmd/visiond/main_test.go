@@ -491,3 +491,56 @@ func TestCutsStopShort(t *testing.T) {
 		}
 	}
 }
+
+// One daemon per state directory: a second daemon on the first one's state_dir (other ports)
+// exits with status 1 and an error naming the directory and the first one's PID, without
+// opening its store; once the first has stopped, a new one starts on it.
+func TestOneDaemonPerStateDir(t *testing.T) {
+	stateDir := t.TempDir()
+	start := func() (*exec.Cmd, *logLines) {
+		t.Helper()
+		path := writeConfig(t, demoConfigWith(t, testutil.FreeAddr(t), stateDir, `{listen: "127.0.0.1:0"}`))
+		cmd := exec.Command(os.Args[0], "run", "-config", path)
+		cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		return cmd, followLog(t, stderr)
+	}
+	stop := func(cmd *exec.Cmd, logs *logLines) {
+		t.Helper()
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		stopsCleanly(t, cmd, logs)
+	}
+
+	first, firstLogs := start()
+	firstLogs.wait(t, `msg="visiond running"`)
+
+	second, secondLogs := start()
+	line := secondLogs.wait(t, `state_dir`)
+	for range secondLogs.lines {
+	}
+	var exit *exec.ExitError
+	if err := second.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("second daemon on the same state_dir: %v, want exit status 1:\n%s", err, secondLogs.all.String())
+	}
+	want := fmt.Sprintf("state_dir %s is in use by another visiond (pid %d", stateDir, first.Process.Pid)
+	if !strings.Contains(line, want) {
+		t.Fatalf("second daemon's error %q does not contain %q", line, want)
+	}
+	if strings.Contains(secondLogs.all.String(), "embedded NATS server ready") {
+		t.Fatalf("the second daemon started its NATS server on the first one's store:\n%s", secondLogs.all.String())
+	}
+
+	stop(first, firstLogs)
+	third, thirdLogs := start()
+	thirdLogs.wait(t, `msg="visiond running"`)
+	stop(third, thirdLogs)
+}
