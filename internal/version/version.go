@@ -54,19 +54,3 @@ func FromBuildInfo(bi *debug.BuildInfo) Info {
 	}
 	return in
 }
-
-// ShortRevision is Revision cut to 12 characters, with "-dirty" for a modified tree; "unknown"
-// when the build has none.
-func (in Info) ShortRevision() string {
-	r := in.Revision
-	if r == "" {
-		return "unknown"
-	}
-	if len(r) > 12 {
-		r = r[:12]
-	}
-	if in.Modified {
-		r += "-dirty"
-	}
-	return r
-}
