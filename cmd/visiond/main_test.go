@@ -441,11 +441,21 @@ func TestRepeatedSIGTERMStopsCleanly(t *testing.T) {
 	logs := followLog(t, stderr)
 	logs.wait(t, `msg="visiond running"`)
 	logs.wait(t, `msg="camera online"`)
-	for range 2 {
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	logs.wait(t, `msg=stopping`)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	line := logs.wait(t, `msg="signal repeated|second signal`)
+	// A machine so busy that the second signal, sent as soon as the first was logged, reached
+	// the daemon only after the window proves nothing either way. (The old daemon's message
+	// has no "after".)
+	if m := regexp.MustCompile(`second signal \(terminated, (\S+) after`).FindStringSubmatch(line); m != nil {
+		if after, err := time.ParseDuration(m[1]); err == nil && after >= signalRepeatWindow {
+			t.Skipf("the second SIGTERM reached the daemon %s after the first, past the %s window: too busy a machine to tell", after, signalRepeatWindow)
 		}
-		logs.wait(t, `msg=stopping|msg="signal repeated`)
 	}
 	stopsCleanly(t, cmd, logs)
 }
