@@ -133,7 +133,7 @@ func loadConfig(path string) (*config.Config, string, error) {
 
 func checkCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", " [FILE]", stderr)
-	path := fs.String("config", "", "config file to validate (default: the embedded demo config)")
+	path := fs.String("config", "", "config `file` to validate (default: the embedded demo config)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

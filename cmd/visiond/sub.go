@@ -19,10 +19,10 @@ import (
 // subCmd prints events as they arrive: one line per detection event, or the raw JSON.
 func subCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("sub", "", stderr)
-	url := fs.String("nats", nats.DefaultURL, "NATS server URL")
-	subject := fs.String("subject", "visiond.>", "subject to subscribe to")
+	url := fs.String("nats", nats.DefaultURL, "NATS server `url`")
+	subject := fs.String("subject", "visiond.>", "`subject` to subscribe to (wildcards * and >)")
 	raw := fs.Bool("json", false, "print each event's JSON as received")
-	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
+	count := fs.Int("count", 0, "exit after `n` events (0: run until interrupted)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
