@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -66,12 +67,16 @@ type Daemon struct {
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
 	retiring       sync.WaitGroup // pools replaced by a reload, closing
 	reloadFailures atomic.Uint64
+	lastReload     atomic.Int64 // unix ns of the start or the last reload applied
+	lastReloadOK   atomic.Bool  // whether the last reload (or the start) was applied
+	leaf           leafLink     // the embedded server's link to the hub, when it has one
 	heartbeat      atomic.Int64 // unix ns of the slicer's last round
 	started        time.Time
 	healthEvery    time.Duration           // nats.health_interval
 	lastHealth     time.Time               // run goroutine
 	healthPrev     map[string]healthCounts // run goroutine
 	flushTimeout   time.Duration           // how long Close waits for events to be acknowledged
+	stateLock      *os.File                // the state directory's lock file (statelock.go); nil when unused
 
 	running   atomic.Pointer[config.Config] // the config in force: Config, with what reloads applied
 	reloadMu  sync.Mutex                    // one reload at a time
@@ -99,6 +104,9 @@ func (d *Daemon) Start() (err error) {
 	}
 	d.instance = newInstanceID()
 	d.started = time.Now()
+	d.lastReload.Store(d.started.UnixNano())
+	d.lastReloadOK.Store(true)
+	d.leaf.since.Store(d.started.UnixNano())
 	d.wake = make(chan struct{}, 1)
 	d.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,6 +118,9 @@ func (d *Daemon) Start() (err error) {
 		}
 	}()
 
+	if err := d.lockState(cfg); err != nil {
+		return err
+	}
 	if err := d.startNATS(cfg); err != nil {
 		return err
 	}
@@ -205,6 +216,7 @@ func (d *Daemon) Close() {
 		if d.natsServer != nil {
 			d.natsServer.Close()
 		}
+		d.unlockState() // the store is closed: another daemon may open it now
 	})
 }
 
@@ -263,6 +275,12 @@ func (d *Daemon) run(ctx context.Context) {
 		defer health.Stop()
 		healthC = health.C
 	}
+	var leafC <-chan time.Time
+	if d.hasLeaf() {
+		leaf := time.NewTicker(leafCheckEvery)
+		defer leaf.Stop()
+		leafC = leaf.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -272,6 +290,9 @@ func (d *Daemon) run(ctx context.Context) {
 			continue
 		case now := <-healthC:
 			d.publishHealth(now)
+			continue
+		case now := <-leafC:
+			d.leaf.observe(d.natsServer.LeafConnected(), now, d.log.With("component", "nats-server"))
 			continue
 		case req := <-d.reloads:
 			req.done <- d.apply(req)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/version"
 	"github.com/visiond/visiond/sources"
 )
 
@@ -36,7 +37,8 @@ func (d *Daemon) startHTTP(c config.HTTP) error {
 // handler serves / (the status page), /healthz (the process is up), /readyz (see notReady),
 // /metrics (Prometheus), /api/cameras (JSON status per camera),
 // /api/cameras/{id}/snapshot.jpg (the latest analysed frame, with its boxes) and /api/workers
-// (JSON status per worker process: state, provider, jobs, restarts, host and GPU memory);
+// (JSON status per worker process: state, provider, jobs, restarts, host and GPU memory),
+// /api/version (JSON: the build's version and revision, Go's version);
 // with withPprof, Go's profiles under /debug/pprof/.
 func (d *Daemon) handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
@@ -84,6 +86,12 @@ func (d *Daemon) handler(withPprof bool) http.Handler {
 			w.Header().Set("Cache-Control", "no-store")
 			_, _ = w.Write(data)
 		}
+	})
+	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(version.Get())
 	})
 	mux.HandleFunc("GET /api/workers", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -4,11 +4,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/visiond/visiond/internal/version"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -27,6 +29,10 @@ type metricsCollector struct {
 
 	published, publishFailed, reloadFailures       *prometheus.Desc
 	publishRetried, publishDropped, publishPending *prometheus.Desc
+
+	buildInfo, lastReload, lastReloadOK                 *prometheus.Desc
+	leafUp, leafChanged                                 *prometheus.Desc
+	streamMsgs, streamBytes, streamMaxBytes, streamFull *prometheus.Desc
 }
 
 func newMetricsCollector(d *Daemon) *metricsCollector {
@@ -71,6 +77,21 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		publishDropped: desc("events_publish_dropped_total", "Events dropped from the full outbox while NATS was unreachable (each reported by a gap event)."),
 		publishPending: desc("events_publish_pending", "Events in the outbox or awaiting acknowledgement."),
 		reloadFailures: desc("config_reload_failures_total", "Config reloads rejected; the running config stayed in force."),
+
+		buildInfo: desc("build_info", "Always 1: the build's module version, VCS revision and Go version (visiond version).",
+			"version", "revision", "go"),
+		lastReload: desc("config_last_reload_success_timestamp_seconds",
+			"When the config in force was applied: the start, or the last reload applied (unix seconds)."),
+		lastReloadOK: desc("config_last_reload_successful", "1 when the last reload was applied (or none was tried since the start), 0 when it was rejected."),
+		leafUp: desc("leaf_link_up", "1 while the embedded NATS server's link to the hub (nats.leaf) is up, 0 while it is down. "+
+			"Only with nats.leaf; checked every second."),
+		leafChanged: desc("leaf_link_last_change_timestamp_seconds",
+			"When the link to the hub last went up or down (unix seconds): since when visiond_leaf_link_up has held; the start before any change."),
+		streamMsgs:     desc("stream_messages", "Events in the site's JetStream stream, as last read (at start, then every 10 s).", "stream"),
+		streamBytes:    desc("stream_bytes", "Bytes in the site's JetStream stream, as last read.", "stream"),
+		streamMaxBytes: desc("stream_max_bytes", "The stream's size limit (nats.stream.max_bytes_mib); past it the oldest events go.", "stream"),
+		streamFull: desc("stream_fullness_ratio",
+			"stream_bytes / stream_max_bytes, 0 to 1: at 1 the oldest events are removed before their age limit (a gap event says how many).", "stream"),
 	}
 }
 
@@ -82,6 +103,8 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		m.stageLatency,
 		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU,
 		m.published, m.publishFailed, m.reloadFailures, m.publishRetried, m.publishDropped, m.publishPending,
+		m.buildInfo, m.lastReload, m.lastReloadOK, m.leafUp, m.leafChanged,
+		m.streamMsgs, m.streamBytes, m.streamMaxBytes, m.streamFull,
 	} {
 		ch <- d
 	}
@@ -153,9 +176,29 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(m.publishRetried, ps.Retried)
 		counter(m.publishDropped, ps.Dropped)
 		gauge(m.publishPending, float64(ps.Pending))
+		if st, ok := m.d.pub.StreamStats(); ok {
+			gauge(m.streamMsgs, float64(st.Messages), st.Name)
+			gauge(m.streamBytes, float64(st.Bytes), st.Name)
+			if st.MaxBytes > 0 {
+				gauge(m.streamMaxBytes, float64(st.MaxBytes), st.Name)
+				gauge(m.streamFull, float64(st.Bytes)/float64(st.MaxBytes), st.Name)
+			}
+		}
 	}
 	counter(m.reloadFailures, m.d.ReloadFailures())
+	gauge(m.lastReload, unixSeconds(time.Unix(0, m.d.lastReload.Load())))
+	gauge(m.lastReloadOK, b2f(m.d.lastReloadOK.Load()))
+	if m.d.hasLeaf() {
+		up, since := m.d.leaf.state()
+		gauge(m.leafUp, b2f(up))
+		gauge(m.leafChanged, unixSeconds(since))
+	}
+	v := version.Get()
+	gauge(m.buildInfo, 1, v.Version, v.Revision, v.Go)
 }
+
+// unixSeconds is t as Prometheus timestamps are: seconds since the epoch, with a fraction.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // cameraMetrics is a camera's status with its latency histograms, read together.
 type cameraMetrics struct {

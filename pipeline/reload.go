@@ -349,8 +349,11 @@ func (d *Daemon) publishReload(res ReloadResult, err error) {
 	if err != nil {
 		ev.Result, ev.Error = "rejected", err.Error()
 		d.reloadFailures.Add(1)
+		d.lastReloadOK.Store(false)
 		d.log.Error("config reload rejected; the running config stays", "error", err)
 	} else {
+		d.lastReload.Store(time.Now().UnixNano())
+		d.lastReloadOK.Store(true)
 		d.log.Info("config reloaded", "added", res.Added, "removed", res.Removed, "restarted", res.Restarted,
 			"updated", res.Updated, "kept", len(res.Kept), "workers_replaced", res.Workers, "needs_restart", res.NeedsRestart)
 	}

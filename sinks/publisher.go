@@ -86,6 +86,18 @@ type Publisher struct {
 	duplicates atomic.Uint64 // acknowledged as duplicates: a retry of an event the server had
 	inflight   atomic.Int64  // sent, awaiting acknowledgement
 	held       atomic.Int64  // taken from the outbox, to be sent (again)
+
+	streamStats atomic.Pointer[StreamStats] // the stream's state at its last check; nil: none yet
+}
+
+// StreamStats is the JetStream stream's state as last read: when the stream was made at
+// Start, then every StoreCheck while the connection is up.
+type StreamStats struct {
+	Name     string
+	Messages uint64
+	Bytes    uint64
+	MaxBytes int64     // the stream's size limit; -1 for none
+	At       time.Time // when it was read
 }
 
 // Stats are the publisher's counters since Start.
@@ -227,7 +239,24 @@ func (p *Publisher) ensureStream() error {
 		return fmt.Errorf("NATS JetStream: stream %s: %w", cfg.Name, err)
 	}
 	p.js, p.stream = js, s
+	if info := s.CachedInfo(); info != nil {
+		p.setStreamStats(info)
+	}
 	return nil
+}
+
+func (p *Publisher) setStreamStats(info *jetstream.StreamInfo) {
+	p.streamStats.Store(&StreamStats{Name: info.Config.Name, Messages: info.State.Msgs, Bytes: info.State.Bytes,
+		MaxBytes: info.Config.MaxBytes, At: time.Now()})
+}
+
+// StreamStats returns the stream's state as last read; false without JetStream or before the
+// first read.
+func (p *Publisher) StreamStats() (StreamStats, bool) {
+	if s := p.streamStats.Load(); s != nil {
+		return *s, true
+	}
+	return StreamStats{}, false
 }
 
 // PublishDetections publishes ev on its camera's detection subject.
@@ -422,7 +451,11 @@ func (p *Publisher) run() {
 			waitUp = nil
 		case <-check.C:
 			if p.stream != nil && p.nc.IsConnected() {
-				if g := store.check(p.stream, p.Stream.MaxAge); g != nil {
+				g := store.check(p.stream, p.Stream.MaxAge)
+				if store.info != nil {
+					p.setStreamStats(store.info)
+				}
+				if g != nil {
 					p.log.Warn("stream full: oldest events removed before their age limit", "stream", p.Stream.Name,
 						"events", g.Events, "first_seq", g.FirstSeq, "last_seq", g.LastSeq)
 					unread(p.gapMessage(g))
@@ -441,6 +474,7 @@ func (p *Publisher) run() {
 type storeWatch struct {
 	first     uint64
 	firstTime time.Time
+	info      *jetstream.StreamInfo // as read by the last check that could read it
 }
 
 func (w *storeWatch) check(s jetstream.Stream, maxAge time.Duration) *GapEvent {
@@ -450,6 +484,7 @@ func (w *storeWatch) check(s jetstream.Stream, maxAge time.Duration) *GapEvent {
 	if err != nil {
 		return nil
 	}
+	w.info = info
 	st := info.State
 	prev, prevTime := w.first, w.firstTime
 	w.first, w.firstTime = st.FirstSeq, st.FirstTime

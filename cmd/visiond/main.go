@@ -4,7 +4,10 @@
 //	visiond run    [-config FILE]   run the daemon (the embedded demo config without -config)
 //	visiond check  [-config FILE]   validate a config and exit non-zero with its errors
 //	visiond sub    [-nats URL]      print the events published on NATS
+//	visiond version                 print the build's version, Go's, ONNX Runtime's and its providers
 //	visiond worker ...              an inference worker process (started by the daemon)
+//
+// Exit status: 0 done, 1 failed, 2 a usage error (unknown command or flag, bad arguments).
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/configs"
@@ -31,8 +35,44 @@ commands:
   run     run the daemon (without -config: the embedded demo with a built-in sample camera)
   check   validate a config file and exit non-zero with its errors
   sub     print the detection events published on NATS
+  version print the version of visiond, Go and ONNX Runtime (also: --version)
   worker  an inference worker process (started by the daemon, not by hand)
+
+"visiond <command> -h" lists a command's flags. Exit status: 0 done, 1 failed, 2 usage error.
 `
+
+// usageError is a mistake in the command line: cli exits with status 2, after printing it
+// unless the flag package has printed it already (printed).
+type usageError struct {
+	err     error
+	printed bool
+}
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError.
+func usagef(format string, args ...any) error { return usageError{err: fmt.Errorf(format, args...)} }
+
+// newFlagSet returns a FlagSet for a command that writes its usage and parse errors to stderr.
+func newFlagSet(name, args string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: visiond %s [flags]%s\n\nflags:\n", name, args)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs; an error (flag.ErrHelp for -h) is a usageError. The flag
+// package has already printed the error and the command's usage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return usageError{err: err, printed: true}
+	}
+	return nil
+}
 
 func main() {
 	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
@@ -48,9 +88,11 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	case "run":
 		err = runCmd(args[1:], stdout, stderr)
 	case "check":
-		err = checkCmd(args[1:], stdout)
+		err = checkCmd(args[1:], stdout, stderr)
 	case "sub":
-		err = subCmd(args[1:], stdout)
+		err = subCmd(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		err = versionCmd(args[1:], stdout, stderr)
 	case "worker":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
@@ -64,6 +106,13 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		if !ue.printed {
+			fmt.Fprintf(stderr, "visiond %s: %v\n", args[0], err)
+		}
+		return 2
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "visiond %s: %v\n", args[0], err)
@@ -82,14 +131,14 @@ func loadConfig(path string) (*config.Config, string, error) {
 	return cfg, path, err
 }
 
-func checkCmd(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	path := fs.String("config", "", "config file to validate (default: the embedded demo config)")
-	if err := fs.Parse(args); err != nil {
+func checkCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("check", " [FILE]", stderr)
+	path := fs.String("config", "", "config `file` to validate (default: the embedded demo config)")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
-		return fmt.Errorf("at most one config file, got %d", fs.NArg())
+		return usagef("at most one config file, got %d", fs.NArg())
 	}
 	if fs.NArg() == 1 {
 		*path = fs.Arg(0)
@@ -109,11 +158,15 @@ func checkCmd(args []string, stdout io.Writer) error {
 }
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	path := fs.String("config", os.Getenv("VISIOND_CONFIG"), "config file (default: $VISIOND_CONFIG, else the embedded demo config)")
-	print := fs.Bool("print", false, "also print every published event on stdout, as `visiond sub` does")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("run", "", stderr)
+	path := fs.String("config", os.Getenv("VISIOND_CONFIG"), "config `file` (default: $VISIOND_CONFIG, else the embedded demo config)")
+	// No back quotes in this text: the flag package would take them for the argument's name.
+	print := fs.Bool("print", false, "also print every published event on stdout, as the sub command does")
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (the config file goes after -config)", fs.Arg(0))
 	}
 	cfg, name, err := loadConfig(*path)
 	if err != nil {
@@ -171,6 +224,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		sig = <-sigs
 	}
 	log.Info("stopping", "signal", sig.String())
+	first, firstAt := sig, time.Now()
 	notify.Stopping()
 	wdStop()
 	<-wdDone
@@ -185,11 +239,34 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			log.Info("stopped")
 			return nil
 		case sig := <-sigs:
-			if sig != syscall.SIGHUP {
-				return fmt.Errorf("second signal (%s): exiting without a clean stop", sig)
+			since := time.Since(firstAt)
+			switch {
+			case sig == syscall.SIGHUP:
+			case cutsStopShort(first, sig, since):
+				return fmt.Errorf("second signal (%s, %s after %s): exiting without a clean stop", sig, since.Round(time.Millisecond), first)
+			default:
+				log.Info("signal repeated within the repeat window: the clean stop goes on", "signal", sig.String(),
+					"after", since.Round(time.Millisecond), "window", signalRepeatWindow)
 			}
 		}
 	}
+}
+
+// signalRepeatWindow is how long after the first stop signal another SIGTERM (or a SIGINT
+// after a SIGTERM) counts as the same request. GNU timeout, for one, sends SIGTERM to the
+// daemon and then to its whole process group, so the daemon sees two within microseconds; a
+// service manager may repeat a stop, too.
+const signalRepeatWindow = 2 * time.Second
+
+// cutsStopShort reports whether sig, received since after first (the signal that began the
+// clean stop), ends the process without finishing the stop: a second SIGINT does at once (a
+// person pressing Ctrl-C again), any other stop signal only once signalRepeatWindow has
+// passed.
+func cutsStopShort(first, sig os.Signal, since time.Duration) bool {
+	if first == syscall.SIGINT && sig == syscall.SIGINT {
+		return true
+	}
+	return since >= signalRepeatWindow
 }
 
 // sampleCamera is the path the built-in sample camera is served on.

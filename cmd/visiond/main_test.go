@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/internal/version"
 )
 
 // With VISIOND_CMD_TEST_MAIN=1 the test binary is visiond itself, so tests can check the real
@@ -57,7 +59,16 @@ func TestCheck(t *testing.T) {
 		{"empty file", []string{"check", writeConfig(t, "# nothing yet\n")}, 1, "empty file"},
 		{"no cameras key", []string{"check", writeConfig(t, "site: lab\n")}, 1, "cameras: no list of cameras"},
 		{"no cameras", []string{"check", writeConfig(t, "site: lab\ncameras: []\n")}, 0, "ok (0 cameras, 0 enabled)"},
-		{"two files", []string{"check", good, good}, 1, "at most one config file"},
+		{"two files", []string{"check", good, good}, 2, "at most one config file"},
+		{"check unknown flag", []string{"check", "-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"run unknown flag", []string{"run", "-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"run argument", []string{"run", good}, 2, "unexpected argument"},
+		{"sub unknown flag", []string{"sub", "-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"sub argument", []string{"sub", "visiond.>"}, 2, "unexpected argument"},
+		{"sub negative count", []string{"sub", "-count", "-1"}, 2, "-count -1"},
+		{"sub bad count", []string{"sub", "-count", "many"}, 2, `invalid value "many" for flag -count`},
+		{"version unknown flag", []string{"version", "-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"version argument", []string{"version", "now"}, 2, "unexpected argument"},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"no command", nil, 2, "usage"},
 	} {
@@ -78,6 +89,80 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("output shows a password: %q", stdout.String()+stderr.String())
 			}
 		})
+	}
+}
+
+// `run -h` lists the flags with their argument names as the flag package derives them from
+// the usage text: -print takes none (its text once held a back-quoted command, which the flag
+// package took for the argument's name: "-print visiond sub").
+func TestRunHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if status := cli([]string{"run", "-h"}, &stdout, &stderr); status != 0 {
+		t.Fatalf("run -h: status %d, want 0; stderr %q", status, stderr.String())
+	}
+	help := stderr.String()
+	for _, want := range []string{"usage: visiond run [flags]", "\n  -config file\n", "\n  -print\n"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("run -h does not show %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "visiond sub") {
+		t.Errorf("run -h names an argument after a flag's back-quoted text:\n%s", help)
+	}
+}
+
+// A usage error exits with status 2 as a process, too: an unknown flag once exited with 1.
+func TestUsageErrorExitStatus(t *testing.T) {
+	for _, args := range [][]string{{"run", "-bogus"}, {"check", "-bogus"}, {"frobnicate"}, {"version", "extra"}} {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+		var exit *exec.ExitError
+		if out, err := cmd.CombinedOutput(); !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("visiond %s: %v, want exit status 2; output %q", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// `visiond version` and `--version`: the build's version and revision, Go's version, ONNX
+// Runtime's version and providers; with a library that cannot be loaded, the rest still.
+func TestVersion(t *testing.T) {
+	lib := testutil.ThirdParty(t, "libonnxruntime.so.1")
+	for _, args := range [][]string{{"version", "-library", lib}, {"--version", "-library", lib}} {
+		var stdout, stderr bytes.Buffer
+		if status := cli(args, &stdout, &stderr); status != 0 {
+			t.Fatalf("%q: status %d, want 0; stderr %q", args, status, stderr.String())
+		}
+		out := stdout.String()
+		in := version.Get()
+		for _, want := range []string{
+			"visiond " + in.Version + "\n", "\nrevision: ", "\ngo: " + runtime.Version() + "\n",
+			"\nonnxruntime: 1.", "(" + lib + ")", "\nproviders: ", "CPUExecutionProvider",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%q: output does not contain %q:\n%s", args, want, out)
+			}
+		}
+	}
+
+	var stdout, stderr bytes.Buffer
+	if status := cli([]string{"version", "-library", "/nonexistent/libonnxruntime.so.1"}, &stdout, &stderr); status != 0 {
+		t.Fatalf("version with a missing library: status %d, want 0; stderr %q", status, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"visiond ", "\nrevision: ", "\ngo: go", "onnxruntime: not loaded", "/nonexistent/libonnxruntime.so.1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version with a missing library: output does not contain %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "providers:") {
+		t.Errorf("version with a missing library lists providers:\n%s", out)
+	}
+
+	// Without -library: the config's workers.library (here from -config).
+	cfg := writeConfig(t, fmt.Sprintf("workers: {library: %q}\ncameras: []\n", lib))
+	stdout.Reset()
+	if status := cli([]string{"version", "-config", cfg}, &stdout, &stderr); status != 0 || !strings.Contains(stdout.String(), "("+lib+")") {
+		t.Errorf("version -config: status %d, output %q; want the config's library %s", status, stdout.String(), lib)
 	}
 }
 
@@ -308,4 +393,164 @@ func TestRunReloadsEditedConfig(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit after SIGINT: %v", err)
 	}
+}
+
+// Under GNU timeout, which passes a SIGTERM it receives to the daemon and then to its whole
+// process group, the daemon may see SIGTERM twice within microseconds (or once: the kernel
+// merges a signal sent while the same one is pending): either way one stop request, so it
+// stops cleanly (outbox flushed, "stopped", status 0) instead of cutting the stop short.
+func TestOneSIGTERMIsEnough(t *testing.T) {
+	timeout := testutil.LookPath(t, "timeout")
+	path := writeConfig(t, demoConfig(t, testutil.FreeAddr(t)))
+	cmd := exec.Command(timeout, "600", os.Args[0], "run", "-config", path)
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	logs := followLog(t, stderr)
+	logs.wait(t, `msg="visiond running"`)
+	logs.wait(t, `msg="camera online"`) // events flowing, so there is something to flush
+
+	// To timeout, which passes it on to the daemon, then to the process group.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopsCleanly(t, cmd, logs)
+}
+
+// A SIGTERM repeated while the daemon stops (here as soon as it has logged the first) is the
+// same request: logged, and the clean stop goes on. The old daemon exited at once with
+// status 1 and "second signal".
+func TestRepeatedSIGTERMStopsCleanly(t *testing.T) {
+	path := writeConfig(t, demoConfig(t, testutil.FreeAddr(t)))
+	cmd := exec.Command(os.Args[0], "run", "-config", path)
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	logs := followLog(t, stderr)
+	logs.wait(t, `msg="visiond running"`)
+	logs.wait(t, `msg="camera online"`)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	logs.wait(t, `msg=stopping`)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	line := logs.wait(t, `msg="signal repeated|second signal`)
+	// A machine so busy that the second signal, sent as soon as the first was logged, reached
+	// the daemon only after the window proves nothing either way. (The old daemon's message
+	// has no "after".)
+	if m := regexp.MustCompile(`second signal \(terminated, (\S+) after`).FindStringSubmatch(line); m != nil {
+		if after, err := time.ParseDuration(m[1]); err == nil && after >= signalRepeatWindow {
+			t.Skipf("the second SIGTERM reached the daemon %s after the first, past the %s window: too busy a machine to tell", after, signalRepeatWindow)
+		}
+	}
+	stopsCleanly(t, cmd, logs)
+}
+
+// stopsCleanly waits for cmd, stopping, to log "stopped" and exit with status 0, with no
+// sign of a stop cut short.
+func stopsCleanly(t *testing.T, cmd *exec.Cmd, logs *logLines) {
+	t.Helper()
+	logs.wait(t, `msg=stopped`)
+	go func() {
+		for range logs.lines {
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v, want exit status 0:\n%s", err, logs.all.String())
+	}
+	for _, bad := range []string{"second signal", "not published before the shutdown deadline"} {
+		if strings.Contains(logs.all.String(), bad) {
+			t.Errorf("the stop logged %q:\n%s", bad, logs.all.String())
+		}
+	}
+}
+
+// Which signal, after which first one, cuts a clean stop short.
+func TestCutsStopShort(t *testing.T) {
+	term, intr := syscall.SIGTERM, syscall.SIGINT
+	for _, tc := range []struct {
+		first, sig os.Signal
+		since      time.Duration
+		want       bool
+	}{
+		{term, term, 0, false}, // timeout's pair
+		{term, term, signalRepeatWindow - time.Millisecond, false}, // a service manager's repeat
+		{term, term, signalRepeatWindow, true},                     // later: the operator insists
+		{term, intr, time.Millisecond, false},
+		{term, intr, signalRepeatWindow + time.Second, true},
+		{intr, intr, time.Millisecond, true}, // Ctrl-C pressed again
+		{intr, term, time.Millisecond, false},
+		{intr, term, signalRepeatWindow, true},
+	} {
+		if got := cutsStopShort(tc.first, tc.sig, tc.since); got != tc.want {
+			t.Errorf("cutsStopShort(%v, %v, %v) = %v, want %v", tc.first, tc.sig, tc.since, got, tc.want)
+		}
+	}
+}
+
+// One daemon per state directory: a second daemon on the first one's state_dir (other ports)
+// exits with status 1 and an error naming the directory and the first one's PID, without
+// opening its store; once the first has stopped, a new one starts on it.
+func TestOneDaemonPerStateDir(t *testing.T) {
+	stateDir := t.TempDir()
+	start := func() (*exec.Cmd, *logLines) {
+		t.Helper()
+		path := writeConfig(t, demoConfigWith(t, testutil.FreeAddr(t), stateDir, `{listen: "127.0.0.1:0"}`))
+		cmd := exec.Command(os.Args[0], "run", "-config", path)
+		cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		return cmd, followLog(t, stderr)
+	}
+	stop := func(cmd *exec.Cmd, logs *logLines) {
+		t.Helper()
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		stopsCleanly(t, cmd, logs)
+	}
+
+	first, firstLogs := start()
+	firstLogs.wait(t, `msg="visiond running"`)
+
+	second, secondLogs := start()
+	line := secondLogs.wait(t, `state_dir`)
+	for range secondLogs.lines {
+	}
+	var exit *exec.ExitError
+	if err := second.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("second daemon on the same state_dir: %v, want exit status 1:\n%s", err, secondLogs.all.String())
+	}
+	want := fmt.Sprintf("state_dir %s is in use by another visiond (pid %d", stateDir, first.Process.Pid)
+	if !strings.Contains(line, want) {
+		t.Fatalf("second daemon's error %q does not contain %q", line, want)
+	}
+	if strings.Contains(secondLogs.all.String(), "embedded NATS server ready") {
+		t.Fatalf("the second daemon started its NATS server on the first one's store:\n%s", secondLogs.all.String())
+	}
+
+	stop(first, firstLogs)
+	third, thirdLogs := start()
+	thirdLogs.wait(t, `msg="visiond running"`)
+	stop(third, thirdLogs)
 }

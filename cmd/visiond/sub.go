@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,14 +17,20 @@ import (
 )
 
 // subCmd prints events as they arrive: one line per detection event, or the raw JSON.
-func subCmd(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("sub", flag.ContinueOnError)
-	url := fs.String("nats", nats.DefaultURL, "NATS server URL")
-	subject := fs.String("subject", "visiond.>", "subject to subscribe to")
+func subCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("sub", "", stderr)
+	url := fs.String("nats", nats.DefaultURL, "NATS server `url`")
+	subject := fs.String("subject", "visiond.>", "`subject` to subscribe to (wildcards * and >)")
 	raw := fs.Bool("json", false, "print each event's JSON as received")
-	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
-	if err := fs.Parse(args); err != nil {
+	count := fs.Int("count", 0, "exit after `n` events (0: run until interrupted)")
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (the subject goes after -subject)", fs.Arg(0))
+	}
+	if *count < 0 {
+		return usagef("-count %d: must be 0 (no limit) or more", *count)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
