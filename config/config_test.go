@@ -348,7 +348,7 @@ line 8: cameras[0].url: scheme "http" not supported: want rtsp:// or rtsps://
 line 9: cameras[1].id: duplicate id "a" (first at cameras[0], line 7)
 line 9: cameras[1].url: missing
 line 10: cameras[1].fps: must be a finite number > 0, got -1
-line 11: cameras[1].colour: unknown key "colour" (known here: decode, enabled, file, fps, id, kind, password, pipeline, stall_timeout, transport, url, username, weight)`
+line 11: cameras[1].colour: unknown key "colour" (known here: decode, enabled, file, fps, id, kind, password, password_file, pipeline, stall_timeout, transport, url, username, weight)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
 	}
@@ -398,7 +398,7 @@ func TestLoadWantsCameras(t *testing.T) {
 		{"  \n\n   \n", []string{path + ": empty file"}},
 		{"# being edited\n\n# cameras: [a]\n", []string{path + ": empty file"}},
 		{"~\n", []string{path + ": empty file"}},
-		{"site: lab\nhttp: {listen: ':8080'}\n", []string{path + `: cameras: no list of cameras: a config file must list its cameras ("cameras: []" for none)`}},
+		{"site: lab\nhttp: {listen: '127.0.0.1:8080'}\n", []string{path + `: cameras: no list of cameras: a config file must list its cameras ("cameras: []" for none)`}},
 		{"site: lab\ncameras:\n", []string{path + ": line 2: cameras: no list of cameras"}},
 		{"site: lab\nfoo: 1\n", []string{path + `: line 2: foo: unknown key "foo"`, "cameras: no list of cameras"}},
 		{"cameras: []\n", nil},
