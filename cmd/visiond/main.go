@@ -98,6 +98,9 @@ func checkCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := cfg.CheckFiles(); err != nil { // the model, library, TLS files...: what run would fail on
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	enabled := 0
 	for _, c := range cfg.Cameras {
 		if c.Enabled {
