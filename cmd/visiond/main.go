@@ -85,6 +85,7 @@ func loadConfig(path string) (*config.Config, string, error) {
 func checkCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	path := fs.String("config", "", "config file to validate (default: the embedded demo config)")
+	load := fs.Bool("load", false, "also load the model in one worker per pool and report its input size, classes and provider")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,6 +101,11 @@ func checkCmd(args []string, stdout io.Writer) error {
 	}
 	if err := cfg.CheckFiles(); err != nil { // the model, library, TLS files...: what run would fail on
 		return fmt.Errorf("%s: %w", name, err)
+	}
+	if *load {
+		if err := checkLoad(cfg, stdout, os.Stderr); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	enabled := 0
 	for _, c := range cfg.Cameras {
