@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"bytes"
 	"errors"
 	"path/filepath"
 	"reflect"
@@ -511,6 +512,11 @@ func FuzzParse(f *testing.F) {
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("parsed, but does not re-validate: %v", err)
+		}
+		if bytes.Contains(data, []byte("$")) || bytes.Contains(data, []byte("_file")) {
+			// Substituted values ("$$" became "$") and secrets read from files are written
+			// back as they are, not as the file gave them: no round trip.
+			return
 		}
 		checkRoundTrip(t, data)
 	})

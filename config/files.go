@@ -57,16 +57,24 @@ func (v *validator) readable(field, path string) {
 	if path == "" {
 		return
 	}
+	// Stat first: opening a FIFO or a terminal would wait for a writer.
+	switch st, err := os.Stat(path); {
+	case err != nil:
+		v.add(field, "cannot read %q: %s", path, pathErrReason(err))
+		return
+	case st.IsDir():
+		v.add(field, "%q is a directory, want a file", path)
+		return
+	case !st.Mode().IsRegular():
+		v.add(field, "%q is not a regular file (%s)", path, st.Mode().Type())
+		return
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		v.add(field, "cannot read %q: %s", path, pathErrReason(err))
 		return
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		v.add(field, "%q is a directory, want a file", path)
-		return
-	}
 	var b [1]byte
 	switch _, err := f.Read(b[:]); {
 	case errors.Is(err, io.EOF):

@@ -21,6 +21,9 @@ func TestCheckFiles(t *testing.T) {
 	testutil.WriteFile(t, empty, "")
 	cert := filepath.Join(dir, "cert.pem")
 	testutil.WriteFile(t, cert, "not checked for PEM here, only read\n")
+	if err := syscall.Mkfifo(filepath.Join(dir, "c.mp4"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	doc := fmt.Sprintf(`
 workers:
   model: %[1]s/nope.onnx
@@ -36,6 +39,7 @@ sample: {enabled: true, file: %[1]s/sample.ts}
 cameras:
   - {id: a, kind: file, file: %[1]s/a.mp4}
   - {id: b, kind: file, file: %[1]s/b.mp4, enabled: false}
+  - {id: c, kind: file, file: %[1]s/c.mp4}
 `, dir, empty, cert)
 	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
@@ -49,7 +53,8 @@ line 7: http.tls.key_file: cannot read "DIR/key.pem": no such file or directory
 line 10: nats.tls.ca_file: cannot read "DIR/ca.pem": no such file or directory
 line 11: nats.auth.credentials_file: cannot read "DIR/box.creds": no such file or directory
 line 12: sample.file: cannot read "DIR/sample.ts": no such file or directory
-line 14: cameras[0].file: cannot read "DIR/a.mp4": no such file or directory`, "DIR", dir)
+line 14: cameras[0].file: cannot read "DIR/a.mp4": no such file or directory
+line 16: cameras[2].file: "DIR/c.mp4" is not a regular file (p---------)`, "DIR", dir)
 	var cerr *config.Error
 	if err == nil || err.Error() != want || !errors.As(err, &cerr) {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)

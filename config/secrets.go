@@ -123,14 +123,20 @@ func (v *validator) readSecret(field string, value, file *string) {
 // readSecretFile returns the secret held in the file at path. Its errors name
 // the path, never the content.
 func readSecretFile(path string) (string, error) {
+	// Stat first: opening a FIFO or a terminal would wait for a writer.
+	switch st, err := os.Stat(path); {
+	case err != nil:
+		return "", fmt.Errorf("cannot read %q: %s", path, pathErrReason(err))
+	case st.IsDir():
+		return "", fmt.Errorf("%q is a directory, want a file holding the secret", path)
+	case !st.Mode().IsRegular():
+		return "", fmt.Errorf("%q is not a regular file (%s), want a file holding the secret", path, st.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("cannot read %q: %s", path, pathErrReason(err))
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return "", fmt.Errorf("%q is a directory, want a file holding the secret", path)
-	}
 	data, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
 	if err != nil {
 		return "", fmt.Errorf("cannot read %q: %s", path, pathErrReason(err))

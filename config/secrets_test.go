@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -138,6 +139,9 @@ cameras:
 	if err := os.Mkdir(filepath.Join(creds, "dir"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(creds, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, err = config.Parse([]byte(fmt.Sprintf(`
 http: {auth: {user: admin, password_hash_file: %[1]s/notahash}}
 nats:
@@ -146,12 +150,14 @@ nats:
 cameras:
   - {id: a, url: rtsp://h/1, username: u, password_file: %[1]s/dir}
   - {id: b, url: rtsp://h/2, username: u, password_file: %[1]s/none}
+  - {id: c, url: rtsp://h/3, username: u, password_file: %[1]s/fifo}
 `, creds)))
 	want := fmt.Sprintf(`line 2: http.auth.password_hash: not a bcrypt hash ($2a$, $2b$ or $2y$...): make one with htpasswd -nB USER (Debian's apache2-utils) and keep what follows the ':'
 line 4: nats.auth.password_file: "%[1]s/empty" is empty
 line 5: nats.leaf.auth.token_file: "%[1]s/big" is larger than 64 KiB: want a file holding only the secret
 line 7: cameras[0].password_file: "%[1]s/dir" is a directory, want a file holding the secret
-line 8: cameras[1].password_file: cannot read "%[1]s/none": no such file or directory`, creds)
+line 8: cameras[1].password_file: cannot read "%[1]s/none": no such file or directory
+line 9: cameras[2].password_file: "%[1]s/fifo" is not a regular file (p---------), want a file holding the secret`, creds)
 	var cerr *config.Error
 	if err == nil || err.Error() != want || !errors.As(err, &cerr) {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
