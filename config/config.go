@@ -10,6 +10,11 @@
 // (for example "cameras[2].url") and, when the config came from YAML, its
 // line.
 //
+// String values may name environment variables as ${NAME}, and every secret
+// may come from a file through its _file key (secrets.go); documents over
+// MaxFileBytes are refused. Validate looks at values only; CheckFiles opens
+// the files the config names (`visiond check`).
+//
 // Every default is stated on its field below.
 package config
 
@@ -103,9 +108,6 @@ type HTTPAuth struct {
 	PasswordHash     string `yaml:"password_hash,omitempty"`
 	PasswordHashFile string `yaml:"password_hash_file,omitempty"`
 }
-
-// Set reports whether any credential is given.
-func (a HTTPAuth) Set() bool { return a != HTTPAuth{} }
 
 // HTTPTLS names the HTTP endpoint's PEM certificate (chain) and key files.
 type HTTPTLS struct {
@@ -555,7 +557,7 @@ func Load(path string) (*Config, error) {
 const MaxFileBytes = 4 << 20
 
 // tooLargeMsg is the problem of a file or document over MaxFileBytes.
-var tooLargeMsg = fmt.Sprintf("larger than %d MiB, the most a config may hold: is this the right file?", MaxFileBytes>>20)
+const tooLargeMsg = "larger than 4 MiB, the most a config may hold: is this the right file?"
 
 // readFile reads the file at path, refusing one over MaxFileBytes before
 // reading it whole. Its errors begin with path.
