@@ -10,6 +10,11 @@
 // (for example "cameras[2].url") and, when the config came from YAML, its
 // line.
 //
+// String values may name environment variables as ${NAME}, and every secret
+// may come from a file through its _file key (secrets.go); documents over
+// MaxFileBytes are refused. Validate looks at values only; CheckFiles opens
+// the files the config names (`visiond check`).
+//
 // Every default is stated on its field below.
 package config
 
@@ -75,6 +80,39 @@ type HTTP struct {
 	// same endpoint, for finding where memory or CPU goes in a running
 	// daemon. Keep the endpoint on loopback when on. Default false.
 	Pprof bool `yaml:"pprof"`
+	// Auth is what a client must present for every path but /healthz: a
+	// bearer token, or a user and the bcrypt hash of the password (basic
+	// auth), or both. Required when Listen is not a loopback address, unless
+	// AllowUnauthenticated. Default: none.
+	Auth HTTPAuth `yaml:"auth"`
+	// TLS serves HTTPS with this certificate and key. Default: none (plain HTTP).
+	TLS HTTPTLS `yaml:"tls"`
+	// AllowUnauthenticated lets the endpoint listen on an address other than
+	// loopback without Auth: anyone who reaches it sees every camera.
+	// Default false.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
+}
+
+// HTTPAuth holds the HTTP endpoint's credentials. Each secret is given
+// inline (often as "${VAR}") or in a file (the _file key: a systemd
+// credential, for example); not both. Parse and Load read the files into
+// Token and PasswordHash. Log none of it.
+type HTTPAuth struct {
+	// Token is a bearer token ("Authorization: Bearer <token>"), at least 16
+	// characters.
+	Token     string `yaml:"token,omitempty"`
+	TokenFile string `yaml:"token_file,omitempty"`
+	// User and PasswordHash are basic auth's user and the bcrypt hash of its
+	// password ("$2a$...", "$2b$..." or "$2y$...").
+	User             string `yaml:"user,omitempty"`
+	PasswordHash     string `yaml:"password_hash,omitempty"`
+	PasswordHashFile string `yaml:"password_hash_file,omitempty"`
+}
+
+// HTTPTLS names the HTTP endpoint's PEM certificate (chain) and key files.
+type HTTPTLS struct {
+	CertFile string `yaml:"cert_file,omitempty"`
+	KeyFile  string `yaml:"key_file,omitempty"`
 }
 
 // NATS configures where events are published, and how durably.
@@ -131,11 +169,16 @@ type MQTT struct {
 
 // NATSAuth holds NATS credentials: user and password, or a token, or an nkey
 // seed file, or a credentials (JWT) file; at most one of these. Log none of it.
-// Its fields are sinks.Auth's (see there), with their YAML keys.
+// Its fields are sinks.Auth's (see there), with their YAML keys, and
+// PasswordFile and TokenFile: the password or token in a file (a systemd
+// credential, for example) instead of inline; Parse and Load read them into
+// Password and Token.
 type NATSAuth struct {
 	User            string `yaml:"user,omitempty"`
 	Password        string `yaml:"password,omitempty"`
+	PasswordFile    string `yaml:"password_file,omitempty"`
 	Token           string `yaml:"token,omitempty"`
+	TokenFile       string `yaml:"token_file,omitempty"`
 	NKeySeedFile    string `yaml:"nkey_seed_file,omitempty"`
 	CredentialsFile string `yaml:"credentials_file,omitempty"`
 }
@@ -375,8 +418,11 @@ type Camera struct {
 	// Username and Password. Required for kind rtsp. Log it through redact.URL.
 	URL string `yaml:"url,omitempty"`
 	// Username and Password are the RTSP credentials, when not in URL.
-	Username string `yaml:"username,omitempty"`
-	Password string `yaml:"password,omitempty"`
+	// PasswordFile holds the password in a file instead; Parse and Load read
+	// it into Password.
+	Username     string `yaml:"username,omitempty"`
+	Password     string `yaml:"password,omitempty"`
+	PasswordFile string `yaml:"password_file,omitempty"`
 	// Pipeline is a GStreamer pipeline that ends in an appsink, e.g.
 	// "rtspsrc location=rtsp://... ! rtph264depay ! h264parse ! nvv4l2decoder !
 	// nvvidconv ! video/x-raw,format=BGRx ! videoconvert ! appsink".
@@ -406,6 +452,7 @@ type rawCamera struct {
 	URL          *string             `yaml:"url"`
 	Username     *string             `yaml:"username"`
 	Password     *string             `yaml:"password"`
+	PasswordFile *string             `yaml:"password_file"`
 	Pipeline     *string             `yaml:"pipeline"`
 	File         *string             `yaml:"file"`
 	FPS          *float64            `yaml:"fps"`
@@ -424,6 +471,7 @@ func (r rawCamera) resolve(d CameraDefaults) Camera {
 		URL:          or(r.URL, ""),
 		Username:     or(r.Username, ""),
 		Password:     or(r.Password, ""),
+		PasswordFile: or(r.PasswordFile, ""),
 		Pipeline:     or(r.Pipeline, ""),
 		File:         or(r.File, ""),
 		FPS:          or(r.FPS, d.FPS),
@@ -502,15 +550,44 @@ func Default() *Config {
 // default site, NATS and HTTP settings that only a restart can change (at
 // start). Its errors begin with path; those of parsing wrap an *Error.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, err // already names the path
+		return nil, err // names the path
 	}
 	cfg, err := parse(data, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// MaxFileBytes bounds a config file, and a document given to Parse: a file
+// of thousands of cameras takes a few hundred KiB, and parsing a file of tens
+// of MiB takes minutes and GiB of memory, in check and on reload alike.
+const MaxFileBytes = 4 << 20
+
+// tooLargeMsg is the problem of a file or document over MaxFileBytes.
+const tooLargeMsg = "larger than 4 MiB, the most a config may hold: is this the right file?"
+
+// readFile reads the file at path, refusing one over MaxFileBytes before
+// reading it whole. Its errors begin with path.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err // already names the path
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("%s: %w", path, newError([]Problem{{Msg: fmt.Sprintf("%d bytes: %s", st.Size(), tooLargeMsg)}}))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1)) // a pipe or a file still growing
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%s: %w", path, newError([]Problem{{Msg: tooLargeMsg}}))
+	}
+	return data, nil
 }
 
 // Parse decodes one YAML document over Default, strictly (an unknown key is an
@@ -528,6 +605,9 @@ const (
 
 // parse is Parse; wantCameras adds Load's rule that the document lists its cameras.
 func parse(data []byte, wantCameras bool) (*Config, error) {
+	if len(data) > MaxFileBytes {
+		return nil, newError([]Problem{{Msg: fmt.Sprintf("%d bytes: %s", len(data), tooLargeMsg)}})
+	}
 	cfg := Default()
 	root, err := parseTree(data)
 	if err != nil {
@@ -545,7 +625,7 @@ func parse(data []byte, wantCameras bool) (*Config, error) {
 
 	// Walk the tree against the schema first: it finds unknown keys and values
 	// of the wrong type with their field paths, and records each path's line.
-	s := schemaWalker{lines: map[string]int{}}
+	s := schemaWalker{lines: map[string]int{}, lookupEnv: os.LookupEnv}
 	s.walk(root, configType, "")
 	if wantCameras {
 		if p, ok := camerasListed(root); !ok {
@@ -561,17 +641,29 @@ func parse(data []byte, wantCameras bool) (*Config, error) {
 	if err := dec.Decode(cfg); err != nil && len(s.problems) == 0 {
 		s.problems = append(s.problems, yamlProblems(err)...)
 	}
+	if s.substituted {
+		// The walker put the values of environment variables in the tree:
+		// decode the values from there (the strict decode above has checked
+		// the keys, which substitution does not touch).
+		cfg = Default()
+		_ = root.Decode(cfg)
+	}
 
 	// Decode the cameras again with pointer fields, to tell a key left unset
 	// (which takes camera_defaults) from a key set to 0, false or "".
 	var raw struct {
 		Cameras []rawCamera `yaml:"cameras"`
 	}
-	_ = yaml.Unmarshal(data, &raw) // its errors were reported just above
+	_ = root.Decode(&raw) // its errors were reported just above
 	cfg.Cameras = nil
 	for _, rc := range raw.Cameras {
 		cfg.Cameras = append(cfg.Cameras, rc.resolve(cfg.CameraDefaults))
 	}
+
+	// Read the secrets given in files (secrets.go).
+	sv := validator{lines: s.lines}
+	sv.readSecrets(cfg)
+	s.problems = append(s.problems, sv.problems...)
 
 	// A worker pool takes provider cpu unless it says otherwise, and the count
 	// and threads of its provider (WorkerPool).
@@ -593,14 +685,10 @@ func parse(data []byte, wantCameras bool) (*Config, error) {
 	// A value that failed to decode is left at zero or its default; do not
 	// report it a second time as out of range.
 	problems := s.problems
-	explained := map[string]bool{}
-	for _, p := range problems {
-		explained[p.Field] = true
-	}
 	var verr *Error
 	if err := cfg.Validate(); errors.As(err, &verr) {
 		for _, p := range verr.Problems {
-			if !explained[p.Field] {
+			if !explainedBy(p.Field, s.problems) {
 				problems = append(problems, p)
 			}
 		}
@@ -609,6 +697,18 @@ func parse(data []byte, wantCameras bool) (*Config, error) {
 		return nil, newError(problems)
 	}
 	return cfg, nil
+}
+
+// explainedBy reports whether one of problems is about field or a field that
+// holds it ("cameras[0]" explains "cameras[0].id").
+func explainedBy(field string, problems []Problem) bool {
+	for _, p := range problems {
+		if p.Field == field || p.Field != "" && strings.HasPrefix(field, p.Field) &&
+			(field[len(p.Field)] == '.' || field[len(p.Field)] == '[') {
+			return true
+		}
+	}
+	return false
 }
 
 // camerasListed reports whether the document's top mapping has a cameras key

@@ -34,7 +34,7 @@ func (c *Config) NATSPublisher() *sinks.Publisher {
 	n := c.NATS
 	return &sinks.Publisher{
 		URL:         n.URL,
-		Auth:        sinks.Auth(n.Auth),
+		Auth:        n.Auth.sinks(),
 		TLS:         sinks.TLS(n.TLS),
 		Prefix:      n.SubjectPrefix,
 		Site:        c.Site,
@@ -57,9 +57,9 @@ func (c *Config) NATSServer() (*sinks.Server, error) {
 	s := &sinks.Server{
 		Listen: n.Listen,
 		MQTT:   n.MQTT.Listen,
-		Auth:   sinks.Auth(n.Auth),
+		Auth:   n.Auth.sinks(),
 		TLS:    sinks.TLS(n.TLS),
-		Leaf:   sinks.Leaf{URL: n.Leaf.URL, Auth: sinks.Auth(n.Leaf.Auth), TLS: sinks.TLS(n.Leaf.TLS)},
+		Leaf:   sinks.Leaf{URL: n.Leaf.URL, Auth: n.Leaf.Auth.sinks(), TLS: sinks.TLS(n.Leaf.TLS)},
 	}
 	if n.JetStream {
 		dir, err := c.StatePath()
@@ -69,4 +69,11 @@ func (c *Config) NATSServer() (*sinks.Server, error) {
 		s.StoreDir, s.Domain = dir, n.JetStreamDomain(c.Site)
 	}
 	return s, nil
+}
+
+// sinks returns the credentials as sinks takes them. PasswordFile and TokenFile
+// have been read into Password and Token by Parse.
+func (a NATSAuth) sinks() sinks.Auth {
+	return sinks.Auth{User: a.User, Password: a.Password, Token: a.Token,
+		NKeySeedFile: a.NKeySeedFile, CredentialsFile: a.CredentialsFile}
 }

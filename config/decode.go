@@ -22,9 +22,16 @@ var (
 // decoded into. Unlike the decoder's own errors, its problems carry the field
 // path ("cameras[1].fsp"), not only the line. It also records the line of
 // every field path it meets, for Validate.
+//
+// It also substitutes environment variables (expandEnv) in the values of
+// string fields, in place: the tree is then decoded with them.
 type schemaWalker struct {
 	lines    map[string]int
 	problems []Problem
+	// lookupEnv finds an environment variable (os.LookupEnv).
+	lookupEnv func(string) (string, bool)
+	// substituted says that some value of the tree was changed by substitution.
+	substituted bool
 }
 
 func (s *schemaWalker) add(path string, line int, format string, args ...any) {
@@ -84,6 +91,11 @@ func (s *schemaWalker) walk(n *yaml.Node, t reflect.Type, path string) {
 		for i, item := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			s.lines[p] = item.Line
+			if item.Kind == yaml.ScalarNode && item.ShortTag() == "!!null" {
+				// The decoder would drop it: a list of one "~" is an empty list.
+				s.add(p, item.Line, "empty entry (a bare '-' or ~): remove it, or give its value")
+				continue
+			}
 			s.walk(item, t.Elem(), p)
 		}
 
@@ -108,9 +120,17 @@ func (s *schemaWalker) walk(n *yaml.Node, t reflect.Type, path string) {
 			if err != nil {
 				s.add(path, n.Line, "want a number, got %s", describe(n))
 			}
+		case reflect.String:
+			// Any scalar is a valid string. Values of string fields are never
+			// echoed: they may hold credentials.
+			val, err := expandEnv(n.Value, s.lookupEnv)
+			if err != nil {
+				s.add(path, n.Line, "%v", err)
+			} else if val != n.Value {
+				n.Value, n.Tag, n.Style = val, "!!str", yaml.DoubleQuotedStyle
+				s.substituted = true
+			}
 		}
-		// Any scalar is a valid string. Values of string fields are never
-		// echoed: they may hold credentials.
 	}
 }
 

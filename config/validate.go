@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/redact"
@@ -72,6 +73,8 @@ func (c *Config) Validate() error {
 
 	if !isToken(c.Site) {
 		v.add("site", "invalid site %s: want letters, digits, '_' or '-' (it is a NATS subject token)", quoteOrEmpty(c.Site))
+	} else if len(c.Site) > maxIDLen {
+		v.add("site", "too long: %d characters, at most %d allowed (the event schema's limit for a token)", len(c.Site), maxIDLen)
 	}
 	v.oneOf("log_level", c.LogLevel, "debug", "info", "warn", "error")
 	v.oneOf("log_format", c.LogFormat, "text", "json")
@@ -79,6 +82,7 @@ func (c *Config) Validate() error {
 	if c.HTTP.Listen != "" {
 		v.listen("http.listen", c.HTTP.Listen)
 	}
+	v.http(c.HTTP)
 
 	if c.NATS.URL != "" {
 		v.natsURLs("nats.url", c.NATS.URL)
@@ -215,16 +219,18 @@ func (v *validator) source(p string, cam Camera) {
 			v.add(p+"."+f.key, "not used by kind %s (it reads %s)", cam.Kind, need[cam.Kind])
 		}
 	}
-	if cam.Kind != sources.KindRTSP && (cam.Username != "" || cam.Password != "") {
+	password := cam.Password != "" || cam.PasswordFile != ""
+	v.secretTwins(p+".password", cam.Password, cam.PasswordFile)
+	if cam.Kind != sources.KindRTSP && (cam.Username != "" || password) {
 		v.add(p+".username", "credentials are for kind rtsp; put them in the %s's pipeline", cam.Kind)
 	}
 	switch cam.Kind {
 	case sources.KindRTSP:
 		if msg := checkCameraURL(cam.URL); msg != "" {
 			v.add(p+".url", "%s", msg)
-		} else if u, _ := url.Parse(cam.URL); u.User != nil && (cam.Username != "" || cam.Password != "") {
+		} else if u, _ := url.Parse(cam.URL); u.User != nil && (cam.Username != "" || password) {
 			v.add(p+".username", "credentials both in url and in username/password: keep one")
-		} else if cam.Password != "" && cam.Username == "" {
+		} else if password && cam.Username == "" {
 			v.add(p+".username", "missing: password is set")
 		}
 	case sources.KindGStreamer:
@@ -329,14 +335,48 @@ func (v *validator) urls(field, list string, schemes ...string) {
 		switch {
 		case raw == "":
 			v.add(field, "server %d: empty URL in the list", i+1)
+		case badURLChar(raw) != "":
+			v.add(field, "server %d: %s", i+1, badURLChar(raw))
 		case err != nil:
 			v.add(field, "server %d: cannot parse URL", i+1)
 		case !slices.Contains(schemes, u.Scheme):
 			v.add(field, "server %d: scheme %s not supported: want %s://", i+1, quoteOrEmpty(u.Scheme), strings.Join(schemes, ":// or "))
 		case u.Hostname() == "":
 			v.add(field, "server %d: URL has no host", i+1)
+		default:
+			if msg := checkURLPort(u); msg != "" {
+				v.add(field, "server %d: %s", i+1, msg)
+			}
 		}
 	}
+}
+
+// badURLChar returns what is wrong when raw holds a space or a control
+// character (which no URL may hold unescaped), or "". The message gives the
+// position, never the URL, which may hold a password.
+func badURLChar(raw string) string {
+	for i, r := range raw {
+		switch {
+		case r == ' ':
+			return fmt.Sprintf("a space at byte %d: a URL holds none (write it as %%20)", i+1)
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return fmt.Sprintf("a control character (%U) at byte %d: a URL holds none", r, i+1)
+		}
+	}
+	return ""
+}
+
+// checkURLPort returns what is wrong with the port of u, or "" when it has
+// none or a port in 1..65535.
+func checkURLPort(u *url.URL) string {
+	p := u.Port()
+	if p == "" {
+		return ""
+	}
+	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		return fmt.Sprintf("port %s out of range: want 1..65535", p)
+	}
+	return ""
 }
 
 // nats checks the nats section beyond its URLs and addresses.
@@ -392,8 +432,11 @@ func (v *validator) nats(c *Config) {
 
 // auth checks that at most one kind of NATS credential is given, and whole.
 func (v *validator) auth(field string, a NATSAuth) {
+	v.secretTwins(field+".password", a.Password, a.PasswordFile)
+	v.secretTwins(field+".token", a.Token, a.TokenFile)
+	password, token := a.Password != "" || a.PasswordFile != "", a.Token != "" || a.TokenFile != ""
 	kinds := 0
-	for _, set := range []bool{a.User != "" || a.Password != "", a.Token != "", a.NKeySeedFile != "", a.CredentialsFile != ""} {
+	for _, set := range []bool{a.User != "" || password, token, a.NKeySeedFile != "", a.CredentialsFile != ""} {
 		if set {
 			kinds++
 		}
@@ -401,10 +444,10 @@ func (v *validator) auth(field string, a NATSAuth) {
 	if kinds > 1 {
 		v.add(field, "give one of user and password, token, nkey_seed_file or credentials_file, not several")
 	}
-	if a.Password != "" && a.User == "" {
+	if password && a.User == "" {
 		v.add(field+".user", "missing: a password needs a user")
 	}
-	if a.User != "" && a.Password == "" {
+	if a.User != "" && !password {
 		v.add(field+".password", "missing: user %q has no password", a.User)
 	}
 }
@@ -425,6 +468,9 @@ func checkCameraURL(raw string) string {
 	if raw == "" {
 		return "missing"
 	}
+	if msg := badURLChar(raw); msg != "" {
+		return msg
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		// Explain with the error of the redacted URL, so that the password
@@ -444,7 +490,7 @@ func checkCameraURL(raw string) string {
 	case u.Host == "" || u.Hostname() == "":
 		return "URL has no host"
 	}
-	return ""
+	return checkURLPort(u)
 }
 
 // isToken reports whether s is a non-empty string of [A-Za-z0-9_-].

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,15 +15,31 @@ import (
 	"github.com/visiond/visiond/sources"
 )
 
-// startHTTP serves the daemon's HTTP endpoint (see handler). Start calls it last, after every
-// other stage has started, so a request it answers comes after a completed Start.
+// startHTTP serves the daemon's HTTP endpoint (see handler), over TLS with http.tls, and
+// behind http.auth's credentials when it gives any (see httpAuth). Start calls it last, after
+// every other stage has started, so a request it answers comes after a completed Start.
 func (d *Daemon) startHTTP(c config.HTTP) error {
+	var tlsConf *tls.Config
+	if c.TLS.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
+		if err != nil {
+			return fmt.Errorf("http.tls: %w", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("http.listen %s: %w", c.Listen, err)
 	}
 	d.httpAddr = ln.Addr()
-	d.httpSrv = &http.Server{Handler: d.handler(c.Pprof), ReadHeaderTimeout: 5 * time.Second}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
+	}
+	handler := d.handler(c.Pprof)
+	if auth := newHTTPAuth(c.Auth); auth != nil {
+		handler = auth.wrap(handler)
+	}
+	d.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -30,7 +47,7 @@ func (d *Daemon) startHTTP(c config.HTTP) error {
 			d.log.Error("http server stopped", "error", err)
 		}
 	}()
-	d.log.Info("http endpoint ready", "addr", ln.Addr().String())
+	d.log.Info("http endpoint ready", "addr", ln.Addr().String(), "tls", tlsConf != nil, "auth", c.Auth.Token != "" || c.Auth.PasswordHash != "")
 	return nil
 }
 

@@ -134,6 +134,7 @@ func loadConfig(path string) (*config.Config, string, error) {
 func checkCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", " [FILE]", stderr)
 	path := fs.String("config", "", "config `file` to validate (default: the embedded demo config)")
+	load := fs.Bool("load", false, "also load the model in one worker per pool and report its input size, classes and provider")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -146,6 +147,14 @@ func checkCmd(args []string, stdout, stderr io.Writer) error {
 	cfg, name, err := loadConfig(*path)
 	if err != nil {
 		return err
+	}
+	if err := cfg.CheckFiles(); err != nil { // the model, library, TLS files...: what run would fail on
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if *load {
+		if err := checkLoad(cfg, stdout, stderr); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	enabled := 0
 	for _, c := range cfg.Cameras {

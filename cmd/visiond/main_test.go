@@ -38,6 +38,8 @@ func writeConfig(t *testing.T, body string) string {
 }
 
 func TestCheck(t *testing.T) {
+	t.Chdir(testutil.ModuleRoot(t)) // where the defaults' third_party/ paths lead
+	testutil.ThirdParty(t, "yolov8n.onnx")
 	good := writeConfig(t, "site: lab\ncameras:\n  - {id: door, url: rtsp://10.0.0.5/stream1}\n")
 	for _, tc := range []struct {
 		name   string
@@ -46,7 +48,13 @@ func TestCheck(t *testing.T) {
 		want   string // in stdout for status 0, in stderr otherwise
 	}{
 		{"embedded default", []string{"check"}, 0, "embedded default config: ok (1 cameras, 1 enabled)"},
-		{"example", []string{"check", filepath.Join(testutil.ModuleRoot(t), "configs", "visiond.yaml")}, 0, "ok"},
+		{"example", []string{"check", filepath.Join(testutil.ModuleRoot(t), "configs", "visiond.yaml")}, 1, `workers.model: cannot read "/var/lib/visiond/yolov8n.onnx"`},
+		{"missing model", []string{"check", writeConfig(t, "workers: {model: /nonexistent/m.onnx}\ncameras: []\n")}, 1, `line 1: workers.model: cannot read "/nonexistent/m.onnx": no such file or directory`},
+		{"unreadable tls file", []string{"check", writeConfig(t, "nats: {url: tls://h:4222, tls: {ca_file: /}}\ncameras: []\n")}, 1, `nats.tls.ca_file: "/" is a directory`},
+		{"long site", []string{"check", writeConfig(t, "site: "+strings.Repeat("s", 65)+"\ncameras: []\n")}, 1, "site: too long: 65 characters"},
+		{"port out of range", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: 'rtsp://h:99999/1'}\n")}, 1, "cameras[0].url: port 99999 out of range"},
+		{"null camera", []string{"check", writeConfig(t, "cameras: [~]\n")}, 1, "cameras[0]: empty entry"},
+		{"too large", []string{"check", writeConfig(t, "cameras: []\n"+strings.Repeat("#\n", 3<<20))}, 1, "larger than 4 MiB"},
 		{"good file", []string{"check", good}, 0, good + ": ok (1 cameras, 1 enabled)"},
 		{"good file by flag", []string{"check", "-config", good}, 0, "ok"},
 		{"missing file", []string{"check", "/nonexistent/visiond.yaml"}, 1, "/nonexistent/visiond.yaml"},

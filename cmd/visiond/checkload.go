@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/pool"
+)
+
+// checkLoad is `visiond check -load`: it starts one worker process of each pool of cfg, as
+// the daemon would (model, library, provider and its options), reports what each loaded
+// (input size, classes, the provider it runs on, a fallback included) and stops them. A
+// worker that cannot start (a model ONNX Runtime cannot load, a provider not available)
+// fails the check with its error.
+func checkLoad(cfg *config.Config, stdout, stderr io.Writer) error {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for i, pc := range cfg.Workers.Pools {
+		opts := checkLoadPoolConfig(cfg.Workers, pc)
+		opts.Logger = log.With("pool", i)
+		p := pool.New(opts)
+		start := time.Now()
+		err := p.Start(context.Background())
+		if err != nil {
+			p.Close()
+			return fmt.Errorf("workers.pools[%d] (%s): %w", i, pc.Provider, err)
+		}
+		m := p.Model()
+		p.Close()
+		fmt.Fprintf(stdout, "workers.pools[%d] (%s): loaded %s in %.1f s: input %dx%d, provider %s, %d classes: %s\n",
+			i, pc.Provider, m.Path, time.Since(start).Seconds(), m.InputW, m.InputH, m.Provider, len(m.Classes), strings.Join(m.Classes, ", "))
+	}
+	return nil
+}
+
+// checkLoadPoolConfig is the config of a pool of one worker of pc, as pipeline's workerPools
+// starts them.
+func checkLoadPoolConfig(w config.Workers, pc config.WorkerPool) pool.Config {
+	return pool.Config{
+		Count: 1,
+		DetectorOptions: infer.DetectorOptions{
+			Model: w.Model, Labels: w.Labels, Library: w.Library,
+			Provider: pc.Provider, Device: pc.Device, Threads: pc.Threads, Spin: pc.Spin,
+			Confidence: w.Confidence, IoU: w.IoU, Fallback: pc.Fallback,
+			CUDA: infer.CUDAOptions{
+				GPUMemLimit:         int64(pc.CUDA.GPUMemLimitMiB) << 20,
+				ArenaExtendStrategy: pc.CUDA.ArenaExtendStrategy,
+				CudnnConvAlgoSearch: pc.CUDA.CudnnConvAlgoSearch,
+			},
+			TensorRT: infer.TensorRTOptions{
+				FP16: pc.TensorRT.FP16, INT8: pc.TensorRT.INT8, EngineCache: pc.TensorRT.EngineCache,
+				WorkspaceSize: int64(pc.TensorRT.WorkspaceMiB) << 20,
+			},
+		},
+		JobTimeout:       w.JobTimeout,
+		GPUMemoryCommand: []string{}, // no memory sampling for a check
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/visiond/visiond/internal/testutil"
+)
+
+// Issue 13, item 5 (optional part): `visiond check -load` loads the model in a real worker
+// process per pool and reports what it loaded; a model ONNX Runtime cannot load fails the
+// check with the worker's error, as run would fail at start.
+func TestCheckLoad(t *testing.T) {
+	model, library := testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1")
+	labels := testutil.TempFile(t, "labels.txt", strings.Repeat("thing\n", 79)+"last thing\n")
+	notAModel := testutil.TempFile(t, "model.onnx", "not a model\n")
+	for _, tc := range []struct {
+		name, workers string
+		status        int
+		want          []string // in stdout for status 0, in stderr otherwise
+	}{
+		{"model", fmt.Sprintf("{model: %q, library: %q, pools: [{count: 3, threads: 1}]}", model, library), 0,
+			[]string{"workers.pools[0] (cpu): loaded " + model, "input 640x640, provider cpu, 80 classes: person, bicycle, car,", "toothbrush\n", ": ok (0 cameras, 0 enabled)"}},
+		{"labels and two pools", fmt.Sprintf("{model: %q, library: %q, labels: %q, pools: [{count: 1}, {count: 2, threads: 2}]}", model, library, labels), 0,
+			[]string{"workers.pools[0] (cpu)", "workers.pools[1] (cpu)", "80 classes: thing, thing,", "last thing\n"}},
+		{"not a model", fmt.Sprintf("{model: %q, library: %q}", notAModel, library), 1,
+			[]string{"workers.pools[0] (cpu): ", "model " + notAModel + ": "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writeConfig(t, "workers: "+tc.workers+"\ncameras: []\n")
+			cmd := exec.Command(os.Args[0], "check", "-load", cfg)
+			cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			status := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				status = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			out := stdout.String()
+			if tc.status != 0 {
+				out = stderr.String()
+			}
+			if status != tc.status {
+				t.Fatalf("status %d, want %d; stdout %q stderr %q", status, tc.status, stdout.String(), stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output %q, want it to contain %q", out, w)
+				}
+			}
+			if tc.status != 0 && !strings.HasPrefix(stderr.String(), "visiond check: "+cfg+": workers.pools[0]") {
+				t.Errorf("stderr %q: want the file and the pool first", stderr.String())
+			}
+		})
+	}
+}
