@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/pool"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -76,4 +78,40 @@ func (c *Config) NATSServer() (*sinks.Server, error) {
 func (a NATSAuth) sinks() sinks.Auth {
 	return sinks.Auth{User: a.User, Password: a.Password, Token: a.Token,
 		NKeySeedFile: a.NKeySeedFile, CredentialsFile: a.CredentialsFile}
+}
+
+// PoolConfig returns the config of pool i of w, with every option the config holds; the
+// caller sets the worker command, environment and logger.
+func (w Workers) PoolConfig(i int) pool.Config {
+	pc := w.Pools[i]
+	return pool.Config{
+		Count: pc.Count,
+		DetectorOptions: infer.DetectorOptions{
+			Model:      w.Model,
+			Labels:     w.Labels,
+			Library:    w.Library,
+			Provider:   pc.Provider,
+			Device:     pc.Device,
+			Threads:    pc.Threads,
+			Spin:       pc.Spin,
+			Confidence: w.Confidence,
+			IoU:        w.IoU,
+			Fallback:   pc.Fallback,
+			CUDA: infer.CUDAOptions{
+				GPUMemLimit:         int64(pc.CUDA.GPUMemLimitMiB) << 20,
+				ArenaExtendStrategy: pc.CUDA.ArenaExtendStrategy,
+				CudnnConvAlgoSearch: pc.CUDA.CudnnConvAlgoSearch,
+			},
+			TensorRT: infer.TensorRTOptions{
+				FP16:          pc.TensorRT.FP16,
+				INT8:          pc.TensorRT.INT8,
+				EngineCache:   pc.TensorRT.EngineCache,
+				WorkspaceSize: int64(pc.TensorRT.WorkspaceMiB) << 20,
+			},
+		},
+		JobTimeout:       w.JobTimeout,
+		MemoryLimit:      int64(w.MemoryLimitMiB) << 20,
+		GPUMemoryLimit:   int64(w.GPUMemoryLimitMiB) << 20,
+		GPUMemoryCommand: w.GPUMemoryCommand,
+	}
 }

@@ -23,39 +23,9 @@ type workerPools struct {
 // start starts every pool; all must load a model of the same input size.
 func (w *workerPools) start(ctx context.Context, cfg config.Workers, command, env []string, log *slog.Logger) error {
 	for i, pc := range cfg.Pools {
-		p := pool.New(pool.Config{
-			Count: pc.Count,
-			DetectorOptions: infer.DetectorOptions{
-				Model:      cfg.Model,
-				Labels:     cfg.Labels,
-				Library:    cfg.Library,
-				Provider:   pc.Provider,
-				Device:     pc.Device,
-				Threads:    pc.Threads,
-				Spin:       pc.Spin,
-				Confidence: cfg.Confidence,
-				IoU:        cfg.IoU,
-				Fallback:   pc.Fallback,
-				CUDA: infer.CUDAOptions{
-					GPUMemLimit:         int64(pc.CUDA.GPUMemLimitMiB) << 20,
-					ArenaExtendStrategy: pc.CUDA.ArenaExtendStrategy,
-					CudnnConvAlgoSearch: pc.CUDA.CudnnConvAlgoSearch,
-				},
-				TensorRT: infer.TensorRTOptions{
-					FP16:          pc.TensorRT.FP16,
-					INT8:          pc.TensorRT.INT8,
-					EngineCache:   pc.TensorRT.EngineCache,
-					WorkspaceSize: int64(pc.TensorRT.WorkspaceMiB) << 20,
-				},
-			},
-			JobTimeout:       cfg.JobTimeout,
-			MemoryLimit:      int64(cfg.MemoryLimitMiB) << 20,
-			GPUMemoryLimit:   int64(cfg.GPUMemoryLimitMiB) << 20,
-			GPUMemoryCommand: cfg.GPUMemoryCommand,
-			Command:          command,
-			Env:              env,
-			Logger:           log.With("pool", i),
-		})
+		pcfg := cfg.PoolConfig(i)
+		pcfg.Command, pcfg.Env, pcfg.Logger = command, env, log.With("pool", i)
+		p := pool.New(pcfg)
 		w.pools = append(w.pools, p)
 		if err := p.Start(ctx); err != nil {
 			return fmt.Errorf("workers.pools[%d] (%s): %w", i, pc.Provider, err)

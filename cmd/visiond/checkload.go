@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/config"
-	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/pool"
 )
 
@@ -21,7 +20,9 @@ import (
 func checkLoad(cfg *config.Config, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for i, pc := range cfg.Workers.Pools {
-		opts := checkLoadPoolConfig(cfg.Workers, pc)
+		opts := cfg.Workers.PoolConfig(i)
+		opts.Count = 1
+		opts.GPUMemoryCommand = []string{} // no memory sampling for a check
 		opts.Logger = log.With("pool", i)
 		p := pool.New(opts)
 		start := time.Now()
@@ -36,28 +37,4 @@ func checkLoad(cfg *config.Config, stdout, stderr io.Writer) error {
 			i, pc.Provider, m.Path, time.Since(start).Seconds(), m.InputW, m.InputH, m.Provider, len(m.Classes), strings.Join(m.Classes, ", "))
 	}
 	return nil
-}
-
-// checkLoadPoolConfig is the config of a pool of one worker of pc, as pipeline's workerPools
-// starts them.
-func checkLoadPoolConfig(w config.Workers, pc config.WorkerPool) pool.Config {
-	return pool.Config{
-		Count: 1,
-		DetectorOptions: infer.DetectorOptions{
-			Model: w.Model, Labels: w.Labels, Library: w.Library,
-			Provider: pc.Provider, Device: pc.Device, Threads: pc.Threads, Spin: pc.Spin,
-			Confidence: w.Confidence, IoU: w.IoU, Fallback: pc.Fallback,
-			CUDA: infer.CUDAOptions{
-				GPUMemLimit:         int64(pc.CUDA.GPUMemLimitMiB) << 20,
-				ArenaExtendStrategy: pc.CUDA.ArenaExtendStrategy,
-				CudnnConvAlgoSearch: pc.CUDA.CudnnConvAlgoSearch,
-			},
-			TensorRT: infer.TensorRTOptions{
-				FP16: pc.TensorRT.FP16, INT8: pc.TensorRT.INT8, EngineCache: pc.TensorRT.EngineCache,
-				WorkspaceSize: int64(pc.TensorRT.WorkspaceMiB) << 20,
-			},
-		},
-		JobTimeout:       w.JobTimeout,
-		GPUMemoryCommand: []string{}, // no memory sampling for a check
-	}
 }
