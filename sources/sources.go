@@ -196,6 +196,7 @@ func (c *Camera) init() {
 	c.invalid = c.checkOptions()
 	setDefault(&c.retryMin, retryMin)
 	setDefault(&c.retryMax, retryMax)
+	c.retryMax = max(c.retryMax, c.retryMin)
 	setDefault(&c.stableAfter, stableAfter)
 	setDefault(&c.readTimeout, readTimeout)
 	setDefault(&c.StallTimeout, DefaultStallTimeout)
@@ -329,12 +330,12 @@ func (c *Camera) run(ctx context.Context) {
 		if !onlineAt.IsZero() && time.Since(onlineAt) >= c.stableAfter {
 			delay = c.retryMin
 		}
-		wait := jitter(delay)
+		wait := c.backoff(delay)
 		delay = min(2*delay, c.retryMax)
 		var bad liberrors.ErrClientBadStatusCode
 		if errors.As(err, &bad) && bad.Code == base.StatusUnauthorized {
 			state, msg = StateUnauthorized, "unauthorized: the camera refused the credentials"
-			wait = jitter(c.retryMax)
+			wait = c.backoff(c.retryMax)
 		}
 		c.setState(state, msg)
 		c.log.Warn("camera "+string(state)+", retrying", "error", msg, "retry_in", wait.Round(time.Millisecond),
@@ -468,9 +469,17 @@ func withCredentials(rawURL, username, password string) string {
 	return u.String()
 }
 
-// jitter returns d ± 20%.
-func jitter(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+// backoff returns the delay before the next session: d ± 20%, drawn uniformly from that
+// range cut to [retryMin, retryMax], so the delay never leaves the range the README states
+// (1 s to 30 s) while cameras that fail together still spread out: at the cap the draws
+// fall in [24 s, 30 s], at the floor in [1 s, 1.2 s].
+func (c *Camera) backoff(d time.Duration) time.Duration {
+	lo := max(c.retryMin, time.Duration(float64(d)*0.8))
+	hi := min(c.retryMax, time.Duration(float64(d)*1.2))
+	if hi <= lo {
+		return lo
+	}
+	return lo + rand.N(hi-lo+1)
 }
 
 func setDefault(p *time.Duration, v time.Duration) {
