@@ -86,6 +86,7 @@ type Status struct {
 	Skipped    uint64 // access units not decoded because decode is keyframes
 	Resyncs    uint64 // times decoding skipped to the next keyframe after a loss or a decode error
 	Unneeded   uint64 // frames decoded but not scaled: a newer one was expected before NeedFrom's time
+	Stuck      uint64 // kind gstreamer: sessions whose capture process was killed, its open or read blocked past StallTimeout
 }
 
 // Camera is one camera (an RTSP stream, a GStreamer pipeline or a video file), supervised: a
@@ -115,9 +116,13 @@ type Camera struct {
 	// File is a video file, played at its own rate and looped, for kind file. Required for
 	// kind file.
 	File string
+	// CaptureCommand is the argv that starts a capture process (package capture), for kind
+	// gstreamer. Default {os.Executable(), "capture"}: the daemon's own executable.
+	CaptureCommand []string
 
-	// StallTimeout closes and reopens a session that delivers no frame for this long.
-	// Default DefaultStallTimeout (10 s).
+	// StallTimeout closes and reopens a session that delivers no frame for this long (from
+	// its start, so it also bounds the opening; kind gstreamer: its capture process is
+	// killed, however the open or read was blocked). Default DefaultStallTimeout (10 s).
 	StallTimeout time.Duration
 	// InputW and InputH are the model's input size, which frames are letterboxed into.
 	// Default DefaultInputW x DefaultInputH (640x640).
@@ -138,7 +143,7 @@ type Camera struct {
 	retryMin, retryMax, stableAfter, readTimeout time.Duration
 
 	log      *slog.Logger
-	redactor redact.Redactor // hides the URL's password in logs, status and errors
+	redactor redact.Redactor // hides the URL's password (or the pipeline's credentials) in logs, status and errors
 	invalid  error           // what is wrong with Kind, Transport or Decode (checkOptions); nil when valid
 	pool     chan *Frame
 
@@ -147,6 +152,7 @@ type Camera struct {
 	resyncs                                atomic.Uint64 // waits for a keyframe after loss or damage
 	lastFrame                              atomic.Int64  // unix ns of the last decoded frame
 	unneeded                               atomic.Uint64 // frames not scaled (NeedFrom)
+	stuck                                  atomic.Uint64 // capture processes killed by the stall watchdog
 	needFrom                               atomic.Int64  // unix ns: see NeedFrom
 	gapMean                                atomic.Int64  // ns: mean time between decoded frames
 
@@ -200,12 +206,17 @@ func (c *Camera) init() {
 	setDefault(&c.stableAfter, stableAfter)
 	setDefault(&c.readTimeout, readTimeout)
 	setDefault(&c.StallTimeout, DefaultStallTimeout)
-	c.redactor = redact.New(withCredentials(c.URL, c.Username, c.Password))
 	logger := c.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c.log = logger.With("camera", c.ID, "url", c.redactor.URL)
+	if c.Kind == KindGStreamer {
+		c.redactor = redact.Pipeline(c.Pipeline)
+		c.log = logger.With("camera", c.ID)
+	} else {
+		c.redactor = redact.New(withCredentials(c.URL, c.Username, c.Password))
+		c.log = logger.With("camera", c.ID, "url", c.redactor.URL)
+	}
 
 	n := c.InputW * c.InputH * 3
 	c.pool = make(chan *Frame, poolSize)
@@ -243,6 +254,7 @@ func (c *Camera) Status() Status {
 	st.Skipped = c.skipped.Load()
 	st.Resyncs = c.resyncs.Load()
 	st.Unneeded = c.unneeded.Load()
+	st.Stuck = c.stuck.Load()
 	return st
 }
 
@@ -377,7 +389,7 @@ func (c *Camera) watchedSession(ctx context.Context) (time.Time, error) {
 	onlineAt, err := c.session(sctx)
 	cancel(nil)
 	<-watchdog
-	if cause := context.Cause(sctx); errors.Is(cause, errStalled) && ctx.Err() == nil {
+	if cause := context.Cause(sctx); errors.Is(cause, errStalled) && ctx.Err() == nil && !errors.Is(err, errStalled) {
 		err = cause
 	}
 	return onlineAt, err
