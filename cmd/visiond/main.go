@@ -22,6 +22,7 @@ import (
 	"github.com/visiond/visiond/configs"
 	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/pipeline"
+	"github.com/visiond/visiond/sources/capture"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -51,6 +52,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		err = checkCmd(args[1:], stdout)
 	case "sub":
 		err = subCmd(args[1:], stdout)
+	case "capture":
+		err = capture.Main(args[1:])
 	case "worker":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
