@@ -51,6 +51,7 @@ type Process struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	tail   []string // last output lines, scrubbed
+	notes  []string // last warnings and errors among them, without OpenCV's prefix
 	closed bool
 }
 
@@ -151,9 +152,9 @@ func (p *Process) forwardLog(r *os.File, log *slog.Logger) {
 			line = p.scrub(line)
 			log.Debug("capture process", "line", line)
 			p.mu.Lock()
-			p.tail = append(p.tail, line)
-			if len(p.tail) > tailLines {
-				p.tail = p.tail[1:]
+			p.tail = keepLast(p.tail, line)
+			if n, ok := note(line); ok {
+				p.notes = keepLast(p.notes, n)
 			}
 			p.mu.Unlock()
 		}
@@ -205,8 +206,12 @@ func (p *Process) describe(known string) string {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	lines := p.notes
+	if len(lines) == 0 {
+		lines = p.tail
+	}
 	var tail []string
-	for _, l := range p.tail {
+	for _, l := range lines {
 		if known == "" || !strings.Contains(l, known) {
 			tail = append(tail, l)
 		}
@@ -235,6 +240,31 @@ func (p *Process) Close() {
 	p.frames.Close() // ends a Next blocked in a read, even if another process holds the write end
 	<-p.exited       // SIGKILL: at once
 	p.endLog()
+}
+
+func keepLast(lines []string, line string) []string {
+	lines = append(lines, line)
+	if len(lines) > tailLines {
+		lines = lines[1:]
+	}
+	return lines
+}
+
+// note returns what a line of the process's output says, if it is a warning or an error:
+// OpenCV's GStreamer warnings without their source-file prefix ("[ WARN:0@0.06] global
+// .../cap_gstreamer.cpp (2401) handleMessage OpenCV | GStreamer warning: "), GStreamer's
+// ERROR and WARN debug lines, and the process's own last word. GLib's criticals (from
+// OpenCV's teardown of a failed pipeline) say nothing of the cause, and span lines.
+func note(line string) (string, bool) {
+	if _, after, ok := strings.Cut(line, "GStreamer warning: "); ok {
+		return after, true
+	}
+	for _, k := range []string{"ERROR", "WARN", "capture: "} {
+		if strings.Contains(line, k) {
+			return line, true
+		}
+	}
+	return "", false
 }
 
 // Tail returns the last lines the process printed (scrubbed).
