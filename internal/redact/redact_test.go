@@ -84,3 +84,20 @@ func TestPipeline(t *testing.T) {
 		t.Error("an empty pipeline changes messages")
 	}
 }
+
+// FuzzPipeline: whatever precedes them, a password property and a URL password appended to a
+// pipeline never show in its redacted form nor in a message quoting it.
+func FuzzPipeline(f *testing.F) {
+	for _, s := range []string{"", "rtspsrc", `rtspsrc location="rtsp://a:b@c/d" ! appsink`, "x=\"", "x='", `a=\`, "caps,format=BGR !"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		full := p + " ! rtspsrc location=rtsp://u:Zq9UrlPw@cam/x user-pw=Zq9PropPw ! appsink"
+		r := redact.Pipeline(full)
+		for _, s := range []string{r.URL, r.Scrub("opening " + full + " failed")} {
+			if strings.Contains(s, "Zq9UrlPw") || strings.Contains(s, "Zq9PropPw") {
+				t.Fatalf("Pipeline(%q) shows a password: %s", full, s)
+			}
+		}
+	})
+}
