@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,6 +177,11 @@ func TestCloseKillsStuckProcess(t *testing.T) {
 	p, err := Start(Options{Command: []string{"sleep", "3600"}, Pipeline: "x ! appsink", Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// In its own process group, which a terminal's ^C (or GNU timeout) aimed at the daemon's
+	// does not reach.
+	if pgid, err := syscall.Getpgid(p.PID()); err != nil || pgid != p.PID() {
+		t.Errorf("process group %d (%v), want its own, %d", pgid, err, p.PID())
 	}
 	next := make(chan error, 1)
 	go func() {

@@ -113,7 +113,10 @@ func Start(o Options) (*Process, error) {
 	cmd.Env = append(append(os.Environ(), o.Env...), ChildEnv)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, logW, logW
 	cmd.ExtraFiles = []*os.File{framesW} // fd 3
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its own process group: a terminal's ^C or GNU timeout signals the daemon's group, and
+	// the daemon, not the signal, ends its cameras' captures (Close). Pdeathsig: it dies
+	// with the daemon.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return nil, fmt.Errorf("capture: start %s: %w", argv[0], err)
