@@ -243,6 +243,7 @@ type CameraStatus struct {
 	Drops        Drops         `json:"frames_dropped"`
 	Resyncs      uint64        `json:"resyncs"` // skips to the next keyframe after loss or damage
 	Reconnects   uint64        `json:"reconnects"`
+	Stuck        uint64        `json:"stuck,omitempty"` // kind gstreamer: capture processes killed, their open or read blocked past stall_timeout
 	Detections   uint64        `json:"detections"`
 	FPSAchieved  float64       `json:"fps_achieved"`     // analysed frames per second, recently
 	FrameAgeMS   float64       `json:"frame_age_ms"`     // decoded to dispatched, mean
@@ -288,6 +289,7 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 		},
 		Resyncs:      st.Resyncs,
 		Reconnects:   st.Reconnects,
+		Stuck:        st.Stuck,
 		Detections:   c.detections.Load(),
 		FPSAchieved:  c.fps.perSecond(time.Now(), 3*time.Second+2*c.interval),
 		FrameAgeMS:   ms(age),

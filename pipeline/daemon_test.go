@@ -19,6 +19,7 @@ import (
 	"github.com/visiond/visiond/infer/worker/workertest"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources/capture"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -27,7 +28,8 @@ import (
 const workerEnv = workertest.Enable
 
 func TestMain(m *testing.M) {
-	workertest.Main() // returns unless this process is a worker
+	workertest.Main()    // returns unless this process is a worker
+	capture.RunIfChild() // returns unless this process is a gstreamer camera's capture process
 	if os.Getenv(bareChildEnv) != "" {
 		if err := bareLoopChild(); err != nil {
 			fmt.Fprintln(os.Stderr, "bare loop:", err)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/sources/capture"
 	"github.com/visiond/visiond/sources/internal/tsfile"
 	"github.com/visiond/visiond/sources/samplecam"
 )
@@ -185,6 +186,7 @@ func BenchmarkCameraMemory(b *testing.B) {
 const memProbeEnv = "VISIOND_SOURCES_MEMPROBE"
 
 func TestMain(m *testing.M) {
+	capture.RunIfChild() // returns unless this process is a camera's capture process
 	if v := os.Getenv(memProbeEnv); v != "" {
 		os.Exit(memProbe(v))
 	}

@@ -1,46 +1,56 @@
 package sources
 
 // Capture sources: kind gstreamer (a GStreamer pipeline ending in appsink, opened by
-// OpenCV's GStreamer backend; the Jetson hardware-decode path) and kind file (a video file
-// opened by OpenCV's FFmpeg backend, played at its own rate and looped).
+// OpenCV's GStreamer backend in a capture process, package capture; the Jetson
+// hardware-decode path) and kind file (a video file opened by OpenCV's FFmpeg backend in
+// this process, played at its own rate and looped).
 //
-// gocv's VideoCapture.Read blocks in C, so each session runs a read goroutine that owns the
-// reads: it reads one frame ahead into one of two reused Mats and hands it over a channel;
-// the session goroutine paces (kind file), letterboxes and emits it, then hands the Mat
-// back. When the session ends, the read goroutine is stopped and waited for before the
-// capture is closed, so no goroutine outlives runCapture and no Mat is used after Close.
+// Reads block, so each session runs a read goroutine that owns the reads: it reads one frame
+// ahead into one of two reused Mats and hands it over a channel; the session goroutine paces
+// (kind file), letterboxes and emits it, then hands the Mat back. When the session ends, the
+// read goroutine is stopped and waited for before the capture is closed, so no goroutine
+// outlives runCapture and no Mat is used after Close.
+//
+// A GStreamer open or read can block in C for minutes (rtspsrc to a closed port, a silent
+// camera), so kind gstreamer reads in a child process: the stall watchdog (StallTimeout)
+// bounds an open or read that blocks, and ending the session kills the process, which ends
+// the read at once. Kind file stays here: OpenCV's FFmpeg backend on a local file returns
+// from open and read (a frame, the end or an error) without waiting on a peer, and its pacing
+// and looping need the capture's seek and frame rate.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"image"
+	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gocv.io/x/gocv"
 
 	"github.com/visiond/visiond/internal/geom"
-	"github.com/visiond/visiond/internal/redact"
+	"github.com/visiond/visiond/sources/capture"
 )
 
 const (
-	fileDefaultFPS = 25                     // kind file: rate used when the file reports none
-	fileMaxLag     = time.Second            // kind file: further behind than this, pacing restarts from now
-	unblockEvery   = 100 * time.Millisecond // kind gstreamer: how often a blocked Read is interrupted on stop
-	unblockWarn    = 5 * time.Second        // kind gstreamer: a stop that takes longer than this is logged
+	fileDefaultFPS = 25          // kind file: rate used when the file reports none
+	fileMaxLag     = time.Second // kind file: further behind than this, pacing restarts from now
 )
 
 // capFrame is one frame read by the read goroutine.
 type capFrame struct {
 	m  *gocv.Mat // one of the reader's Mats; handed back through capReader.free
-	at time.Time // when Read returned
+	at time.Time // when the frame was read
 }
 
 // capReader is the read goroutine of one capture session and its channels.
 type capReader struct {
-	vc     *gocv.VideoCapture
+	c      *Camera
+	vc     *gocv.VideoCapture // kind file
+	proc   *capture.Process   // kind gstreamer
 	kind   Kind
 	name   string // what the errors call the source: "the pipeline" or "file NAME"
 	loop   bool   // at the end of the stream, seek back to frame 0 (kind file)
@@ -51,14 +61,11 @@ type capReader struct {
 	done   chan struct{}  // closed by the read goroutine when it returns
 	err    error          // why the read goroutine returned; read after done
 	n      int            // frames read since open or the last rewind (read goroutine only)
+	opened atomic.Bool    // kind gstreamer: the capture process opened the pipeline
 }
 
 // runCapture runs one gstreamer or file session until the source fails or ctx ends;
 // onlineAt is when it delivered its first frame (zero if it never did).
-//
-// Opening is not interruptible (OpenCV gives no handle to the pipeline before it returns),
-// so a pipeline that hangs while prerolling holds the session until its own elements time
-// out (rtspsrc: tcp-timeout). A Read blocked after ctx ends is interrupted: see stop.
 func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error) {
 	r, err := c.openCapture()
 	if err != nil {
@@ -74,9 +81,11 @@ func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error)
 		c.log.Debug("playing file", "file", c.File, "fps", fps,
 			"frames", int(r.vc.Get(gocv.VideoCaptureFrameCount)))
 	}
-	c.log.Debug("capture opened", "kind", c.Kind)
+	if r.vc != nil {
+		c.log.Debug("capture opened", "kind", c.Kind)
+	}
 	go r.run()
-	defer r.close(c)
+	defer r.close()
 
 	lbx := &letterboxer{scaled: gocv.NewMat(), rgb: gocv.NewMat()}
 	defer lbx.close()
@@ -99,7 +108,7 @@ func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error)
 		var f capFrame
 		select {
 		case <-ctx.Done():
-			return onlineAt, ctx.Err()
+			return onlineAt, r.cut(ctx)
 		case <-r.done:
 			return onlineAt, r.err
 		case f = <-r.frames:
@@ -141,9 +150,10 @@ func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error)
 	}
 }
 
-// openCapture opens the session's VideoCapture and makes its reader (not started).
+// openCapture opens the session's capture (kind file) or starts its capture process (kind
+// gstreamer) and makes its reader (not started).
 func (c *Camera) openCapture() (*capReader, error) {
-	r := &capReader{kind: c.Kind}
+	r := &capReader{c: c, kind: c.Kind}
 	var err error
 	switch c.Kind {
 	case KindGStreamer:
@@ -151,12 +161,12 @@ func (c *Camera) openCapture() (*capReader, error) {
 			return nil, errors.New("kind gstreamer: no pipeline configured")
 		}
 		r.name = "the pipeline"
-		r.vc, err = gocv.OpenVideoCaptureWithAPI(c.Pipeline, gocv.VideoCaptureGstreamer)
-		if err != nil || !r.vc.IsOpened() {
-			closeCapture(r.vc)
-			return nil, fmt.Errorf("kind gstreamer: the pipeline did not open (an element is missing or misspelt, "+
-				"it does not end in appsink, or its source failed): %s", redactPipeline(c.Pipeline))
+		r.proc, err = capture.Start(capture.Options{Command: c.CaptureCommand, Pipeline: c.Pipeline,
+			Logger: c.log, Scrub: c.redactor.Scrub})
+		if err != nil {
+			return nil, fmt.Errorf("kind gstreamer: %w", err)
 		}
+		c.log.Debug("capture process started", "pid", r.proc.PID())
 	case KindFile:
 		if c.File == "" {
 			return nil, errors.New("kind file: no file configured")
@@ -195,6 +205,21 @@ func (c *Camera) openCapture() (*capReader, error) {
 	return r, nil
 }
 
+// cut is the error of a session whose ctx ended: for kind gstreamer cut by the stall
+// watchdog, what was blocked (the open or a read) and that its process was killed.
+func (r *capReader) cut(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	if r.proc == nil || !errors.Is(cause, errStalled) {
+		return ctx.Err()
+	}
+	r.c.stuck.Add(1)
+	if !r.opened.Load() {
+		return fmt.Errorf("kind gstreamer: the pipeline did not open within stall_timeout %v (%w); its capture process was killed",
+			r.c.StallTimeout, cause)
+	}
+	return fmt.Errorf("kind gstreamer: the pipeline delivered nothing (%w); its capture process was killed", cause)
+}
+
 // run is the read goroutine: it reads into free Mats and hands them out until the
 // source ends or fails (r.err says why) or stop is closed.
 func (r *capReader) run() {
@@ -206,40 +231,90 @@ func (r *capReader) run() {
 			return
 		case m = <-r.free:
 		}
-		if err := r.read(m); err != nil {
+		at, err := r.read(m)
+		if err != nil {
 			r.err = err
 			return
 		}
 		select {
 		case <-r.stop:
 			return
-		case r.frames <- capFrame{m: m, at: time.Now()}:
+		case r.frames <- capFrame{m: m, at: at}:
 		}
 	}
 }
 
-// read reads the next frame into m; kind file rewinds at the end of the file.
-func (r *capReader) read(m *gocv.Mat) error {
+// read reads the next frame into m and says when it was read; kind file rewinds at the
+// end of the file.
+func (r *capReader) read(m *gocv.Mat) (time.Time, error) {
+	if r.proc != nil {
+		return r.readProc(m)
+	}
 	if r.vc.Read(m) && !m.Empty() {
 		r.n++
-		return nil
+		return time.Now(), nil
 	}
 	if r.stopped() {
-		return errors.New("stopped")
-	}
-	if !r.loop {
-		return fmt.Errorf("kind %s: %s ended (end of stream or a pipeline error) after %d frames", r.kind, r.name, r.n)
+		return time.Time{}, errors.New("stopped")
 	}
 	if r.n == 0 {
-		return fmt.Errorf("kind %s: %s: no frame could be decoded", r.kind, r.name)
+		return time.Time{}, fmt.Errorf("kind %s: %s: no frame could be decoded", r.kind, r.name)
 	}
 	r.vc.Set(gocv.VideoCapturePosFrames, 0)
 	r.n = 0
 	if r.vc.Read(m) && !m.Empty() {
 		r.n++
-		return nil
+		return time.Now(), nil
 	}
-	return fmt.Errorf("kind %s: %s: cannot loop: no frame after seeking back to the start", r.kind, r.name)
+	return time.Time{}, fmt.Errorf("kind %s: %s: cannot loop: no frame after seeking back to the start", r.kind, r.name)
+}
+
+// readProc reads the capture process's messages up to the next frame, into m.
+func (r *capReader) readProc(m *gocv.Mat) (time.Time, error) {
+	for {
+		msg, err := r.proc.Next()
+		if r.stopped() {
+			return time.Time{}, errors.New("stopped")
+		}
+		if err != nil {
+			how := "ended"
+			if !errors.Is(err, io.EOF) {
+				how = "failed: " + err.Error()
+			}
+			return time.Time{}, fmt.Errorf("kind gstreamer: the capture %s after %d frames (%s)", how, r.n, r.proc.Ended(""))
+		}
+		switch msg.Type {
+		case capture.MsgOpened:
+			r.opened.Store(true)
+			r.c.log.Debug("capture opened", "kind", r.kind, "pid", r.proc.PID())
+			continue
+		case capture.MsgError:
+			return time.Time{}, fmt.Errorf("kind gstreamer: %s (%s)", msg.Text, r.proc.Ended(msg.Text))
+		}
+		typ := gocv.MatTypeCV8UC3
+		switch msg.Channels {
+		case 1:
+			typ = gocv.MatTypeCV8UC1
+		case 4:
+			typ = gocv.MatTypeCV8UC4
+		}
+		if m.Cols() != msg.Width || m.Rows() != msg.Height || m.Type() != typ {
+			m.Close()
+			*m = gocv.NewMatWithSize(msg.Height, msg.Width, typ)
+		}
+		data, err := m.DataPtrUint8()
+		if err != nil {
+			return time.Time{}, fmt.Errorf("kind gstreamer: %w", err)
+		}
+		if err := r.proc.ReadFrame(data); err != nil {
+			if r.stopped() {
+				return time.Time{}, errors.New("stopped")
+			}
+			return time.Time{}, fmt.Errorf("kind gstreamer: the capture failed after %d frames: %w (%s)", r.n, err, r.proc.Ended(""))
+		}
+		r.n++
+		return msg.At, nil
+	}
 }
 
 func (r *capReader) stopped() bool {
@@ -251,38 +326,15 @@ func (r *capReader) stopped() bool {
 	}
 }
 
-// close stops the read goroutine, waits for it and closes the capture and the Mats.
-//
-// A gstreamer Read can block in gst_app_sink_pull_sample for as long as the pipeline
-// delivers nothing, and OpenCV 4.6 has no read timeout for GStreamer. Setting a property
-// that the backend does not handle (Gain) briefly stops the pipeline (state NULL), which
-// makes the blocked pull return NULL; Read then returns false and the reader sees stop.
-// This calls into the capture from a second thread while Read runs, which OpenCV does not
-// promise to support; it is used only to end a session, and the capture is closed only
-// after the reader has returned. It is repeated in case the Read had not started yet.
-// File reads do not block indefinitely, so kind file only waits.
-func (r *capReader) close(c *Camera) {
+// close stops the read goroutine, waits for it and closes the capture and the Mats. Kind
+// gstreamer kills the capture process first, which ends a blocked read at once; kind file
+// reads do not block on a peer, so it only waits.
+func (r *capReader) close() {
 	close(r.stop)
-	if r.loop {
-		<-r.done
-	} else {
-		t := time.NewTicker(unblockEvery)
-		began, warned := time.Now(), false
-	wait:
-		for {
-			select {
-			case <-r.done:
-				break wait
-			case <-t.C:
-				r.vc.Set(gocv.VideoCaptureGain, 0)
-				if !warned && time.Since(began) > unblockWarn {
-					warned = true
-					c.log.Warn("gstreamer read does not return after stop; still waiting")
-				}
-			}
-		}
-		t.Stop()
+	if r.proc != nil {
+		r.proc.Close()
 	}
+	<-r.done
 	closeCapture(r.vc)
 	for i := range r.mats {
 		r.mats[i].Close()
@@ -365,19 +417,4 @@ func (l *letterboxer) fill(pix []byte, lb geom.Letterbox) error {
 func (l *letterboxer) close() {
 	l.scaled.Close()
 	l.rgb.Close()
-}
-
-// redactPipeline hides passwords of the URLs in a pipeline string (rtspsrc location=...).
-func redactPipeline(p string) string {
-	fields := strings.Fields(p)
-	for i, f := range fields {
-		k := strings.Index(f, "://")
-		if k < 0 {
-			continue
-		}
-		s := strings.LastIndexAny(f[:k], "=\"'") + 1
-		u := strings.TrimRight(f[s:], "\"'")
-		fields[i] = f[:s] + redact.URL(u) + f[s+len(u):]
-	}
-	return strings.Join(fields, " ")
 }

@@ -86,6 +86,7 @@ type Status struct {
 	Skipped    uint64 // access units not decoded because decode is keyframes
 	Resyncs    uint64 // times decoding skipped to the next keyframe after a loss or a decode error
 	Unneeded   uint64 // frames decoded but not scaled: a newer one was expected before NeedFrom's time
+	Stuck      uint64 // kind gstreamer: sessions whose capture process was killed, its open or read blocked past StallTimeout
 }
 
 // Camera is one camera (an RTSP stream, a GStreamer pipeline or a video file), supervised: a
@@ -115,9 +116,13 @@ type Camera struct {
 	// File is a video file, played at its own rate and looped, for kind file. Required for
 	// kind file.
 	File string
+	// CaptureCommand is the argv that starts a capture process (package capture), for kind
+	// gstreamer. Default {os.Executable(), "capture"}: the daemon's own executable.
+	CaptureCommand []string
 
-	// StallTimeout closes and reopens a session that delivers no frame for this long.
-	// Default DefaultStallTimeout (10 s).
+	// StallTimeout closes and reopens a session that delivers no frame for this long (from
+	// its start, so it also bounds the opening; kind gstreamer: its capture process is
+	// killed, however the open or read was blocked). Default DefaultStallTimeout (10 s).
 	StallTimeout time.Duration
 	// InputW and InputH are the model's input size, which frames are letterboxed into.
 	// Default DefaultInputW x DefaultInputH (640x640).
@@ -138,7 +143,7 @@ type Camera struct {
 	retryMin, retryMax, stableAfter, readTimeout time.Duration
 
 	log      *slog.Logger
-	redactor redact.Redactor // hides the URL's password in logs, status and errors
+	redactor redact.Redactor // hides the URL's password (or the pipeline's credentials) in logs, status and errors
 	invalid  error           // what is wrong with Kind, Transport or Decode (checkOptions); nil when valid
 	pool     chan *Frame
 
@@ -147,6 +152,7 @@ type Camera struct {
 	resyncs                                atomic.Uint64 // waits for a keyframe after loss or damage
 	lastFrame                              atomic.Int64  // unix ns of the last decoded frame
 	unneeded                               atomic.Uint64 // frames not scaled (NeedFrom)
+	stuck                                  atomic.Uint64 // capture processes killed by the stall watchdog
 	needFrom                               atomic.Int64  // unix ns: see NeedFrom
 	gapMean                                atomic.Int64  // ns: mean time between decoded frames
 
@@ -196,15 +202,21 @@ func (c *Camera) init() {
 	c.invalid = c.checkOptions()
 	setDefault(&c.retryMin, retryMin)
 	setDefault(&c.retryMax, retryMax)
+	c.retryMax = max(c.retryMax, c.retryMin)
 	setDefault(&c.stableAfter, stableAfter)
 	setDefault(&c.readTimeout, readTimeout)
 	setDefault(&c.StallTimeout, DefaultStallTimeout)
-	c.redactor = redact.New(withCredentials(c.URL, c.Username, c.Password))
 	logger := c.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c.log = logger.With("camera", c.ID, "url", c.redactor.URL)
+	if c.Kind == KindGStreamer {
+		c.redactor = redact.Pipeline(c.Pipeline)
+		c.log = logger.With("camera", c.ID)
+	} else {
+		c.redactor = redact.New(withCredentials(c.URL, c.Username, c.Password))
+		c.log = logger.With("camera", c.ID, "url", c.redactor.URL)
+	}
 
 	n := c.InputW * c.InputH * 3
 	c.pool = make(chan *Frame, poolSize)
@@ -242,6 +254,7 @@ func (c *Camera) Status() Status {
 	st.Skipped = c.skipped.Load()
 	st.Resyncs = c.resyncs.Load()
 	st.Unneeded = c.unneeded.Load()
+	st.Stuck = c.stuck.Load()
 	return st
 }
 
@@ -329,12 +342,12 @@ func (c *Camera) run(ctx context.Context) {
 		if !onlineAt.IsZero() && time.Since(onlineAt) >= c.stableAfter {
 			delay = c.retryMin
 		}
-		wait := jitter(delay)
+		wait := c.backoff(delay)
 		delay = min(2*delay, c.retryMax)
 		var bad liberrors.ErrClientBadStatusCode
 		if errors.As(err, &bad) && bad.Code == base.StatusUnauthorized {
 			state, msg = StateUnauthorized, "unauthorized: the camera refused the credentials"
-			wait = jitter(c.retryMax)
+			wait = c.backoff(c.retryMax)
 		}
 		c.setState(state, msg)
 		c.log.Warn("camera "+string(state)+", retrying", "error", msg, "retry_in", wait.Round(time.Millisecond),
@@ -376,7 +389,7 @@ func (c *Camera) watchedSession(ctx context.Context) (time.Time, error) {
 	onlineAt, err := c.session(sctx)
 	cancel(nil)
 	<-watchdog
-	if cause := context.Cause(sctx); errors.Is(cause, errStalled) && ctx.Err() == nil {
+	if cause := context.Cause(sctx); errors.Is(cause, errStalled) && ctx.Err() == nil && !errors.Is(err, errStalled) {
 		err = cause
 	}
 	return onlineAt, err
@@ -468,9 +481,17 @@ func withCredentials(rawURL, username, password string) string {
 	return u.String()
 }
 
-// jitter returns d ± 20%.
-func jitter(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+// backoff returns the delay before the next session: d ± 20%, drawn uniformly from that
+// range cut to [retryMin, retryMax], so the delay never leaves the range the README states
+// (1 s to 30 s) while cameras that fail together still spread out: at the cap the draws
+// fall in [24 s, 30 s], at the floor in [1 s, 1.2 s].
+func (c *Camera) backoff(d time.Duration) time.Duration {
+	lo := max(c.retryMin, time.Duration(float64(d)*0.8))
+	hi := min(c.retryMax, time.Duration(float64(d)*1.2))
+	if hi <= lo {
+		return lo
+	}
+	return lo + rand.N(hi-lo+1)
 }
 
 func setDefault(p *time.Duration, v time.Duration) {

@@ -6,6 +6,7 @@
 //	visiond sub    [-nats URL]      print the events published on NATS
 //	visiond version                 print the build's version, Go's, ONNX Runtime's and its providers
 //	visiond worker ...              an inference worker process (started by the daemon)
+//	visiond capture                 a gstreamer camera's capture process (started by the daemon)
 //
 // Exit status: 0 done, 1 failed, 2 a usage error (unknown command or flag, bad arguments).
 package main
@@ -26,6 +27,7 @@ import (
 	"github.com/visiond/visiond/configs"
 	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/pipeline"
+	"github.com/visiond/visiond/sources/capture"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -37,6 +39,7 @@ commands:
   sub     print the detection events published on NATS
   version print the version of visiond, Go and ONNX Runtime (also: --version)
   worker  an inference worker process (started by the daemon, not by hand)
+  capture a gstreamer camera's capture process (started by the daemon, not by hand)
 
 "visiond <command> -h" lists a command's flags. Exit status: 0 done, 1 failed, 2 usage error.
 `
@@ -93,6 +96,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		err = subCmd(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		err = versionCmd(args[1:], stdout, stderr)
+	case "capture":
+		err = capture.Main(args[1:])
 	case "worker":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()

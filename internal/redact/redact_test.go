@@ -42,3 +42,62 @@ func TestRedactorScrub(t *testing.T) {
 		}
 	}
 }
+
+// Pipeline masks the credential properties of a GStreamer pipeline and the passwords of its
+// URLs, keeping the rest as it was; Scrub hides them in messages quoting the pipeline, a URL
+// or a password.
+func TestPipeline(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`rtspsrc location=rtsp://cam/x user-id=admin user-pw=hunter2 ! appsink`,
+			`rtspsrc location=rtsp://cam/x user-id=xxxxx user-pw=xxxxx ! appsink`},
+		{`rtspsrc location="rtsp://admin:s3cr3t@10.0.0.5:554/s1" latency=0 ! appsink`,
+			`rtspsrc location="rtsp://admin:xxxxx@10.0.0.5:554/s1" latency=0 ! appsink`},
+		{`rtspsrc location=rtsp://admin:pa55w0rd@cam/x proxy=http://px:pr0xy@proxy:3128 proxy-id=pu proxy-pw="a b\"c" ! decodebin ! videoconvert ! video/x-raw,format=BGR ! appsink`,
+			`rtspsrc location=rtsp://admin:xxxxx@cam/x proxy=http://px:xxxxx@proxy:3128 proxy-id=xxxxx proxy-pw="xxxxx" ! decodebin ! videoconvert ! video/x-raw,format=BGR ! appsink`},
+		{`souphttpsrc location='https://u:tok3n@host/v.mjpg' user-pw = hunter2 ! jpegdec ! appsink`,
+			`souphttpsrc location='https://u:xxxxx@host/v.mjpg' user-pw = xxxxx ! jpegdec ! appsink`},
+		{`srtsrc uri=srt://host:9000 passphrase=longsecret123 ! appsink`, `srtsrc uri=srt://host:9000 passphrase=xxxxx ! appsink`},
+		{`videotestsrc ! video/x-raw,width=64,format=BGR ! appsink`, `videotestsrc ! video/x-raw,width=64,format=BGR ! appsink`},
+		{`rtspsrc user-pw= ! appsink`, `rtspsrc user-pw= ! appsink`},
+		{``, ``},
+	} {
+		r := redact.Pipeline(tc.in)
+		if r.URL != tc.want {
+			t.Errorf("Pipeline(%q).URL =\n%q, want\n%q", tc.in, r.URL, tc.want)
+		}
+	}
+
+	p := `rtspsrc location="rtsp://admin:p@ss w0rd@cam/x" user-id=operator user-pw="hunter 2" ! appsink`
+	r := redact.Pipeline(p)
+	msg := `could not open resource "rtsp://admin:p@ss w0rd@cam/x" (admin:p%40ss%20w0rd); pipeline ` + p +
+		`; auth with hunter 2 failed; user operator`
+	got := r.Scrub(msg)
+	for _, secret := range []string{"p@ss", "w0rd", "p%40ss", "hunter 2", "user-id=operator"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("Scrub shows %q: %s", secret, got)
+		}
+	}
+	if !strings.Contains(got, "rtsp://admin:xxxxx@cam/x") || !strings.Contains(got, r.URL) {
+		t.Errorf("Scrub lost the redacted URL or pipeline: %s", got)
+	}
+	if redact.Pipeline("").Scrub("nothing to hide") != "nothing to hide" {
+		t.Error("an empty pipeline changes messages")
+	}
+}
+
+// FuzzPipeline: whatever precedes them, a password property and a URL password appended to a
+// pipeline never show in its redacted form nor in a message quoting it.
+func FuzzPipeline(f *testing.F) {
+	for _, s := range []string{"", "rtspsrc", `rtspsrc location="rtsp://a:b@c/d" ! appsink`, "x=\"", "x='", `a=\`, "caps,format=BGR !"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		full := p + " ! rtspsrc location=rtsp://u:Zq9UrlPw@cam/x user-pw=Zq9PropPw ! appsink"
+		r := redact.Pipeline(full)
+		for _, s := range []string{r.URL, r.Scrub("opening " + full + " failed")} {
+			if strings.Contains(s, "Zq9UrlPw") || strings.Contains(s, "Zq9PropPw") {
+				t.Fatalf("Pipeline(%q) shows a password: %s", full, s)
+			}
+		}
+	})
+}
