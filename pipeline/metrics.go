@@ -20,10 +20,10 @@ import (
 type metricsCollector struct {
 	d *Daemon
 
-	camDecoded, camAnalysed, camDropped, camDetections, camReconnects, camResyncs *prometheus.Desc
-	camState, camFPS, camFPSTarget                                                *prometheus.Desc
-	camAgeMean, camAgeMax, camInferMean, camLatencyMean                           *prometheus.Desc
-	stageLatency                                                                  *prometheus.Desc
+	camDecoded, camAnalysed, camDropped, camDetections, camReconnects, camResyncs, camStuck *prometheus.Desc
+	camState, camFPS, camFPSTarget                                                          *prometheus.Desc
+	camAgeMean, camAgeMax, camInferMean, camLatencyMean                                     *prometheus.Desc
+	stageLatency                                                                            *prometheus.Desc
 
 	wJobs, wLost, wRestarts, wRecycles, wInFlight, wRSS, wGPU *prometheus.Desc
 
@@ -49,6 +49,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		camDetections: desc("camera_detections_total", "Objects detected.", cam...),
 		camReconnects: desc("camera_reconnects_total", "Sessions the camera's source opened after the first.", cam...),
 		camResyncs:    desc("camera_resyncs_total", "Skips to the next keyframe after loss or damage.", cam...),
+		camStuck:      desc("camera_stuck_sessions_total", "Kind gstreamer: capture processes killed because their open or read blocked past stall_timeout.", cam...),
 		camState:      desc("camera_state", "1 for the camera's current state, 0 for the others.", "camera", "state"),
 		camFPS:        desc("camera_fps_achieved", "Frames analysed per second, recently.", cam...),
 		camFPSTarget:  desc("camera_fps_target", "Frames per second the camera is configured to be analysed at.", cam...),
@@ -98,7 +99,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 // Describe implements prometheus.Collector.
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		m.camDecoded, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs,
+		m.camDecoded, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck,
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
 		m.stageLatency,
 		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU,
@@ -139,6 +140,7 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(m.camDetections, c.Detections, id)
 		counter(m.camReconnects, c.Reconnects, id)
 		counter(m.camResyncs, c.Resyncs, id)
+		counter(m.camStuck, c.Stuck, id)
 		// A series for every state, so that a state that is not current reads 0 rather
 		// than missing.
 		for _, s := range sources.States() {
