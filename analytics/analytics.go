@@ -50,15 +50,15 @@
 // Reverse the points to swap them. For a vertical line drawn from top to bottom, `in` is
 // left to right:
 //
-//	         P1 (x, 0.1)
-//	          |
-//	  right   |   left
-//	  side    |   side
-//	    o ----|---> o     in:  from the right-hand side to the left
-//	    o <---|---- o     out: from the left-hand side to the right
-//	          |
-//	          v
-//	         P2 (x, 0.9)
+//	       P1 (x, 0.1)
+//	        |
+//	right   |   left
+//	side    |   side
+//	  o ----|---> o     in:  from the right-hand side to the left
+//	  o <---|---- o     out: from the left-hand side to the right
+//	        |
+//	        v
+//	       P2 (x, 0.9)
 //
 // and for a horizontal line drawn from left to right, P1 ------> P2, `in` is going up the
 // frame (from below the line, its right-hand side, to above it).
