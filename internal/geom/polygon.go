@@ -42,6 +42,27 @@ func onSegment(a, b, p Point) bool {
 		math.Min(a.Y, b.Y) <= p.Y && p.Y <= math.Max(a.Y, b.Y)
 }
 
+// edgeTolerance is how close to an edge a point is on it, as a fraction of the edge's length:
+// far below any pixel or normalized coordinate that matters, far above rounding errors, so
+// that a point computed to lie on a slanted edge (0.7, 0.7 on the edge from 0.9, 0.5 to
+// 0.5, 0.9) is on it.
+const edgeTolerance = 1e-10
+
+// onEdge says whether p lies on the segment a-b, within edgeTolerance.
+func onEdge(a, b, p Point) bool {
+	d := b.Sub(a)
+	l2 := d.X*d.X + d.Y*d.Y
+	if l2 == 0 {
+		return p == a
+	}
+	if c := Cross(a, b, p); c*c > edgeTolerance*edgeTolerance*l2*l2 {
+		return false // farther from the line than edgeTolerance times the edge's length
+	}
+	// Within the ends: the projection of p falls in 0..1 of the way from a to b.
+	t := ((p.X-a.X)*d.X + (p.Y-a.Y)*d.Y) / l2
+	return t >= -edgeTolerance && t <= 1+edgeTolerance
+}
+
 // SegmentsIntersect says whether the closed segments p1-p2 and q1-q2 have a point in common:
 // they cross, one ends on the other, or they are collinear and overlap.
 func SegmentsIntersect(p1, p2, q1, q2 Point) bool {
@@ -91,8 +112,8 @@ func (pg Polygon) Contains(p Point) bool {
 	inside := false
 	for i, j := 0, n-1; i < n; j, i = i, i+1 {
 		a, b := pg[j], pg[i]
-		if Cross(a, b, p) == 0 && onSegment(a, b, p) {
-			return true // on the edge a-b
+		if onEdge(a, b, p) {
+			return true
 		}
 		// Does the edge cross the horizontal ray from p to +x? Half-open in y, so that a
 		// vertex on the ray is counted once.

@@ -99,7 +99,8 @@ func TestContainsConvex(t *testing.T) {
 		{"level with a vertex, outside", pt(-1, 0), false},
 		{"level with a vertex, inside", pt(0.5, 1), true},
 		{"just inside", pt(1-1e-9, 1-1e-9), true},
-		{"just outside", pt(1+1e-9, 0.5), false},
+		{"just outside", pt(1+1e-8, 0.5), false},
+		{"on the edge but for rounding", pt(1+1e-12, 0.5), true},
 	} {
 		if got := sq.Contains(tc.p); got != tc.want {
 			t.Errorf("%s %v: got %v, want %v", tc.name, tc.p, got, tc.want)
@@ -176,6 +177,21 @@ func TestContainsConcave(t *testing.T) {
 			if got, want := star.Contains(pt(x, y)), inFan(pt(x, y)); got != want {
 				t.Errorf("star at (%g, %g): got %v, want %v", x, y, got, want)
 			}
+		}
+	}
+}
+
+func TestContainsSlantedEdge(t *testing.T) {
+	// Points computed to lie on a slanted edge are on it, whatever the rounding.
+	tri := Polygon{pt(0.5, 0.5), pt(0.9, 0.5), pt(0.5, 0.9)}
+	for i := range 41 {
+		x := 0.5 + 0.4*float64(i)/40
+		p := pt(x, 1.4-x)
+		if !tri.Contains(p) {
+			t.Errorf("%v on the slanted edge: outside", p)
+		}
+		if out := pt(x+1e-6, 1.4-x+1e-6); tri.Contains(out) {
+			t.Errorf("%v just beyond the slanted edge: inside", out)
 		}
 	}
 }
