@@ -67,6 +67,7 @@ type zoneState struct {
 	def       Zone
 	key       string
 	polygon   geom.Polygon
+	lo, hi    geom.Point      // the polygon's bounding box, to skip most objects cheaply
 	classes   map[string]bool // nil: all
 	debounce  time.Duration
 	loiter    time.Duration // 0: off
@@ -120,10 +121,18 @@ func (s *ZoneSet) Apply(zones []Zone) error {
 			next[i] = st
 			continue
 		}
+		pg := toPolygon(z.Polygon)
+		lo, hi := pg[0], pg[0]
+		for _, p := range pg {
+			lo = geom.Point{X: min(lo.X, p.X), Y: min(lo.Y, p.Y)}
+			hi = geom.Point{X: max(hi.X, p.X), Y: max(hi.Y, p.Y)}
+		}
 		next[i] = &zoneState{
 			def:       z,
 			key:       key,
-			polygon:   toPolygon(z.Polygon),
+			polygon:   pg,
+			lo:        lo,
+			hi:        hi,
 			classes:   classSet(z.Classes),
 			debounce:  z.Debounce(),
 			loiter:    seconds(z.LoiterSeconds),
@@ -159,7 +168,7 @@ func (s *ZoneSet) Update(f Frame) ([]ZoneEvent, error) {
 			if z.classes != nil && !z.classes[o.Label] {
 				continue
 			}
-			inside := z.polygon.Contains(f.normalized(z.anchor, o.Box))
+			inside := z.contains(f.normalized(z.anchor, o.Box))
 			v := z.tracks[o.TrackID]
 			if v == nil {
 				if !inside {
@@ -184,6 +193,15 @@ func (s *ZoneSet) Update(f Frame) ([]ZoneEvent, error) {
 	}
 	s.forgetStale(t)
 	return s.events, nil
+}
+
+// contains says whether p is in the zone's polygon (or on its outline).
+func (z *zoneState) contains(p geom.Point) bool {
+	const tol = 1e-9 // the polygon's edges are within geom's tolerance of the box
+	if p.X < z.lo.X-tol || p.X > z.hi.X+tol || p.Y < z.lo.Y-tol || p.Y > z.hi.Y+tol {
+		return false
+	}
+	return z.polygon.Contains(p)
 }
 
 // observe moves a visitor seen inside or outside at time t.
