@@ -93,7 +93,8 @@ func NewLineSet(lines []Line) (*LineSet, error) {
 
 // Apply replaces the set's lines by lines, for a hot reload. A line whose definition is
 // unchanged (same id and Equal) keeps its counts and the tracks' positions; a new or changed
-// line starts at zero; a removed line is dropped with its counts. If lines are bad, Apply
+// line starts at zero; a removed line is dropped with its counts (Counts afterwards lists
+// only the current lines: stored counts of the others are stale). If lines are bad, Apply
 // returns a Problems error and keeps the lines it had.
 func (s *LineSet) Apply(lines []Line) error {
 	var ps problems

@@ -102,8 +102,8 @@ func NewZoneSet(zones []Zone) (*ZoneSet, error) {
 // Apply replaces the set's zones by zones, for a hot reload. A zone whose definition is
 // unchanged (same id and Equal) keeps its members, occupancy and records; a new or changed
 // zone starts empty (objects in it enter again after its debounce; no exit is reported for a
-// changed zone); a removed zone is dropped. If zones are bad, Apply returns a Problems error
-// and keeps the zones it had.
+// changed zone); a removed zone is dropped. Occupancy afterwards shows that: publish it
+// again. If zones are bad, Apply returns a Problems error and keeps the zones it had.
 func (s *ZoneSet) Apply(zones []Zone) error {
 	var ps problems
 	checkZones(&ps, zones)

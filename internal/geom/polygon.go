@@ -1,5 +1,7 @@
 package geom
 
+// Points, segments and polygons: the plane geometry of analytics' zones, masks and lines.
+
 import (
 	"fmt"
 	"math"
