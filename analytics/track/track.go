@@ -58,10 +58,13 @@
 //
 //  1. high detections against confirmed and lost tracks, by IoU of the detection with the
 //     track's predicted box (at least MinIoU);
-//  2. low detections against the confirmed tracks left (not the lost ones), by IoU (at
-//     least MinIoULow): a partly hidden object, detected with a low score, keeps its track
-//     without a low score ever starting one (ByteTrack's contribution);
-//  3. the high detections left against the confirmed and lost tracks left, by the
+//  2. low detections against the confirmed and lost tracks left, by IoU (at least
+//     MinIoULow): a partly hidden object, detected with a low score, keeps its track
+//     without a low score ever starting one (ByteTrack's contribution; ByteTrack leaves
+//     lost tracks out of this stage, but at 2 fps one missed frame makes a track lost, and
+//     a strict IoU with its prediction is evidence enough);
+//  3. the high detections left against the confirmed tracks left (matched in the previous
+//     frame; a lost track's uncertainty has grown too wide to be safe), by the
 //     distance of the detection's centre from the predicted centre, in standard deviations
 //     of the filter's prediction (Mahalanobis, squared, at most DistanceGate), with width
 //     and height within a factor 2 of the predicted ones;
@@ -128,11 +131,13 @@ type Config struct {
 	// Default 0.05.
 	MeasureNoise float64
 	// AccelNoise is the standard deviation of objects' acceleration, in box sizes per
-	// second squared: how fast they may change speed or direction without the filter being
-	// surprised. Default 2.
+	// second squared (a box size: the square root of its area): how fast they may change
+	// speed or direction without the filter being surprised. Default 0.5: more makes the
+	// velocity follow the detector's jitter, and the prediction through an occlusion
+	// worse (TestStreet's switches doubled at 1, tripled at 2).
 	AccelNoise float64
 	// InitVelocity is the standard deviation of a new track's velocity, in box sizes per
-	// second: the prior on how fast things move before a track has a second detection.
+	// second (as for AccelNoise): the prior on how fast things move before a track has a second detection.
 	// Default 2.
 	InitVelocity float64
 }
@@ -149,7 +154,7 @@ const (
 	DefaultConfirmWindow = 2 * time.Second
 	DefaultLostTimeout   = 5 * time.Second
 	DefaultMeasureNoise  = 0.05
-	DefaultAccelNoise    = 2
+	DefaultAccelNoise    = 0.5
 	DefaultInitVelocity  = 2
 )
 
@@ -394,16 +399,15 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	}
 
 	isActive := func(tr *track) bool { return tr.State != Tentative }
-	isConfirmed := func(tr *track) bool { return tr.State == Confirmed }
 	isTentative := func(tr *track) bool { return tr.State == Tentative }
 	gate := t.cfg.DistanceGate
 	// 1. high against confirmed and lost, by overlap.
 	t.stage(dets, t.high, isActive, byIoU, 1-t.cfg.MinIoU, at)
-	// 2. low against confirmed, by overlap.
-	t.stage(dets, t.low, isConfirmed, byIoU, 1-t.cfg.MinIoULow, at)
+	// 2. low against confirmed and lost left, by overlap.
+	t.stage(dets, t.low, isActive, byIoU, 1-t.cfg.MinIoULow, at)
 	if gate > 0 {
-		// 3. high left against confirmed and lost left, by distance.
-		t.stage(dets, t.high, isActive, byDistance, gate, at)
+		// 3. high left against confirmed left (not lost), by distance.
+		t.stage(dets, t.high, func(tr *track) bool { return tr.State == Confirmed }, byDistance, gate, at)
 	}
 	// 4. high left against tentative, by overlap then distance.
 	t.stage(dets, t.high, isTentative, byIoU, 1-t.cfg.MinIoU, at)
@@ -499,7 +503,8 @@ func (t *Tracker) start(d infer.Detection, at time.Time, i int) {
 	tr.State = Tentative
 	tr.FirstSeen = at
 	mw, mh := t.cfg.MeasureNoise*b.W, t.cfg.MeasureNoise*b.H
-	vw, vh := t.cfg.InitVelocity*b.W, t.cfg.InitVelocity*b.H
+	vw := t.cfg.InitVelocity * math.Sqrt(b.W*b.H)
+	vh := vw
 	// Position variance: twice the measurement's standard deviation, as ByteTrack.
 	tr.cx.init(b.X+b.W/2, 4*mw*mw, vw*vw)
 	tr.cy.init(b.Y+b.H/2, 4*mh*mh, vh*vh)
@@ -534,9 +539,9 @@ func (t *Tracker) hit(tr *track, d infer.Detection, at time.Time, i int, fresh b
 
 // predict moves tr's filter dt seconds ahead and sets its box to the prediction.
 func (t *Tracker) predict(tr *track, dt float64) {
-	sw, sh := max(tr.cw.p, 1), max(tr.ch.p, 1)
-	qw := sq(t.cfg.AccelNoise * sw)
-	qh := sq(t.cfg.AccelNoise * sh)
+	// Motion in the image does not care for the box's shape: one scale for both axes.
+	q := sq(t.cfg.AccelNoise) * max(tr.cw.p, 1) * max(tr.ch.p, 1)
+	qw, qh := q, q
 	tr.cx.predict(dt, qw)
 	tr.cy.predict(dt, qh)
 	tr.cw.predict(dt, qw)
