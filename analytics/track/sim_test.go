@@ -72,7 +72,7 @@ type simStats struct {
 	idsPerObj  map[int]map[uint64]bool
 	objsPerID  map[uint64]map[int]bool
 	ended      int
-	swaps      int  // switches to an id that followed another object before
+	swaps      int // switches to an id that followed another object before
 	debug      bool
 	maxEndLate float64 // longest time from an object's leaving to its track's end, s
 }
@@ -184,6 +184,13 @@ func simulateDebug(t testing.TB, cfg Config, objs []object, det detector, fps, d
 			if id == 0 {
 				if lastID[g] != 0 {
 					gap[g] = true
+					if st.debug {
+						for _, tk := range res.Tracks {
+							if tk.ID == lastID[g] {
+								t.Logf("t=%.1f obj %d: det %+v score %.2f, track %d %v box %+v iou %.2f", ts, g, dets[i].Box, dets[i].Score, tk.ID, tk.State, tk.Box, iou(tk.Box, dets[i].Box))
+							}
+						}
+					}
 				}
 				continue
 			}

@@ -315,7 +315,8 @@ type Tracker struct {
 type track struct {
 	Track
 	cx, cy, cw, ch axis
-	det            int // index of the detection matched in this frame
+	det            int      // index of the detection matched in this frame
+	seen           geom.Box // box of the latest matched detection
 }
 
 // New returns a tracker with configuration cfg (zero fields take defaults) whose first
@@ -409,6 +410,10 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 		// 3. high left against confirmed left (not lost), by distance.
 		t.stage(dets, t.high, func(tr *track) bool { return tr.State == Confirmed }, byDistance, gate, at)
 	}
+	// 3b. high and low left against lost, by overlap with where they were last seen.
+	isLost := func(tr *track) bool { return tr.State == Lost }
+	t.stage(dets, t.high, isLost, bySeen, 1-t.cfg.MinIoU, at)
+	t.stage(dets, t.low, isLost, bySeen, 1-t.cfg.MinIoULow, at)
 	// 4. high left against tentative, by overlap then distance.
 	t.stage(dets, t.high, isTentative, byIoU, 1-t.cfg.MinIoU, at)
 	if gate > 0 {
@@ -529,6 +534,7 @@ func (t *Tracker) hit(tr *track, d infer.Detection, at time.Time, i int, fresh b
 	tr.det = i
 	tr.Matched = true
 	tr.Box = d.Box
+	tr.seen = d.Box
 	tr.Score = d.Score
 	tr.LastSeen = at
 	tr.VX, tr.VY = tr.cx.v, tr.cy.v
@@ -579,6 +585,11 @@ type costFunc func(t *Tracker, tr *track, d infer.Detection) (cost float64, ok b
 // byIoU costs 1 - IoU of the detection with the predicted box.
 func byIoU(_ *Tracker, tr *track, d infer.Detection) (float64, bool) {
 	return 1 - iou(tr.Box, d.Box), true
+}
+
+// bySeen costs 1 - IoU of the detection with the box where the track was last seen.
+func bySeen(_ *Tracker, tr *track, d infer.Detection) (float64, bool) {
+	return 1 - iou(tr.seen, d.Box), true
 }
 
 // byDistance costs the squared Mahalanobis distance of the detection's centre from the
