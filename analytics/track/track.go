@@ -63,11 +63,17 @@
 //     without a low score ever starting one (ByteTrack's contribution; ByteTrack leaves
 //     lost tracks out of this stage, but at 2 fps one missed frame makes a track lost, and
 //     a strict IoU with its prediction is evidence enough);
-//  3. the high detections left against the confirmed tracks left (matched in the previous
-//     frame; a lost track's uncertainty has grown too wide to be safe), by the
+//  3. the high detections left against the confirmed tracks left and those lost for at
+//     most a second (past that, a prediction's uncertainty is too wide to be safe), by the
 //     distance of the detection's centre from the predicted centre, in standard deviations
 //     of the filter's prediction (Mahalanobis, squared, at most DistanceGate), with width
 //     and height within a factor 2 of the predicted ones;
+//  3b. the high and low detections left against the lost tracks left, by IoU (MinIoU,
+//     MinIoULow) with the box where each was last seen: a parked object's filtered
+//     velocity is the detector's jitter, which a prediction over a few missed frames turns
+//     into drift, and where it was last seen is where it is. This comes after the other
+//     stages, so that a moving object's place, taken by the next one in a queue, goes to
+//     that one's track first;
 //  4. the high detections left against the tentative tracks: by IoU, then by distance;
 //  5. the high detections still left, with score >= NewScore, start tentative tracks.
 //
@@ -289,6 +295,10 @@ type Result struct {
 	Ended  []Track // tracks ended in this frame (State Ended); no longer in Tracks
 }
 
+// distanceMaxLost is the longest a lost track may have gone unmatched and still be
+// matched by distance (stage 3).
+const distanceMaxLost = time.Second
+
 // ErrTimeOrder is returned by Update for a frame not later than the previous one.
 var ErrTimeOrder = errors.New("track: frame time not after the previous frame's")
 
@@ -407,8 +417,10 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	// 2. low against confirmed and lost left, by overlap.
 	t.stage(dets, t.low, isActive, byIoU, 1-t.cfg.MinIoULow, at)
 	if gate > 0 {
-		// 3. high left against confirmed left (not lost), by distance.
-		t.stage(dets, t.high, func(tr *track) bool { return tr.State == Confirmed }, byDistance, gate, at)
+		// 3. high left against confirmed and recently lost left, by distance.
+		t.stage(dets, t.high, func(tr *track) bool {
+			return tr.State == Confirmed || tr.State == Lost && at.Sub(tr.LastSeen) <= distanceMaxLost
+		}, byDistance, gate, at)
 	}
 	// 3b. high and low left against lost, by overlap with where they were last seen.
 	isLost := func(tr *track) bool { return tr.State == Lost }
