@@ -111,7 +111,10 @@ type matcher struct {
 	sub    []float64
 	rows   []int
 	cols   []int
-	comp   []int
+	comp   []int // root of each node
+	start  []int // nodes of root r: order[start[r]:start[r+1]]
+	order  []int
+	fill   []int
 }
 
 // reset prepares an nr x nc problem with every pair not allowed.
@@ -145,23 +148,33 @@ func (m *matcher) allow(nc, r, c int, cost float64) {
 
 // solve assigns rows to columns and calls match for each pair kept.
 func (m *matcher) solve(nr, nc int, limit float64, match func(r, c int)) {
-	// Group rows and columns by component root: comp[root] counts, then lists.
-	m.comp = growInt(m.comp, nr+nc)
-	for i := range m.comp {
-		m.comp[i] = 0
+	// Bucket the nodes by component: count per root, prefix sums, fill (a counting sort,
+	// so that the components come in the order of their roots and the nodes in order).
+	n := nr + nc
+	m.start = growInt(m.start, n+1)
+	clear(m.start)
+	m.comp = growInt(m.comp, n)
+	for x := range n {
+		m.comp[x] = m.find(x)
+		m.start[m.comp[x]+1]++
 	}
-	for x := range nr + nc {
-		m.comp[m.find(x)]++
+	for i := 1; i <= n; i++ {
+		m.start[i] += m.start[i-1]
 	}
-	for root := range nr + nc {
-		if m.comp[root] < 2 {
+	m.order = growInt(m.order, n)
+	m.fill = append(m.fill[:0], m.start[:n]...)
+	for x := range n {
+		root := m.comp[x]
+		m.order[m.fill[root]] = x
+		m.fill[root]++
+	}
+	for root := range n {
+		nodes := m.order[m.start[root]:m.start[root+1]]
+		if len(nodes) < 2 {
 			continue // a lone row or column: nothing to match
 		}
 		m.rows, m.cols = m.rows[:0], m.cols[:0]
-		for x := range nr + nc {
-			if m.find(x) != root {
-				continue
-			}
+		for _, x := range nodes {
 			if x < nr {
 				m.rows = append(m.rows, x)
 			} else {

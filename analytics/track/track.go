@@ -68,14 +68,14 @@
 //     distance of the detection's centre from the predicted centre, in standard deviations
 //     of the filter's prediction (Mahalanobis, squared, at most DistanceGate), with width
 //     and height within a factor 2 of the predicted ones;
-//  3b. the high and low detections left against the lost tracks left, by IoU (MinIoU,
+//  4. the high and low detections left against the lost tracks left, by IoU (MinIoU,
 //     MinIoULow) with the box where each was last seen: a parked object's filtered
 //     velocity is the detector's jitter, which a prediction over a few missed frames turns
 //     into drift, and where it was last seen is where it is. This comes after the other
 //     stages, so that a moving object's place, taken by the next one in a queue, goes to
 //     that one's track first;
-//  4. the high detections left against the tentative tracks: by IoU, then by distance;
-//  5. the high detections still left, with score >= NewScore, start tentative tracks.
+//  5. the high detections left against the tentative tracks: by IoU, then by distance;
+//  6. the high detections still left, with score >= NewScore, start tentative tracks.
 //
 // Each stage is an optimal assignment (Hungarian method, assign.go) that minimises the
 // total cost, leaving pairs unmatched rather than matching them past the stage's gate.
@@ -87,7 +87,9 @@
 // for a track followed at 10 fps, wide for one just started or lost for a second, so it
 // catches those jumps without reaching for a neighbour's detection where IoU would have
 // decided. Overlap, where there is any, still decides first. TestLargeJumps shows what it
-// buys at 2 fps.
+// buys at 2 fps (76% of the detections with an id against 16% with IoU only). Stage 4 is
+// not in ByteTrack either: TestParked (parked cars, 20% missed, 5000 frames: one id each)
+// fails without it.
 package track
 
 import (
@@ -114,13 +116,13 @@ type Config struct {
 	// Default 0.6 (HighScore + 0.1, as ByteTrack).
 	NewScore float64
 	// MinIoU is the least IoU of a high detection with a track's predicted box for the two
-	// to match by overlap (stages 1 and 4). Default 0.2.
+	// to match by overlap (stages 1, 4 and 5). Default 0.2.
 	MinIoU float64
-	// MinIoULow is the same for low detections (stage 2). Default 0.5.
+	// MinIoULow is the same for low detections (stages 2 and 4). Default 0.5.
 	MinIoULow float64
 	// DistanceGate is the largest squared Mahalanobis distance of a detection's centre from
 	// a track's predicted centre for the two to match by distance when they do not
-	// overlap enough (stages 3 and 4). Default 9.21 (chi-square, 2 degrees of freedom, 99%).
+	// overlap enough (stages 3 and 5). Default 9.21 (chi-square, 2 degrees of freedom, 99%).
 	// -1 turns matching by distance off (IoU only, as ByteTrack).
 	DistanceGate float64
 	// ConfirmHits is the number of matched frames that confirm a tentative track. Default 3.
@@ -422,16 +424,16 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 			return tr.State == Confirmed || tr.State == Lost && at.Sub(tr.LastSeen) <= distanceMaxLost
 		}, byDistance, gate, at)
 	}
-	// 3b. high and low left against lost, by overlap with where they were last seen.
+	// 4. high and low left against lost, by overlap with where they were last seen.
 	isLost := func(tr *track) bool { return tr.State == Lost }
 	t.stage(dets, t.high, isLost, bySeen, 1-t.cfg.MinIoU, at)
 	t.stage(dets, t.low, isLost, bySeen, 1-t.cfg.MinIoULow, at)
-	// 4. high left against tentative, by overlap then distance.
+	// 5. high left against tentative, by overlap then distance.
 	t.stage(dets, t.high, isTentative, byIoU, 1-t.cfg.MinIoU, at)
 	if gate > 0 {
 		t.stage(dets, t.high, isTentative, byDistance, gate, at)
 	}
-	// 5. new tentative tracks.
+	// 6. new tentative tracks.
 	for _, i := range t.high {
 		if !t.taken[i] && float64(dets[i].Score) >= t.cfg.NewScore {
 			t.start(dets[i], at, i)
@@ -652,9 +654,12 @@ func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) boo
 
 // iou is the intersection over union of two boxes.
 func iou(a, b geom.Box) float64 {
-	iw := math.Min(a.X+a.W, b.X+b.W) - math.Max(a.X, b.X)
-	ih := math.Min(a.Y+a.H, b.Y+b.H) - math.Max(a.Y, b.Y)
-	if iw <= 0 || ih <= 0 {
+	iw := min(a.X+a.W, b.X+b.W) - max(a.X, b.X)
+	if iw <= 0 {
+		return 0
+	}
+	ih := min(a.Y+a.H, b.Y+b.H) - max(a.Y, b.Y)
+	if ih <= 0 {
 		return 0
 	}
 	inter := iw * ih
