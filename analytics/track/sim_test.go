@@ -308,9 +308,9 @@ func TestStreet(t *testing.T) {
 		maxFragments float64 // per 100 objects
 		minWithID    float64 // fraction of ground-truth detections with an id
 	}{
-		{2, 15, 15, 0.8},
-		{5, 15, 10, 0.9},
-		{10, 12, 10, 0.95},
+		{2, 15, 5, 0.8},
+		{5, 15, 5, 0.9},
+		{10, 12, 5, 0.95},
 	} {
 		t.Run(fmt.Sprintf("%gfps", tc.fps), func(t *testing.T) {
 			var all simStats
