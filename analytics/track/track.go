@@ -367,7 +367,11 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	}
 	for i, d := range dets {
 		if err := checkDetection(d); err != nil {
-			return Result{}, fmt.Errorf("track: detections[%d] (%s): %w", i, d.Label, err)
+			name := d.Label
+			if name == "" {
+				name = fmt.Sprintf("class %d", d.ClassID)
+			}
+			return Result{}, fmt.Errorf("track: detections[%d] (%s): %w", i, name, err)
 		}
 	}
 	dt := 0.0
@@ -585,8 +589,13 @@ func (t *Tracker) rescale(sx, sy float64) {
 		tr.cy.scale(sy)
 		tr.ch.scale(sy)
 		tr.Box = tr.predicted()
-		tr.BestBox = geom.Box{X: tr.BestBox.X * sx, Y: tr.BestBox.Y * sy, W: tr.BestBox.W * sx, H: tr.BestBox.H * sy}
+		tr.BestBox = scaleBox(tr.BestBox, sx, sy)
+		tr.seen = scaleBox(tr.seen, sx, sy)
 	}
+}
+
+func scaleBox(b geom.Box, sx, sy float64) geom.Box {
+	return geom.Box{X: b.X * sx, Y: b.Y * sy, W: b.W * sx, H: b.H * sy}
 }
 
 // outside says whether b lies wholly outside the frame.

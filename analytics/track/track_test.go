@@ -510,3 +510,68 @@ func TestParked(t *testing.T) {
 		}
 	}
 }
+
+// Invariants over random frames of random detections (many overlapping, of two classes,
+// some frames skipped): ids given to detections are those of live matched tracks, no id
+// twice in a frame, ids confirmed in order from the first, an ended id never seen again.
+func TestInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tr := mustNew(t, Config{ConfirmHits: 2}, 100)
+	want := uint64(100)
+	ended := map[uint64]bool{}
+	sec := 0.0
+	for frame := range 3000 {
+		sec += 0.1 + rng.Float64()*0.5
+		n := rng.IntN(12)
+		dets := make([]infer.Detection, n)
+		for i := range dets {
+			c := rng.IntN(2) * 2
+			dets[i] = infer.Detection{ClassID: c, Label: label(c), Score: float32(rng.Float64()),
+				Box: geom.Box{X: rng.Float64() * 300, Y: rng.Float64() * 200, W: rng.Float64() * 100, H: rng.Float64() * 100}}
+		}
+		res, err := tr.Update(at(sec), 400, 300, dets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := map[uint64]Track{}
+		for _, tk := range res.Tracks {
+			if tk.ID != 0 {
+				if _, dup := live[tk.ID]; dup || ended[tk.ID] {
+					t.Fatalf("frame %d: track id %d twice, or after its end", frame, tk.ID)
+				}
+				live[tk.ID] = tk
+			} else if tk.State != Tentative {
+				t.Fatalf("frame %d: track without an id in state %v", frame, tk.State)
+			}
+		}
+		for _, tk := range res.New {
+			if tk.ID != want {
+				t.Fatalf("frame %d: new id %d, want %d", frame, tk.ID, want)
+			}
+			want++
+		}
+		for _, tk := range res.Ended {
+			if _, ok := live[tk.ID]; ok || tk.State != Ended || tk.ID == 0 {
+				t.Fatalf("frame %d: ended %+v still live or without an id", frame, tk)
+			}
+			ended[tk.ID] = true
+		}
+		seen := map[uint64]bool{}
+		for i, id := range res.IDs {
+			if id == 0 {
+				continue
+			}
+			tk, ok := live[id]
+			if !ok || !tk.Matched || seen[id] || tk.ClassID != dets[i].ClassID || tk.Box != dets[i].Box {
+				t.Fatalf("frame %d: detection %d has id %d: live %v, track %+v, twice %v", frame, i, id, ok, tk, seen[id])
+			}
+			seen[id] = true
+		}
+		if tr.NextID() != want {
+			t.Fatalf("NextID %d, want %d", tr.NextID(), want)
+		}
+	}
+	if want-100 < 50 {
+		t.Errorf("only %d tracks confirmed: the test exercises little", want-100)
+	}
+}
