@@ -73,6 +73,7 @@ type simStats struct {
 	objsPerID  map[uint64]map[int]bool
 	ended      int
 	swaps      int // switches to an id that followed another object before
+	changed    int // objects whose last id is not their first
 	debug      bool
 	maxEndLate float64 // longest time from an object's leaving to its track's end, s
 }
@@ -85,8 +86,8 @@ func (s simStats) switchesPer100() float64 {
 }
 
 func (s simStats) String() string {
-	return fmt.Sprintf("%d frames, %d objects (%d followed), %d tracks; id switches %d (%.1f per 100 objects), fragmentations %d, swaps %d; detections with an id %.1f%%; false-positive frames with an id %d",
-		s.frames, s.objects, s.followed, s.tracks, s.switches, s.switchesPer100(), s.frags, s.swaps,
+	return fmt.Sprintf("%d frames, %d objects (%d followed), %d tracks; id switches %d (%.1f per 100 objects), fragmentations %d, switches to another object's id %d, objects that left with another id than their first %d; detections with an id %.1f%%; false-positive frames with an id %d",
+		s.frames, s.objects, s.followed, s.tracks, s.switches, s.switchesPer100(), s.frags, s.swaps, s.changed,
 		100*float64(s.gtWithID)/float64(max(s.gtDets, 1)), s.fpIDs)
 }
 
@@ -107,6 +108,7 @@ func simulateDebug(t testing.TB, cfg Config, objs []object, det detector, fps, d
 	lastID := map[int]uint64{}
 	gap := map[int]bool{} // detected without an id since its last id
 	idObj := map[uint64]int{}
+	firstID := map[int]uint64{}
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	var dets []infer.Detection
 	var truth []int // ground-truth object of each detection, -1 for a false positive
@@ -143,6 +145,7 @@ func simulateDebug(t testing.TB, cfg Config, objs []object, det detector, fps, d
 			dets = append(dets, infer.Detection{ClassID: o.class, Label: label(o.class), Score: float32(score), Box: b})
 			truth = append(truth, oi)
 		}
+		dets, truth = nms(dets, truth)
 		for range poisson(rng, det.fpRate) {
 			c := det.classes[rng.IntN(len(det.classes))]
 			w, h := 40+80*rng.Float64(), 60+120*rng.Float64()
@@ -197,6 +200,7 @@ func simulateDebug(t testing.TB, cfg Config, objs []object, det detector, fps, d
 			st.gtWithID++
 			if len(st.idsPerObj[g]) == 0 {
 				st.followed++
+				firstID[g] = id
 			}
 			st.idsPerObj[g][id] = true
 			if st.objsPerID[id] == nil {
@@ -219,7 +223,36 @@ func simulateDebug(t testing.TB, cfg Config, objs []object, det detector, fps, d
 			gap[g] = false
 		}
 	}
+	for g, first := range firstID {
+		if lastID[g] != first {
+			st.changed++
+		}
+	}
 	return st
+}
+
+// nms drops a detection that overlaps one of its class with a higher score by IoU over
+// 0.45, as the workers do (infer.DefaultIoU): two objects of a class that overlap that
+// much are one detection, as with a real detector, where the nearer also hides the other.
+func nms(dets []infer.Detection, truth []int) ([]infer.Detection, []int) {
+	keep := func(i int) bool {
+		for j := range dets {
+			if j != i && dets[j].ClassID == dets[i].ClassID && iou(dets[i].Box, dets[j].Box) > infer.DefaultIoU &&
+				(dets[j].Score > dets[i].Score || dets[j].Score == dets[i].Score && j < i) {
+				return false
+			}
+		}
+		return true
+	}
+	var outD []infer.Detection
+	var outT []int
+	for i := range dets {
+		if keep(i) {
+			outD = append(outD, dets[i])
+			outT = append(outT, truth[i])
+		}
+	}
+	return outD, outT
 }
 
 func clip(b geom.Box) geom.Box {
@@ -308,9 +341,9 @@ func TestStreet(t *testing.T) {
 		maxFragments float64 // per 100 objects
 		minWithID    float64 // fraction of ground-truth detections with an id
 	}{
-		{2, 15, 5, 0.8},
-		{5, 15, 5, 0.9},
-		{10, 12, 5, 0.95},
+		{2, 18, 5, 0.8},
+		{5, 18, 5, 0.9},
+		{10, 18, 5, 0.95},
 	} {
 		t.Run(fmt.Sprintf("%gfps", tc.fps), func(t *testing.T) {
 			var all simStats
@@ -327,6 +360,7 @@ func TestStreet(t *testing.T) {
 				all.gtWithID += st.gtWithID
 				all.fpIDs += st.fpIDs
 				all.swaps += st.swaps
+				all.changed += st.changed
 			}
 			t.Logf("street at %g fps: %v", tc.fps, all)
 			if got := all.switchesPer100(); got > tc.maxSwitches {

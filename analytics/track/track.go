@@ -42,8 +42,9 @@
 //     It is still matched against new detections (by overlap and by distance), and when it
 //     is, it is confirmed again with the same id. It ends when it has not been matched for
 //     longer than LostTimeout (a time, so it means the same at every frame rate), or at
-//     once when its predicted box lies wholly outside the frame (it left: detections are
-//     clipped to the frame, so none could match it).
+//     once when the centre of its predicted box is outside the frame (it left: detections
+//     are clipped to the frame, so none would match it but that of the next object to
+//     come in there).
 //   - ended: reported once in Result.Ended (State Ended), then forgotten.
 //
 // A track keeps the class of the detection that started it: a detection matches only
@@ -598,9 +599,13 @@ func scaleBox(b geom.Box, sx, sy float64) geom.Box {
 	return geom.Box{X: b.X * sx, Y: b.Y * sy, W: b.W * sx, H: b.H * sy}
 }
 
-// outside says whether b lies wholly outside the frame.
+// outside says whether b's centre lies outside the frame. Detections are clipped to the
+// frame, so a track's box leaves it only by prediction: such a track's object has gone
+// (or is about to), and kept, it would take the detection of the next object to come in
+// where it left.
 func (t *Tracker) outside(b geom.Box) bool {
-	return b.X+b.W <= 0 || b.Y+b.H <= 0 || b.X >= float64(t.w) || b.Y >= float64(t.h)
+	cx, cy := b.X+b.W/2, b.Y+b.H/2
+	return cx < 0 || cy < 0 || cx > float64(t.w) || cy > float64(t.h)
 }
 
 // costFunc returns the cost of matching track tr with detection d, or ok false when the

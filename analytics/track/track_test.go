@@ -455,23 +455,39 @@ func TestLargeJumps(t *testing.T) {
 }
 
 // Two people of the same class whose paths cross, at 2, 5 and 10 fps, with detector
-// noise and misses: neither takes the other's id.
+// noise and misses: each leaves with the id it came with. Apart: one walks a little behind
+// the other (boxes overlap by IoU under 0.45: both detected): no switch at all. Same line:
+// their boxes merge into one detection (the detector's NMS) while they pass, so one of
+// them is lost for a few frames and must be found again on the right side; at the frame
+// where they coincide, the one detection may go to either track (a transient swap, two
+// switches), but never for good.
 func TestCrossingPaths(t *testing.T) {
-	for _, fps := range []float64{2, 5, 10} {
-		var all simStats
-		for seed := uint64(1); seed <= 30; seed++ {
-			objs := []object{
-				{class: 0, w: 50, h: 150, x: 100, y: 250, vx: 150, vy: 30, enter: 0, leave: 8},
-				{class: 0, w: 50, h: 150, x: 1180, y: 330, vx: -150, vy: -10, enter: 0, leave: 8},
+	for _, tc := range []struct {
+		name        string
+		dy          float64 // vertical offset between the two paths
+		maxSwitches int     // in 30 runs
+	}{
+		{"apart", 80, 0},
+		{"same line", 10, 10},
+	} {
+		for _, fps := range []float64{2, 5, 10} {
+			var all simStats
+			for seed := uint64(1); seed <= 30; seed++ {
+				objs := []object{
+					{class: 0, w: 50, h: 150, x: 100, y: 300 - tc.dy/2, vx: 150, vy: 5, enter: 0, leave: 8},
+					{class: 0, w: 50, h: 150, x: 1180, y: 300 + tc.dy/2, vx: -150, vy: -5, enter: 0, leave: 8},
+				}
+				st := simulate(t, Config{}, objs, detector{noise: 0.04, miss: 0.1, low: 0.1, classes: []int{0}}, fps, 8, seed)
+				all.objects += st.objects
+				all.switches += st.switches
+				all.swaps += st.swaps
+				all.changed += st.changed
 			}
-			st := simulate(t, Config{}, objs, detector{noise: 0.04, miss: 0.1, low: 0.1, classes: []int{0}}, fps, 8, seed)
-			all.objects += st.objects
-			all.switches += st.switches
-			all.swaps += st.swaps
-		}
-		t.Logf("crossing at %g fps: %d objects, %d switches, %d swaps", fps, all.objects, all.switches, all.swaps)
-		if all.swaps > 0 || all.switches > all.objects/20 {
-			t.Errorf("%g fps: %d swaps, %d switches for %d objects; want none and at most 5%%", fps, all.swaps, all.switches, all.objects)
+			t.Logf("crossing, %s, at %g fps: %d objects, %d switches (%d to the other's id), %d left with another id than they came with",
+				tc.name, fps, all.objects, all.switches, all.swaps, all.changed)
+			if all.changed > 0 || all.switches > tc.maxSwitches {
+				t.Errorf("%s, %g fps: %d objects left with another id, %d switches; want none and at most %d", tc.name, fps, all.changed, all.switches, tc.maxSwitches)
+			}
 		}
 	}
 }
