@@ -15,7 +15,13 @@
 //	// res.Ended: tracks ended in this frame (object event "end").
 //	// res.Tracks: every live track (the /objects listing, zones, lines).
 //	...
-//	ended := tr.EndAll(at) // on camera removal or shutdown: "end" for every track
+//	ended := tr.EndAll() // on camera removal or shutdown: "end" for every track
+//
+// Filters and masks (which detections to track at all) apply before Update: a detection
+// left out is simply not there for the tracker. A lost track's Box is a prediction, not a
+// sighting: zones and lines may want to look at matched tracks only (Track.Matched).
+// SetConfig changes the configuration of a running tracker (a hot reload) and keeps its
+// tracks.
 //
 // A Tracker holds no lock: it must not be used by two goroutines at once. Update reuses
 // the slices of the Result it returns: they are valid until the next call of Update or
@@ -345,6 +351,17 @@ func New(cfg Config, firstID uint64) (*Tracker, error) {
 		firstID = 1
 	}
 	return &Tracker{cfg: cfg, nextID: firstID}, nil
+}
+
+// SetConfig replaces the tracker's configuration (zero fields take defaults), keeping its
+// tracks and ids. On a bad configuration it returns Check's error and changes nothing.
+func (t *Tracker) SetConfig(cfg Config) error {
+	cfg.SetDefaults()
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	t.cfg = cfg
+	return nil
 }
 
 // Config returns the tracker's configuration, defaults applied.
