@@ -381,7 +381,8 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 		return Result{}, fmt.Errorf("track: frame size %dx%d is not positive", width, height)
 	}
 	if t.started && !at.After(t.last) {
-		return Result{}, fmt.Errorf("%w: %v is not after %v", ErrTimeOrder, at, t.last)
+		return Result{}, fmt.Errorf("%w: %s is not after %s", ErrTimeOrder,
+			at.Format(time.RFC3339Nano), t.last.Format(time.RFC3339Nano))
 	}
 	for i, d := range dets {
 		if err := checkDetection(d); err != nil {

@@ -591,3 +591,24 @@ func TestInvariants(t *testing.T) {
 		t.Errorf("only %d tracks confirmed: the test exercises little", want-100)
 	}
 }
+
+func TestSetConfig(t *testing.T) {
+	tr := mustNew(t, Config{ConfirmHits: 1}, 1)
+	mustUpdate(t, tr, 0, person(300, 300, 0.9))
+	if err := tr.SetConfig(Config{HighScore: 2}); err == nil || !strings.Contains(err.Error(), "HighScore") {
+		t.Errorf("SetConfig with HighScore 2: %v, want an error naming HighScore", err)
+	}
+	if tr.Config().ConfirmHits != 1 {
+		t.Errorf("a refused config changed the tracker: %+v", tr.Config())
+	}
+	// A new LostTimeout applies to the tracks there are.
+	if err := tr.SetConfig(Config{LostTimeout: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustUpdate(t, tr, 0.5, person(300, 300, 0.9)); res.IDs[0] != 1 {
+		t.Fatalf("track lost on SetConfig: id %d", res.IDs[0])
+	}
+	if res := mustUpdate(t, tr, 1.6); len(res.Ended) != 1 {
+		t.Errorf("missed 1.1 s with LostTimeout 1 s: ended %v", res.Ended)
+	}
+}
