@@ -78,6 +78,22 @@ type simStats struct {
 	maxEndLate float64 // longest time from an object's leaving to its track's end, s
 }
 
+// add sums o's counts into s.
+func (s *simStats) add(o simStats) {
+	s.frames += o.frames
+	s.objects += o.objects
+	s.followed += o.followed
+	s.gtDets += o.gtDets
+	s.gtWithID += o.gtWithID
+	s.switches += o.switches
+	s.frags += o.frags
+	s.fpIDs += o.fpIDs
+	s.tracks += o.tracks
+	s.ended += o.ended
+	s.swaps += o.swaps
+	s.changed += o.changed
+}
+
 func (s simStats) switchesPer100() float64 {
 	if s.objects == 0 {
 		return 0
@@ -349,18 +365,7 @@ func TestStreet(t *testing.T) {
 			var all simStats
 			for seed := uint64(1); seed <= 3; seed++ {
 				objs := scene(rand.New(rand.NewPCG(seed, 7)), duration)
-				st := simulate(t, Config{}, objs, street(), tc.fps, duration, seed)
-				all.frames += st.frames
-				all.objects += st.objects
-				all.followed += st.followed
-				all.tracks += st.tracks
-				all.switches += st.switches
-				all.frags += st.frags
-				all.gtDets += st.gtDets
-				all.gtWithID += st.gtWithID
-				all.fpIDs += st.fpIDs
-				all.swaps += st.swaps
-				all.changed += st.changed
+				all.add(simulate(t, Config{}, objs, street(), tc.fps, duration, seed))
 			}
 			t.Logf("street at %g fps: %v", tc.fps, all)
 			if got := all.switchesPer100(); got > tc.maxSwitches {

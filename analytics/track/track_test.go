@@ -433,16 +433,8 @@ func TestLargeJumps(t *testing.T) {
 	det := detector{noise: 0.03, miss: 0.05, classes: []int{0}}
 	var with, without simStats
 	for seed := uint64(1); seed <= 20; seed++ {
-		st := simulate(t, Config{}, mk(), det, 2, 9, seed)
-		with.objects += st.objects
-		with.switches += st.switches
-		with.gtDets += st.gtDets
-		with.gtWithID += st.gtWithID
-		st = simulate(t, Config{DistanceGate: -1}, mk(), det, 2, 9, seed)
-		without.objects += st.objects
-		without.switches += st.switches
-		without.gtDets += st.gtDets
-		without.gtWithID += st.gtWithID
+		with.add(simulate(t, Config{}, mk(), det, 2, 9, seed))
+		without.add(simulate(t, Config{DistanceGate: -1}, mk(), det, 2, 9, seed))
 	}
 	t.Logf("with the distance stage: %v", with)
 	t.Logf("IoU only: %v", without)
@@ -477,11 +469,7 @@ func TestCrossingPaths(t *testing.T) {
 					{class: 0, w: 50, h: 150, x: 100, y: 300 - tc.dy/2, vx: 150, vy: 5, enter: 0, leave: 8},
 					{class: 0, w: 50, h: 150, x: 1180, y: 300 + tc.dy/2, vx: -150, vy: -5, enter: 0, leave: 8},
 				}
-				st := simulate(t, Config{}, objs, detector{noise: 0.04, miss: 0.1, low: 0.1, classes: []int{0}}, fps, 8, seed)
-				all.objects += st.objects
-				all.switches += st.switches
-				all.swaps += st.swaps
-				all.changed += st.changed
+				all.add(simulate(t, Config{}, objs, detector{noise: 0.04, miss: 0.1, low: 0.1, classes: []int{0}}, fps, 8, seed))
 			}
 			t.Logf("crossing, %s, at %g fps: %d objects, %d switches (%d to the other's id), %d left with another id than they came with",
 				tc.name, fps, all.objects, all.switches, all.swaps, all.changed)
