@@ -13,9 +13,10 @@ import (
 	"github.com/visiond/visiond/internal/geom"
 )
 
-var t0 = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
-
-func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+// at is the time sec seconds after the tests' origin.
+func at(sec float64) time.Time {
+	return time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC).Add(time.Duration(sec * float64(time.Second)))
+}
 
 func person(cx, cy float64, score float32) infer.Detection {
 	return infer.Detection{ClassID: 0, Label: "person", Score: score, Box: geom.Box{X: cx - 25, Y: cy - 75, W: 50, H: 150}}
