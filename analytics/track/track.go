@@ -151,7 +151,7 @@ type Config struct {
 	// second squared (a box size: the square root of its area): how fast they may change
 	// speed or direction without the filter being surprised. Default 0.5: more makes the
 	// velocity follow the detector's jitter, and the prediction through an occlusion
-	// worse (TestStreet's switches doubled at 1, tripled at 2).
+	// worse (on TestStreet at 2 fps, 1 gave 1.8 times the switches of 0.5).
 	AccelNoise float64
 	// InitVelocity is the standard deviation of a new track's velocity, in box sizes per
 	// second (as for AccelNoise): the prior on how fast things move before a track has a second detection.
