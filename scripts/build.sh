@@ -11,8 +11,9 @@
 #     wrappers (highgui, dnn, ...) with what they reference (-Wl,--gc-sections). A wrapper the
 #     code calls into a module not listed fails the link, it does not fail at run time;
 #   - hardened C: -D_FORTIFY_SOURCE=2 -O2 -fstack-protector-strong -fstack-clash-protection,
-#     and full RELRO with
-#     immediate binding (-Wl,-z,relro,-z,now), as dpkg-buildflags' hardening=+all sets them.
+#     and full RELRO with immediate binding (-Wl,-z,relro,-z,now), as dpkg-buildflags'
+#     hardening=+all sets them (hardening-check /usr/bin/visiond: all yes but CFI, which the
+#     Go code has not).
 # The tests (go test) keep gocv's default flags (every module): only the shipped binary is slim.
 set -euo pipefail
 
