@@ -135,11 +135,14 @@ cross-test: setup arm64
 # Debian packages in build/deb/: visiond_<version>_amd64.deb and, from the cross build, _arm64.deb.
 deb: deb-amd64 deb-arm64
 
+# MAINTAINER='Full Name <mail>' sets the packages' Maintainer (default: DEBFULLNAME and
+# DEBEMAIL, else git's user.name and user.email).
+MAINTAINER ?=
 deb-amd64: setup build
-	@scripts/deb.sh amd64
+	@$(if $(MAINTAINER),VISIOND_MAINTAINER='$(MAINTAINER)') scripts/deb.sh amd64
 
 deb-arm64: arm64
-	@scripts/deb.sh arm64
+	@$(if $(MAINTAINER),VISIOND_MAINTAINER='$(MAINTAINER)') scripts/deb.sh arm64
 
 # The amd64 package installed in a clean Debian 12 chroot (debootstrap, kept in build/),
 # checked, run as the unit would run it, reinstalled and purged.
