@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL ?= install
 
-.PHONY: all setup build run test test-loaded vet fmt-check tidy-check unit-check setup-test bench bench-report bench-micro install clean
+.PHONY: all setup build run test test-loaded vet fmt-check tidy-check unit-check unit-sandbox-test setup-test bench bench-report bench-micro install clean
 
 all: build
 
@@ -58,6 +58,11 @@ tidy-check:
 # The systemd unit's sandbox: systemd-analyze security --offline=true scores it 2.5 or lower.
 unit-check:
 	@scripts/unit-check.sh
+
+# The daemon (demo config, one CPU worker) inside the unit's system call filter, with no
+# capabilities and not as root, where systemd is not PID 1 (as root; python3-seccomp).
+unit-sandbox-test: setup build
+	@scripts/unit-sandbox-test.sh $(BIN)
 
 # scripts/setup.sh fails with the way to get Go when the Go in use is older than go.mod's.
 setup-test:
