@@ -5,7 +5,8 @@
 #   - position-independent (-buildmode=pie), as Debian builds its binaries;
 #   - linked against the OpenCV modules the code uses and no others: gocv's cgo directives
 #     link every module pkg-config lists, highgui among them, which pulls in Qt 5 and OpenGL
-#     (about 100 MB of packages on a headless box). With gocv's customenv build tag the flags
+#     (on a fresh Debian 12: 341 packages, 13 of them Qt, 202 MB to download, against 246
+#     packages, no Qt, 165 MB with the four modules below). With gocv's customenv build tag the flags
 #     come from here: OpenCV's include path from pkg-config, the modules in $OPENCV_MODULES,
 #     and every C and C++ function in its own section so that the linker drops gocv's unused
 #     wrappers (highgui, dnn, ...) with what they reference (-Wl,--gc-sections). A wrapper the
