@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL ?= install
 
-.PHONY: all setup build run test test-loaded vet fmt-check tidy-check unit-check unit-sandbox-test setup-test bench bench-report bench-micro install clean
+.PHONY: all setup build run test test-loaded vet fmt-check tidy-check unit-check unit-sandbox-test setup-test setup-fresh-test bench bench-report bench-micro install clean
 
 all: build
 
@@ -63,6 +63,11 @@ unit-check:
 # capabilities and not as root, where systemd is not PID 1 (as root; python3-seccomp).
 unit-sandbox-test: setup build
 	@scripts/unit-sandbox-test.sh $(BIN)
+
+# scripts/setup.sh in a fresh Debian 12 chroot without Go or npm (as root, about 4-10 min):
+# apt packages, nodejs and npm from Debian, the downloads, then the clear stop for Go.
+setup-fresh-test:
+	@scripts/setup-fresh-test.sh
 
 # scripts/setup.sh fails with the way to get Go when the Go in use is older than go.mod's.
 setup-test:
