@@ -18,7 +18,7 @@
 #   3. ONNX Runtime's libonnxruntime.so.1 for linux/arm64 from the npm package onnxruntime-node
 #      (the same release as scripts/setup.sh's x64 library), checked by sha256, into
 #      third_party/linux-arm64/
-#   4. go build with CGO_ENABLED=1 GOARCH=arm64, the cross compilers pointed at the sysroot and
+#   4. scripts/build.sh (the shipped flags) with CGO_ENABLED=1 GOARCH=arm64, the cross compilers pointed at the sysroot and
 #      pkg-config reading the sysroot's .pc files: bin/linux-arm64/visiond
 #
 # Environment: VISIOND_SYSROOT_ARM64 (default build/sysroot-arm64), VISIOND_DEBIAN_MIRROR
@@ -140,6 +140,6 @@ export PKG_CONFIG_SYSROOT_DIR="$SR"
 export PKG_CONFIG_LIBDIR="$SR/usr/lib/$MULTIARCH/pkgconfig:$SR/usr/share/pkgconfig"
 export PKG_CONFIG_PATH=
 mkdir -p "$(dirname "$OUT")"
-$GO build -buildmode=pie -o "$OUT" ./cmd/visiond
+GO="$GO" scripts/build.sh "$OUT"
 aarch64-linux-gnu-readelf -h "$OUT" | grep -q 'Machine:.*AArch64' || { echo "cross-arm64: $OUT is not an arm64 binary" >&2; exit 1; }
 log "build: $OUT ($(du -h "$OUT" | cut -f1)) in $(took "$t0")"

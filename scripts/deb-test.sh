@@ -16,6 +16,10 @@
 #   6. the same command line on the shipped example config, for a few seconds: reported, not
 #      judged (that config is an example to edit: CUDA workers, a hub, sample cameras)
 #   7. reinstall (postinst again, user already there), then purge: files and state gone
+# Before the chroot, on the .deb itself: lintian reports no error or warning (overrides with
+# their reasons in packaging/lintian-overrides), and neither Depends nor what apt installs
+# with it brings OpenCV's highgui or Qt. After the install, `systemctl enable` (offline, as an
+# admin would) and removal: the enable link goes with the package.
 # Starting the unit with systemctl needs systemd as PID 1, which a chroot does not have: step 5
 # runs what the unit would run instead.
 #
@@ -51,13 +55,29 @@ if [ -z "${VISIOND_DEB_TEST_NS:-}" ]; then
   DEB=${1:-$(ls -t build/deb/visiond_*_amd64.deb 2>/dev/null | head -1)}
   [ -n "$DEB" ] && [ -f "$DEB" ] || die "no .deb: run make deb-amd64 first"
   for f in "$TP/yolov8n.onnx" "$TP/media/vtest.h264.ts"; do [ -f "$f" ] || die "$f missing: run make setup"; done
-  for p in debootstrap; do
-    command -v "$p" >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap; }
+  for p in debootstrap lintian; do
+    command -v "$p" >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$p"; }
   done
   exec unshare --mount --propagation private env VISIOND_DEB_TEST_NS=1 "$self" "$DEB"
 fi
 DEB=$1
 t_all=$(now)
+
+# The .deb itself: lintian, and no highgui or Qt in its Depends.
+t0=$(now)
+mkdir -p "$WORK"
+if lintian --pedantic --display-info --fail-on error,warning "$DEB" >"$WORK/lintian.txt" 2>&1; then
+  pass "lintian --pedantic: no error or warning ($(grep -c '^[IP]: ' "$WORK/lintian.txt") info and pedantic tags; $(lintian --version), $(took "$t0"))"
+else
+  grep -vE '^[IPN]: |root privileges' "$WORK/lintian.txt" | sed 's/^/    /'
+  fail "lintian: errors or warnings (whole report: $WORK/lintian.txt)"
+fi
+depends=$(dpkg-deb -f "$DEB" Depends)
+if grep -qiE 'highgui|qt[0-9]|libqt' <<<"$depends"; then
+  fail "Depends brings highgui or Qt: $depends"
+else
+  pass "Depends without highgui or Qt: $depends"
+fi
 
 # The clean Debian 12, once.
 t0=$(now)
@@ -111,6 +131,12 @@ else
   die "apt-get install failed (log: $WORK/install.log)"
 fi
 in_root dpkg-query -W -f='    ${Package} ${Version} ${Status}\n' visiond
+qt=$(in_root dpkg-query -W -f='${Package}\n' | grep -iE '^libqt|highgui' | tr '\n' ' ' || true)
+if [ -z "$qt" ]; then
+  pass "no Qt or highgui package installed with it"
+else
+  fail "installed with it: $qt"
+fi
 
 # 2. User, files, permissions.
 if pw=$(in_root getent passwd visiond) && in_root getent group visiond >/dev/null; then
@@ -259,7 +285,8 @@ run_unit /etc/visiond/visiond.yaml 20 "$WORK/example"
 log "INFO the shipped example config, unedited ($(took "$t0")): $(tr '\n' ';' <<<"$(cat "$WORK/example.status" 2>/dev/null)")"
 grep -E 'level=(WARN|ERROR)|"level":"(WARN|ERROR)"|visiond run:|running' "$WORK/example.log" | head -6 | cut -c1-300 | sed 's/^/    /'
 
-# 7. Reinstall, then purge.
+# 7. Reinstall, then purge; before the purge, an admin enables the service (systemctl works
+# offline on the links) and prerm must take the link away.
 t0=$(now)
 if in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall "/root/$debname" >"$WORK/reinstall.log" 2>&1; then
   pass "reinstall (postinst with the user already there) ($(took "$t0"))"
@@ -268,14 +295,18 @@ else
   fail "reinstall"
 fi
 rm -f "$ROOT/etc/visiond/demo.yaml" # the test's own file: purge leaves an admin's files in /etc/visiond
+wants=/etc/systemd/system/multi-user.target.wants/visiond.service
+if ! in_root systemctl enable visiond.service >"$WORK/enable.log" 2>&1 || [ ! -L "$ROOT$wants" ]; then
+  fail "systemctl enable visiond (offline) made no $wants: $(cat "$WORK/enable.log")"
+fi
 t0=$(now)
 if in_root env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q visiond >"$WORK/purge.log" 2>&1; then
   left=
-  for f in /usr/bin/visiond /usr/lib/visiond /lib/systemd/system/visiond.service /etc/visiond /var/lib/visiond; do
+  for f in /usr/bin/visiond /usr/lib/visiond /lib/systemd/system/visiond.service /etc/visiond /var/lib/visiond "$wants"; do
     [ ! -e "$ROOT$f" ] || left="$left $f"
   done
   if [ -z "$left" ]; then
-    pass "purge: binary, library, unit, /etc/visiond and /var/lib/visiond gone; user kept: $(in_root getent passwd visiond >/dev/null && echo yes || echo no) ($(took "$t0"))"
+    pass "purge: binary, library, unit, the admin's enable link, /etc/visiond and /var/lib/visiond gone; user kept: $(in_root getent passwd visiond >/dev/null && echo yes || echo no) ($(took "$t0"))"
   else
     fail "purge left:$left"
   fi

@@ -13,12 +13,14 @@
 #   /usr/share/visiond/fetch-model.sh        fetches the (AGPL, not shipped) yolov8n.onnx
 #   /usr/share/doc/visiond/                  README, docs, copyright, changelog
 #   /usr/share/man/man1/visiond.1.gz         packaging/visiond.1
+#   /usr/share/lintian/overrides/visiond     packaging/lintian-overrides (what ONNX Runtime embeds)
 #   postinst (the visiond system user, /var/lib/visiond, daemon-reload), prerm (stop, disable),
 #   postrm (daemon-reload; purge: /var/lib/visiond). Depends from dpkg-shlibdeps: for arm64 it
 #   reads the shlibs and symbols files that scripts/cross-arm64.sh collected in the sysroot.
 #
 # VISIOND_VERSION overrides the version (default 0.0~git<commit date>.<commit>, +dirty when the
-# work tree has changes); VISIOND_MAINTAINER the Maintainer field.
+# work tree has changes); VISIOND_MAINTAINER the Maintainer field (default: DEBFULLNAME and
+# DEBEMAIL, else git's user.name and user.email).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -58,7 +60,17 @@ else
   VERSION="0.0~git$(git log -1 --format=%cd --date=format:%Y%m%d).$(git rev-parse --short=7 HEAD)"
   [ -z "$(git status --porcelain --untracked-files=no)" ] || VERSION="$VERSION+dirty"
 fi
-MAINTAINER=${VISIOND_MAINTAINER:-visiond maintainers <visiond@localhost>}
+# The Maintainer (and the changelog's signer): VISIOND_MAINTAINER (make deb MAINTAINER=...),
+# else Debian's DEBFULLNAME and DEBEMAIL, else git's author identity of this clone.
+if [ -n "${VISIOND_MAINTAINER:-}" ]; then
+  MAINTAINER=$VISIOND_MAINTAINER
+elif [ -n "${DEBEMAIL:-}" ]; then
+  MAINTAINER="${DEBFULLNAME:-$(git config user.name || true)} <$DEBEMAIL>"
+else
+  MAINTAINER=$(git var GIT_AUTHOR_IDENT 2>/dev/null | sed 's/ [0-9]* [-+][0-9]*$//') || true
+fi
+[[ $MAINTAINER =~ ^[^\<\>]*[^\<\>\ ]\ \<[^@\<\>\ ]+@[^@\<\>\ ]+\.[^@\<\>\ ]+\>$ ]] ||
+  fail "maintainer '$MAINTAINER' is not 'Full Name <user@host.domain>': set VISIOND_MAINTAINER (make deb MAINTAINER='Name <mail>') or DEBFULLNAME and DEBEMAIL"
 
 OUTDIR=build/deb
 STAGE=$OUTDIR/stage-$ARCH
@@ -80,6 +92,7 @@ install -D -m 0755 packaging/fetch-model.sh "$STAGE/usr/share/visiond/fetch-mode
 install -D -m 0644 README.md "$STAGE/usr/share/doc/visiond/README.md"
 for f in docs/*.md; do install -m 0644 "$f" "$STAGE/usr/share/doc/visiond/"; done
 install -m 0644 packaging/copyright "$STAGE/usr/share/doc/visiond/copyright"
+install -D -m 0644 packaging/lintian-overrides "$STAGE/usr/share/lintian/overrides/visiond"
 install -d "$STAGE/usr/share/man/man1"
 gzip -9n <packaging/visiond.1 >"$STAGE/usr/share/man/man1/visiond.1.gz"
 chmod 0644 "$STAGE/usr/share/man/man1/visiond.1.gz"

