@@ -46,6 +46,9 @@ type Detection struct {
 	Score   float32 `json:"score"`
 	Box     Box     `json:"box"`      // source-frame pixels
 	BoxNorm Box     `json:"box_norm"` // the same box as fractions of the frame size, 0..1
+	// TrackID is the id of the confirmed track the detection belongs to (ObjectEvent's
+	// track_id); 0, and absent from the JSON, when it belongs to none or tracking is off.
+	TrackID uint64 `json:"track_id,omitempty"`
 }
 
 // Precision of a Detection's numbers in JSON, as the number of decimals kept. A box from a
