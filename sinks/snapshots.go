@@ -345,12 +345,19 @@ func (s *Snapshots) forget(name string) {
 	}
 }
 
+// getTimeout bounds Get.
+const getTimeout = 10 * time.Second
+
 // Get reads the snapshot stored under name: jetstream.ErrObjectNotFound (wrapped) when there
-// is none (never stored, removed by age, or to make room).
+// is none (never stored, removed by age, or to make room). The server removes an expired
+// snapshot's data a moment before its entry: a read in between waits for data that will not
+// come, so Get gives up after getTimeout unless ctx says sooner.
 func (s *Snapshots) Get(ctx context.Context, name string) ([]byte, error) {
 	if err := checkObjectName(name); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, getTimeout)
+	defer cancel()
 	data, err := s.obs.GetBytes(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", name, err)

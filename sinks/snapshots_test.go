@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -173,6 +174,10 @@ func TestSnapshotsAgeLimit(t *testing.T) {
 	testutil.WaitFor(t, time.Minute, "the snapshot stored", func() bool { return sn.Stats().Stored == 1 })
 	ctx := ctxMinute(t)
 	testutil.WaitFor(t, time.Minute, "the snapshot removed by age", func() bool {
+		// Its data expires a moment before its entry: a read in between waits for Get's
+		// timeout, so each read gets its own short one.
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		_, err := sn.Get(ctx, "door/t1.jpg")
 		return errors.Is(err, jetstream.ErrObjectNotFound)
 	})
