@@ -184,7 +184,7 @@ func (s *State) PutOccupancy(camera, zone string, byClass map[string]int) error 
 	if err := errors.Join(checkToken("camera", camera), checkToken("zone", zone)); err != nil {
 		return fmt.Errorf("state: occupancy: %w", err)
 	}
-	o := Occupancy{Camera: camera, Zone: zone, ByClass: map[string]int{}, At: time.Now().UTC()}
+	o := Occupancy{Camera: camera, Zone: zone, ByClass: map[string]int{}, At: ms(time.Now())}
 	for c, n := range byClass {
 		if n > 0 {
 			o.ByClass[c] = n
@@ -225,7 +225,7 @@ func (s *State) PutLineCounts(camera string, counts []LineCount) error {
 		}
 		ls.Counts[c.Direction][c.Class] += c.N
 	}
-	now := time.Now().UTC()
+	now := ms(time.Now())
 	for _, line := range order {
 		ls := byLine[line]
 		ls.At = now
@@ -242,7 +242,7 @@ func (s *State) PutNextTrackID(camera string, next uint64) error {
 	if err := checkToken("camera", camera); err != nil {
 		return fmt.Errorf("state: next track id: %w", err)
 	}
-	return s.put(trackerKey(camera), TrackerState{Camera: camera, NextID: next, At: time.Now().UTC()})
+	return s.put(trackerKey(camera), TrackerState{Camera: camera, NextID: next, At: ms(time.Now())})
 }
 
 // DeleteZone removes the occupancy of a zone no longer configured.
