@@ -324,3 +324,24 @@ func TestObjectEventsRideOutServerRestart(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// BenchmarkEncodeObjectEvents is the cost of encoding each new kind of event with its
+// rounding.
+func BenchmarkEncodeObjectEvents(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		v    any
+	}{{"object", sampleObject(ObjectUpdate)}, {"zone", sampleZone(ZoneExit)}, {"line", sampleLine()}} {
+		b.Run(c.name, func(b *testing.B) {
+			var n int
+			for b.Loop() {
+				data, err := json.Marshal(c.v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(data)
+			}
+			b.ReportMetric(float64(n), "bytes/event")
+		})
+	}
+}
