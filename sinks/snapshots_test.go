@@ -268,3 +268,43 @@ func TestSnapshotsBadInput(t *testing.T) {
 		t.Errorf("put after Close: %v", err)
 	}
 }
+
+// After a restart the store still makes room oldest first: what it holds is read at Start.
+func TestSnapshotsSizeLimitAfterRestart(t *testing.T) {
+	s := startServer(t)
+	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
+	const maxBytes, size = 1 << 20, 150 << 10 // room for 6
+	first := &Snapshots{Publisher: p, MaxBytes: maxBytes, MaxObjectBytes: 200 << 10}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := first.PutSnapshot(SnapshotName("door", uint64(i+1)), fakeJPEG(size, uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Close(time.Minute)
+	if st := first.Stats(); st.Stored != 5 {
+		t.Fatalf("first run stored %d, want 5", st.Stored)
+	}
+	second := startSnapshots(t, &Snapshots{Publisher: p, MaxBytes: maxBytes, MaxObjectBytes: 200 << 10})
+	for i := 5; i < 8; i++ {
+		if err := second.PutSnapshot(SnapshotName("door", uint64(i+1)), fakeJPEG(size, uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, time.Minute, "3 more stored", func() bool { return second.Stats().Stored == 3 })
+	ctx := ctxMinute(t)
+	var kept []int
+	for i := range 8 {
+		if _, err := second.Get(ctx, SnapshotName("door", uint64(i+1))); err == nil {
+			kept = append(kept, i+1)
+		}
+	}
+	if len(kept) < 4 || kept[0] != 9-len(kept) || kept[len(kept)-1] != 8 {
+		t.Errorf("kept %v of 1..8 across a restart: want the newest", kept)
+	}
+	if st := second.Stats(); st.Evicted != uint64(8-len(kept)) {
+		t.Errorf("second run evicted %d, want %d", st.Evicted, 8-len(kept))
+	}
+}
