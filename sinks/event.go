@@ -22,6 +22,7 @@
 //	state.PutLineCounts(cam, counts)                // when a line event changed them
 //	state.PutNextTrackID(cam, tracker.NextID())     // when a track is confirmed
 //	state.DeleteZone(cam, zone); state.DeleteLine(cam, line) // removed by a reload
+//	state.ForgetCamera(ctx, cam)                    // a camera removed by a reload
 //
 //	snaps := &sinks.Snapshots{Publisher: p}         // object store <prefix>-<site>-snapshots
 //	snaps.Start()

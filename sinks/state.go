@@ -261,6 +261,27 @@ func (s *State) DeleteLine(camera, line string) error {
 	return s.queue(lineKey(camera, line), nil)
 }
 
+// ForgetCamera removes the occupancy and line counts of a camera no longer configured. Its
+// next track id stays, so that a camera added again under the same id does not reuse track
+// ids (and snapshot names).
+func (s *State) ForgetCamera(ctx context.Context, camera string) error {
+	if err := checkToken("camera", camera); err != nil {
+		return fmt.Errorf("state: forget camera: %w", err)
+	}
+	for _, prefix := range []string{"occupancy." + camera + ".", "lines." + camera + "."} {
+		keys, err := s.keys(ctx, prefix)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := s.queue(k, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (s *State) put(key string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {

@@ -147,6 +147,28 @@ func TestStateBucket(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, sampleCounts[:3]) {
 		t.Errorf("line counts after deleting road: %v, %v", got, err)
 	}
+
+	// A camera removed from the config: its counts and occupancy go, its next track id stays;
+	// another camera keeps everything.
+	if err := st2.PutOccupancy("yard", "gate", map[string]int{"car": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st2.ForgetCamera(ctx, "door"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, time.Minute, "the camera forgotten", func() bool { return st2.Stats().Pending == 0 && st2.Stats().Written >= 5 })
+	if got, err := st2.LineCounts(ctx, "door"); err != nil || len(got) != 0 {
+		t.Errorf("line counts of a forgotten camera: %v, %v", got, err)
+	}
+	if o, err := st2.Occupancy(ctx, "door"); err != nil || len(o) != 0 {
+		t.Errorf("occupancy of a forgotten camera: %v, %v", o, err)
+	}
+	if next, err := st2.NextTrackID(ctx, "door"); err != nil || next != 1043 {
+		t.Errorf("next track id of a forgotten camera: %d, %v; want 1043 kept", next, err)
+	}
+	if o, err := st2.Occupancy(ctx, "yard"); err != nil || o["gate"].Total != 1 {
+		t.Errorf("occupancy of another camera: %v, %v", o, err)
+	}
 }
 
 func startServerIn(t *testing.T, dir string) *Server {
