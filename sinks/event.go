@@ -3,6 +3,37 @@
 //
 // The events are documented in docs/events.md; their JSON field names are part of the public
 // interface and change only with a new Version.
+//
+// # Tracked objects (issue 14)
+//
+// Besides detections, a camera with tracking publishes three kinds of events through the same
+// Publisher (its outbox, acknowledgements, retries and counters), and keeps two stores on the
+// box, both in the box's JetStream domain so that a hub reaches them over the leaf link:
+//
+//	p.PublishObject(&sinks.ObjectEvent{ID: sinks.ObjectEventID(instance, cam, track, n), ...}) // .objects
+//	p.PublishZone(&sinks.ZoneEvent{...})  // .zones; id made from zone, track, type and Since
+//	p.PublishLine(&sinks.LineEvent{...})  // .lines; id made from line, track and At
+//
+//	state := &sinks.State{Publisher: p}            // key-value bucket <prefix>-<site>-state
+//	state.Start()
+//	next, _ := state.NextTrackID(ctx, cam)          // at start: track ids go on from here
+//	counts, _ := state.LineCounts(ctx, cam)         // at start: analytics.LineSet.Restore
+//	state.PutOccupancy(cam, zone, byClass)          // when a zone event changed it
+//	state.PutLineCounts(cam, counts)                // when a line event changed them
+//	state.PutNextTrackID(cam, tracker.NextID())     // when a track is confirmed
+//	state.DeleteZone(cam, zone); state.DeleteLine(cam, line) // removed by a reload
+//	state.ForgetCamera(ctx, cam)                    // a camera removed by a reload
+//
+//	snaps := &sinks.Snapshots{Publisher: p}         // object store <prefix>-<site>-snapshots
+//	snaps.Start()
+//	snaps.PutSnapshot(sinks.SnapshotName(cam, track), jpeg) // then name it in the object event
+//
+// Close them (State, Snapshots) before the Publisher. Put* and PutSnapshot never block: they
+// check the names (camera, zone and line ids are tokens, as config requires; a bad one is an
+// error naming it), queue, and one goroutine each writes; the state coalesces (the latest value
+// per key wins), the snapshot queue is bounded by bytes and drops (counted) when full. The
+// wire types do not import package analytics: sinks.LineCount is analytics.Count field for
+// field, and NewPath computes an object's path from its first and latest anchor points.
 package sinks
 
 import (
@@ -46,6 +77,9 @@ type Detection struct {
 	Score   float32 `json:"score"`
 	Box     Box     `json:"box"`      // source-frame pixels
 	BoxNorm Box     `json:"box_norm"` // the same box as fractions of the frame size, 0..1
+	// TrackID is the id of the confirmed track the detection belongs to (ObjectEvent's
+	// track_id); 0, and absent from the JSON, when it belongs to none or tracking is off.
+	TrackID uint64 `json:"track_id,omitempty"`
 }
 
 // Precision of a Detection's numbers in JSON, as the number of decimals kept. A box from a

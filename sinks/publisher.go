@@ -264,6 +264,34 @@ func (p *Publisher) PublishDetections(ev *DetectionEvent) error {
 	return p.publish(DetectionSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
 }
 
+// PublishObject publishes ev on its camera's object subject. Its ID is required
+// (ObjectEventID).
+func (p *Publisher) PublishObject(ev *ObjectEvent) error {
+	if ev.ID == "" {
+		p.failed.Add(1)
+		return fmt.Errorf("object event of camera %q, track %d: no id (want ObjectEventID)", ev.Camera, ev.TrackID)
+	}
+	return p.publish(ObjectSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
+}
+
+// PublishZone publishes ev on its camera's zone subject, giving it its ZoneEventID when it
+// has no id.
+func (p *Publisher) PublishZone(ev *ZoneEvent) error {
+	if ev.ID == "" {
+		ev.ID = ZoneEventID(p.Instance, ev.Camera, ev.Zone, ev.TrackID, ev.Type, ev.Since)
+	}
+	return p.publish(ZoneSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
+}
+
+// PublishLine publishes ev on its camera's line subject, giving it its LineEventID when it
+// has no id.
+func (p *Publisher) PublishLine(ev *LineEvent) error {
+	if ev.ID == "" {
+		ev.ID = LineEventID(p.Instance, ev.Camera, ev.Line, ev.TrackID, ev.At)
+	}
+	return p.publish(LineSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
+}
+
 // PublishStatus publishes ev on its camera's status subject, giving it an id.
 func (p *Publisher) PublishStatus(ev *StatusEvent) error {
 	ev.ID = fmt.Sprintf("%s.%s.status.%d", p.Instance, ev.Camera, p.seq.Add(1))

@@ -21,12 +21,13 @@ func Schemas() fs.FS {
 	return sub
 }
 
-// SchemaFile names the schema of the events on subject (detections.json, status.json,
-// health.json, gaps.json or config.json), or "" for a subject visiond does not publish on.
+// SchemaFile names the schema of the events on subject (detections.json, objects.json,
+// zones.json, lines.json, status.json, health.json, gaps.json or config.json), or "" for a
+// subject visiond does not publish on.
 func SchemaFile(subject string) string {
 	last := subject[strings.LastIndexByte(subject, '.')+1:]
 	switch last {
-	case "detections", "status", "health", "gaps", "config":
+	case "detections", "objects", "zones", "lines", "status", "health", "gaps", "config":
 		return last + ".json"
 	}
 	return ""
