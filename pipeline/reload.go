@@ -115,11 +115,12 @@ func eachConfigField(t reflect.Type, prefix string, index []int, f func(path str
 	}
 }
 
-func appendNew(list []string, s string) []string {
-	if slices.Contains(list, s) {
+// appendNew appends v to list unless it is there already.
+func appendNew[T comparable](list []T, v T) []T {
+	if slices.Contains(list, v) {
 		return list
 	}
-	return append(list, s)
+	return append(list, v)
 }
 
 type reloadRequest struct {

@@ -9,6 +9,7 @@ import (
 	"github.com/visiond/visiond/analytics/track"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/sinks"
 )
 
 // scene is one camera's analytics: its filter, tracker, zones, lines and motion, fed each
@@ -27,7 +28,7 @@ type scene struct {
 
 	frame    analytics.Frame      // reused by step
 	ended    []uint64             // reused by step
-	presence []analytics.Presence // reused by objectChange
+	presence []analytics.Presence // reused by string
 }
 
 // sceneObject is what the scene keeps of a confirmed track for its object events.
@@ -49,24 +50,11 @@ const objectUpdateInterval = 30 * time.Second
 // and tracking starts afresh.
 const sceneTimeSlack = time.Second
 
-// objectChange says why an object event is published.
-type objectChange string
-
-// Object event types and the reasons of an update.
-const (
-	objectNew     objectChange = "new"
-	objectEnd     objectChange = "end"
-	whyZoneEnter  objectChange = "zone_enter"
-	whyZoneExit   objectChange = "zone_exit"
-	whyStationary objectChange = "stationary"
-	whyMoving     objectChange = "moving"
-	whyInterval   objectChange = "interval"
-)
-
 // objectReport is one object event to publish: the track as of the frame, why, and what
 // the scene knows of it.
 type objectReport struct {
-	change     objectChange // new, end, or the reason of an update
+	change     string   // new, update or end
+	why        []string // an update's reasons
 	track      track.Track
 	seq        uint64 // the track's object event number, from 1
 	zones      []analytics.Presence
@@ -187,48 +175,44 @@ func (s *scene) step(at time.Time, w, h int, dets []infer.Detection) (sceneResul
 	for _, t := range tr.New {
 		p := normAnchor(anchor, t.Box, w, h)
 		s.objects[t.ID] = &sceneObject{start: p, startAt: at, lastBox: t.Box}
-		res.objects = s.report(res.objects, objectNew, t, w, h)
+		res.objects = s.report(res.objects, sinks.ObjectNew, nil, t, w, h)
 	}
-	changed := map[uint64]objectChange{}
+	changed := map[uint64][]string{}
 	for _, z := range res.zones {
-		if z.Ended {
-			continue
-		}
-		switch z.Type {
-		case analytics.ZoneEnter:
-			changed[z.TrackID] = whyZoneEnter
-		case analytics.ZoneExit:
-			changed[z.TrackID] = whyZoneExit
+		switch {
+		case z.Ended: // the end event says it
+		case z.Type == analytics.ZoneEnter:
+			changed[z.TrackID] = appendNew(changed[z.TrackID], sinks.WhyZoneEnter)
+		case z.Type == analytics.ZoneExit:
+			changed[z.TrackID] = appendNew(changed[z.TrackID], sinks.WhyZoneExit)
 		}
 	}
 	for _, m := range moves {
 		if o := s.objects[m.TrackID]; o != nil {
 			o.stationary = m.Stationary
 		}
-		if _, ok := changed[m.TrackID]; ok {
-			continue // a zone change is the reason given
-		}
-		changed[m.TrackID] = whyMoving
+		why := sinks.WhyMoving
 		if m.Stationary {
-			changed[m.TrackID] = whyStationary
+			why = sinks.WhyStationary
 		}
+		changed[m.TrackID] = appendNew(changed[m.TrackID], why)
 	}
 	for _, t := range tr.Tracks {
 		o := s.objects[t.ID]
 		if t.ID == 0 || o == nil || o.lastEvent.Equal(at) {
 			continue // tentative, or its `new` event is this frame's
 		}
-		why, ok := changed[t.ID]
-		if !ok && at.Sub(o.lastEvent) >= objectUpdateInterval {
-			why, ok = whyInterval, true
+		why := changed[t.ID]
+		if len(why) == 0 && at.Sub(o.lastEvent) >= objectUpdateInterval {
+			why = []string{sinks.WhyInterval}
 		}
-		if ok {
-			res.objects = s.report(res.objects, why, byID[t.ID], w, h)
+		if len(why) > 0 {
+			res.objects = s.report(res.objects, sinks.ObjectUpdate, why, t, w, h)
 		}
 	}
 	for _, t := range tr.Ended {
 		if s.objects[t.ID] != nil {
-			res.objects = s.report(res.objects, objectEnd, t, w, h)
+			res.objects = s.report(res.objects, sinks.ObjectEnd, nil, t, w, h)
 			delete(s.objects, t.ID)
 		}
 	}
@@ -248,18 +232,19 @@ func (s *scene) endAll(at time.Time, w, h int, out []objectReport) []objectRepor
 	s.motion.Update(f) //nolint:errcheck
 	for _, t := range ended {
 		if s.objects[t.ID] != nil {
-			out = s.report(out, objectEnd, t, w, h)
+			out = s.report(out, sinks.ObjectEnd, nil, t, w, h)
 			delete(s.objects, t.ID)
 		}
 	}
 	return out
 }
 
-// report appends the object event of t for change.
-func (s *scene) report(out []objectReport, change objectChange, t track.Track, w, h int) []objectReport {
+// report appends the object event of type change (new, update or end) of t; why gives an
+// update's reasons.
+func (s *scene) report(out []objectReport, change string, why []string, t track.Track, w, h int) []objectReport {
 	o := s.objects[t.ID]
 	at := t.LastSeen
-	if change != objectEnd {
+	if change != sinks.ObjectEnd {
 		at = s.frame.Time
 	}
 	o.lastEvent = at
@@ -267,6 +252,7 @@ func (s *scene) report(out []objectReport, change objectChange, t track.Track, w
 	s.presence = s.zones.Presence(t.ID, s.presence[:0])
 	return append(out, objectReport{
 		change:     change,
+		why:        why,
 		track:      t,
 		seq:        o.events,
 		zones:      append([]analytics.Presence(nil), s.presence...),

@@ -8,6 +8,7 @@ import (
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/sinks"
 )
 
 // walker is a person box walking from left to right across a 1000x500 frame at 5 fps, its
@@ -16,7 +17,7 @@ import (
 func walkerFrames(t0 time.Time, fps float64) (times []time.Time, boxes []geom.Box) {
 	for i := 0; ; i++ {
 		x := float64(i) * 150 / fps // 150 px/s
-		if x > 960 { // the box leaves the frame
+		if x > 960 {                // the box leaves the frame
 			return times, boxes
 		}
 		times = append(times, t0.Add(time.Duration(float64(i)/fps*float64(time.Second))))
@@ -37,7 +38,7 @@ func TestSceneWalker(t *testing.T) {
 		}
 		t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 		times, boxes := walkerFrames(t0, fps)
-		var changes []objectChange
+		var changes []string
 		var zones []analytics.ZoneEventType
 		var lines []analytics.Direction
 		tracked, ids := 0, map[uint64]bool{}
@@ -63,8 +64,12 @@ func TestSceneWalker(t *testing.T) {
 				}
 			}
 			for _, o := range res.objects {
-				changes = append(changes, o.change)
-				if o.change == objectEnd && (o.start.X > 0.2 || o.end.X < 0.9 || o.end.X > 1) {
+				if o.change == sinks.ObjectUpdate {
+					changes = append(changes, o.why...)
+				} else {
+					changes = append(changes, o.change)
+				}
+				if o.change == sinks.ObjectEnd && (o.start.X > 0.2 || o.end.X < 0.9 || o.end.X > 1) {
 					t.Errorf("%v fps: end event path %v -> %v, want from near the left edge (where it was confirmed) to the right edge", fps, o.start, o.end)
 				}
 			}
@@ -79,10 +84,10 @@ func TestSceneWalker(t *testing.T) {
 		if len(ids) != 1 {
 			t.Errorf("%v fps: track ids %v, want one", fps, ids)
 		}
-		if changes[0] != objectNew || changes[len(changes)-1] != objectEnd {
+		if changes[0] != sinks.ObjectNew || changes[len(changes)-1] != sinks.ObjectEnd {
 			t.Errorf("%v fps: object events %v, want new first and end last", fps, changes)
 		}
-		if !slices.Contains(changes, whyZoneEnter) {
+		if !slices.Contains(changes, sinks.WhyZoneEnter) {
 			t.Errorf("%v fps: object events %v, want an update for entering the zone", fps, changes)
 		}
 		if !slices.Equal(zones, []analytics.ZoneEventType{analytics.ZoneEnter, analytics.ZoneExit}) {
@@ -174,7 +179,7 @@ func TestSceneClockBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.objects) != 1 || res.objects[0].change != objectEnd || res.objects[0].track.ID != first {
+	if len(res.objects) != 1 || res.objects[0].change != sinks.ObjectEnd || res.objects[0].track.ID != first {
 		t.Fatalf("after the clock went back an hour: objects %+v, want the end of track %d", res.objects, first)
 	}
 }
