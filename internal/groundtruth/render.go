@@ -1,0 +1,274 @@
+package groundtruth
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/image/draw"
+
+	"github.com/visiond/visiond/internal/geom"
+)
+
+// Scene is a validated Scenario ready to draw: its background and sprites scaled once.
+// It is safe for concurrent use (Render writes only to the frame it is given).
+type Scene struct {
+	s       Scenario
+	bg      *image.RGBA
+	sprites []*image.RGBA // per object, at its scale, premultiplied
+}
+
+// NewScene validates s and prepares it for drawing.
+func NewScene(s Scenario) (*Scene, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	sc := &Scene{s: s, bg: image.NewRGBA(image.Rect(0, 0, s.W, s.H))}
+	if s.Background == nil {
+		draw.Draw(sc.bg, sc.bg.Rect, image.NewUniform(color.Gray{128}), image.Point{}, draw.Src)
+	} else {
+		draw.CatmullRom.Scale(sc.bg, sc.bg.Rect, s.Background, s.Background.Bounds(), draw.Src, nil)
+	}
+	for _, o := range s.Objects {
+		src := o.Sprite.Image
+		sw := max(1, int(math.Round(float64(src.Rect.Dx())*o.scale())))
+		sh := max(1, int(math.Round(float64(src.Rect.Dy())*o.scale())))
+		dst := image.NewRGBA(image.Rect(0, 0, sw, sh))
+		if sw == src.Rect.Dx() && sh == src.Rect.Dy() {
+			draw.Draw(dst, dst.Rect, src, src.Rect.Min, draw.Src)
+		} else {
+			draw.ApproxBiLinear.Scale(dst, dst.Rect, src, src.Rect, draw.Src, nil)
+		}
+		sc.sprites = append(sc.sprites, dst)
+	}
+	return sc, nil
+}
+
+// Scenario returns the scenario the scene was made from.
+func (sc *Scene) Scenario() Scenario { return sc.s }
+
+// Truth is where one object is on a frame.
+type Truth struct {
+	ID    int
+	Class string
+	// Box is the object's drawn box in pixels (the sprite's tight box), clipped to the frame;
+	// compare it with the detector's boxes.
+	Box geom.Box
+	// Anchor is the object's anchor (bottom-centre) in normalized coordinates as its path
+	// gives it, not clipped.
+	Anchor Point
+	// Visible is the fraction of the object's pixels that show on the frame, 0..1: less than
+	// 1 when it is partly outside the frame or behind another object.
+	Visible float64
+}
+
+// Frame is the truth of one frame: the objects on it, in drawing order (back to front).
+type Frame struct {
+	Index   int
+	T       time.Duration
+	Objects []Truth
+}
+
+// placed is an object on a frame: its index in the scenario, its sprite's rectangle on the
+// frame (unclipped) and its anchor.
+type placed struct {
+	k      int
+	r      image.Rectangle
+	anchor Point
+}
+
+// place returns the objects on the video at t, back to front: farther objects (anchor
+// higher up the picture) first, ties by id.
+func (sc *Scene) place(t time.Duration) []placed {
+	var ps []placed
+	for k, o := range sc.s.Objects {
+		a, ok := o.AnchorAt(t)
+		if !ok {
+			continue
+		}
+		sp := sc.sprites[k].Rect
+		x := int(math.Round(a.X*float64(sc.s.W) - float64(sp.Dx())/2))
+		y := int(math.Round(a.Y*float64(sc.s.H))) - sp.Dy()
+		ps = append(ps, placed{k: k, r: sp.Add(image.Pt(x, y)), anchor: a})
+	}
+	slices.SortStableFunc(ps, func(a, b placed) int {
+		if a.anchor.Y != b.anchor.Y {
+			if a.anchor.Y < b.anchor.Y {
+				return -1
+			}
+			return 1
+		}
+		return sc.s.Objects[a.k].ID - sc.s.Objects[b.k].ID
+	})
+	return ps
+}
+
+// At returns the truth at time t (any time, not only a frame's).
+func (sc *Scene) At(t time.Duration) []Truth {
+	return sc.compose(t, nil)
+}
+
+// Truth returns the truth of frame i without drawing it.
+func (sc *Scene) Truth(i int) Frame {
+	t := sc.s.FrameTime(i)
+	return Frame{Index: i, T: t, Objects: sc.compose(t, nil)}
+}
+
+// Render draws frame i into dst, which must be W x H at the origin (a new one when nil),
+// and returns the frame and its truth.
+func (sc *Scene) Render(i int, dst *image.RGBA) (*image.RGBA, Frame) {
+	frame := image.Rect(0, 0, sc.s.W, sc.s.H)
+	if dst == nil || dst.Rect != frame {
+		dst = image.NewRGBA(frame)
+	}
+	copy(dst.Pix, sc.bg.Pix)
+	t := sc.s.FrameTime(i)
+	f := Frame{Index: i, T: t, Objects: sc.compose(t, dst)}
+	if sc.s.Noise > 0 {
+		addNoise(dst.Pix, sc.s.Noise, rand.New(rand.NewPCG(sc.s.Seed, uint64(i))))
+	}
+	return dst, f
+}
+
+// compose computes the truth at t, drawing the sprites onto dst when it is not nil.
+// Visibility counts the sprite pixels of alpha >= 128 that no object drawn later covers.
+func (sc *Scene) compose(t time.Duration, dst *image.RGBA) []Truth {
+	ps := sc.place(t)
+	frame := image.Rect(0, 0, sc.s.W, sc.s.H)
+	// owner is the index in ps of the object that shows at each pixel of the union of the
+	// objects' rectangles (on the frame), -1 for none.
+	var area image.Rectangle
+	for _, p := range ps {
+		area = area.Union(p.r.Intersect(frame))
+	}
+	owner := make([]int16, area.Dx()*area.Dy())
+	for i := range owner {
+		owner[i] = -1
+	}
+	total := make([]int, len(ps))
+	for j, p := range ps {
+		sp := sc.sprites[p.k]
+		for y := p.r.Min.Y; y < p.r.Max.Y; y++ {
+			for x := p.r.Min.X; x < p.r.Max.X; x++ {
+				if sp.Pix[sp.PixOffset(x-p.r.Min.X, y-p.r.Min.Y)+3] < 128 {
+					continue
+				}
+				total[j]++
+				if (image.Point{x, y}).In(area) {
+					owner[(y-area.Min.Y)*area.Dx()+x-area.Min.X] = int16(j)
+				}
+			}
+		}
+		if dst != nil {
+			draw.Draw(dst, p.r, sp, image.Point{}, draw.Over)
+		}
+	}
+	shown := make([]int, len(ps))
+	for _, j := range owner {
+		if j >= 0 {
+			shown[j]++
+		}
+	}
+	out := make([]Truth, 0, len(ps))
+	for j, p := range ps {
+		o := sc.s.Objects[p.k]
+		r := p.r.Intersect(frame)
+		tr := Truth{ID: o.ID, Class: o.class(), Anchor: p.anchor,
+			Box: geom.Box{X: float64(r.Min.X), Y: float64(r.Min.Y), W: float64(r.Dx()), H: float64(r.Dy())}}
+		if total[j] > 0 {
+			tr.Visible = float64(shown[j]) / float64(total[j])
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// addNoise adds uniform noise of amplitude a (gray levels) to the colour bytes of pix (RGBA).
+func addNoise(pix []byte, a float64, r *rand.Rand) {
+	amp := int(math.Round(a))
+	if amp == 0 {
+		return
+	}
+	span := uint64(2*amp + 1)
+	var bits uint64
+	left := 0
+	for i := range pix {
+		if i%4 == 3 {
+			continue
+		}
+		if left == 0 {
+			bits, left = r.Uint64(), 4
+		}
+		v := int(pix[i]) + int((bits&0xffff)%span) - amp
+		bits >>= 16
+		left--
+		pix[i] = byte(min(255, max(0, v)))
+	}
+}
+
+// TS encoding: H.264 in MPEG-TS, the form of third_party/media/vtest.h264.ts (scripts/setup.sh):
+// the sample camera (sources/samplecam) serves it over RTSP and a kind file camera reads it
+// through OpenCV. One keyframe a second, no B-frames, near-lossless quality (CRF 18) so that
+// the detector sees what was drawn.
+const (
+	tsCRF    = "18"
+	tsPreset = "veryfast"
+)
+
+// WriteTS renders every frame and encodes the video with the ffmpeg program (libx264) into
+// file, an H.264 MPEG-TS file, and returns the truth of every frame. The file is written in
+// place: a failed run leaves a partial file. Cancelling ctx stops ffmpeg.
+func (sc *Scene) WriteTS(ctx context.Context, file string) ([]Frame, error) {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, err
+	}
+	fps := strconv.Itoa(sc.s.FPS)
+	cmd := exec.CommandContext(ctx, "ffmpeg", "-nostdin", "-v", "error", "-y",
+		"-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", sc.s.W, sc.s.H), "-framerate", fps, "-i", "-",
+		"-an", "-c:v", "libx264", "-preset", tsPreset, "-tune", "zerolatency", "-crf", tsCRF,
+		"-pix_fmt", "yuv420p", "-g", fps, "-bf", "0", "-f", "mpegts", file)
+	stderr := &tailBuffer{max: 2048}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, commandError("ffmpeg", err, stderr)
+	}
+	frames, werr := sc.writeFrames(stdin)
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		return nil, commandError("ffmpeg", err, stderr)
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("ffmpeg: writing frames: %w", werr)
+	}
+	return frames, nil
+}
+
+// writeFrames renders every frame into w as raw RGBA.
+func (sc *Scene) writeFrames(w io.Writer) ([]Frame, error) {
+	n := sc.s.Frames()
+	frames := make([]Frame, 0, n)
+	var img *image.RGBA
+	for i := range n {
+		var f Frame
+		img, f = sc.Render(i, img)
+		if _, err := w.Write(img.Pix); err != nil {
+			return nil, err
+		}
+		frames = append(frames, f)
+	}
+	return frames, nil
+}
