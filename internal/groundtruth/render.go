@@ -38,6 +38,9 @@ func NewScene(s Scenario) (*Scene, error) {
 		draw.Draw(sc.bg, sc.bg.Rect, image.NewUniform(color.Gray{128}), image.Point{}, draw.Src)
 	} else {
 		draw.CatmullRom.Scale(sc.bg, sc.bg.Rect, s.Background, s.Background.Bounds(), draw.Src, nil)
+		for i := 3; i < len(sc.bg.Pix); i += 4 {
+			sc.bg.Pix[i] = 255 // a frame is opaque: a translucent background shows over black
+		}
 	}
 	for _, o := range s.Objects {
 		src := o.Sprite.Image
@@ -271,4 +274,15 @@ func (sc *Scene) writeFrames(w io.Writer) ([]Frame, error) {
 		frames = append(frames, f)
 	}
 	return frames, nil
+}
+
+// IoU is the intersection over union of two boxes, 0..1; 0 when either is empty.
+func IoU(a, b geom.Box) float64 {
+	x1, y1 := max(a.X, b.X), max(a.Y, b.Y)
+	x2, y2 := min(a.X+a.W, b.X+b.W), min(a.Y+a.H, b.Y+b.H)
+	if x2 <= x1 || y2 <= y1 || a.W <= 0 || a.H <= 0 || b.W <= 0 || b.H <= 0 {
+		return 0
+	}
+	in := (x2 - x1) * (y2 - y1)
+	return in / (a.W*a.H + b.W*b.H - in)
 }
