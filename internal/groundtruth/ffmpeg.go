@@ -22,7 +22,9 @@ func probeSize(ctx context.Context, file string) (w, h int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	f := strings.Split(strings.TrimSpace(string(out)), ",")
+	// MPEG-TS files list the stream twice (under its program and on its own): take the first.
+	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	f := strings.Split(strings.TrimSpace(first), ",")
 	if len(f) != 2 {
 		return 0, 0, fmt.Errorf("ffprobe %s: no video stream size in %q", file, out)
 	}

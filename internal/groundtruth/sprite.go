@@ -173,7 +173,8 @@ func CutSprite(frame, background *image.RGBA, rect image.Rectangle, threshold ui
 	return &Sprite{Image: img}, nil
 }
 
-// dilate and erode apply a 3x3 square structuring element; outside the image is empty.
+// dilate and erode apply a 3x3 square structuring element, ignoring what is outside the
+// image (as OpenCV's default border does): closing does not eat into an object at the edge.
 func dilate(m []bool, w, h int) []bool { return morph(m, w, h, true) }
 func erode(m []bool, w, h int) []bool  { return morph(m, w, h, false) }
 
@@ -185,7 +186,10 @@ func morph(m []bool, w, h int, grow bool) []bool {
 			for dy := -1; dy <= 1; dy++ {
 				for dx := -1; dx <= 1; dx++ {
 					xx, yy := x+dx, y+dy
-					in := xx >= 0 && yy >= 0 && xx < w && yy < h && m[yy*w+xx]
+					if xx < 0 || yy < 0 || xx >= w || yy >= h {
+						continue
+					}
+					in := m[yy*w+xx]
 					if grow && in {
 						v = true
 					}
