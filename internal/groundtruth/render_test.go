@@ -108,7 +108,7 @@ func TestFrames(t *testing.T) {
 
 func TestRender(t *testing.T) {
 	sc, err := NewScene(Scenario{W: 100, H: 80, FPS: 10, Duration: 2 * time.Second, Objects: []Object{
-		still(1, block("r", 10, 20, red), 0.5, 0.5, 0, time.Second),                     // box (45, 20) 10x20
+		still(1, block("r", 10, 20, red), 0.5, 0.5, 0, time.Second),                      // box (45, 20) 10x20
 		still(2, block("b", 10, 20, blue), 0.55, 0.6, 500*time.Millisecond, time.Second), // box (50, 28), in front
 		still(3, block("r", 10, 10, red), 0, 1, 0, 2*time.Second),                        // half out of the left edge
 	}})
