@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"slices"
 )
 
 // Sprite is an object cut out of a real picture: its pixels with alpha 255 on the object and
@@ -111,10 +110,41 @@ func median(frames []*image.RGBA) *image.RGBA {
 		for k, f := range frames {
 			vals[k] = f.Pix[p]
 		}
-		slices.Sort(vals)
-		out.Pix[p] = vals[len(vals)/2]
+		out.Pix[p] = nth(vals, len(vals)/2)
 	}
 	return out
+}
+
+// nth returns the k-th smallest of v (from 0), reordering v: quickselect, several times
+// faster than sorting each pixel's few dozen values.
+func nth(v []uint8, k int) uint8 {
+	lo, hi := 0, len(v)-1
+	for lo < hi {
+		pivot := v[(lo+hi)/2]
+		i, j := lo, hi
+		for i <= j {
+			for v[i] < pivot {
+				i++
+			}
+			for v[j] > pivot {
+				j--
+			}
+			if i <= j {
+				v[i], v[j] = v[j], v[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return v[k]
+		}
+	}
+	return v[k]
 }
 
 // CutSprite cuts the object inside rect out of frame by its difference from background (the

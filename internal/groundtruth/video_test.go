@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -343,5 +344,19 @@ func TestWriteTSErrors(t *testing.T) {
 	cancel()
 	if _, err := sc.WriteTS(ctx, filepath.Join(dir, "x.ts")); err == nil {
 		t.Error("WriteTS with a cancelled context succeeded")
+	}
+}
+
+func TestNth(t *testing.T) {
+	var r []uint8
+	for n := 1; n < 50; n++ {
+		r = append(r, uint8((n*7919)%251))
+		for k := range n {
+			v, sorted := slices.Clone(r), slices.Clone(r)
+			slices.Sort(sorted)
+			if got := nth(v, k); got != sorted[k] {
+				t.Fatalf("%d values: %d-th smallest %d, want %d", n, k, got, sorted[k])
+			}
+		}
 	}
 }
