@@ -36,9 +36,9 @@ func probeSize(ctx context.Context, file string) (w, h int, err error) {
 	return w, h, nil
 }
 
-// decodeEvery decodes every step-th frame of file (frames 0, step, 2*step, ...), which must
-// be w x h.
-func decodeEvery(ctx context.Context, file string, step, w, h int) ([]*image.RGBA, error) {
+// decodeFiltered decodes file, which must be w x h, through the video filter vf, into at
+// most max frames.
+func decodeFiltered(ctx context.Context, file string, w, h, max int, vf string) ([]*image.RGBA, error) {
 	fw, fh, err := probeSize(ctx, file)
 	if err != nil {
 		return nil, err
@@ -46,9 +46,14 @@ func decodeEvery(ctx context.Context, file string, step, w, h int) ([]*image.RGB
 	if fw != w || fh != h {
 		return nil, fmt.Errorf("%s is %dx%d, want %dx%d", file, fw, fh, w, h)
 	}
-	out, err := run(ctx, nil, "ffmpeg", "-nostdin", "-v", "error", "-i", file, "-an",
-		"-vf", fmt.Sprintf(`select=not(mod(n\,%d))`, step), "-vsync", "passthrough",
-		"-f", "rawvideo", "-pix_fmt", "rgba", "-")
+	args := []string{"-nostdin", "-v", "error", "-i", file, "-an"}
+	if vf != "" {
+		args = append(args, "-vf", vf, "-vsync", "passthrough")
+	}
+	if max > 0 {
+		args = append(args, "-frames:v", strconv.Itoa(max))
+	}
+	out, err := run(ctx, nil, "ffmpeg", append(args, "-f", "rawvideo", "-pix_fmt", "rgba", "-")...)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +75,7 @@ func DecodeAll(ctx context.Context, file string) ([]*image.RGBA, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeEvery(ctx, file, 1, w, h)
+	return decodeFiltered(ctx, file, w, h, 0, "")
 }
 
 // run runs a program with stdin, returning its standard output; an error carries the end
