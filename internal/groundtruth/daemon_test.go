@@ -10,12 +10,10 @@ import (
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
-// TestDaemonPlaysTheVideo plays a written scenario as the daemon's cameras would: served by
-// the sample RTSP camera (sources/samplecam) to an rtsp camera, and read by a kind file
-// camera; both hand out the scenario's frames, letterboxed.
-func TestDaemonPlaysTheVideo(t *testing.T) {
-	m := loadMedia(t)
-	sc, file, _ := writePlaza(t, m, 10)
+// checkDaemonPlays plays a written scenario (sc, in file) as the daemon's cameras would:
+// served by the sample RTSP camera (sources/samplecam) to an rtsp camera, and read by a
+// kind file camera; both must hand out the scenario's frames, letterboxed.
+func checkDaemonPlays(t *testing.T, m *Media, sc *Scene, file string) {
 	want := geom.NewLetterbox(768, 576, 640, 640)
 	plaza := make([]byte, 640*640*3)
 	letterbox(t, m.Background, plaza)

@@ -63,7 +63,7 @@ const vtestW, vtestH = 768, 576
 
 // personCuts were chosen by running yolov8n on vtest.avi's frames: isolated people with a
 // confident box, whose cut-outs the model detects again on the empty background at
-// several places with IoU >= 0.7 (TestPeopleDetected checks it on every run).
+// several places with IoU >= 0.7 (TestLoadVTest checks it on every run).
 var personCuts = []personCut{
 	{"walker-060", 60, image.Rect(604, 222, 662, 352)},  // 35x110, dark coat, jeans
 	{"walker-100", 100, image.Rect(579, 144, 629, 245)}, // 27x83, far, dark

@@ -70,6 +70,7 @@ func TestLoadVTest(t *testing.T) {
 	if _, err := LoadVTest(t.Context(), filepath.Join(t.TempDir(), "none.avi")); err == nil || !strings.Contains(err.Error(), "ffprobe") {
 		t.Errorf("missing file: %v", err)
 	}
+	t.Run("detected", func(t *testing.T) { checkPeopleDetected(t, m) })
 }
 
 func TestCutSpriteErrors(t *testing.T) {
@@ -202,11 +203,10 @@ func bestPerson(dets []infer.Detection, box geom.Box) (iou float64, score float3
 	return iou, score
 }
 
-// TestPeopleDetected draws each person of the media, alone, at four places of the empty
-// plaza (on the road, the paving and the grass), and runs the real detector on the frames:
-// it must find the person with IoU >= 0.7 everywhere, which is how the cuts were chosen.
-func TestPeopleDetected(t *testing.T) {
-	m := loadMedia(t)
+// checkPeopleDetected draws each person of m, alone, at four places of the empty plaza
+// (on the road, the paving and the grass), and runs the real detector on the frames: it
+// must find the person with IoU >= 0.7 everywhere, which is how the cuts were chosen.
+func checkPeopleDetected(t *testing.T, m *Media) {
 	d := newDetector(t)
 	pix := make([]byte, 640*640*3)
 	for _, p := range m.People {
@@ -232,15 +232,23 @@ func TestPeopleDetected(t *testing.T) {
 	}
 }
 
-// TestPlazaVideo writes Plaza at 10 fps, reads it back, and runs the real detector on
-// every third frame: each person fully visible on a frame must be found with IoU >= 0.5
-// on at least 90% of those frames, so that tracking tests can rely on the video.
+// TestPlazaVideo writes Plaza at 10 fps; reads it back; runs the real detector on every
+// third frame (each person fully visible on a frame must be found with IoU >= 0.5 on at
+// least 90% of those frames, so that tracking tests can rely on the video); and plays it
+// on the daemon's cameras.
 func TestPlazaVideo(t *testing.T) {
 	m := loadMedia(t)
 	sc, file, truth := writePlaza(t, m, 10)
 	if len(truth) != 120 {
 		t.Fatalf("%d frames of truth, want 120", len(truth))
 	}
+	t.Run("read back", func(t *testing.T) { checkReadBack(t, sc, file, truth) })
+	t.Run("cameras", func(t *testing.T) { checkDaemonPlays(t, m, sc, file) })
+}
+
+// checkReadBack checks the written file (sc's video, with its truth) with ffprobe, decodes
+// it, compares the frames with the drawn ones, and runs the detector on them.
+func checkReadBack(t *testing.T, sc *Scene, file string, truth []Frame) {
 	out, err := run(t.Context(), nil, "ffprobe", "-v", "error", "-select_streams", "v:0", "-count_frames",
 		"-show_entries", "stream=codec_name,width,height,pix_fmt,r_frame_rate,nb_read_frames:format=format_name", "-of", "default=nw=1", file)
 	if err != nil {
