@@ -28,10 +28,15 @@ type Scene struct {
 	sprites []*image.RGBA // per object, at its scale, premultiplied
 }
 
-// NewScene validates s and prepares it for drawing.
+// NewScene validates s and prepares it for drawing. It keeps a copy of s's objects and
+// paths (sprites and background are shared, and must not change).
 func NewScene(s Scenario) (*Scene, error) {
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	s.Objects = slices.Clone(s.Objects)
+	for i := range s.Objects {
+		s.Objects[i].Path = slices.Clone(s.Objects[i].Path)
 	}
 	sc := &Scene{s: s, bg: image.NewRGBA(image.Rect(0, 0, s.W, s.H))}
 	if s.Background == nil {
@@ -57,10 +62,11 @@ func NewScene(s Scenario) (*Scene, error) {
 	return sc, nil
 }
 
-// Scenario returns the scenario the scene was made from.
+// Scenario returns the scene's scenario; its objects are the scene's: read, do not change.
 func (sc *Scene) Scenario() Scenario { return sc.s }
 
-// Truth is where one object is on a frame.
+// Truth is where one object is on a frame: every object whose path covers the frame's
+// time, even when it is wholly outside the frame (then Box is empty and Visible 0).
 type Truth struct {
 	ID    int
 	Class string

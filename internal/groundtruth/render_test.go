@@ -245,3 +245,26 @@ func TestIoU(t *testing.T) {
 		}
 	}
 }
+
+func TestSceneKeepsItsOwnPaths(t *testing.T) {
+	s := Scenario{W: 100, H: 80, FPS: 10, Duration: time.Second,
+		Objects: []Object{still(1, block("r", 10, 20, red), 0.5, 0.5, 0, time.Second)}}
+	sc, err := NewScene(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Objects[0].Path[0].X = 0.1
+	s.Objects[0].ID = 2
+	if f := sc.Truth(0); len(f.Objects) != 1 || f.Objects[0].ID != 1 || f.Objects[0].Anchor.X != 0.5 {
+		t.Errorf("truth %+v changed with the caller's scenario", f)
+	}
+	// An object wholly outside the frame is in the truth, with an empty box.
+	sc, err = NewScene(Scenario{W: 100, H: 80, FPS: 10, Duration: time.Second,
+		Objects: []Object{still(1, block("r", 10, 20, red), -0.5, 0.5, 0, time.Second)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := sc.Truth(0); len(f.Objects) != 1 || f.Objects[0].Box != (geom.Box{}) || f.Objects[0].Visible != 0 {
+		t.Errorf("object outside the frame: %+v", f)
+	}
+}
