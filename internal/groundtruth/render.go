@@ -26,6 +26,7 @@ type Scene struct {
 	s       Scenario
 	bg      *image.RGBA
 	sprites []*image.RGBA // per object, at its scale, premultiplied
+	noise   []byte        // noiseTable(s.Noise)
 }
 
 // NewScene validates s and prepares it for drawing. It keeps a copy of s's objects and
@@ -38,7 +39,7 @@ func NewScene(s Scenario) (*Scene, error) {
 	for i := range s.Objects {
 		s.Objects[i].Path = slices.Clone(s.Objects[i].Path)
 	}
-	sc := &Scene{s: s, bg: image.NewRGBA(image.Rect(0, 0, s.W, s.H))}
+	sc := &Scene{s: s, bg: image.NewRGBA(image.Rect(0, 0, s.W, s.H)), noise: noiseTable(s.Noise)}
 	if s.Background == nil {
 		draw.Draw(sc.bg, sc.bg.Rect, image.NewUniform(color.Gray{128}), image.Point{}, draw.Src)
 	} else {
@@ -143,49 +144,53 @@ func (sc *Scene) Render(i int, dst *image.RGBA) (*image.RGBA, Frame) {
 	copy(dst.Pix, sc.bg.Pix)
 	t := sc.s.FrameTime(i)
 	f := Frame{Index: i, T: t, Objects: sc.compose(t, dst)}
-	if sc.s.Noise > 0 {
-		addNoise(dst.Pix, sc.s.Noise, rand.New(rand.NewPCG(sc.s.Seed, uint64(i))))
+	if sc.noise != nil {
+		addNoise(dst.Pix, sc.noise, rand.New(rand.NewPCG(sc.s.Seed, uint64(i))))
 	}
 	return dst, f
 }
 
 // compose computes the truth at t, drawing the sprites onto dst when it is not nil.
-// Visibility counts the sprite pixels of alpha >= 128 that no object drawn later covers.
+// Visibility counts an object's pixels of alpha >= 128 that are on the frame and that no
+// object drawn later covers with a pixel of alpha >= 128.
 func (sc *Scene) compose(t time.Duration, dst *image.RGBA) []Truth {
 	ps := sc.place(t)
 	frame := image.Rect(0, 0, sc.s.W, sc.s.H)
-	// owner is the index in ps of the object that shows at each pixel of the union of the
-	// objects' rectangles (on the frame), -1 for none.
-	var area image.Rectangle
-	for _, p := range ps {
-		area = area.Union(p.r.Intersect(frame))
-	}
-	owner := make([]int16, area.Dx()*area.Dy())
-	for i := range owner {
-		owner[i] = -1
-	}
-	total := make([]int, len(ps))
-	for j, p := range ps {
+	opaque := func(p placed, x, y int) bool {
 		sp := sc.sprites[p.k]
+		return sp.Pix[sp.PixOffset(x-p.r.Min.X, y-p.r.Min.Y)+3] >= 128
+	}
+	total, shown := make([]int, len(ps)), make([]int, len(ps))
+	for j, p := range ps {
+		var over []placed // the objects drawn over this one that overlap it
+		for _, q := range ps[j+1:] {
+			if q.r.Overlaps(p.r) {
+				over = append(over, q)
+			}
+		}
 		for y := p.r.Min.Y; y < p.r.Max.Y; y++ {
 			for x := p.r.Min.X; x < p.r.Max.X; x++ {
-				if sp.Pix[sp.PixOffset(x-p.r.Min.X, y-p.r.Min.Y)+3] < 128 {
+				if !opaque(p, x, y) {
 					continue
 				}
 				total[j]++
-				if (image.Point{x, y}).In(area) {
-					owner[(y-area.Min.Y)*area.Dx()+x-area.Min.X] = int16(j)
+				if !(image.Point{x, y}).In(frame) {
+					continue
+				}
+				covered := false
+				for _, q := range over {
+					if (image.Point{x, y}).In(q.r) && opaque(q, x, y) {
+						covered = true
+						break
+					}
+				}
+				if !covered {
+					shown[j]++
 				}
 			}
 		}
 		if dst != nil {
-			draw.Draw(dst, p.r, sp, image.Point{}, draw.Over)
-		}
-	}
-	shown := make([]int, len(ps))
-	for _, j := range owner {
-		if j >= 0 {
-			shown[j]++
+			draw.Draw(dst, p.r, sc.sprites[p.k], image.Point{}, draw.Over)
 		}
 	}
 	out := make([]Truth, 0, len(ps))
@@ -202,26 +207,39 @@ func (sc *Scene) compose(t time.Duration, dst *image.RGBA) []Truth {
 	return out
 }
 
-// addNoise adds uniform noise of amplitude a (gray levels) to the colour bytes of pix (RGBA).
-func addNoise(pix []byte, a float64, r *rand.Rand) {
+// noiseTable returns the table of addNoise for amplitude a (gray levels): entry n<<8|v is
+// v + n - a clamped to 0..255, for n in 0..2a; nil for no noise.
+func noiseTable(a float64) []byte {
 	amp := int(math.Round(a))
 	if amp == 0 {
-		return
+		return nil
 	}
-	span := uint64(2*amp + 1)
+	span := 2*amp + 1
+	t := make([]byte, span<<8)
+	for n := range span {
+		for v := range 256 {
+			t[n<<8|v] = byte(min(255, max(0, v+n-amp)))
+		}
+	}
+	return t
+}
+
+// addNoise adds uniform noise to the colour bytes of pix (RGBA) through table (noiseTable):
+// 8 random bits per byte, scaled to the table's 2a+1 levels.
+func addNoise(pix, table []byte, r *rand.Rand) {
+	span := uint64(len(table) >> 8)
 	var bits uint64
 	left := 0
-	for i := range pix {
-		if i%4 == 3 {
-			continue
+	for i := 0; i+3 < len(pix); i += 4 {
+		for c := i; c < i+3; c++ {
+			if left == 0 {
+				bits, left = r.Uint64(), 8
+			}
+			n := (bits & 0xff) * span >> 8
+			bits >>= 8
+			left--
+			pix[c] = table[int(n)<<8|int(pix[c])]
 		}
-		if left == 0 {
-			bits, left = r.Uint64(), 4
-		}
-		v := int(pix[i]) + int((bits&0xffff)%span) - amp
-		bits >>= 16
-		left--
-		pix[i] = byte(min(255, max(0, v)))
 	}
 }
 

@@ -365,3 +365,23 @@ func TestWriteTSErrors(t *testing.T) {
 		t.Error("WriteTS with a cancelled context succeeded")
 	}
 }
+
+// BenchmarkRender draws Plaza's frames (four people, noise), the work WriteTS does per frame
+// besides encoding.
+func BenchmarkRender(b *testing.B) {
+	m := loadMedia(b)
+	s, err := Plaza(m, 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, err := NewScene(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var img *image.RGBA
+	i := 0
+	for b.Loop() {
+		img, _ = sc.Render(10+i%100, img)
+		i++
+	}
+}
