@@ -94,7 +94,7 @@ func checkDaemonPlays(t *testing.T, m *Media, sc *Scene, file string) {
 			if d := meanAbsDiff(t, f.pix, plaza); d > 4.5 {
 				t.Errorf("frame Seq %d differs from the plaza by %.1f gray levels on average", f.seq, d)
 			}
-			i := int(f.seq-1) % sc.Scenario().Frames()
+			i := sc.TruthOfSeq(f.seq).Index
 			if i < 10 || i+1 >= sc.Scenario().Frames() {
 				continue
 			}

@@ -134,6 +134,14 @@ func (sc *Scene) Truth(i int) Frame {
 	return Frame{Index: i, T: t, Objects: sc.compose(t, nil)}
 }
 
+// TruthOfSeq returns the truth of the frame that a kind file camera playing the scene's
+// video hands out as frame seq (sources.Frame.Seq, from 1): the video's frame seq-1, modulo
+// its length, the file being looped. It holds while the camera's session does not restart.
+func (sc *Scene) TruthOfSeq(seq uint64) Frame {
+	n := uint64(sc.s.Frames())
+	return sc.Truth(int((max(seq, 1) - 1) % n))
+}
+
 // Render draws frame i into dst, which must be W x H at the origin (a new one when nil),
 // and returns the frame and its truth.
 func (sc *Scene) Render(i int, dst *image.RGBA) (*image.RGBA, Frame) {

@@ -246,6 +246,32 @@ func TestPlazaVideo(t *testing.T) {
 	t.Run("cameras", func(t *testing.T) { checkDaemonPlays(t, m, sc, file) })
 }
 
+// TestPlazaLowRates writes Plaza at 2 and 5 frames a second, for tests that analyse every
+// frame of a kind file camera at those rates: the frame count, rate and truth times follow.
+func TestPlazaLowRates(t *testing.T) {
+	m := loadMedia(t)
+	for _, fps := range []int{2, 5} {
+		sc, file, truth := writePlaza(t, m, fps)
+		n := 12 * fps
+		if len(truth) != n || truth[n-1].T != time.Duration(n-1)*time.Second/time.Duration(fps) {
+			t.Fatalf("%d fps: %d frames of truth, the last at %v", fps, len(truth), truth[len(truth)-1].T)
+		}
+		out, err := run(t.Context(), nil, "ffprobe", "-v", "error", "-select_streams", "v:0", "-count_frames",
+			"-show_entries", "stream=r_frame_rate,nb_read_frames", "-of", "default=nw=1", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// (MPEG-TS lists the stream twice, under its program and on its own.)
+		if want := fmt.Sprintf("r_frame_rate=%d/1\nnb_read_frames=%d\n", fps, n); !strings.HasPrefix(string(out), want) {
+			t.Errorf("%d fps: ffprobe says %q, want %q", fps, out, want)
+		}
+		// Frame Seq of a file camera is the video's frame Seq-1, looping.
+		if f := sc.TruthOfSeq(uint64(n + 3)); f.Index != 2 || len(f.Objects) != len(truth[2].Objects) {
+			t.Errorf("%d fps: TruthOfSeq(%d) is frame %d", fps, n+3, f.Index)
+		}
+	}
+}
+
 // checkReadBack checks the written file (sc's video, with its truth) with ffprobe, decodes
 // it, compares the frames with the drawn ones, and runs the detector on them.
 func checkReadBack(t *testing.T, sc *Scene, file string, truth []Frame) {
