@@ -47,19 +47,21 @@
 //   - a camera of kind file (`kind: file`, `file: <path>`): OpenCV plays the file from its
 //     first frame, at its rate, looped, every frame decoded, so the camera's frame Seq is the
 //     video's frame (Seq-1) mod Frames() as long as its session does not restart (a restart
-//     plays from the start again; Status().Reconnects says): look the truth up by it.
-//     Prefer it where a test needs the truth of each frame (identity switches, matching).
+//     plays from the start again; Status().Reconnects says): Scene.TruthOfSeq(seq) is its
+//     truth. Prefer it where a test needs the truth of each frame (identity switches,
+//     matching); make the video at the analysed rate (Plaza(m, 2)) to have every frame
+//     analysed, or at 10 fps and analyse fewer.
 //
 // Times in the truth are from the start of the video; on a looped camera, the n-th loop
 // adds n*Duration.
 //
 // # The truth
 //
-//   - per frame: WriteTS's result, or Scene.Truth(i), or Scene.At(t) at any time. Each
-//     Truth has the object's id, class, box in pixels (the sprite's tight box, clipped to the
-//     frame; compare it with the detector's boxes, e.g. with IoU), anchor and Visible, the
-//     fraction of its pixels that show (less than 1 when partly outside the frame or behind
-//     another object).
+//   - per frame: WriteTS's result, Scene.Truth(i), Scene.TruthOfSeq(seq), or Scene.At(t)
+//     at any time. Each Truth has the object's id, class, box in pixels (the sprite's tight
+//     box, clipped to the frame; compare it with the detector's boxes, e.g. with IoU),
+//     anchor and Visible, the fraction of its pixels that show (less than 1 when partly
+//     outside the frame or behind another object).
 //   - lines: Scenario.Crossings(line) and Count. A Line goes from P1 to P2; standing on P1
 //     and looking at P2, an anchor crossing from the right-hand side to the left-hand side
 //     (as seen on the picture, y downwards) goes In, the other way Out. For a line drawn top
