@@ -1,6 +1,7 @@
 package groundtruth
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -72,7 +73,7 @@ func (l Line) onSegment(p Point) bool {
 	return u >= -eps && u <= 1+eps
 }
 
-// eps is the geometric tolerance in normalized units (a millionth of the frame).
+// eps is the geometric tolerance in normalized units (a billionth of the frame).
 const eps = 1e-9
 
 // Crossing is one true crossing of a line by an object's anchor.
@@ -80,7 +81,7 @@ type Crossing struct {
 	ObjectID  int
 	Class     string
 	Direction Direction
-	T         time.Duration // when the anchor reached the far side, from the start of the video
+	T         time.Duration // when the anchor was on the line, leaving for the far side; from the start of the video
 	At        Point         // where it crossed
 }
 
@@ -126,7 +127,7 @@ func (s Scenario) Crossings(line Line) ([]Crossing, error) {
 	}
 	slices.SortStableFunc(out, func(a, b Crossing) int {
 		if a.T != b.T {
-			return cmpDur(a.T, b.T)
+			return cmp.Compare(a.T, b.T)
 		}
 		return a.ObjectID - b.ObjectID
 	})
@@ -272,7 +273,7 @@ func (s Scenario) Visits(zone Zone) ([]Visit, error) {
 	}
 	slices.SortStableFunc(out, func(a, b Visit) int {
 		if a.Enter != b.Enter {
-			return cmpDur(a.Enter, b.Enter)
+			return cmp.Compare(a.Enter, b.Enter)
 		}
 		return a.ObjectID - b.ObjectID
 	})
@@ -310,13 +311,3 @@ func (z Zone) cuts(a, b Point) []float64 {
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-
-func cmpDur(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
