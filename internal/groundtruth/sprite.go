@@ -37,8 +37,8 @@ type Media struct {
 	// frames across the video, where every walker has moved on. The parked cars and van at
 	// the top right stay (static objects the model sees as car/truck, as on the live sample).
 	Background *image.RGBA
-	// People are persons cut out of vtest.avi's frames (about 30-45 x 75-105 pixels), each
-	// verified to be detected as a person by yolov8n when drawn on Background.
+	// People are nine persons cut out of vtest.avi's frames (27-61 x 81-142 pixels, named
+	// walker-<frame>), each found as a person by yolov8n when drawn on Background.
 	People []*Sprite
 }
 
@@ -61,19 +61,21 @@ const (
 // vtestW and vtestH are vtest.avi's frame size, which the cuts are given in.
 const vtestW, vtestH = 768, 576
 
-// personCuts were chosen by running yolov8n on vtest.avi's frames: isolated people with a
+// personCuts returns the people to cut, chosen by running yolov8n on vtest.avi's frames: isolated people with a
 // confident box, whose cut-outs the model detects again on the empty background at
 // several places with IoU >= 0.7 (TestLoadVTest checks it on every run).
-var personCuts = []personCut{
-	{"walker-060", 60, image.Rect(604, 222, 662, 352)},  // 35x110, dark coat, jeans
-	{"walker-100", 100, image.Rect(579, 144, 629, 245)}, // 27x83, far, dark
-	{"walker-140", 140, image.Rect(503, 179, 566, 282)}, // 40x81, white jacket
-	{"walker-200", 200, image.Rect(694, 243, 753, 366)}, // 40x102
-	{"walker-220", 220, image.Rect(571, 285, 635, 421)}, // 42x119
-	{"walker-400", 400, image.Rect(677, 289, 756, 421)}, // 61x112, long stride
-	{"walker-480", 480, image.Rect(452, 227, 520, 347)}, // 45x102
-	{"walker-640", 640, image.Rect(322, 374, 398, 537)}, // 55x142, near, black coat
-	{"walker-680", 680, image.Rect(142, 320, 212, 461)}, // 49x121
+func personCuts() []personCut {
+	return []personCut{
+		{"walker-060", 60, image.Rect(604, 222, 662, 352)},  // 35x110, dark coat, jeans
+		{"walker-100", 100, image.Rect(579, 144, 629, 245)}, // 27x83, far, dark
+		{"walker-140", 140, image.Rect(503, 179, 566, 282)}, // 40x81, white jacket
+		{"walker-200", 200, image.Rect(694, 243, 753, 366)}, // 40x102
+		{"walker-220", 220, image.Rect(571, 285, 635, 421)}, // 42x119
+		{"walker-400", 400, image.Rect(677, 289, 756, 421)}, // 61x112, long stride
+		{"walker-480", 480, image.Rect(452, 227, 520, 347)}, // 45x102
+		{"walker-640", 640, image.Rect(322, 374, 398, 537)}, // 55x142, near, black coat
+		{"walker-680", 680, image.Rect(142, 320, 212, 461)}, // 49x121
+	}
 }
 
 // LoadVTest reads vtest.avi (third_party/media/vtest.avi, opencv-doc's sample) with the
@@ -88,19 +90,20 @@ func LoadVTest(ctx context.Context, file string) (*Media, error) {
 	if len(bg) != 1 {
 		return nil, fmt.Errorf("%s: too short for the background: want %d frames or more", file, (medianFrames-1)*medianStep+1)
 	}
-	sel := make([]string, len(personCuts))
-	for i, c := range personCuts {
+	cuts := personCuts()
+	sel := make([]string, len(cuts))
+	for i, c := range cuts {
 		sel[i] = fmt.Sprintf(`eq(n\,%d)`, c.frame) // in increasing order of frame
 	}
-	frames, err := decodeFiltered(ctx, file, vtestW, vtestH, len(personCuts), "select="+strings.Join(sel, "+"))
+	frames, err := decodeFiltered(ctx, file, vtestW, vtestH, len(cuts), "select="+strings.Join(sel, "+"))
 	if err != nil {
 		return nil, err
 	}
-	if len(frames) != len(personCuts) {
-		return nil, fmt.Errorf("%s: %d of the %d frames with people read", file, len(frames), len(personCuts))
+	if len(frames) != len(cuts) {
+		return nil, fmt.Errorf("%s: %d of the %d frames with people read", file, len(frames), len(cuts))
 	}
 	m := &Media{Background: bg[0]}
-	for i, c := range personCuts {
+	for i, c := range cuts {
 		sp, err := CutSprite(frames[i], m.Background, c.rect, 28)
 		if err != nil {
 			return nil, fmt.Errorf("%s: sprite %s (frame %d): %w", file, c.name, c.frame, err)

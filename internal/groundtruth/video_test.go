@@ -31,7 +31,7 @@ func loadMedia(t testing.TB) *Media {
 
 func TestLoadVTest(t *testing.T) {
 	m := loadMedia(t)
-	if m.Background.Rect != image.Rect(0, 0, 768, 576) || len(m.People) != len(personCuts) {
+	if m.Background.Rect != image.Rect(0, 0, 768, 576) || len(m.People) != len(personCuts()) {
 		t.Fatalf("background %v, %d people", m.Background.Rect, len(m.People))
 	}
 	total := 0
@@ -112,7 +112,7 @@ func TestCutSpriteErrors(t *testing.T) {
 
 func TestPlazaTruth(t *testing.T) {
 	m := &Media{Background: image.NewRGBA(image.Rect(0, 0, 768, 576))}
-	for _, c := range personCuts {
+	for _, c := range personCuts() {
 		m.People = append(m.People, &Sprite{Name: c.name, Class: "person", Image: image.NewNRGBA(image.Rect(0, 0, 40, 100))})
 	}
 	sc, err := Plaza(m, 5)
