@@ -113,7 +113,7 @@ func TestCutSpriteErrors(t *testing.T) {
 func TestPlazaTruth(t *testing.T) {
 	m := &Media{Background: image.NewRGBA(image.Rect(0, 0, 768, 576))}
 	for _, c := range personCuts() {
-		m.People = append(m.People, &Sprite{Name: c.name, Class: "person", Image: image.NewNRGBA(image.Rect(0, 0, 40, 100))})
+		m.People = append(m.People, block(c.name, 40, 100, red))
 	}
 	sc, err := Plaza(m, 5)
 	if err != nil {
@@ -150,6 +150,26 @@ func TestPlazaTruth(t *testing.T) {
 		if end := o.Path[len(o.Path)-1].T; end > PlazaDuration-time.Second {
 			t.Errorf("object %d's path ends at %v, later than a second before the end", o.ID, end)
 		}
+	}
+	// Object 2 passes in front of object 1 (drawn later, part of 1 hidden), and object 3's
+	// anchor comes within 2% of the line's x without crossing.
+	pl, err := NewScene(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden, closest := 1.0, 0.0
+	for i := range sc.Frames() {
+		for _, o := range pl.Truth(i).Objects {
+			if o.ID == 1 && o.Anchor.X > 0.2 && o.Anchor.X < 0.8 {
+				hidden = min(hidden, o.Visible)
+			}
+			if o.ID == 3 {
+				closest = max(closest, o.Anchor.X)
+			}
+		}
+	}
+	if hidden > 0.9 || hidden == 0 || closest < 0.47 || closest >= 0.5 {
+		t.Errorf("object 1 at least %.2f visible, object 3's anchor at most at x %.3f: want a partial occlusion and a near miss", hidden, closest)
 	}
 	if _, err := Plaza(&Media{}, 5); err == nil || !strings.Contains(err.Error(), `no sprite "walker-220"`) {
 		t.Errorf("no sprites: %v", err)
