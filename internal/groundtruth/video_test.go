@@ -110,11 +110,18 @@ func TestCutSpriteErrors(t *testing.T) {
 	}
 }
 
-func TestPlazaTruth(t *testing.T) {
+// blockMedia stands in for LoadVTest's media: a black plaza, and red 40x100 blocks for the
+// people.
+func blockMedia() *Media {
 	m := &Media{Background: image.NewRGBA(image.Rect(0, 0, 768, 576))}
 	for _, c := range personCuts() {
 		m.People = append(m.People, block(c.name, 40, 100, red))
 	}
+	return m
+}
+
+func TestPlazaTruth(t *testing.T) {
+	m := blockMedia()
 	sc, err := Plaza(m, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +276,7 @@ func TestPlazaVideo(t *testing.T) {
 // TestPlazaLowRates writes Plaza at 2 and 5 frames a second, for tests that analyse every
 // frame of a kind file camera at those rates: the frame count, rate and truth times follow.
 func TestPlazaLowRates(t *testing.T) {
-	m := loadMedia(t)
+	m := blockMedia()
 	for _, fps := range []int{2, 5} {
 		sc, file, truth := writePlaza(t, m, fps)
 		n := 12 * fps
