@@ -142,14 +142,14 @@ func (v *validator) analytics(c *Config, labels []string) {
 		p := fmt.Sprintf("cameras[%d]", i)
 		v.detectionEvents(p+".events.detections", cam.Events)
 		for _, ap := range analyticsProblems(cam.Analytics(), labels) {
-			field := ap.Field()
+			field, from := ap.Field(), ""
 			if sub, ok := objectsKey(field); ok && !v.sets(c, i, sub) {
 				if slices.ContainsFunc(defaults, func(d analytics.Problem) bool { return d == ap }) {
 					continue // reported at camera_defaults
 				}
-				ap.Msg += fmt.Sprintf(" (objects.%s from camera_defaults)", sub)
+				from = "objects." + sub + " from camera_defaults"
 			}
-			v.add(p+"."+field, "%s", problemMsg(ap))
+			v.add(p+"."+field, "%s", problemMsg(ap, cam.ID, from))
 		}
 	}
 }
@@ -162,7 +162,7 @@ func (v *validator) detectionEvents(field string, e Events) {
 func (v *validator) analyticsProblems(prefix string, a analytics.Config, labels []string) []analytics.Problem {
 	ps := analyticsProblems(a, labels)
 	for _, p := range ps {
-		v.add(prefix+"."+p.Field(), "%s", problemMsg(p))
+		v.add(prefix+"."+p.Field(), "%s", problemMsg(p, "", ""))
 	}
 	return ps
 }
@@ -180,21 +180,37 @@ func analyticsProblems(a analytics.Config, labels []string) analytics.Problems {
 }
 
 // problemMsg is a Problem's message for a config problem, whose field already names the
-// element: the id, when there is one, goes after it ("(zone \"door\")").
-func problemMsg(p analytics.Problem) string {
-	if p.ID == "" {
+// element by its index: the element's id and the camera's, when there are, go after it
+// (`(zone "door", camera "gate")`), and where the value comes from when not from the camera.
+func problemMsg(p analytics.Problem, camera, from string) string {
+	var ids []string
+	if p.ID != "" {
+		ids = append(ids, fmt.Sprintf("%s %q", elemKind(p.Elem), p.ID))
+	}
+	if camera != "" {
+		ids = append(ids, fmt.Sprintf("camera %q", camera))
+	}
+	if from != "" {
+		ids = append(ids, from)
+	}
+	if len(ids) == 0 {
 		return p.Msg
 	}
+	return fmt.Sprintf("%s (%s)", p.Msg, strings.Join(ids, ", "))
+}
+
+// elemKind names the kind of an element with an id.
+func elemKind(elem string) string {
 	kind := "id"
 	switch {
-	case strings.HasPrefix(p.Elem, "zones"):
+	case strings.HasPrefix(elem, "zones"):
 		kind = "zone"
-	case strings.HasPrefix(p.Elem, "lines"):
+	case strings.HasPrefix(elem, "lines"):
 		kind = "line"
-	case strings.HasPrefix(p.Elem, "objects.filters"):
+	case strings.HasPrefix(elem, "objects.filters"):
 		kind = "filter of"
 	}
-	return fmt.Sprintf("%s (%s %q)", p.Msg, kind, p.ID)
+	return kind
 }
 
 // objectsKey returns the key of objects that field ("objects.filters[0].class") is under:

@@ -107,25 +107,25 @@ func TestBadAnalytics(t *testing.T) {
 		msg               string
 	}{
 		{"polygon of 2 points", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 1]]\n",
-			"cameras[0].zones[0].polygon", 6, `(zone "z")`},
+			"cameras[0].zones[0].polygon", 6, `(zone "z", camera "a")`},
 		{"coordinate 1.5", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1.5, 0], [1, 1]]\n",
-			"cameras[0].zones[0].polygon", 6, `point 1 [1.5, 0] is outside the frame: coordinates are fractions 0..1 (zone "z")`},
+			"cameras[0].zones[0].polygon", 6, `point 1 [1.5, 0] is outside the frame: coordinates are fractions 0..1 (zone "z", camera "a")`},
 		{"negative coordinate in a mask", cam + "    masks:\n      - [[0, 0], [0.5, -0.1], [1, 1]]\n",
 			"cameras[0].masks[0]", 5, "point 1 [0.5, -0.1] is outside the frame"},
 		{"self-intersecting", cam + "    zones:\n      - id: bow\n        polygon: [[0, 0], [1, 1], [1, 0], [0, 1]]\n",
-			"cameras[0].zones[0].polygon", 6, `(zone "bow")`},
+			"cameras[0].zones[0].polygon", 6, `(zone "bow", camera "a")`},
 		{"self-intersecting mask", cam + "    masks:\n      - [[0, 0], [1, 1], [1, 0], [0, 1]]\n",
 			"cameras[0].masks[0].polygon", 5, ""},
 		{"duplicate zone id", cam + "    zones:\n      - {id: z, polygon: [[0, 0], [1, 0], [1, 1]]}\n      - {id: z, polygon: [[0, 0], [1, 0], [0, 1]]}\n",
-			"cameras[0].zones[1].id", 6, `repeats zones[0] (zone "z")`},
+			"cameras[0].zones[1].id", 6, `repeats zones[0] (zone "z", camera "a")`},
 		{"duplicate line id", cam + "    lines:\n      - {id: l, points: [[0, 0], [1, 1]]}\n      - {id: l, points: [[0, 1], [1, 0]]}\n",
-			"cameras[0].lines[1].id", 6, `repeats lines[0] (line "l")`},
+			"cameras[0].lines[1].id", 6, `repeats lines[0] (line "l", camera "a")`},
 		{"zone without id", cam + "    zones:\n      - polygon: [[0, 0], [1, 0], [1, 1]]\n",
 			"cameras[0].zones[0].id", 5, "is required"},
 		{"bad zone id", cam + "    zones:\n      - {id: front door, polygon: [[0, 0], [1, 0], [1, 1]]}\n",
 			"cameras[0].zones[0].id", 5, `"front door": want letters, digits`},
 		{"line with equal points", cam + "    lines:\n      - id: l\n        points: [[0.5, 0.5], [0.5, 0.5]]\n",
-			"cameras[0].lines[0].points", 6, `are the same point: a line needs two distinct ends (line "l")`},
+			"cameras[0].lines[0].points", 6, `are the same point: a line needs two distinct ends (line "l", camera "a")`},
 		{"line of 3 points", cam + "    lines:\n      - id: l\n        points: [[0, 0], [0.5, 0.5], [1, 1]]\n",
 			"cameras[0].lines[0].points", 6, "has 3 points, want 2"},
 		{"line band", cam + "    lines:\n      - {id: l, points: [[0, 0], [1, 1]], band: 0.7}\n",
@@ -135,7 +135,7 @@ func TestBadAnalytics(t *testing.T) {
 		{"negative min_seconds", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        min_seconds: -1\n",
 			"cameras[0].zones[0].min_seconds", 7, "-1 is not a number of seconds"},
 		{"min_score 2", cam + "    objects:\n      filters:\n        - {class: person, min_score: 2}\n",
-			"cameras[0].objects.filters[0].min_score", 6, `2 is outside 0..1 (filter of "person")`},
+			"cameras[0].objects.filters[0].min_score", 6, `2 is outside 0..1 (filter of "person", camera "a")`},
 		{"filter of an untracked class", cam + "    objects:\n      track: [car]\n      filters:\n        - {class: person}\n",
 			"cameras[0].objects.filters[0].class", 7, `"person" is not tracked`},
 		{"class named twice", cam + "    zones:\n      - {id: z, polygon: [[0, 0], [1, 0], [1, 1]], classes: [car, car]}\n",
@@ -193,7 +193,7 @@ cameras:
     objects: {track: [car]}
 `))
 	want := `line 4: camera_defaults.objects.filters[0].min_score: 1.5 is outside 0..1 (filter of "person")
-line 10: cameras[2].objects.filters[0].class: "person" is not tracked (objects.track: car) (objects.filters from camera_defaults) (filter of "person")`
+line 10: cameras[2].objects.filters[0].class: "person" is not tracked (objects.track: car) (filter of "person", camera "c", objects.filters from camera_defaults)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
 	}
@@ -228,8 +228,8 @@ cameras:
 		t.Errorf("no labels: %v", err)
 	}
 	want := `line 2: camera_defaults.objects.track: "unicorn" is not a class of the model
-line 9: cameras[0].zones[0].classes: "forklift" is not a class of the model (zone "dock")
-line 15: cameras[1].objects.track: "dog" is not a class of the model`
+line 9: cameras[0].zones[0].classes: "forklift" is not a class of the model (zone "dock", camera "a")
+line 15: cameras[1].objects.track: "dog" is not a class of the model (camera "b")`
 	err = cfg.CheckClasses(coco)
 	var cerr *config.Error
 	if !errors.As(err, &cerr) || err.Error() != want {
@@ -247,7 +247,7 @@ line 15: cameras[1].objects.track: "dog" is not a class of the model`
 	goCfg := *ok
 	goCfg.Cameras = slices.Clone(ok.Cameras)
 	goCfg.Cameras[0].Lines = []analytics.Line{{ID: "l", Points: analytics.Points{{0, 0}, {1, 1}}, Classes: []string{"bus", "tram"}}}
-	if err := goCfg.CheckClasses(coco); err == nil || !strings.Contains(err.Error(), `cameras[0].lines[0].classes: "tram" is not a class of the model (line "l")`) {
+	if err := goCfg.CheckClasses(coco); err == nil || !strings.Contains(err.Error(), `cameras[0].lines[0].classes: "tram" is not a class of the model (line "l", camera "a")`) {
 		t.Errorf("Go config: %v", err)
 	}
 }
@@ -273,7 +273,7 @@ func TestCheckFilesLabels(t *testing.T) {
 		t.Errorf("known classes: %v", err)
 	}
 	err := load("car, tram").CheckFiles()
-	if err == nil || err.Error() != `line 6: cameras[0].zones[0].classes: "tram" is not a class of the model (zone "z") (workers.labels `+labels+`: 6 classes)` {
+	if err == nil || err.Error() != `line 6: cameras[0].zones[0].classes: "tram" is not a class of the model (zone "z", camera "a") (workers.labels `+labels+`: 6 classes)` {
 		t.Errorf("unknown class: %v", err)
 	}
 	// A labels file with a hole is reported, not taken for a list of classes.
