@@ -12,6 +12,7 @@ import (
 
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/configs"
 	"github.com/visiond/visiond/internal/testutil"
 )
 
@@ -287,5 +288,22 @@ func TestCheckFilesLabels(t *testing.T) {
 	}
 	if err := load("car").CheckFiles(); err == nil || strings.Count(err.Error(), "workers.labels") != 1 || !strings.Contains(err.Error(), "cannot read") {
 		t.Errorf("no labels file: %v", err)
+	}
+}
+
+// The example documents the analytics settings with classes the COCO models have.
+func TestExampleAnalytics(t *testing.T) {
+	cfg, err := config.Parse(configs.Example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.CheckClasses(coco); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cfg.Cameras, func(c config.Camera) bool { return c.ID == "gate" })
+	gate := cfg.Cameras[i]
+	if len(gate.Zones) != 1 || len(gate.Lines) != 1 || len(gate.Masks) != 1 || gate.Events.Detections != config.DetectionsTracked ||
+		len(gate.Objects.Filters) != 2 || cfg.Cameras[0].Events.Detections != config.DetectionsAll {
+		t.Errorf("the example's gate: %+v", gate)
 	}
 }
