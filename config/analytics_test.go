@@ -99,69 +99,75 @@ func TestParseDetectionEvents(t *testing.T) {
 	}
 }
 
+// cam begins a file of one camera; its keys follow from line 4 on.
+const cam = "cameras:\n  - id: a\n    url: rtsp://h\n"
+
+// badAnalytics are bad analytics settings, each with the problem it must give: its field,
+// line and message. They also seed FuzzParse.
+var badAnalytics = []struct {
+	name, yaml, field string
+	line              int
+	msg               string
+}{
+	{"polygon of 2 points", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 1]]\n",
+		"cameras[0].zones[0].polygon", 6, `(zone "z", camera "a")`},
+	{"coordinate 1.5", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1.5, 0], [1, 1]]\n",
+		"cameras[0].zones[0].polygon", 6, `point 1 [1.5, 0] is outside the frame: coordinates are fractions 0..1 (zone "z", camera "a")`},
+	{"negative coordinate in a mask", cam + "    masks:\n      - [[0, 0], [0.5, -0.1], [1, 1]]\n",
+		"cameras[0].masks[0]", 5, "point 1 [0.5, -0.1] is outside the frame"},
+	{"self-intersecting", cam + "    zones:\n      - id: bow\n        polygon: [[0, 0], [1, 1], [1, 0], [0, 1]]\n",
+		"cameras[0].zones[0].polygon", 6, `(zone "bow", camera "a")`},
+	{"self-intersecting mask", cam + "    masks:\n      - [[0, 0], [1, 1], [1, 0], [0, 1]]\n",
+		"cameras[0].masks[0].polygon", 5, ""},
+	{"duplicate zone id", cam + "    zones:\n      - {id: z, polygon: [[0, 0], [1, 0], [1, 1]]}\n      - {id: z, polygon: [[0, 0], [1, 0], [0, 1]]}\n",
+		"cameras[0].zones[1].id", 6, `repeats zones[0] (zone "z", camera "a")`},
+	{"duplicate line id", cam + "    lines:\n      - {id: l, points: [[0, 0], [1, 1]]}\n      - {id: l, points: [[0, 1], [1, 0]]}\n",
+		"cameras[0].lines[1].id", 6, `repeats lines[0] (line "l", camera "a")`},
+	{"zone without id", cam + "    zones:\n      - polygon: [[0, 0], [1, 0], [1, 1]]\n",
+		"cameras[0].zones[0].id", 5, "is required"},
+	{"bad zone id", cam + "    zones:\n      - {id: front door, polygon: [[0, 0], [1, 0], [1, 1]]}\n",
+		"cameras[0].zones[0].id", 5, `"front door": want letters, digits`},
+	{"line with equal points", cam + "    lines:\n      - id: l\n        points: [[0.5, 0.5], [0.5, 0.5]]\n",
+		"cameras[0].lines[0].points", 6, `are the same point: a line needs two distinct ends (line "l", camera "a")`},
+	{"line of 3 points", cam + "    lines:\n      - id: l\n        points: [[0, 0], [0.5, 0.5], [1, 1]]\n",
+		"cameras[0].lines[0].points", 6, "has 3 points, want 2"},
+	{"line band", cam + "    lines:\n      - {id: l, points: [[0, 0], [1, 1]], band: 0.7}\n",
+		"cameras[0].lines[0].band", 5, "0.7 is outside 0..0.5"},
+	{"bad anchor", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        anchor: top\n",
+		"cameras[0].zones[0].anchor", 7, `unknown anchor "top" (want bottom_center or center)`},
+	{"negative min_seconds", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        min_seconds: -1\n",
+		"cameras[0].zones[0].min_seconds", 7, "-1 is not a number of seconds"},
+	{"min_score 2", cam + "    objects:\n      filters:\n        - {class: person, min_score: 2}\n",
+		"cameras[0].objects.filters[0].min_score", 6, `2 is outside 0..1 (filter of "person", camera "a")`},
+	{"filter of an untracked class", cam + "    objects:\n      track: [car]\n      filters:\n        - {class: person}\n",
+		"cameras[0].objects.filters[0].class", 7, `"person" is not tracked`},
+	{"class named twice", cam + "    zones:\n      - {id: z, polygon: [[0, 0], [1, 0], [1, 1]], classes: [car, car]}\n",
+		"cameras[0].zones[0].classes", 5, `names "car" twice`},
+	{"bad events.detections", cam + "    events:\n      detections: some\n",
+		"cameras[0].events.detections", 5, `unknown value "some": want one of all, tracked, off`},
+	{"bad default events.detections", "camera_defaults:\n  events: {detections: tracks}\ncameras: []\n",
+		"camera_defaults.events.detections", 2, `unknown value "tracks"`},
+	{"bad default filter", "camera_defaults:\n  objects:\n    filters:\n      - {class: person, max_area: 1.5}\n" + cam,
+		"camera_defaults.objects.filters[0].max_area", 4, "1.5 is outside 0..1"},
+	{"unknown key in a zone", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        colour: red\n",
+		"cameras[0].zones[0].colour", 7, `unknown key "colour" (known here: anchor, classes, id, loiter_seconds, min_seconds, polygon)`},
+	{"unknown key in objects", cam + "    objects:\n      min_score: 0.5\n",
+		"cameras[0].objects.min_score", 5, `unknown key "min_score" (known here: anchor, filters, track)`},
+	{"unknown key in events", cam + "    events:\n      objects: true\n",
+		"cameras[0].events.objects", 5, `unknown key "objects" (known here: detections)`},
+	{"zones in camera_defaults", "camera_defaults:\n  zones: []\ncameras: []\n",
+		"camera_defaults.zones", 2, `unknown key "zones"`},
+	{"point not a pair", cam + "    masks:\n      - [[0, 0], [1], [1, 1]]\n",
+		"cameras[0].masks[0]", 5, "point 1 has 1 numbers, want [x, y]"},
+	{"coordinate not a number", cam + "    masks:\n      - [[0, 0], [1, x], [1, 1]]\n",
+		"cameras[0].masks[0][1][1]", 5, `want a number, got "x"`},
+	{"polygon not a list", cam + "    zones:\n      - {id: z, polygon: 3}\n",
+		"cameras[0].zones[0].polygon", 5, "want a list, got a single value"},
+}
+
 // Bad analytics settings, each reported at the camera's path and the line of the key.
 func TestBadAnalytics(t *testing.T) {
-	cam := "cameras:\n  - id: a\n    url: rtsp://h\n" // the camera's keys from line 4 on
-	for _, tc := range []struct {
-		name, yaml, field string
-		line              int
-		msg               string
-	}{
-		{"polygon of 2 points", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 1]]\n",
-			"cameras[0].zones[0].polygon", 6, `(zone "z", camera "a")`},
-		{"coordinate 1.5", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1.5, 0], [1, 1]]\n",
-			"cameras[0].zones[0].polygon", 6, `point 1 [1.5, 0] is outside the frame: coordinates are fractions 0..1 (zone "z", camera "a")`},
-		{"negative coordinate in a mask", cam + "    masks:\n      - [[0, 0], [0.5, -0.1], [1, 1]]\n",
-			"cameras[0].masks[0]", 5, "point 1 [0.5, -0.1] is outside the frame"},
-		{"self-intersecting", cam + "    zones:\n      - id: bow\n        polygon: [[0, 0], [1, 1], [1, 0], [0, 1]]\n",
-			"cameras[0].zones[0].polygon", 6, `(zone "bow", camera "a")`},
-		{"self-intersecting mask", cam + "    masks:\n      - [[0, 0], [1, 1], [1, 0], [0, 1]]\n",
-			"cameras[0].masks[0].polygon", 5, ""},
-		{"duplicate zone id", cam + "    zones:\n      - {id: z, polygon: [[0, 0], [1, 0], [1, 1]]}\n      - {id: z, polygon: [[0, 0], [1, 0], [0, 1]]}\n",
-			"cameras[0].zones[1].id", 6, `repeats zones[0] (zone "z", camera "a")`},
-		{"duplicate line id", cam + "    lines:\n      - {id: l, points: [[0, 0], [1, 1]]}\n      - {id: l, points: [[0, 1], [1, 0]]}\n",
-			"cameras[0].lines[1].id", 6, `repeats lines[0] (line "l", camera "a")`},
-		{"zone without id", cam + "    zones:\n      - polygon: [[0, 0], [1, 0], [1, 1]]\n",
-			"cameras[0].zones[0].id", 5, "is required"},
-		{"bad zone id", cam + "    zones:\n      - {id: front door, polygon: [[0, 0], [1, 0], [1, 1]]}\n",
-			"cameras[0].zones[0].id", 5, `"front door": want letters, digits`},
-		{"line with equal points", cam + "    lines:\n      - id: l\n        points: [[0.5, 0.5], [0.5, 0.5]]\n",
-			"cameras[0].lines[0].points", 6, `are the same point: a line needs two distinct ends (line "l", camera "a")`},
-		{"line of 3 points", cam + "    lines:\n      - id: l\n        points: [[0, 0], [0.5, 0.5], [1, 1]]\n",
-			"cameras[0].lines[0].points", 6, "has 3 points, want 2"},
-		{"line band", cam + "    lines:\n      - {id: l, points: [[0, 0], [1, 1]], band: 0.7}\n",
-			"cameras[0].lines[0].band", 5, "0.7 is outside 0..0.5"},
-		{"bad anchor", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        anchor: top\n",
-			"cameras[0].zones[0].anchor", 7, `unknown anchor "top" (want bottom_center or center)`},
-		{"negative min_seconds", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        min_seconds: -1\n",
-			"cameras[0].zones[0].min_seconds", 7, "-1 is not a number of seconds"},
-		{"min_score 2", cam + "    objects:\n      filters:\n        - {class: person, min_score: 2}\n",
-			"cameras[0].objects.filters[0].min_score", 6, `2 is outside 0..1 (filter of "person", camera "a")`},
-		{"filter of an untracked class", cam + "    objects:\n      track: [car]\n      filters:\n        - {class: person}\n",
-			"cameras[0].objects.filters[0].class", 7, `"person" is not tracked`},
-		{"class named twice", cam + "    zones:\n      - {id: z, polygon: [[0, 0], [1, 0], [1, 1]], classes: [car, car]}\n",
-			"cameras[0].zones[0].classes", 5, `names "car" twice`},
-		{"bad events.detections", cam + "    events:\n      detections: some\n",
-			"cameras[0].events.detections", 5, `unknown value "some": want one of all, tracked, off`},
-		{"bad default events.detections", "camera_defaults:\n  events: {detections: tracks}\ncameras: []\n",
-			"camera_defaults.events.detections", 2, `unknown value "tracks"`},
-		{"bad default filter", "camera_defaults:\n  objects:\n    filters:\n      - {class: person, max_area: 1.5}\n" + cam,
-			"camera_defaults.objects.filters[0].max_area", 4, "1.5 is outside 0..1"},
-		{"unknown key in a zone", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        colour: red\n",
-			"cameras[0].zones[0].colour", 7, `unknown key "colour" (known here: anchor, classes, id, loiter_seconds, min_seconds, polygon)`},
-		{"unknown key in objects", cam + "    objects:\n      min_score: 0.5\n",
-			"cameras[0].objects.min_score", 5, `unknown key "min_score" (known here: anchor, filters, track)`},
-		{"unknown key in events", cam + "    events:\n      objects: true\n",
-			"cameras[0].events.objects", 5, `unknown key "objects" (known here: detections)`},
-		{"zones in camera_defaults", "camera_defaults:\n  zones: []\ncameras: []\n",
-			"camera_defaults.zones", 2, `unknown key "zones"`},
-		{"point not a pair", cam + "    masks:\n      - [[0, 0], [1], [1, 1]]\n",
-			"cameras[0].masks[0]", 5, "point 1 has 1 numbers, want [x, y]"},
-		{"coordinate not a number", cam + "    masks:\n      - [[0, 0], [1, x], [1, 1]]\n",
-			"cameras[0].masks[0][1][1]", 5, `want a number, got "x"`},
-		{"polygon not a list", cam + "    zones:\n      - {id: z, polygon: 3}\n",
-			"cameras[0].zones[0].polygon", 5, "want a list, got a single value"},
-	} {
+	for _, tc := range badAnalytics {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tc.yaml))
 			var cerr *config.Error

@@ -10,6 +10,14 @@
 // (for example "cameras[2].url") and, when the config came from YAML, its
 // line.
 //
+// A camera's analytics settings (objects, masks, zones, lines, events; see
+// analytics.go) are package analytics' types, embedded as YAML leaves and
+// checked by analytics.Config.Check, whose problems are reported at the
+// camera's path. Their class names are checked by CheckClasses once the
+// model's labels are known: by CheckFiles with a labels file, by `visiond
+// check -load` and by the daemon. Camera.Analytics returns them as package
+// analytics takes them; Camera.Events says which events the camera publishes.
+//
 // String values may name environment variables as ${NAME}, and every secret
 // may come from a file through its _file key (secrets.go); documents over
 // MaxFileBytes are refused. Validate looks at values only; CheckFiles opens

@@ -508,6 +508,9 @@ func FuzzParse(f *testing.F) {
 	for _, tc := range badCases {
 		f.Add([]byte(tc.doc))
 	}
+	for _, tc := range badAnalytics {
+		f.Add([]byte(tc.yaml))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := config.Parse(data)
 		if err != nil {

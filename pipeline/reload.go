@@ -49,7 +49,7 @@ var reloadClasses = map[string]reloadClass{
 	"workers":         applyLive,   // new pools started and swapped in (a model of another input size is rejected)
 	"pipeline":        applyLive,   // the slicer's period and the frames' maximum age
 	"camera_defaults": applyLive,   // resolved into the cameras by config
-	"cameras":         applyLive,   // compared one by one
+	"cameras":         applyLive,   // compared one by one: a new source restarts; fps, weight and the analytics settings apply live
 }
 
 // reloadClassOf returns the class of the field at path (a dotted YAML path) and the entry
