@@ -154,8 +154,13 @@ func (v *validator) analytics(c *Config, labels []string) {
 	}
 }
 
+// detectionEvents checks events.detections; "" is the default, unless the file says "".
 func (v *validator) detectionEvents(field string, e Events) {
-	oneOfValues(v, field, e.DetectionMode(), DetectionEventModes())
+	mode := e.DetectionMode()
+	if _, written := v.lines[field]; written && e.Detections == "" {
+		mode = ""
+	}
+	oneOfValues(v, field, mode, DetectionEventModes())
 }
 
 // analyticsProblems adds the problems of a (at prefix) and returns them.

@@ -145,6 +145,8 @@ var badAnalytics = []struct {
 		"cameras[0].zones[0].classes", 5, `names "car" twice`},
 	{"bad events.detections", cam + "    events:\n      detections: some\n",
 		"cameras[0].events.detections", 5, `unknown value "some": want one of all, tracked, off`},
+	{"empty events.detections", cam + "    events: {detections: \"\"}\n",
+		"cameras[0].events.detections", 4, `unknown value empty: want one of all, tracked, off`},
 	{"bad default events.detections", "camera_defaults:\n  events: {detections: tracks}\ncameras: []\n",
 		"camera_defaults.events.detections", 2, `unknown value "tracks"`},
 	{"bad default filter", "camera_defaults:\n  objects:\n    filters:\n      - {class: person, max_area: 1.5}\n" + cam,
