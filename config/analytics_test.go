@@ -315,3 +315,40 @@ func TestExampleAnalytics(t *testing.T) {
 		t.Errorf("the example's gate: %+v", gate)
 	}
 }
+
+// analyticsFile is a file of n cameras, each with 8 zones (hexagons), 8 lines, 2 masks and
+// filters.
+func analyticsFile(n int) []byte {
+	var b strings.Builder
+	b.WriteString("cameras:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - id: cam%d\n    url: rtsp://h/%d\n    objects: {track: [person, car], filters: [{class: car, min_score: 0.5}]}\n", i, i)
+		b.WriteString("    masks:\n      - [[0, 0], [0.2, 0], [0.2, 0.1]]\n      - [[0.8, 0], [1, 0], [1, 0.1]]\n    zones:\n")
+		for z := range 8 {
+			x := float64(z) / 8
+			fmt.Fprintf(&b, "      - {id: z%d, polygon: [[%g, 0.5], [%g, 0.45], [%g, 0.5], [%g, 0.9], [%g, 0.95], [%g, 0.9]], classes: [person]}\n",
+				z, x, x+0.06, x+0.12, x+0.12, x+0.06, x)
+		}
+		b.WriteString("    lines:\n")
+		for l := range 8 {
+			fmt.Fprintf(&b, "      - {id: l%d, points: [[%g, 0.1], [%g, 0.9]], classes: [person, car]}\n", l, 0.1+float64(l)/10, 0.1+float64(l)/10)
+		}
+	}
+	return []byte(b.String())
+}
+
+// Parsing and validating a file of 100 cameras with 8 zones and 8 lines each, then checking
+// its class names: what check, a start and every reload pay.
+func BenchmarkParseAnalytics(b *testing.B) {
+	data := analyticsFile(100)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		cfg, err := config.Parse(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cfg.CheckClasses(coco); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
