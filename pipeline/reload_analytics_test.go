@@ -105,16 +105,32 @@ func TestReloadAnalyticsLive(t *testing.T) {
 	fd.untouched(t, srcs)
 }
 
-// A reload that changes a camera's source restarts it with its new analytics settings; one
-// that changes only its fps keeps its settings.
+// A change of camera_defaults.events reaches the cameras that inherit it; a reload that
+// changes only a camera's fps keeps its settings; one that changes its source restarts it
+// with its new settings.
 func TestReloadAnalyticsWithSchedule(t *testing.T) {
 	fd := startFileDaemon(t, analyticsBase(t))
 	fd.online(t, "cam0", "cam1")
 	before := fd.camera("cam0").analytics()
 	body := testutil.ReadFile(t, fd.path)
+
+	// camera_defaults.events changed: cam1, which inherits it, takes it; cam0, which sets its
+	// own, is kept.
+	fd.save(t, strings.Replace(body, "cameras:\n", "camera_defaults: {events: {detections: \"off\"}}\ncameras:\n", 1))
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Equal(ev.Updated, []string{"cam1"}) || len(ev.Restarted) != 0 {
+		t.Fatalf("camera_defaults.events changed: %+v, want cam1 updated", ev)
+	}
+	if fd.camera("cam1").analytics().Events.Detections != config.DetectionsOff || fd.camera("cam0").analytics() != before {
+		t.Fatalf("after camera_defaults.events: cam1 %+v, cam0's settings replaced: %v", fd.camera("cam1").analytics(), fd.camera("cam0").analytics() != before)
+	}
+
+	// cam0's fps changed (and camera_defaults back as it was: cam1 all again).
 	fd.save(t, strings.Replace(body, "- {id: cam0,", "- {id: cam0, fps: 2,", 1))
-	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Equal(ev.Updated, []string{"cam0"}) {
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Equal(ev.Updated, []string{"cam0", "cam1"}) {
 		t.Fatalf("fps changed: %+v", ev)
+	}
+	if fd.camera("cam1").analytics().Events.Detections != config.DetectionsAll {
+		t.Fatalf("cam1 after camera_defaults restored: %+v", fd.camera("cam1").analytics())
 	}
 	if c := fd.camera("cam0"); c.analytics() != before || c.status().FPS != 2 {
 		t.Fatalf("cam0 after an fps change: fps %v, settings replaced: %v", c.status().FPS, c.analytics() != before)
