@@ -10,6 +10,14 @@
 // (for example "cameras[2].url") and, when the config came from YAML, its
 // line.
 //
+// A camera's analytics settings (objects, masks, zones, lines, events; see
+// analytics.go) are package analytics' types, embedded as YAML leaves and
+// checked by analytics.Config.Check, whose problems are reported at the
+// camera's path. Their class names are checked by CheckClasses once the
+// model's labels are known: by CheckFiles with a labels file, by `visiond
+// check -load` and by the daemon. Camera.Analytics returns them as package
+// analytics takes them; Camera.Events says which events the camera publishes.
+//
 // String values may name environment variables as ${NAME}, and every secret
 // may come from a file through its _file key (secrets.go); documents over
 // MaxFileBytes are refused. Validate looks at values only; CheckFiles opens
@@ -31,6 +39,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/pool"
 	"github.com/visiond/visiond/sinks"
@@ -401,6 +410,13 @@ type CameraDefaults struct {
 	// with every camera's fps, > 0: under overload each camera's analysed fps
 	// falls in proportion to its weight. Default 1.
 	Weight float64 `yaml:"weight"`
+	// Objects says which detections are kept before tracking: the classes
+	// tracked and thresholds per class (analytics.Objects). A camera that sets
+	// one of its keys replaces that key. Default: every class of the model, no
+	// thresholds.
+	Objects analytics.Objects `yaml:"objects"`
+	// Events says which events cameras publish. Default: detections all.
+	Events Events `yaml:"events"`
 }
 
 // Camera is one camera, in resolved form: after Parse every field holds its
@@ -442,6 +458,22 @@ type Camera struct {
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// Weight is the camera's share of the workers under overload.
 	Weight float64 `yaml:"weight"`
+
+	// The analytics settings (analytics.go), applied live by a reload: the
+	// camera keeps its session. Objects and Events are resolved key by key
+	// against camera_defaults; Masks, Zones and Lines are the camera's own.
+
+	// Objects says which detections are tracked, and per-class thresholds.
+	Objects analytics.Objects `yaml:"objects"`
+	// Masks are polygons (normalized coordinates) where detections are dropped
+	// before tracking. Default: none.
+	Masks []analytics.Points `yaml:"masks,omitempty"`
+	// Zones are regions whose visitors are followed. Default: none.
+	Zones []analytics.Zone `yaml:"zones,omitempty"`
+	// Lines are segments whose crossings are counted. Default: none.
+	Lines []analytics.Line `yaml:"lines,omitempty"`
+	// Events says which events the camera publishes.
+	Events Events `yaml:"events"`
 }
 
 // rawCamera is a camera as written in YAML: a nil field was left unset and
@@ -461,6 +493,11 @@ type rawCamera struct {
 	Decode       *sources.DecodeMode `yaml:"decode"`
 	StallTimeout *time.Duration      `yaml:"stall_timeout"`
 	Weight       *float64            `yaml:"weight"`
+	Objects      *rawObjects         `yaml:"objects"`
+	Masks        []analytics.Points  `yaml:"masks"`
+	Zones        []analytics.Zone    `yaml:"zones"`
+	Lines        []analytics.Line    `yaml:"lines"`
+	Events       *rawEvents          `yaml:"events"`
 }
 
 // resolve fills the fields r leaves unset from d.
@@ -480,6 +517,11 @@ func (r rawCamera) resolve(d CameraDefaults) Camera {
 		Decode:       or(r.Decode, d.Decode),
 		StallTimeout: or(r.StallTimeout, d.StallTimeout),
 		Weight:       or(r.Weight, d.Weight),
+		Objects:      r.Objects.resolve(d.Objects),
+		Masks:        r.Masks,
+		Zones:        r.Zones,
+		Lines:        r.Lines,
+		Events:       r.Events.resolve(d.Events),
 	}
 }
 
@@ -537,6 +579,7 @@ func Default() *Config {
 			Decode:       sources.DefaultDecode,
 			StallTimeout: sources.DefaultStallTimeout,
 			Weight:       1,
+			Events:       Events{Detections: DefaultDetectionEvents},
 		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/visiond/visiond/sources"
 )
@@ -12,7 +13,9 @@ import (
 // CheckFiles checks that every file the config names, and that the daemon
 // opens, can be read: the model, ONNX Runtime's library, the labels, every
 // TLS file, NATS nkey seed and credentials files, the sample camera's file
-// (when enabled) and the file of each enabled camera of kind file. Validate
+// (when enabled) and the file of each enabled camera of kind file; and, with a
+// labels file, that the class names of the analytics settings are in it
+// (CheckClasses). Validate
 // does not, as it looks at values only; `visiond check` does, so that a file
 // run would fail on is found before. It returns nil or an *Error naming each
 // field, its line and the path.
@@ -43,6 +46,21 @@ func (c *Config) CheckFiles() error {
 	for i, cam := range c.Cameras {
 		if cam.Enabled && cam.Kind == sources.KindFile {
 			v.readable(fmt.Sprintf("cameras[%d].file", i), cam.File)
+		}
+	}
+	labelsRead := !slices.ContainsFunc(v.problems, func(p Problem) bool { return p.Field == "workers.labels" })
+	if c.Workers.Labels != "" && labelsRead {
+		// The labels file reads: the analytics settings' class names must be in it.
+		labels, err := ReadLabels(c.Workers.Labels)
+		var cerr *Error
+		switch {
+		case err != nil:
+			v.add("workers.labels", "%v", err)
+		case errors.As(c.CheckClasses(labels), &cerr):
+			for _, p := range cerr.Problems {
+				p.Msg += fmt.Sprintf(" (workers.labels %s: %d classes)", c.Workers.Labels, len(labels))
+				v.problems = append(v.problems, p)
+			}
 		}
 	}
 	if len(v.problems) == 0 {

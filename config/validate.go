@@ -200,6 +200,7 @@ func (c *Config) Validate() error {
 		v.positive(p+".stall_timeout", cam.StallTimeout)
 		v.fps(p+".weight", cam.Weight)
 	}
+	v.analytics(c, nil) // class names: CheckClasses, once the model's are known
 
 	if len(v.problems) == 0 {
 		return nil

@@ -2,12 +2,14 @@ package pipeline
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
@@ -17,7 +19,8 @@ import (
 // camera is one enabled camera as the pipeline sees it: its source, its mailbox, its place
 // in the schedule and its counters.
 type camera struct {
-	cfg      config.Camera
+	cfg      config.Camera // without its analytics settings, which are in settings
+	settings atomic.Pointer[analyticsSettings]
 	src      *sources.Camera
 	box      Mailbox
 	interval time.Duration // 1/fps
@@ -56,7 +59,40 @@ func newCamera(cfg config.Camera, slice time.Duration, wake func()) *camera {
 		cfg.Weight = 1
 	}
 	interval := time.Duration(float64(time.Second) / cfg.FPS)
-	return &camera{cfg: cfg, interval: interval, slack: min(slice/2, interval/4), wake: wake}
+	c := &camera{cfg: withoutAnalytics(cfg), interval: interval, slack: min(slice/2, interval/4), wake: wake}
+	c.setAnalytics(cfg)
+	return c
+}
+
+// analyticsSettings are a camera's analytics settings in force: its objects, masks, zones
+// and lines (Analytics) and which events it publishes (Events). They never change: a
+// reload that changes a camera's settings stores new ones (setAnalytics), so a reader that
+// keeps the pointer it last used knows, by comparing it with the camera's, that they
+// changed (and then applies them: analytics.ZoneSet.Apply, LineSet.Apply, a new Filter).
+type analyticsSettings struct {
+	Analytics analytics.Config
+	Events    config.Events
+}
+
+// setAnalytics puts cc's analytics settings in force, and reports whether they differ from
+// those in force before. It is safe to call while the slicer's side reads them (analytics).
+func (c *camera) setAnalytics(cc config.Camera) bool {
+	n := &analyticsSettings{Analytics: cc.Analytics(), Events: cc.Events}
+	if old := c.settings.Load(); old != nil && reflect.DeepEqual(old, n) {
+		return false
+	}
+	c.settings.Store(n)
+	return true
+}
+
+// analytics returns the camera's analytics settings in force, never nil.
+func (c *camera) analytics() *analyticsSettings { return c.settings.Load() }
+
+// withoutAnalytics returns cc without its analytics settings (the fields of config.Camera
+// that a reload applies live with setAnalytics).
+func withoutAnalytics(cc config.Camera) config.Camera {
+	cc.Objects, cc.Masks, cc.Zones, cc.Lines, cc.Events = analytics.Objects{}, nil, nil, nil, config.Events{}
+	return cc
 }
 
 // onFrame receives the source's frames. A frame for a camera that is due and idle wakes the

@@ -133,6 +133,9 @@ func (d *Daemon) Start() (err error) {
 		return err
 	}
 	d.model = d.pools.model()
+	if err := checkClasses(cfg, d.model); err != nil {
+		return err
+	}
 
 	for _, cc := range cfg.Cameras {
 		if cc.Enabled {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sinks"
 )
 
@@ -48,7 +49,7 @@ var reloadClasses = map[string]reloadClass{
 	"workers":         applyLive,   // new pools started and swapped in (a model of another input size is rejected)
 	"pipeline":        applyLive,   // the slicer's period and the frames' maximum age
 	"camera_defaults": applyLive,   // resolved into the cameras by config
-	"cameras":         applyLive,   // compared one by one
+	"cameras":         applyLive,   // compared one by one: a new source restarts; fps, weight and the analytics settings apply live
 }
 
 // reloadClassOf returns the class of the field at path (a dotted YAML path) and the entry
@@ -137,8 +138,11 @@ type reloadReply struct {
 // Reload applies a new, validated config, as read from the file, to the running daemon.
 // What a reload may change (reloadClasses) goes into force: cameras are compared one by
 // one: new ones start, removed (or disabled) ones stop, ones whose source changed restart,
-// ones whose fps or weight changed keep their session and take the new schedule,
-// untouched ones are left alone. A changed workers section starts new worker pools first
+// ones whose fps or weight changed keep their session and take the new schedule, ones whose
+// analytics settings (objects, masks, zones, lines, events) changed keep their session and
+// take them (camera.setAnalytics), untouched ones are left alone. A config whose analytics
+// settings name a class the model does not have (the new model's, when the workers change)
+// is rejected, and nothing changes. A changed workers section starts new worker pools first
 // and then swaps them in, so the cameras keep running; the old pools finish their jobs and
 // stop. The slice and max_frame_age apply at once. The rest (site, nats, state_dir, http,
 // sample, logging) keeps its value from start, and where cfg differs from it, NeedsRestart
@@ -172,6 +176,16 @@ func (d *Daemon) reload(file *config.Config) (ReloadResult, error) {
 				m.InputW, m.InputH, d.model.InputW, d.model.InputH)
 		}
 		req.pools = np
+	}
+	model := d.model // the previous apply, which alone changes it, has ended (reloadMu)
+	if req.pools != nil {
+		model = req.pools.model()
+	}
+	if err := checkClasses(file, model); err != nil {
+		if req.pools != nil {
+			req.pools.close()
+		}
+		return ReloadResult{}, err
 	}
 	select {
 	case d.reloads <- req:
@@ -207,13 +221,18 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 		case !ok:
 			cams = append(cams, d.startCamera(cc, cfg.Pipeline.Slice))
 			res.Added = append(res.Added, cc.ID)
-		case c.cfg == cc && d.slice == cfg.Pipeline.Slice:
-			cams = append(cams, c)
-			res.Kept = append(res.Kept, cc.ID)
 		case sameSource(c.cfg, cc):
-			c.reschedule(cc, cfg.Pipeline.Slice)
+			// The same session: a new schedule, new analytics settings, or neither.
+			rescheduled := c.cfg.FPS != cc.FPS || c.cfg.Weight != cc.Weight || d.slice != cfg.Pipeline.Slice
+			if rescheduled {
+				c.reschedule(cc, cfg.Pipeline.Slice)
+			}
 			cams = append(cams, c)
-			res.Updated = append(res.Updated, cc.ID)
+			if c.setAnalytics(cc) || rescheduled {
+				res.Updated = append(res.Updated, cc.ID)
+			} else {
+				res.Kept = append(res.Kept, cc.ID)
+			}
 		default:
 			stop = append(stop, c)
 			cams = append(cams, d.startCamera(cc, cfg.Pipeline.Slice))
@@ -256,11 +275,22 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 	return reloadReply{res: res}
 }
 
+// checkClasses checks the class names of cfg's analytics settings against the classes of
+// model, the one the workers loaded.
+func checkClasses(cfg *config.Config, model infer.ModelInfo) error {
+	if err := cfg.CheckClasses(model.Classes); err != nil {
+		return fmt.Errorf("the analytics settings name classes that model %s does not have (its %d classes: %s):\n%w",
+			modelName(model), len(model.Classes), strings.Join(model.Classes, ", "), err)
+	}
+	return nil
+}
+
 // sameSource reports whether two configs of a camera open the same stream the same way, so
-// a change between them needs no new session.
+// a change between them needs no new session: they differ at most in fps, weight and
+// analytics settings.
 func sameSource(a, b config.Camera) bool {
 	a.FPS, a.Weight = b.FPS, b.Weight
-	return a == b
+	return reflect.DeepEqual(withoutAnalytics(a), withoutAnalytics(b))
 }
 
 // reschedule takes a new fps and weight (and slice) for a camera whose source is unchanged.

@@ -16,7 +16,8 @@ import (
 // the daemon would (model, library, provider and its options), reports what each loaded
 // (input size, classes, the provider it runs on, a fallback included) and stops them. A
 // worker that cannot start (a model ONNX Runtime cannot load, a provider not available)
-// fails the check with its error.
+// fails the check with its error, and so does a class named by the analytics settings
+// (zones, lines, objects) that the loaded model does not have.
 func checkLoad(cfg *config.Config, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for i, pc := range cfg.Workers.Pools {
@@ -35,6 +36,9 @@ func checkLoad(cfg *config.Config, stdout, stderr io.Writer) error {
 		p.Close()
 		fmt.Fprintf(stdout, "workers.pools[%d] (%s): loaded %s in %.1f s: input %dx%d, provider %s, %d classes: %s\n",
 			i, pc.Provider, m.Path, time.Since(start).Seconds(), m.InputW, m.InputH, m.Provider, len(m.Classes), strings.Join(m.Classes, ", "))
+		if err := cfg.CheckClasses(m.Classes); err != nil { // the analytics settings' class names
+			return fmt.Errorf("workers.pools[%d] (%s): the analytics settings name classes the model does not have:\n%w", i, pc.Provider, err)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -21,18 +22,28 @@ func TestCheckLoad(t *testing.T) {
 	notAModel := testutil.TempFile(t, "model.onnx", "not a model\n")
 	for _, tc := range []struct {
 		name, workers string
+		cameras       string // default []
 		status        int
 		want          []string // in stdout for status 0, in stderr otherwise
 	}{
-		{"model", fmt.Sprintf("{model: %q, library: %q, pools: [{count: 3, threads: 1}]}", model, library), 0,
+		{"model", fmt.Sprintf("{model: %q, library: %q, pools: [{count: 3, threads: 1}]}", model, library), "", 0,
 			[]string{"workers.pools[0] (cpu): loaded " + model, "input 640x640, provider cpu, 80 classes: person, bicycle, car,", "toothbrush\n", ": ok (0 cameras, 0 enabled)"}},
-		{"labels and two pools", fmt.Sprintf("{model: %q, library: %q, labels: %q, pools: [{count: 1}, {count: 2, threads: 2}]}", model, library, labels), 0,
+		{"labels and two pools", fmt.Sprintf("{model: %q, library: %q, labels: %q, pools: [{count: 1}, {count: 2, threads: 2}]}", model, library, labels), "", 0,
 			[]string{"workers.pools[0] (cpu)", "workers.pools[1] (cpu)", "80 classes: thing, thing,", "last thing\n"}},
-		{"not a model", fmt.Sprintf("{model: %q, library: %q}", notAModel, library), 1,
+		// Issue 14: the analytics settings' class names, checked against the loaded model's.
+		{"known class", fmt.Sprintf("{model: %q, library: %q, pools: [{count: 1}]}", model, library),
+			"\n  - {id: a, url: rtsp://h, zones: [{id: z, polygon: [[0, 0], [1, 0], [1, 1]], classes: [person]}]}", 0,
+			[]string{": ok (1 cameras, 1 enabled)"}},
+		{"unknown class", fmt.Sprintf("{model: %q, library: %q, pools: [{count: 1}]}", model, library),
+			"\n  - {id: a, url: rtsp://h, zones: [{id: z, polygon: [[0, 0], [1, 0], [1, 1]], classes: [person, unicorn]}]}", 1,
+			[]string{"workers.pools[0] (cpu): the analytics settings name classes the model does not have:\n",
+				`line 3: cameras[0].zones[0].classes: "unicorn" is not a class of the model (zone "z", camera "a")`}},
+		{"not a model", fmt.Sprintf("{model: %q, library: %q}", notAModel, library), "", 1,
 			[]string{"workers.pools[0] (cpu): ", "model " + notAModel + ": "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := writeConfig(t, "workers: "+tc.workers+"\ncameras: []\n")
+			cameras := cmp.Or(tc.cameras, " []")
+			cfg := writeConfig(t, "workers: "+tc.workers+"\ncameras:"+cameras+"\n")
 			cmd := exec.Command(os.Args[0], "check", "-load", cfg)
 			cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
 			var stdout, stderr bytes.Buffer

@@ -41,6 +41,9 @@ func TestCheck(t *testing.T) {
 	t.Chdir(testutil.ModuleRoot(t)) // where the defaults' third_party/ paths lead
 	testutil.ThirdParty(t, "yolov8n.onnx")
 	good := writeConfig(t, "site: lab\ncameras:\n  - {id: door, url: rtsp://10.0.0.5/stream1}\n")
+	// Issue 14: with a labels file, check knows the model's classes.
+	labels := testutil.TempFile(t, "labels.txt", "person\ncar\n")
+	withLabels := "workers: {labels: %q}\ncameras:\n  - id: door\n    url: rtsp://10.0.0.5/stream1\n    lines: [{id: gate, points: [[0.5, 0], [0.5, 1]], classes: [%s]}]\n"
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -65,6 +68,9 @@ func TestCheck(t *testing.T) {
 		{"unknown key", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: rtsp://h/1, fsp: 5}\n")}, 1, "fsp"},
 		{"password never shown", []string{"check", writeConfig(t, "cameras:\n  - {id: a, url: 'http://u:hunter2@h/1'}\n")}, 1, "cameras[0].url"},
 		{"empty file", []string{"check", writeConfig(t, "# nothing yet\n")}, 1, "empty file"},
+		{"labels: known classes", []string{"check", writeConfig(t, fmt.Sprintf(withLabels, labels, "person, car"))}, 0, "ok (1 cameras, 1 enabled)"},
+		{"labels: unknown class", []string{"check", writeConfig(t, fmt.Sprintf(withLabels, labels, "person, bus"))}, 1,
+			`line 5: cameras[0].lines[0].classes: "bus" is not a class of the model (line "gate", camera "door") (workers.labels ` + labels + ": 2 classes)"},
 		{"no cameras key", []string{"check", writeConfig(t, "site: lab\n")}, 1, "cameras: no list of cameras"},
 		{"no cameras", []string{"check", writeConfig(t, "site: lab\ncameras: []\n")}, 0, "ok (0 cameras, 0 enabled)"},
 		{"two files", []string{"check", good, good}, 2, "at most one config file"},
