@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/visiond/visiond/analytics"
+	"github.com/visiond/visiond/infer"
 )
 
 // A camera's analytics settings (issue 14) are the keys objects, masks, zones, lines and
@@ -255,12 +256,5 @@ func ReadLabels(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	lines := strings.Split(strings.TrimRight(string(data), " \t\r\n"), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimSpace(l)
-		if lines[i] == "" {
-			return nil, fmt.Errorf("%s: line %d is empty: want one class name per line", path, i+1)
-		}
-	}
-	return lines, nil
+	return infer.ParseLabels(path, data)
 }

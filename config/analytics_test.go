@@ -287,7 +287,7 @@ func TestCheckFilesLabels(t *testing.T) {
 	}
 	// A labels file with a hole is reported, not taken for a list of classes.
 	testutil.WriteFile(t, labels, "person\n\ncar\n")
-	if err := load("car").CheckFiles(); err == nil || !strings.Contains(err.Error(), "workers.labels: "+labels+": line 2 is empty") {
+	if err := load("car").CheckFiles(); err == nil || !strings.Contains(err.Error(), "workers.labels: labels "+labels+": line 2 is empty") {
 		t.Errorf("labels with an empty line: %v", err)
 	}
 	// An unreadable labels file is reported once, as unreadable.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Provider is an ONNX Runtime execution provider a detector runs on.
@@ -155,4 +156,17 @@ func (o *DetectorOptions) Validate() error {
 		return fmt.Errorf("tensorrt.workspace_size %d must not be negative", t.WorkspaceSize)
 	}
 	return nil
+}
+
+// ParseLabels parses a labels file's contents, one class name per line (the class id is the
+// line's index); name is the file, for errors.
+func ParseLabels(name string, data []byte) ([]string, error) {
+	lines := strings.Split(strings.TrimRight(string(data), " \t\r\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+		if lines[i] == "" {
+			return nil, fmt.Errorf("labels %s: line %d is empty: want one class name per line", name, i+1)
+		}
+	}
+	return lines, nil
 }

@@ -310,14 +310,7 @@ func readLabels(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
-	lines := strings.Split(strings.TrimRight(string(b), " \t\r\n"), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimSpace(l)
-		if lines[i] == "" {
-			return nil, fmt.Errorf("labels %s: line %d is empty", path, i+1)
-		}
-	}
-	return lines, nil
+	return infer.ParseLabels(path, b)
 }
 
 // metadataNames reads Ultralytics' "names" metadata of the model at path (from
