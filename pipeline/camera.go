@@ -46,6 +46,12 @@ type camera struct {
 	fps      rate    // analysed frames per second
 	snap     snapshot
 
+	// The camera's analytics, used by the slicer's finish only (one job of a camera at a
+	// time): its scene, and the settings the scene has applied.
+	scene    *scene
+	sceneFor *analyticsSettings
+	objects  atomic.Pointer[[]liveObject] // the followed objects after the latest frame, for the API
+
 	mu       sync.Mutex   // guards the fields below
 	latency  stageLatency // per-stage latency histograms of the analysed frames
 	labels   map[string]int

@@ -55,6 +55,7 @@ type Daemon struct {
 	instance       string
 	natsServer     *sinks.Server
 	pub            *sinks.Publisher
+	state          *sinks.State // with JetStream: the analytics' key-value bucket
 	pools          *workerPools
 	slicer         *slicer // dispatches the cameras' frames to the pools, publishes the results
 	httpSrv        *http.Server
@@ -152,6 +153,9 @@ func (d *Daemon) Start() (err error) {
 		cams:    d.cams,
 		maxAge:  cfg.Pipeline.MaxFrameAge,
 	}
+	if d.state != nil { // a nil *sinks.State in the interface would not be nil
+		d.slicer.state = d.state
+	}
 
 	if cfg.HTTP.Listen != "" {
 		if err := d.startHTTP(cfg.HTTP); err != nil {
@@ -212,6 +216,9 @@ func (d *Daemon) Close() {
 		}
 		for _, c := range d.cams {
 			c.box.Close()
+		}
+		if d.state != nil {
+			d.state.Close(d.flushTimeout)
 		}
 		if d.pub != nil {
 			d.pub.Close(d.flushTimeout)

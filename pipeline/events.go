@@ -30,6 +30,14 @@ func (d *Daemon) startNATS(cfg *config.Config) error {
 		d.pub = nil
 		return err
 	}
+	if d.pub.JetStream {
+		// The analytics' state: zone occupancy, line counts, the next track id per camera.
+		d.state = &sinks.State{Publisher: d.pub, Logger: d.log.With("component", "state")}
+		if err := d.state.Start(); err != nil {
+			d.state = nil
+			return err
+		}
+	}
 	d.healthEvery = n.HealthInterval
 	d.flushTimeout = 5 * time.Second
 	return nil

@@ -53,7 +53,7 @@ func (d *Daemon) startHTTP(c config.HTTP) error {
 
 // handler serves / (the status page), /healthz (the process is up), /readyz (see notReady),
 // /metrics (Prometheus), /api/cameras (JSON status per camera),
-// /api/cameras/{id}/snapshot.jpg (the latest analysed frame, with its boxes) and /api/workers
+// /api/cameras/{id}/objects (the objects it follows), /api/cameras/{id}/snapshot.jpg (the latest analysed frame, with its boxes) and /api/workers
 // (JSON status per worker process: state, provider, jobs, restarts, host and GPU memory),
 // /api/version (JSON: the build's version and revision, Go's version);
 // with withPprof, Go's profiles under /debug/pprof/.
@@ -85,6 +85,21 @@ func (d *Daemon) handler(withPprof bool) http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(d.Cameras())
+	})
+	mux.HandleFunc("GET /api/cameras/{id}/objects", func(w http.ResponseWriter, r *http.Request) {
+		c := d.camera(r.PathValue("id"))
+		if c == nil {
+			http.Error(w, "no such camera", http.StatusNotFound)
+			return
+		}
+		objs := []liveObject{}
+		if p := c.objects.Load(); p != nil {
+			objs = *p
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(objs)
 	})
 	mux.HandleFunc("GET /api/cameras/{id}/snapshot.jpg", func(w http.ResponseWriter, r *http.Request) {
 		c := d.camera(r.PathValue("id"))

@@ -25,6 +25,7 @@ type scene struct {
 	motion   *analytics.Motion
 	objects  map[uint64]*sceneObject // confirmed tracks, by id
 	last     time.Time               // the latest frame's time given to the tracker
+	tracks   []track.Track           // the tracker's live tracks after the latest frame (its slice, reused)
 
 	frame    analytics.Frame      // reused by step
 	ended    []uint64             // reused by step
@@ -134,6 +135,7 @@ func (s *scene) step(at time.Time, w, h int, dets []infer.Detection) (sceneResul
 		return res, fmt.Errorf("tracker: %w", err)
 	}
 	s.last = at
+	s.tracks = tr.Tracks
 	res.ids = tr.IDs
 
 	f := &s.frame

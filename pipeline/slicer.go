@@ -20,9 +20,13 @@ type dispatcher interface {
 	TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool
 }
 
-// publisher publishes detection events; *sinks.Publisher is the real one.
+// publisher publishes detection events and the analytics' events; *sinks.Publisher is the
+// real one.
 type publisher interface {
 	PublishDetections(ev *sinks.DetectionEvent) error
+	PublishObject(ev *sinks.ObjectEvent) error
+	PublishZone(ev *sinks.ZoneEvent) error
+	PublishLine(ev *sinks.LineEvent) error
 }
 
 // eventOrigin is what every detection event names besides its camera and frame.
@@ -42,6 +46,7 @@ type slicer struct {
 	jobs   dispatcher    // the worker pools in force
 	maxAge time.Duration // pipeline.max_frame_age: an older frame is dropped, counted stale
 	pub    publisher
+	state  sceneStore  // nil without JetStream: the analytics' state is then not kept
 	origin eventOrigin // of the jobs dispatched now: a reload that replaces the pools may change the model
 	log    *slog.Logger
 	// resized is called when a camera's resolution changed: buffers sized for the old one
@@ -148,21 +153,32 @@ func (s *slicer) finish(c *camera, o eventOrigin, r infer.Result, received, disp
 		return
 	}
 	published := time.Now()
-	ev := newDetectionEvent(o, c.cfg.ID, r, received, dispatched, published)
+	res, analysed := s.analyse(c, &r)
+	dets, ids := r.Detections, []uint64(nil)
+	if analysed {
+		dets, ids = res.dets, res.ids
+	}
+	ev := newDetectionEvent(o, c.cfg.ID, r, dets, ids, received, dispatched, published)
 	c.countResult(ev)
-	c.snap.result(r.Job.Seq, r.Detections)
+	c.snap.result(r.Job.Seq, dets)
 	c.inferAge.observe(r.Run)
 	c.total.observe(published.Sub(received))
 	c.fps.tick(published)
-	if err := s.pub.PublishDetections(ev); err != nil {
-		c.noteError(err)
+	var publish bool
+	if ev.Detections, publish = forMode(c.analytics().Events.DetectionMode(), ev.Detections); publish {
+		if err := s.pub.PublishDetections(ev); err != nil {
+			c.noteError(err)
+		}
+	}
+	if analysed {
+		s.publishScene(c, o, res, r.Job.Letterbox.SrcW, r.Job.Letterbox.SrcH)
 	}
 }
 
 // newDetectionEvent is the event published for a job's result on camera, with its boxes in
 // source pixels and normalized to the frame. Latencies are measured on this host's clock
 // from when the frame was decoded (received); captured_at is the camera's own capture time.
-func newDetectionEvent(o eventOrigin, camera string, r infer.Result, received, dispatched, published time.Time) *sinks.DetectionEvent {
+func newDetectionEvent(o eventOrigin, camera string, r infer.Result, dets []infer.Detection, ids []uint64, received, dispatched, published time.Time) *sinks.DetectionEvent {
 	ev := &sinks.DetectionEvent{
 		Version:     sinks.Version,
 		ID:          sinks.EventID(o.instance, camera, r.Job.Seq),
@@ -172,7 +188,7 @@ func newDetectionEvent(o eventOrigin, camera string, r infer.Result, received, d
 		PublishedAt: published.UTC(),
 		Frame:       sinks.FrameInfo{Seq: r.Job.Seq, Width: r.Job.Letterbox.SrcW, Height: r.Job.Letterbox.SrcH},
 		Model:       o.model,
-		Detections:  make([]sinks.Detection, 0, len(r.Detections)),
+		Detections:  make([]sinks.Detection, 0, len(dets)),
 		LatencyMS: sinks.Latency{
 			Queue: ms(dispatched.Sub(received)),
 			Pre:   ms(r.Pre),
@@ -181,16 +197,13 @@ func newDetectionEvent(o eventOrigin, camera string, r infer.Result, received, d
 			Total: ms(published.Sub(received)),
 		},
 	}
-	w, h := float64(r.Job.Letterbox.SrcW), float64(r.Job.Letterbox.SrcH)
-	for _, det := range r.Detections {
-		b := det.Box
-		ev.Detections = append(ev.Detections, sinks.Detection{
-			Label:   det.Label,
-			ClassID: det.ClassID,
-			Score:   det.Score,
-			Box:     sinks.Box{X: b.X, Y: b.Y, W: b.W, H: b.H},
-			BoxNorm: sinks.Box{X: b.X / w, Y: b.Y / h, W: b.W / w, H: b.H / h},
-		})
+	w, h := r.Job.Letterbox.SrcW, r.Job.Letterbox.SrcH
+	for i, det := range dets {
+		d := sinks.Detection{Label: det.Label, ClassID: det.ClassID, Score: det.Score, Box: pixelBox(det.Box), BoxNorm: normBox(det.Box, w, h)}
+		if i < len(ids) {
+			d.TrackID = ids[i]
+		}
+		ev.Detections = append(ev.Detections, d)
 	}
 	return ev
 }

@@ -46,6 +46,9 @@ type sim struct {
 	slice   time.Duration
 	now     time.Time
 	events  []*sinks.DetectionEvent
+	objects []*sinks.ObjectEvent
+	zones   []*sinks.ZoneEvent
+	lines   []*sinks.LineEvent
 	wake    chan struct{} // the run goroutine's wake-up, as Daemon.wakeUp fills it
 	resized int           // calls of the slicer's resized
 }
@@ -63,6 +66,21 @@ func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
 
 func (s *sim) PublishDetections(ev *sinks.DetectionEvent) error {
 	s.events = append(s.events, ev)
+	return nil
+}
+
+func (s *sim) PublishObject(ev *sinks.ObjectEvent) error {
+	s.objects = append(s.objects, ev)
+	return nil
+}
+
+func (s *sim) PublishZone(ev *sinks.ZoneEvent) error {
+	s.zones = append(s.zones, ev)
+	return nil
+}
+
+func (s *sim) PublishLine(ev *sinks.LineEvent) error {
+	s.lines = append(s.lines, ev)
 	return nil
 }
 
@@ -282,14 +300,14 @@ func TestDetectionEventOfResult(t *testing.T) {
 		Pre:        time.Millisecond, Run: 5 * time.Millisecond, Post: 500 * time.Microsecond,
 	}
 	o := eventOrigin{instance: "abcd", site: "hq", model: "yolov8n"}
-	ev := newDetectionEvent(o, "door", r, received, received.Add(2*time.Millisecond), received.Add(10*time.Millisecond))
+	ev := newDetectionEvent(o, "door", r, r.Detections, []uint64{42}, received, received.Add(2*time.Millisecond), received.Add(10*time.Millisecond))
 	if ev.ID != "abcd.door.7" || ev.Site != "hq" || ev.Camera != "door" || ev.Model != "yolov8n" || ev.Version != sinks.Version {
 		t.Errorf("event %+v: want id abcd.door.7, site hq, camera door, model yolov8n", ev)
 	}
 	if ev.Frame != (sinks.FrameInfo{Seq: 7, Width: 800, Height: 400}) || !ev.CapturedAt.Equal(r.Job.Captured) {
 		t.Errorf("frame %+v captured %v: want seq 7, 800x400, captured %v", ev.Frame, ev.CapturedAt, r.Job.Captured)
 	}
-	want := sinks.Detection{Label: "person", ClassID: 0, Score: 0.9, Box: sinks.Box{X: 200, Y: 100, W: 80, H: 200},
+	want := sinks.Detection{Label: "person", ClassID: 0, Score: 0.9, TrackID: 42, Box: sinks.Box{X: 200, Y: 100, W: 80, H: 200},
 		BoxNorm: sinks.Box{X: 0.25, Y: 0.25, W: 0.1, H: 0.5}}
 	if len(ev.Detections) != 1 || ev.Detections[0] != want {
 		t.Errorf("detections %+v, want [%+v]", ev.Detections, want)
