@@ -72,7 +72,20 @@ func (s *slicer) analyse(c *camera, r *infer.Result) (res sceneResult, ok bool) 
 	}
 	live := c.scene.liveObjects()
 	c.objects.Store(&live)
+	st := c.sceneState.Load()
+	if st == nil || len(res.zones) > 0 || len(res.lines) > 0 || c.sceneFor != st.settings || st.tracked != len(live) {
+		st = &sceneState{settings: c.sceneFor, tracked: len(live), occupancy: c.scene.zones.Occupancy(), counts: c.scene.lines.Counts()}
+		c.sceneState.Store(st)
+	}
 	return res, true
+}
+
+// sceneState is a camera's analytics state for /metrics; never changed once stored.
+type sceneState struct {
+	settings  *analyticsSettings // the settings it was taken under
+	tracked   int                // confirmed tracks followed
+	occupancy []analytics.Occupancy
+	counts    []analytics.Count
 }
 
 // newScene starts the scene of camera, its line counts and track ids carried on from the

@@ -164,6 +164,13 @@ func TestAnalyticsOnSampleCamera(t *testing.T) {
 		t.Errorf("objects of an unknown camera: %d, want 404", code)
 	}
 
+	m := scrape(t, fmt.Sprintf("http://%s/metrics", d.HTTPAddr()))
+	m.mustHave(t, `visiond_camera_tracked_objects{camera="cam0"}`)
+	m.mustHave(t, `visiond_zone_objects{camera="cam0",zone="lower"}`)
+	if n := m.get(fmt.Sprintf(`visiond_line_crossings_total{camera="cam0",class=%q,direction=%q,line="middle"}`, l.Label, l.Direction)); !(n >= 1) {
+		t.Errorf("visiond_line_crossings_total for the first crossing (%s, %s): %v, want at least 1", l.Label, l.Direction, n)
+	}
+
 	// Restart on the same state directory: counts and ids carry on.
 	maxID := uint64(0)
 	for id := range ids {

@@ -48,9 +48,10 @@ type camera struct {
 
 	// The camera's analytics, used by the slicer's finish only (one job of a camera at a
 	// time): its scene, and the settings the scene has applied.
-	scene    *scene
-	sceneFor *analyticsSettings
-	objects  atomic.Pointer[[]liveObject] // the followed objects after the latest frame, for the API
+	scene      *scene
+	sceneFor   *analyticsSettings
+	objects    atomic.Pointer[[]liveObject] // the followed objects after the latest frame, for the API
+	sceneState atomic.Pointer[sceneState]   // occupancy, line counts and tracks after the latest frame, for /metrics
 
 	mu       sync.Mutex   // guards the fields below
 	latency  stageLatency // per-stage latency histograms of the analysed frames

@@ -24,6 +24,7 @@ type metricsCollector struct {
 	camState, camFPS, camFPSTarget                                                          *prometheus.Desc
 	camAgeMean, camAgeMax, camInferMean, camLatencyMean                                     *prometheus.Desc
 	stageLatency                                                                            *prometheus.Desc
+	camTracked, zoneObjects, zoneClassObjects, lineCrossings                                *prometheus.Desc
 
 	wJobs, wLost, wRestarts, wRecycles, wInFlight, wRSS, wGPU *prometheus.Desc
 
@@ -62,6 +63,10 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 			"Latency of each analysed frame by stage: queue (decoded to dispatched to a worker: the frame's age at dispatch), "+
 				"pre, infer and post (the worker's preprocessing, model run and postprocessing), total (decoded to published).",
 			"camera", "stage"),
+		camTracked:       desc("camera_tracked_objects", "Objects the camera's tracker follows (confirmed tracks, seen or lost for less than its buffer).", cam...),
+		zoneObjects:      desc("zone_objects", "Objects in the zone now (after its debounce).", "camera", "zone"),
+		zoneClassObjects: desc("zone_class_objects", "Objects of a class in the zone now; classes with none have no series.", "camera", "zone", "class"),
+		lineCrossings:    desc("line_crossings_total", "Crossings of the line by direction (in, out) and class, kept across restarts in the state bucket.", "camera", "line", "direction", "class"),
 
 		wJobs:     desc("worker_jobs_total", "Jobs the worker answered (successfully or rejected).", wrk...),
 		wLost:     desc("worker_jobs_lost_total", "Jobs lost to a worker crash, protocol break or timeout.", wrk...),
@@ -101,7 +106,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		m.camDecoded, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck,
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
-		m.stageLatency,
+		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings,
 		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU,
 		m.published, m.publishFailed, m.reloadFailures, m.publishRetried, m.publishDropped, m.publishPending,
 		m.buildInfo, m.lastReload, m.lastReloadOK, m.leafUp, m.leafChanged,
@@ -156,6 +161,18 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			count, sum, buckets := cm.latency.get(stage)
 			ch <- prometheus.MustNewConstHistogram(m.stageLatency, count, sum, buckets, id, stageName(stage))
 		}
+		if sc := cm.scene; sc != nil {
+			gauge(m.camTracked, float64(sc.tracked), id)
+			for _, z := range sc.occupancy {
+				gauge(m.zoneObjects, float64(z.Total), id, z.Zone)
+				for class, n := range z.ByClass {
+					gauge(m.zoneClassObjects, float64(n), id, z.Zone, class)
+				}
+			}
+			for _, n := range sc.counts {
+				counter(m.lineCrossings, n.N, id, n.Line, string(n.Direction), n.Class)
+			}
+		}
 	}
 
 	// WorkerStatus.Index counts within a pool; the position in Workers (pool order) is
@@ -206,6 +223,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 type cameraMetrics struct {
 	status  CameraStatus
 	latency stageLatency
+	scene   *sceneState // nil before its first analysed frame
 }
 
 // cameraMetrics reports every enabled camera for a scrape. A removed camera's series go with
@@ -216,6 +234,7 @@ func (d *Daemon) cameraMetrics() []cameraMetrics {
 	out := make([]cameraMetrics, len(d.cams))
 	for i, c := range d.cams {
 		out[i].status, out[i].latency = c.statusLatency()
+		out[i].scene = c.sceneState.Load()
 	}
 	return out
 }
