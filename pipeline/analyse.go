@@ -27,6 +27,61 @@ type sceneStore interface {
 	NextTrackID(ctx context.Context, camera string) (uint64, error)
 }
 
+// snapshotStore keeps each tracked object's evidence, a JPEG of its best frame with its box:
+// the site's JetStream object store, *sinks.Snapshots. PutSnapshot never blocks.
+type snapshotStore interface {
+	PutSnapshot(name string, jpeg []byte) error
+}
+
+// Evidence is taken from the frames the snapshot keeps (one a second per camera): a frame
+// replaces an object's evidence when the object scores at least evidenceBetter more in it
+// than in the one taken, at most once per evidenceEvery, and only where its box is inside the
+// frame (not cut by an edge).
+const (
+	evidenceBetter = 0.05
+	evidenceEvery  = 5 * time.Second
+	evidenceMargin = 2 // pixels from the frame's edges
+)
+
+// takeEvidence stores the evidence of the objects of camera c for which the frame just
+// analysed (seq, kept by the snapshot) is better than what was taken, and names it in this
+// frame's object events that did not name one yet.
+func (s *slicer) takeEvidence(c *camera, seq uint64, w, h int, res *sceneResult) {
+	sc := c.scene
+	at := sc.last
+	for _, t := range sc.tracks {
+		o := sc.objects[t.ID]
+		if t.ID == 0 || !t.Matched || o == nil {
+			continue
+		}
+		if o.snapshot != "" && (t.Score < o.snapshotScore+evidenceBetter || at.Sub(o.snapshotAt) < evidenceEvery) {
+			continue
+		}
+		b := t.Box
+		if b.X < evidenceMargin || b.Y < evidenceMargin || b.X+b.W > float64(w-evidenceMargin) || b.Y+b.H > float64(h-evidenceMargin) {
+			continue
+		}
+		data, ok, err := c.snap.evidence(seq, infer.Detection{ClassID: t.ClassID, Label: t.Label, Score: t.Score, Box: b}, t.ID)
+		if err != nil || !ok {
+			if err != nil {
+				c.noteError(err)
+			}
+			return // the frame is not there: none of its objects can be taken
+		}
+		name := sinks.SnapshotName(c.cfg.ID, t.ID)
+		if err := s.snapshots.PutSnapshot(name, data); err != nil {
+			c.noteError(err)
+			continue
+		}
+		o.snapshot, o.snapshotScore, o.snapshotAt = name, t.Score, at
+		for i := range res.objects {
+			if res.objects[i].track.ID == t.ID && res.objects[i].snapshot == "" {
+				res.objects[i].snapshot = name
+			}
+		}
+	}
+}
+
 // sceneRestoreTimeout bounds the reads of a camera's saved state when its scene starts.
 const sceneRestoreTimeout = 2 * time.Second
 
@@ -209,6 +264,7 @@ func objectEvent(o eventOrigin, camera string, rep objectReport, w, h int) *sink
 		Zones:      []string{},
 		Stationary: rep.stationary,
 		Path:       sinks.NewPath(sinks.Point{X: rep.start.X, Y: rep.start.Y}, sinks.Point{X: rep.end.X, Y: rep.end.Y}, w, h),
+		Snapshot:   rep.snapshot,
 	}
 	for _, p := range rep.zones {
 		if p.Inside {

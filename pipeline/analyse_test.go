@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	stdjpeg "image/jpeg"
 	"os"
 	"strings"
 	"sync"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/testutil"
@@ -75,6 +79,18 @@ func subscribeScene(t *testing.T, url, subjectPrefix string) *sceneEvents {
 	return e
 }
 
+// snapshot returns the snapshot named by the latest object event that names one, or "".
+func (e *sceneEvents) snapshot() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.objects) - 1; i >= 0; i-- {
+		if e.objects[i].Snapshot != "" {
+			return e.objects[i].Snapshot
+		}
+	}
+	return ""
+}
+
 // counts returns how many events of each kind arrived so far.
 func (e *sceneEvents) counts() (dets, objects, zones, lines int) {
 	e.mu.Lock()
@@ -109,10 +125,35 @@ func TestAnalyticsOnSampleCamera(t *testing.T) {
 
 	d := start()
 	ev := subscribeScene(t, d.NATSURL(), "visiond.test.cam0")
-	testutil.WaitFor(t, 3*time.Minute, "an object event, a zone event and a line crossing", func() bool {
+	testutil.WaitFor(t, 3*time.Minute, "an object event naming its snapshot, a zone event and a line crossing", func() bool {
 		_, o, z, l := ev.counts()
-		return o > 0 && z > 0 && l > 0
+		return o > 0 && z > 0 && l > 0 && ev.snapshot() != ""
 	})
+	// The evidence named is in the site's object store, a JPEG.
+	nc, err := nats.Connect(d.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, err := js.ObjectStore(ctx, sinks.SnapshotBucket("visiond", "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := ev.snapshot()
+	var jpeg []byte
+	testutil.WaitFor(t, time.Minute, "the snapshot "+name+" in the object store", func() bool {
+		jpeg, err = store.GetBytes(ctx, name)
+		return err == nil
+	})
+	if img, err := stdjpeg.Decode(bytes.NewReader(jpeg)); err != nil || img.Bounds().Dx() < 100 {
+		t.Errorf("snapshot %s: %d bytes, %v", name, len(jpeg), err)
+	}
 
 	ev.mu.Lock()
 	var tracked, all int

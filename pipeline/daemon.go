@@ -55,7 +55,8 @@ type Daemon struct {
 	instance       string
 	natsServer     *sinks.Server
 	pub            *sinks.Publisher
-	state          *sinks.State // with JetStream: the analytics' key-value bucket
+	state          *sinks.State     // with JetStream: the analytics' key-value bucket
+	snapshots      *sinks.Snapshots // with JetStream: the tracked objects' evidence
 	pools          *workerPools
 	slicer         *slicer // dispatches the cameras' frames to the pools, publishes the results
 	httpSrv        *http.Server
@@ -153,8 +154,8 @@ func (d *Daemon) Start() (err error) {
 		cams:    d.cams,
 		maxAge:  cfg.Pipeline.MaxFrameAge,
 	}
-	if d.state != nil { // a nil *sinks.State in the interface would not be nil
-		d.slicer.state = d.state
+	if d.state != nil { // a nil pointer in the interface would not be nil
+		d.slicer.state, d.slicer.snapshots = d.state, d.snapshots
 	}
 
 	if cfg.HTTP.Listen != "" {
@@ -216,6 +217,9 @@ func (d *Daemon) Close() {
 		}
 		for _, c := range d.cams {
 			c.box.Close()
+		}
+		if d.snapshots != nil {
+			d.snapshots.Close(d.flushTimeout)
 		}
 		if d.state != nil {
 			d.state.Close(d.flushTimeout)

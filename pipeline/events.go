@@ -37,6 +37,12 @@ func (d *Daemon) startNATS(cfg *config.Config) error {
 			d.state = nil
 			return err
 		}
+		// Each tracked object's evidence: a JPEG of its best frame.
+		d.snapshots = &sinks.Snapshots{Publisher: d.pub, Logger: d.log.With("component", "snapshots")}
+		if err := d.snapshots.Start(); err != nil {
+			d.snapshots = nil
+			return err
+		}
 	}
 	d.healthEvery = n.HealthInterval
 	d.flushTimeout = 5 * time.Second

@@ -34,12 +34,17 @@ type scene struct {
 
 // sceneObject is what the scene keeps of a confirmed track for its object events.
 type sceneObject struct {
-	start      geom.Point // normalized anchor when confirmed
-	startAt    time.Time
-	lastBox    geom.Box  // the latest matched detection's box
-	lastEvent  time.Time // the latest object event's frame time
-	events     uint64    // object events published for the track
-	stationary bool
+	start     geom.Point // normalized anchor when confirmed
+	startAt   time.Time
+	lastBox   geom.Box  // the latest matched detection's box
+	lastEvent time.Time // the latest object event's frame time
+	// The object's evidence in the snapshot store: its name once taken, the score and
+	// frame time of the detection it shows.
+	snapshot      string
+	snapshotScore float32
+	snapshotAt    time.Time
+	events        uint64 // object events published for the track
+	stationary    bool
 }
 
 // objectUpdateInterval is the longest a followed object goes without an object event: an
@@ -62,6 +67,7 @@ type objectReport struct {
 	stationary bool
 	start, end geom.Point // normalized anchors: when confirmed, now
 	startAt    time.Time
+	snapshot   string // the object's evidence in the snapshot store, once taken
 }
 
 // sceneResult is what one frame changed.
@@ -262,6 +268,7 @@ func (s *scene) report(out []objectReport, change string, why []string, t track.
 		start:      o.start,
 		end:        normAnchor(s.settings.Objects.Anchor, o.lastBox, w, h), // where it was last seen
 		startAt:    o.startAt,
+		snapshot:   o.snapshot,
 	})
 }
 

@@ -42,13 +42,14 @@ type eventOrigin struct {
 // jobs and maxAge are the run goroutine's, which a reload changes between rounds. finish
 // runs on the pools' goroutines and touches only the camera and inflight.
 type slicer struct {
-	cams   []*camera     // the enabled cameras, in config order
-	jobs   dispatcher    // the worker pools in force
-	maxAge time.Duration // pipeline.max_frame_age: an older frame is dropped, counted stale
-	pub    publisher
-	state  sceneStore  // nil without JetStream: the analytics' state is then not kept
-	origin eventOrigin // of the jobs dispatched now: a reload that replaces the pools may change the model
-	log    *slog.Logger
+	cams      []*camera     // the enabled cameras, in config order
+	jobs      dispatcher    // the worker pools in force
+	maxAge    time.Duration // pipeline.max_frame_age: an older frame is dropped, counted stale
+	pub       publisher
+	state     sceneStore    // nil without JetStream: the analytics' state is then not kept
+	snapshots snapshotStore // nil without JetStream: no evidence is kept
+	origin    eventOrigin   // of the jobs dispatched now: a reload that replaces the pools may change the model
+	log       *slog.Logger
 	// resized is called when a camera's resolution changed: buffers sized for the old one
 	// may sit in the workers' memory arenas. wake asks for another round: a job ended.
 	resized, wake func()
@@ -160,7 +161,7 @@ func (s *slicer) finish(c *camera, o eventOrigin, r infer.Result, received, disp
 	}
 	ev := newDetectionEvent(o, c.cfg.ID, r, dets, ids, received, dispatched, published)
 	c.countResult(ev)
-	c.snap.result(r.Job.Seq, dets)
+	kept := c.snap.result(r.Job.Seq, dets, ids, c.sceneState.Load())
 	c.inferAge.observe(r.Run)
 	c.total.observe(published.Sub(received))
 	c.fps.tick(published)
@@ -171,6 +172,9 @@ func (s *slicer) finish(c *camera, o eventOrigin, r infer.Result, received, disp
 		}
 	}
 	if analysed {
+		if kept && s.snapshots != nil {
+			s.takeEvidence(c, r.Job.Seq, r.Job.Letterbox.SrcW, r.Job.Letterbox.SrcH, &res)
+		}
 		s.publishScene(c, o, res, r.Job.Letterbox.SrcW, r.Job.Letterbox.SrcH)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,10 +44,12 @@ type snapshot struct {
 
 // keptFrame is a copy of a frame handed to a worker, and then its detections.
 type keptFrame struct {
-	pix  []byte // reused
-	lb   geom.Letterbox
-	seq  uint64
-	dets []infer.Detection
+	pix   []byte // reused
+	lb    geom.Letterbox
+	seq   uint64
+	dets  []infer.Detection
+	ids   []uint64    // the detections' track ids (0: none)
+	scene *sceneState // the camera's zones and lines with their counts after the frame; nil: none
 }
 
 // offer keeps a copy of a frame about to be analysed, at most once per snapshotEvery; a
@@ -66,26 +69,65 @@ func (s *snapshot) offer(pix []byte, lb geom.Letterbox, seq uint64, now time.Tim
 }
 
 // result attaches a job's detections when they belong to the frame kept, which becomes the
-// latest analysed one.
-func (s *snapshot) result(seq uint64, dets []infer.Detection) {
+// latest analysed one, and reports whether they did.
+func (s *snapshot) result(seq uint64, dets []infer.Detection, ids []uint64, scene *sceneState) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.waiting || seq != s.pending.seq {
-		return
+		return false
 	}
 	s.pending.dets = append(s.pending.dets[:0], dets...)
+	s.pending.ids = append(s.pending.ids[:0], ids...)
+	s.pending.scene = scene
 	s.last, s.pending = s.pending, s.last
 	s.waiting = false
 	if !s.hasLast {
 		s.hasLast = true
 		close(s.first)
 	}
+	return true
 }
 
 var (
 	boxColor  = color.RGBA{R: 255, G: 64, B: 32, A: 255}
 	textColor = color.RGBA{R: 255, G: 255, B: 255, A: 255}
+	zoneColor = color.RGBA{R: 32, G: 200, B: 255, A: 255}
+	lineColor = color.RGBA{R: 255, G: 220, B: 0, A: 255}
 )
+
+// drawScene draws the zones (outline, id and objects inside) and lines (segment, id and
+// counts in and out) of a camera on img, the picture of a frame.
+func drawScene(img *gocv.Mat, st *sceneState) {
+	w, h := float64(img.Cols()), float64(img.Rows())
+	at := func(p []float64) image.Point { return image.Pt(int(p[0]*w), int(p[1]*h)) }
+	occupancy := map[string]int{}
+	for _, o := range st.occupancy {
+		occupancy[o.Zone] = o.Total
+	}
+	for _, z := range st.settings.Analytics.Zones {
+		pts := make([]image.Point, len(z.Polygon))
+		for i, p := range z.Polygon {
+			pts[i] = at(p)
+		}
+		pv := gocv.NewPointsVectorFromPoints([][]image.Point{pts})
+		gocv.Polylines(img, pv, true, zoneColor, 2)
+		pv.Close()
+		gocv.PutText(img, fmt.Sprintf("%s: %d", z.ID, occupancy[z.ID]), pts[0].Add(image.Pt(4, 16)), gocv.FontHersheySimplex, 0.5, zoneColor, 1)
+	}
+	counts := map[string]map[string]uint64{}
+	for _, n := range st.counts {
+		if counts[n.Line] == nil {
+			counts[n.Line] = map[string]uint64{}
+		}
+		counts[n.Line][string(n.Direction)] += n.N
+	}
+	for _, l := range st.settings.Analytics.Lines {
+		a, b := at(l.Points[0]), at(l.Points[1])
+		gocv.Line(img, a, b, lineColor, 2)
+		gocv.PutText(img, fmt.Sprintf("%s in %d out %d", l.ID, counts[l.ID]["in"], counts[l.ID]["out"]),
+			a.Add(image.Pt(4, 16)), gocv.FontHersheySimplex, 0.5, lineColor, 1)
+	}
+}
 
 // jpeg returns the latest analysed frame kept, cropped to the picture (no letterbox bars),
 // with its boxes and labels drawn, as JPEG; before any kept frame's job has finished, it
@@ -110,12 +152,43 @@ func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 		s.mu.Unlock()
 		return data, data != nil, nil
 	}
-	lb, seq := s.last.lb, s.last.seq
+	seq := s.last.seq
+	data, err = s.renderLast(s.last.dets, s.last.ids, s.last.scene) // unlocks s.mu
+	if err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	if s.encoded == nil || seq >= s.encodedSeq { // a concurrent request may have rendered a newer one
+		s.encoded, s.encodedSeq = data, seq
+	}
+	s.mu.Unlock()
+	return data, true, nil
+}
+
+// evidence renders the latest analysed frame, if it is frame seq, with one tracked object's
+// box and label: its best frame, for the snapshot store. ok is false when the frame kept is
+// another.
+func (s *snapshot) evidence(seq uint64, d infer.Detection, id uint64) (data []byte, ok bool, err error) {
+	s.mu.Lock()
+	if !s.hasLast || s.last.seq != seq {
+		s.mu.Unlock()
+		return nil, false, nil
+	}
+	data, err = s.renderLast([]infer.Detection{d}, []uint64{id}, nil) // unlocks s.mu
+	return data, err == nil, err
+}
+
+// renderLast returns the latest analysed frame, cropped to the picture (no letterbox bars),
+// with dets' boxes, labels and track ids (ids[i] of dets[i]) drawn, and the zones and lines
+// of scene with their counts, as JPEG. It is called with s.mu held and releases it once the
+// frame is copied; dets, ids and scene are not changed.
+func (s *snapshot) renderLast(dets []infer.Detection, ids []uint64, scene *sceneState) ([]byte, error) {
+	dets, ids = slices.Clone(dets), slices.Clone(ids) // the buffers are reused once s.mu is released
+	lb := s.last.lb
 	rgb, err := gocv.NewMatFromBytes(lb.DstH, lb.DstW, gocv.MatTypeCV8UC3, s.last.pix)
-	dets := append([]infer.Detection(nil), s.last.dets...)
 	if err != nil {
 		s.mu.Unlock()
-		return nil, false, fmt.Errorf("snapshot: %w", err)
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	picture := rgb.Region(image.Rect(lb.PadX, lb.PadY, lb.PadX+lb.ScaledW, lb.PadY+lb.ScaledH))
 	bgr := gocv.NewMat()
@@ -125,23 +198,23 @@ func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 	s.mu.Unlock()
 	defer bgr.Close()
 
+	if scene != nil {
+		drawScene(&bgr, scene)
+	}
 	sx, sy := float64(lb.ScaledW)/float64(lb.SrcW), float64(lb.ScaledH)/float64(lb.SrcH)
-	for _, d := range dets {
+	for i, d := range dets {
 		r := image.Rect(int(d.Box.X*sx), int(d.Box.Y*sy), int((d.Box.X+d.Box.W)*sx), int((d.Box.Y+d.Box.H)*sy))
 		gocv.Rectangle(&bgr, r, boxColor, 2)
 		label := fmt.Sprintf("%s %.2f", d.Label, d.Score)
+		if i < len(ids) && ids[i] != 0 {
+			label = fmt.Sprintf("#%d %s %.2f", ids[i], d.Label, d.Score)
+		}
 		gocv.PutText(&bgr, label, image.Pt(r.Min.X+2, max(r.Min.Y-4, 12)), gocv.FontHersheySimplex, 0.45, textColor, 1)
 	}
 	buf, err := gocv.IMEncode(gocv.JPEGFileExt, bgr)
 	if err != nil {
-		return nil, false, fmt.Errorf("snapshot: encode: %w", err)
+		return nil, fmt.Errorf("snapshot: encode: %w", err)
 	}
 	defer buf.Close()
-	data = append([]byte(nil), buf.GetBytes()...)
-	s.mu.Lock()
-	if s.encoded == nil || seq >= s.encodedSeq { // a concurrent request may have rendered a newer one
-		s.encoded, s.encodedSeq = data, seq
-	}
-	s.mu.Unlock()
-	return data, true, nil
+	return append([]byte(nil), buf.GetBytes()...), nil
 }

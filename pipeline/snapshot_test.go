@@ -67,7 +67,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		finished.Store(true)
-		s.result(1, nil)
+		s.result(1, nil, nil, nil)
 	}()
 	dark, ok := get(&s, time.Minute)
 	if !ok || !finished.Load() {
@@ -82,7 +82,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	if data, ok := get(&s, time.Minute); !ok || !bytes.Equal(data, dark) {
 		t.Fatalf("second frame in flight: ok %v, same as the first: %v; want the first", ok, bytes.Equal(data, dark))
 	}
-	s.result(7, []infer.Detection{{Label: "person", Score: 0.9, Box: geom.Box{X: 10, Y: 10, W: 20, H: 20}}})
+	s.result(7, []infer.Detection{{Label: "person", Score: 0.9, Box: geom.Box{X: 10, Y: 10, W: 20, H: 20}}}, nil, nil)
 	bright, ok := get(&s, time.Minute)
 	if !ok {
 		t.Fatal("second frame done: no snapshot")
@@ -98,7 +98,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	// the second frame served.
 	s.offer(frame(20), lb, 8, t0.Add(snapshotEvery+time.Millisecond))
 	s.offer(frame(20), lb, 12, t0.Add(2*snapshotEvery))
-	s.result(11, nil) // another frame's result
+	s.result(11, nil, nil, nil) // another frame's result
 	if data, ok := get(&s, time.Minute); !ok || !bytes.Equal(data, bright) {
 		t.Fatalf("third frame lost: ok %v, want the second frame's snapshot", ok)
 	}
@@ -107,7 +107,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	// in flight (on a busy machine that job can take longer than a request waits).
 	var busy snapshot
 	busy.offer(frame(230), lb, 1, t0)
-	busy.result(1, nil)
+	busy.result(1, nil, nil, nil)
 	busy.offer(frame(20), lb, 2, t0.Add(snapshotEvery))
 	if data, ok := get(&busy, time.Minute); !ok {
 		t.Fatal("analysed frame not rendered before the next was kept: no snapshot")
