@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"image"
+	"image/color"
 	"image/jpeg"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
 )
@@ -131,4 +133,55 @@ func mustDecode(t *testing.T, data []byte) image.Image {
 		t.Fatal(err)
 	}
 	return img
+}
+
+// The snapshot draws the camera's zones and lines with their counts, and track ids; the
+// evidence of an object is its frame with its box only, and only for the frame kept.
+func TestSnapshotDrawsScene(t *testing.T) {
+	lb := geom.NewLetterbox(320, 240, 320, 320)
+	pix := make([]byte, lb.DstW*lb.DstH*3)
+	for i := range pix {
+		pix[i] = 40
+	}
+	st := &sceneState{settings: &analyticsSettings{Analytics: analytics.Config{
+		Zones: []analytics.Zone{{ID: "lower", Polygon: analytics.Points{{0.1, 0.5}, {0.9, 0.5}, {0.9, 0.9}, {0.1, 0.9}}}},
+		Lines: []analytics.Line{{ID: "middle", Points: analytics.Points{{0.5, 0.05}, {0.5, 0.95}}}},
+	}}}
+	var s snapshot
+	s.offer(pix, lb, 3, time.Now())
+	det := infer.Detection{Label: "person", Score: 0.8, Box: geom.Box{X: 20, Y: 20, W: 40, H: 80}}
+	if !s.result(3, []infer.Detection{det}, []uint64{17}, st) {
+		t.Fatal("result of the kept frame: not taken")
+	}
+	data, ok, err := s.jpeg(context.Background())
+	if err != nil || !ok {
+		t.Fatalf("jpeg: %v %v", ok, err)
+	}
+	img := mustDecode(t, data)
+	for _, c := range []struct {
+		name string
+		rgba color.RGBA
+		min  int
+	}{{"zone", zoneColor, 500}, {"line", lineColor, 300}, {"box", boxColor, 200}} {
+		if n := countNear(img, c.rgba, 60); n < c.min {
+			t.Errorf("%s: %d pixels of its colour, want at least %d", c.name, n, c.min)
+		}
+	}
+	if s.result(4, nil, nil, nil) {
+		t.Error("result of a frame not kept: taken")
+	}
+	ev, ok, err := s.evidence(3, det, 17)
+	if err != nil || !ok {
+		t.Fatalf("evidence of the kept frame: %v %v", ok, err)
+	}
+	img = mustDecode(t, ev)
+	if n := countNear(img, zoneColor, 60); n > 50 {
+		t.Errorf("evidence: %d zone-coloured pixels, want the object's box alone", n)
+	}
+	if n := countNear(img, boxColor, 60); n < 200 {
+		t.Errorf("evidence: %d box-coloured pixels, want its box", n)
+	}
+	if _, ok, _ := s.evidence(9, det, 17); ok {
+		t.Error("evidence of a frame not kept: taken")
+	}
 }
