@@ -3,6 +3,7 @@ package config_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/configs"
 	"github.com/visiond/visiond/internal/testutil"
@@ -41,8 +43,19 @@ func TestShippedConfigs(t *testing.T) {
 	}
 	want := config.Camera{ID: "sample", Kind: "rtsp", URL: "rtsp://127.0.0.1:8554/sample", FPS: 5, Enabled: true,
 		Transport: "tcp", Decode: "all", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}}
-	if cfg.Site != "demo" || !cfg.Sample.Enabled || len(cfg.Cameras) != 1 || !reflect.DeepEqual(cfg.Cameras[0], want) {
-		t.Errorf("default.yaml: got site %q, sample %v, cameras %+v", cfg.Site, cfg.Sample.Enabled, cfg.Cameras)
+	if cfg.Site != "demo" || !cfg.Sample.Enabled || len(cfg.Cameras) != 1 {
+		t.Fatalf("default.yaml: got site %q, sample %v, cameras %+v", cfg.Site, cfg.Sample.Enabled, cfg.Cameras)
+	}
+	// The demo's analytics: a zone over the lower half, a line down the middle.
+	cam := cfg.Cameras[0]
+	zones, lines := cam.Zones, cam.Lines
+	cam.Objects, cam.Masks, cam.Zones, cam.Lines = analytics.Objects{}, nil, nil, nil
+	if !reflect.DeepEqual(cam, want) {
+		t.Errorf("default.yaml: camera %+v, want %+v", cam, want)
+	}
+	if len(zones) != 1 || fmt.Sprint(zones[0].Polygon) != "[[0 0.5] [1 0.5] [1 1] [0 1]]" ||
+		len(lines) != 1 || fmt.Sprint(lines[0].Points) != "[[0.5 0] [0.5 1]]" {
+		t.Errorf("default.yaml: zones %+v, lines %+v; want the lower half and a line down the middle", zones, lines)
 	}
 }
 

@@ -32,17 +32,7 @@ func TestKilledDaemonDeliversAfterRestart(t *testing.T) {
 		fmt.Sprintf(`{listen: %q, leaf: {url: "nats-leaf://%s"}}`, natsAddr, link.Addr)))
 
 	start := func() (*exec.Cmd, *logLines) {
-		cmd := exec.Command(os.Args[0], "run", "-config", path)
-		cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		logs := followLog(t, stderr)
+		cmd, logs := startCommand(t, exec.Command(os.Args[0], "run", "-config", path))
 		logs.wait(t, `msg="visiond running"`)
 		go func() {
 			for range logs.lines {

@@ -301,6 +301,22 @@ type logLines struct {
 	all   strings.Builder
 }
 
+// startCommand starts cmd, the test binary as visiond (or a command running it), and follows
+// its log on stderr; the process is killed, if still running, when the test ends.
+func startCommand(t *testing.T, cmd *exec.Cmd) (*exec.Cmd, *logLines) {
+	t.Helper()
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1") // its workers inherit it
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, followLog(t, stderr)
+}
+
 func followLog(t *testing.T, r io.Reader) *logLines {
 	l := &logLines{lines: make(chan string, 1024)}
 	go func() {
@@ -349,17 +365,7 @@ func TestRunReloadsEditedConfig(t *testing.T) {
 		}
 	}
 
-	cmd := exec.Command(os.Args[0], "run", "-config", path)
-	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	logs := followLog(t, stderr)
+	cmd, logs := startCommand(t, exec.Command(os.Args[0], "run", "-config", path))
 	logs.wait(t, `msg="visiond running"`)
 	notified("READY=1")
 
@@ -416,17 +422,7 @@ func TestRunReloadsEditedConfig(t *testing.T) {
 func TestOneSIGTERMIsEnough(t *testing.T) {
 	timeout := testutil.LookPath(t, "timeout")
 	path := writeConfig(t, demoConfig(t, testutil.FreeAddr(t)))
-	cmd := exec.Command(timeout, "600", os.Args[0], "run", "-config", path)
-	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	logs := followLog(t, stderr)
+	cmd, logs := startCommand(t, exec.Command(timeout, "600", os.Args[0], "run", "-config", path))
 	logs.wait(t, `msg="visiond running"`)
 	logs.wait(t, `msg="camera online"`) // events flowing, so there is something to flush
 
@@ -442,17 +438,7 @@ func TestOneSIGTERMIsEnough(t *testing.T) {
 // status 1 and "second signal".
 func TestRepeatedSIGTERMStopsCleanly(t *testing.T) {
 	path := writeConfig(t, demoConfig(t, testutil.FreeAddr(t)))
-	cmd := exec.Command(os.Args[0], "run", "-config", path)
-	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	logs := followLog(t, stderr)
+	cmd, logs := startCommand(t, exec.Command(os.Args[0], "run", "-config", path))
 	logs.wait(t, `msg="visiond running"`)
 	logs.wait(t, `msg="camera online"`)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

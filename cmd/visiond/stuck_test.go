@@ -56,17 +56,7 @@ func TestRunStopsWithStuckCamera(t *testing.T) {
 	body := demoConfig(t, testutil.FreeAddr(t)) +
 		fmt.Sprintf("  - {id: hung, kind: gstreamer, stall_timeout: 10m, pipeline: %q}\n", pipeline) +
 		fmt.Sprintf("  - {id: locked, kind: gstreamer, pipeline: %q}\n", locked)
-	cmd := exec.Command(os.Args[0], "run", "-config", writeConfig(t, body))
-	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	logs := followLog(t, stderr)
+	cmd, logs := startCommand(t, exec.Command(os.Args[0], "run", "-config", writeConfig(t, body)))
 	logs.wait(t, `msg="camera online".*camera=sample|camera=sample.*msg="camera online"`)
 	logs.wait(t, `msg="camera offline, retrying".*camera=locked|camera=locked.*msg="camera offline, retrying"`)
 	testutil.WaitFor(t, 2*time.Minute, "the hung camera's open to connect", func() bool { return accepted.Load() >= 1 })
