@@ -91,7 +91,7 @@ type liveObject struct {
 	Label      string    `json:"label"`
 	State      string    `json:"state"` // confirmed (seen in the latest frame) or lost
 	Score      float32   `json:"score"`
-	Box        sinks.Box `json:"box"`
+	Box        sinks.Box `json:"box"` // its latest matched detection
 	FirstSeen  time.Time `json:"first_seen"`
 	LastSeen   time.Time `json:"last_seen"`
 	Zones      []string  `json:"zones"`
@@ -255,8 +255,8 @@ func objectEvent(o eventOrigin, camera string, rep objectReport, w, h int) *sink
 		ClassID:   t.ClassID,
 		FirstSeen: t.FirstSeen,
 		LastSeen:  t.LastSeen,
-		Box:       pixelBox(t.Box),
-		BoxNorm:   normBox(t.Box, w, h),
+		Box:       pixelBox(rep.box),
+		BoxNorm:   normBox(rep.box, w, h),
 		Score:     t.Score,
 		Best: sinks.Best{
 			Box: pixelBox(t.BestBox), BoxNorm: normBox(t.BestBox, w, h), Score: t.BestScore, At: t.BestAt,
@@ -298,6 +298,7 @@ func (s *scene) liveObjects() []liveObject {
 		}
 		if o := s.objects[t.ID]; o != nil {
 			lo.Stationary = o.stationary
+			lo.Box = pixelBox(o.lastBox) // a lost track's own box is a prediction
 		}
 		pres = s.zones.Presence(t.ID, pres[:0])
 		for _, p := range pres {

@@ -65,6 +65,7 @@ type objectReport struct {
 	seq        uint64 // the track's object event number, from 1
 	zones      []analytics.Presence
 	stationary bool
+	box        geom.Box   // its latest matched detection (a lost track's own box is a prediction)
 	start, end geom.Point // normalized anchors: when confirmed, now
 	startAt    time.Time
 	snapshot   string // the object's evidence in the snapshot store, once taken
@@ -265,6 +266,7 @@ func (s *scene) report(out []objectReport, change string, why []string, t track.
 		seq:        o.events,
 		zones:      append([]analytics.Presence(nil), s.presence...),
 		stationary: o.stationary,
+		box:        o.lastBox,
 		start:      o.start,
 		end:        normAnchor(s.settings.Objects.Anchor, o.lastBox, w, h), // where it was last seen
 		startAt:    o.startAt,

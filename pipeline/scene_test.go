@@ -69,6 +69,9 @@ func TestSceneWalker(t *testing.T) {
 				} else {
 					changes = append(changes, o.change)
 				}
+				if o.box.X < 0 || o.box.X+o.box.W > 1000 {
+					t.Errorf("%v fps: %s event with box %+v outside the frame", fps, o.change, o.box)
+				}
 				if o.change == sinks.ObjectEnd && (o.start.X > 0.2 || o.end.X < 0.9 || o.end.X > 1) {
 					t.Errorf("%v fps: end event path %v -> %v, want from near the left edge (where it was confirmed) to the right edge", fps, o.start, o.end)
 				}
