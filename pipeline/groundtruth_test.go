@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,7 +48,9 @@ import (
 // its own pace, so the frames the worker has no time for are superseded): the assertions
 // hold on the frames that were analysed, as long as at least half the asked rate was
 // achieved; below that the subtest is skipped with the rate it achieved (logged), since
-// then it is no longer a test of the rate it names.
+// then it is no longer a test of the rate it names, and so are the higher rates after it.
+// Under `make test-loaded` (4 stressors per core) this box analysed 0.5 frames a second:
+// every rate is skipped there, and the test is one of the idle runs.
 func TestGroundTruthPlaza(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plays a 19 s video to a real daemon three times")
@@ -74,6 +77,14 @@ func TestGroundTruthPlaza(t *testing.T) {
 	}
 }
 
+// sighting is a tracked detection of a truth object: when in the video, by which track,
+// and its anchor (the bottom-centre of the detected box, normalized).
+type sighting struct {
+	at     time.Duration
+	track  uint64
+	anchor groundtruth.Point
+}
+
 // tracksOf is the number of tracks that followed the truth's objects.
 func tracksOf(sc groundtruth.Score) int {
 	n := 0
@@ -94,6 +105,7 @@ type plazaRun struct {
 	frames int // frames of the video
 
 	dets     map[uint64]*sinks.DetectionEvent // pass 1's detection events, by frame seq
+	seen     map[int][]sighting               // per truth object, its tracked detections in frame order
 	passEnd  time.Time                        // capture time of the last frame of pass 1 analysed
 	lines    []sinks.LineEvent                // line events of pass 1
 	zones    []sinks.ZoneEvent                // zone events of pass 1
@@ -202,7 +214,7 @@ cameras:
 	defer d.Close()
 
 	run := &plazaRun{fps: fps, scene: sc, frames: sc.Scenario().Frames(),
-		dets: map[uint64]*sinks.DetectionEvent{}, objects: map[uint64][]sinks.ObjectEvent{}}
+		dets: map[uint64]*sinks.DetectionEvent{}, objects: map[uint64][]sinks.ObjectEvent{}, seen: map[int][]sighting{}}
 	var (
 		lines   []sinks.LineEvent
 		zones   []sinks.ZoneEvent
@@ -327,6 +339,8 @@ func (r *plazaRun) evaluate(t *testing.T) (groundtruth.Score, map[uint64]int) {
 							votes[d.TrackID] = map[int]int{}
 						}
 						votes[d.TrackID][best]++
+						r.seen[best] = append(r.seen[best], sighting{r.scene.TruthOfSeq(seq).T, d.TrackID,
+							groundtruth.Point{X: (d.Box.X + d.Box.W/2) / float64(de.Frame.Width), Y: (d.Box.Y + d.Box.H) / float64(de.Frame.Height)}})
 					}
 				}
 			}
@@ -368,48 +382,115 @@ func (r *plazaRun) evaluate(t *testing.T) (groundtruth.Score, map[uint64]int) {
 	return sc, owner
 }
 
-// checkLines: the crossings counted by direction and class equal the truth's, each by the
-// track of the person who crossed that way, and the near miss counts nothing.
+// checkLines: each crossing counted is a true one, of the person whose track crossed, in
+// its direction; the near miss counts nothing; every crossing the analytics promise to
+// count is counted; and with every frame analysed, that is every true crossing, so the
+// counts by direction and class equal the truth's.
 //
-// The line's band (default 0.02 of the diagonal, 15 px here) asks the anchor to be seen that
-// far on each side; every crossing of Plaza goes well past it on both sides (person 4, the
-// slowest, turns 0.15 of the width beyond the line), and person 3's near miss comes to 2% of
-// the width, not across: so exact counts hold at every rate tested, 2 fps included.
+// What the lines promise: a crossing of a track whose anchor was seen beyond the band
+// (default 0.02 of the diagonal, 19 px here) on one side and then beyond it on the other.
+// They see a track only once it is confirmed (3 matched frames), so a person who crosses
+// soon after appearing, on a machine too busy to analyse every frame (frames superseded),
+// may be confirmed too late to have been seen on the near side: person 4 crosses 2 s after
+// it appears, and at 2 fps asked and 1.6 achieved under load its In was not counted.
+// "Seen beyond the band" is judged here with 1.5 times the band, for the detector's
+// error; a crossing seen only nearer than that may go either way.
+//
+// With every frame analysed, every Plaza crossing is promised at each rate, 2 fps
+// included: each goes well past the band on both sides (person 4, the slowest, turns 0.15
+// of the width beyond the line), and person 3's near miss comes within 2% of the width
+// without crossing.
 func (r *plazaRun) checkLines(t *testing.T, owner map[uint64]int) (got, want map[groundtruth.CountKey]int) {
-	truth, err := r.scene.Scenario().Crossings(groundtruth.PlazaLine())
+	line := groundtruth.PlazaLine()
+	truth, err := r.scene.Scenario().Crossings(line)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want = groundtruth.Count(truth)
 	got = map[groundtruth.CountKey]int{}
-	byObject := map[int][]groundtruth.Direction{}
+	type crossing struct {
+		obj int
+		dir groundtruth.Direction
+	}
+	counted := map[crossing]int{}
 	for _, ev := range r.lines {
 		if ev.Line != "middle" {
 			t.Errorf("line event for line %q", ev.Line)
 		}
 		got[groundtruth.CountKey{Direction: groundtruth.Direction(ev.Direction), Class: ev.Label}]++
-		byObject[owner[ev.TrackID]] = append(byObject[owner[ev.TrackID]], groundtruth.Direction(ev.Direction))
+		counted[crossing{owner[ev.TrackID], groundtruth.Direction(ev.Direction)}]++
 	}
-	wantBy := map[int][]groundtruth.Direction{}
+	real := map[crossing]int{}
 	for _, c := range truth {
-		wantBy[c.ObjectID] = append(wantBy[c.ObjectID], c.Direction)
+		real[crossing{c.ObjectID, c.Direction}]++
+	}
+	for c, n := range counted {
+		if n > real[c] {
+			t.Errorf("person %d counted crossing %s %d times, truly %d (line events %+v)", c.obj, c.dir, n, real[c], r.lines)
+		}
+	}
+	if n := counted[crossing{3, groundtruth.In}] + counted[crossing{3, groundtruth.Out}]; n != 0 {
+		t.Errorf("person 3, the near miss, was counted crossing %d times", n)
+	}
+
+	// The signed distance of an anchor from the line in pixels (> 0 on its right-hand side,
+	// where an In comes from), and the band.
+	s := r.scene.Scenario()
+	W, H := float64(s.W), float64(s.H)
+	dist := func(p groundtruth.Point) float64 {
+		ax, ay := (line.P2.X-line.P1.X)*W, (line.P2.Y-line.P1.Y)*H
+		px, py := (p.X-line.P1.X)*W, (p.Y-line.P1.Y)*H
+		return (ax*py - ay*px) / math.Hypot(ax, ay)
+	}
+	far := 1.5 * 0.02 * math.Hypot(W, H)
+	promised := map[crossing]int{}
+	for i, c := range truth {
+		from := 1.0 // the side it comes from
+		if c.Direction == groundtruth.Out {
+			from = -1
+		}
+		// Sightings between this person's previous crossing and its next one.
+		lo, hi := time.Duration(-1), s.Duration+time.Second
+		for j, o := range truth {
+			if o.ObjectID == c.ObjectID && j < i {
+				lo = o.T
+			}
+			if o.ObjectID == c.ObjectID && j > i && hi > o.T {
+				hi = o.T
+			}
+		}
+		near := map[uint64]bool{}
+		ok := false
+		for _, sg := range r.seen[c.ObjectID] {
+			switch d := dist(sg.anchor) * from; {
+			case sg.at > lo && sg.at < c.T && d >= far:
+				near[sg.track] = true
+			case sg.at > c.T && sg.at < hi && d <= -far && near[sg.track]:
+				ok = true
+			}
+		}
+		if ok {
+			promised[crossing{c.ObjectID, c.Direction}]++
+		}
+	}
+	t.Logf("fps %d: crossings seen beyond the band on both sides by one track %v, counted %v, true %v", r.fps, promised, counted, real)
+	for c, n := range promised {
+		if counted[c] < n {
+			t.Errorf("person %d crossed %s %d times seen by one track beyond the band on both sides, counted %d times (line events %+v)",
+				c.obj, c.dir, n, counted[c], r.lines)
+		}
+	}
+	if len(r.dets) == r.frames {
+		if fmt.Sprint(promised) != fmt.Sprint(real) {
+			t.Errorf("every frame analysed, yet the crossings seen beyond the band on both sides are %v, not all of %v", promised, real)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("line counts %v, want %v (events %+v)", got, want, r.lines)
+		}
 	}
 	for _, dir := range []groundtruth.Direction{groundtruth.In, groundtruth.Out} {
 		k := groundtruth.CountKey{Direction: dir, Class: "person"}
-		acc := 0.0
-		if want[k] > 0 {
-			acc = float64(got[k]) / float64(want[k])
-		}
-		t.Logf("fps %d: line %s: %d counted, %d true (accuracy %.2f)", r.fps, dir, got[k], want[k], acc)
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("line counts %v, want %v (events %+v)", got, want, r.lines)
-	}
-	if fmt.Sprint(byObject) != fmt.Sprint(wantBy) {
-		t.Errorf("crossings by person (by the person each track followed most) %v, want %v", byObject, wantBy)
-	}
-	if d := byObject[3]; len(d) != 0 {
-		t.Errorf("person 3, the near miss, was counted crossing %v", d)
+		t.Logf("fps %d: line %s: %d counted, %d true (accuracy %.2f)", r.fps, dir, got[k], want[k], float64(got[k])/float64(want[k]))
 	}
 	return got, want
 }
@@ -427,9 +508,9 @@ func (r *plazaRun) checkLines(t *testing.T, owner map[uint64]int) (got, want map
 //     outside and that frame (the zone's exit debounce, min_seconds, delays the event, not
 //     its time);
 //   - the entry: the visit starts on the first analysed frame with the object inside and
-//     its track confirmed (ConfirmHits matched frames: an object that enters soon after it
-//     appears is entered at its confirmation), so no earlier than the true entry and no
-//     later than ConfirmHits achieved frame intervals after it;
+//     its track confirmed (3 matched frames: an object that enters soon after it appears
+//     is entered at its confirmation), so no earlier than the true entry and no later than
+//     the first analysed frame on which a detection of the person inside carried a track id;
 //
 // each with 0.3 s for the anchor's error (the detected box's bottom edge against the
 // sprite's: person 3 walks 0.1 of the width a second, so 0.3 s is 23 px).
@@ -475,8 +556,15 @@ func (r *plazaRun) checkZone(t *testing.T, owner map[uint64]int) (dwell, truth t
 		dwell, truth = out-in, v.Dwell()
 		t.Logf("fps %d: person %d in the zone from %.2f s to %.2f s of the video (%.2f s, %.1f s in the event), true %.2f to %.2f s (%.2f s)",
 			r.fps, v.ObjectID, in.Seconds(), out.Seconds(), dwell.Seconds(), ev.DwellS, v.Enter.Seconds(), v.Exit.Seconds(), truth.Seconds())
-		if lateBy := time.Duration(track.DefaultConfirmHits) * time.Duration(float64(time.Second)/r.achieved); in < v.Enter-slack || in > v.Enter+lateBy+slack {
-			t.Errorf("person %d: entered at %v of the video, true %v: want no earlier and at most %v later", v.ObjectID, in, v.Enter, lateBy)
+		latest := v.Exit // the first frame its track was seen inside
+		for _, sg := range r.seen[v.ObjectID] {
+			if sg.at >= v.Enter+slack && sg.at <= v.Exit-slack {
+				latest = sg.at
+				break
+			}
+		}
+		if in < v.Enter-slack || in > latest {
+			t.Errorf("person %d: entered at %v of the video, true %v: want no earlier, and no later than %v, when its track was first seen inside", v.ObjectID, in, v.Enter, latest)
 		}
 		if v.Exit < before-slack || v.Exit > out+slack {
 			t.Errorf("person %d: first seen outside at %v of the video, the frame before at %v: the true exit %v is not between", v.ObjectID, out, before, v.Exit)
