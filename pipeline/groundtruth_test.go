@@ -45,12 +45,13 @@ import (
 // their spread.
 //
 // On a busy machine the daemon analyses fewer frames than asked (a kind file camera keeps
-// its own pace, so the frames the worker has no time for are superseded): the assertions
-// hold on the frames that were analysed, as long as at least half the asked rate was
-// achieved; below that the subtest is skipped with the rate it achieved (logged), since
-// then it is no longer a test of the rate it names, and so are the higher rates after it.
-// Under `make test-loaded` (4 stressors per core) this box analysed 0.5 frames a second:
-// every rate is skipped there, and the test is one of the idle runs.
+// its own pace, so the frames the worker has no time for are superseded). The assertions
+// are what the analytics promise on the frames that were analysed (see checkLines and
+// checkZone), exact counts where every frame was; a subtest that achieved under half its
+// rate is skipped, logging the rate achieved, since it no longer tests the rate it names,
+// and so are the higher rates after it. Under 4 stressors per core (`make test-loaded`)
+// on the 2-core box, with -race: 2 fps achieved 1.5-1.9 and was checked, 5 fps achieved
+// 1.5 and was skipped, 10 fps skipped; about 2 minutes in all.
 func TestGroundTruthPlaza(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plays a 19 s video to a real daemon three times")
@@ -392,7 +393,7 @@ func (r *plazaRun) evaluate(t *testing.T) (groundtruth.Score, map[uint64]int) {
 // They see a track only once it is confirmed (3 matched frames), so a person who crosses
 // soon after appearing, on a machine too busy to analyse every frame (frames superseded),
 // may be confirmed too late to have been seen on the near side: person 4 crosses 2 s after
-// it appears, and at 2 fps asked and 1.6 achieved under load its In was not counted.
+// it appears, and at 2 fps asked and 1.6 achieved under load its In was once not counted.
 // "Seen beyond the band" is judged here with 1.5 times the band, for the detector's
 // error; a crossing seen only nearer than that may go either way.
 //
