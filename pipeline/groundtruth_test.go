@@ -1,0 +1,670 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/visiond/visiond/analytics/track"
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/groundtruth"
+	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/sinks"
+)
+
+// Issue 14, item 8: end to end on a video whose truth the test knows. groundtruth's Plaza
+// (four real people walking known paths over vtest.avi's empty plaza, a vertical line
+// through the middle, a zone on the grass) is played by a kind file camera to a real daemon
+// with a real worker, at 2, 5 and 10 analysed frames a second (the video made at that rate,
+// so each frame is one to analyse), and the events of one pass of the video are compared
+// with the truth:
+//
+//   - line crossings by direction and class equal the truth's, each by the track of the
+//     person who crossed; the near miss (person 3, within 2% of the line) counts nothing;
+//   - one zone entry per true visit, by the visitor's track, its start and end (so its
+//     dwell) within what the analysed frames and the confirmation of a track allow (see
+//     checkZone);
+//   - every person is followed: its detections carry a track id, and that track has
+//     `new` and `end` object events.
+//
+// The figures of BENCHMARKS.md ("Tracking on a video with known truth") are logged:
+// identity switches per 100 true tracks, fragmentations and counting accuracy, scored by
+// groundtruth.Evaluator on the detection events' track ids. `go test -count=3` gives
+// their spread.
+//
+// On a busy machine the daemon analyses fewer frames than asked (a kind file camera keeps
+// its own pace, so the frames the worker has no time for are superseded). The assertions
+// are what the analytics promise on the frames that were analysed (see checkLines and
+// checkZone), exact counts where every frame was; a subtest that achieved under half its
+// rate is skipped, logging the rate achieved, since it no longer tests the rate it names,
+// and so are the higher rates after it. Under 4 stressors per core (`make test-loaded`)
+// on the 2-core box, with -race: 2 fps achieved 1.5-1.9 and was checked, 5 fps achieved
+// 1.5 and was skipped, 10 fps skipped; about 2 minutes in all.
+func TestGroundTruthPlaza(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays a 19 s video to a real daemon three times")
+	}
+	// Generous limits: with -race on a 2-core machine under load, decoding vtest.avi and
+	// drawing and encoding a video take minutes instead of seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	m, err := groundtruth.LoadVTest(ctx, testutil.Media(t, "vtest.avi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// capacity is the most frames a second the daemon analysed where it fell short of the
+	// rate asked: a higher rate that it is under half of is skipped without playing (on a
+	// loaded machine each subtest costs minutes, most of them drawing the video).
+	capacity := 0.0
+	for _, fps := range []int{2, 5, 10} {
+		t.Run(fmt.Sprintf("fps=%d", fps), func(t *testing.T) {
+			if capacity > 0 && capacity < float64(fps)/2 {
+				t.Skipf("the daemon analysed at most %.1f frames a second at a lower rate, under half the %d asked: the machine is too busy to test this rate", capacity, fps)
+			}
+			checkPlaza(t, m, fps, &capacity)
+		})
+	}
+}
+
+// sighting is a tracked detection of a truth object: when in the video, by which track,
+// and its anchor (the bottom-centre of the detected box, normalized).
+type sighting struct {
+	at     time.Duration
+	track  uint64
+	anchor groundtruth.Point
+}
+
+// tracksOf is the number of tracks that followed the truth's objects.
+func tracksOf(sc groundtruth.Score) int {
+	n := 0
+	for _, ids := range sc.Tracks {
+		n += len(ids)
+	}
+	return n
+}
+
+// plazaTail is the empty time added at the end of Plaza: the tracker's lost timeout and 2 s
+// for the `end` events to be decided, on frames of the same pass.
+const plazaTail = track.DefaultLostTimeout + 2*time.Second
+
+// plazaRun is what one pass of Plaza at one frame rate gave: the truth and the events.
+type plazaRun struct {
+	fps    int
+	scene  *groundtruth.Scene
+	frames int // frames of the video
+
+	dets     map[uint64]*sinks.DetectionEvent // pass 1's detection events, by frame seq
+	seen     map[int][]sighting               // per truth object, its tracked detections in frame order
+	passEnd  time.Time                        // capture time of the last frame of pass 1 analysed
+	lines    []sinks.LineEvent                // line events of pass 1
+	zones    []sinks.ZoneEvent                // zone events of pass 1
+	objects  map[uint64][]sinks.ObjectEvent   // object events of tracks first seen in pass 1, by track
+	achieved float64                          // analysed frames per second of video in pass 1
+}
+
+// checkPlaza plays Plaza at fps to a daemon and checks one pass of its events. Where the
+// daemon analysed fewer than 90% of the frames asked, it sets *capacity to the rate it
+// achieved (and skips t below half of fps).
+func checkPlaza(t *testing.T, m *groundtruth.Media, fps int, capacity *float64) {
+	s, err := groundtruth.Plaza(m, fps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An empty tail, longer than the tracker's lost timeout, so that the tracks of the
+	// people who vanish at 11 s end within the pass. Without it the loop begins again while
+	// they are lost, and a lost track can take a person of the next pass as its own (see
+	// TestLostTrackTakesNewcomer).
+	s.Duration = groundtruth.PlazaDuration + plazaTail
+	sc, err := groundtruth.NewScene(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "plaza.ts")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if _, err := sc.WriteTS(ctx, file); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fps %d: video of %d frames made in %v", fps, s.Frames(), time.Since(start).Round(time.Millisecond))
+	run := playPlaza(t, sc, file, fps)
+	t.Logf("fps %d: %d of %d frames of pass 1 analysed (%.1f a second)", fps, len(run.dets), run.frames, run.achieved)
+	if run.achieved < 0.9*float64(fps) {
+		*capacity = run.achieved
+	}
+	if run.achieved < float64(fps)/2 {
+		t.Skipf("the daemon analysed %.1f frames a second, under half the %d asked: the machine is too busy to test this rate", run.achieved, fps)
+	}
+
+	score, owner := run.evaluate(t)
+	counted, crossings := run.checkLines(t, owner)
+	dwell, trueDwell := run.checkZone(t, owner)
+	run.checkObjects(t, score)
+	in, out := groundtruth.CountKey{Direction: groundtruth.In, Class: "person"}, groundtruth.CountKey{Direction: groundtruth.Out, Class: "person"}
+	people := len(s.Objects)
+	t.Logf("figures: fps %d, achieved %.1f: %d people, %d tracks, %d identity switches (%.0f per 100 people), %d fragmentations; "+
+		"crossings in %d/%d, out %d/%d; zone dwell %.2f s (true %.2f s)",
+		fps, run.achieved, people, tracksOf(score), score.IDSwitches, 100*float64(score.IDSwitches)/float64(people), score.Fragmentations,
+		counted[in], crossings[in], counted[out], crossings[out], dwell.Seconds(), trueDwell.Seconds())
+}
+
+// playPlaza runs a daemon with one kind file camera playing file at fps, the Plaza line and
+// zone in its config, and collects its events until the tracks of the first pass have
+// ended (the tracker's lost timeout after the last person vanishes).
+func playPlaza(t *testing.T, sc *groundtruth.Scene, file string, fps int) *plazaRun {
+	// An external server, subscribed to before the daemon starts: no event is missed.
+	srv := &sinks.Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir()}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	msgs := make(chan *nats.Msg, 8192)
+	if _, err := nc.ChanSubscribe("visiond.test.plaza.>", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	line, zone := groundtruth.PlazaLine(), groundtruth.PlazaZone()
+	var poly []string
+	for _, p := range zone {
+		poly = append(poly, fmt.Sprintf("[%g, %g]", p.X, p.Y))
+	}
+	yaml := fmt.Sprintf(`
+site: test
+http: {listen: ""}
+nats: {url: %q}
+workers: {model: %q, library: %q, pools: [{count: 1, provider: cpu}]}
+pipeline: {slice: 100ms}
+cameras:
+  - id: plaza
+    kind: file
+    file: %q
+    fps: %d
+    zones: [{id: grass, polygon: [%s], classes: [person]}]
+    lines: [{id: middle, points: [[%g, %g], [%g, %g]], classes: [person]}]
+`, srv.ClientURL(), testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"),
+		file, fps, strings.Join(poly, ", "), line.P1.X, line.P1.Y, line.P2.X, line.P2.Y)
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StateDir = t.TempDir()
+	d := &Daemon{Config: cfg, Logger: testutil.Logger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+
+	run := &plazaRun{fps: fps, scene: sc, frames: sc.Scenario().Frames(),
+		dets: map[uint64]*sinks.DetectionEvent{}, objects: map[uint64][]sinks.ObjectEvent{}, seen: map[int][]sighting{}}
+	var (
+		lines   []sinks.LineEvent
+		zones   []sinks.ZoneEvent
+		objects = map[uint64][]sinks.ObjectEvent{}
+		lastSeq uint64
+	)
+	n := uint64(run.frames)
+	// Stop at the end of pass 1 once every person's track first seen in it has ended (the
+	// parked cars' tracks never end), or 3 s of pass 2 later (then checkObjects says which
+	// track did not end).
+	ended := func() bool {
+		if lastSeq <= n {
+			return false
+		}
+		if lastSeq > n+uint64(3*fps) {
+			return true
+		}
+		for _, evs := range objects {
+			if evs[0].FirstSeen.After(run.passEnd) || evs[0].Label != "person" {
+				continue
+			}
+			if evs[len(evs)-1].Type != sinks.ObjectEnd {
+				return false
+			}
+		}
+		return len(objects) > 0
+	}
+	deadline := time.After(2 * time.Minute)
+	for !ended() {
+		var msg *nats.Msg
+		select {
+		case msg = <-msgs:
+		case <-deadline:
+			t.Fatalf("no end of pass 1 in 2 minutes: last frame seq %d of %d; cameras %+v", lastSeq, n, d.Cameras())
+		}
+		sub := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
+		var err error
+		switch sub {
+		case "detections":
+			var ev sinks.DetectionEvent
+			if err = json.Unmarshal(msg.Data, &ev); err == nil {
+				lastSeq = max(lastSeq, ev.Frame.Seq)
+				if ev.Frame.Seq <= n {
+					run.dets[ev.Frame.Seq] = &ev
+					if ev.CapturedAt.After(run.passEnd) {
+						run.passEnd = ev.CapturedAt
+					}
+				}
+			}
+		case "lines":
+			var ev sinks.LineEvent
+			if err = json.Unmarshal(msg.Data, &ev); err == nil {
+				lines = append(lines, ev)
+			}
+		case "zones":
+			var ev sinks.ZoneEvent
+			if err = json.Unmarshal(msg.Data, &ev); err == nil {
+				zones = append(zones, ev)
+			}
+		case "objects":
+			var ev sinks.ObjectEvent
+			if err = json.Unmarshal(msg.Data, &ev); err == nil {
+				objects[ev.TrackID] = append(objects[ev.TrackID], ev)
+			}
+		}
+		if err != nil {
+			t.Fatalf("event on %s: %v: %s", msg.Subject, err, msg.Data)
+		}
+	}
+	if st := d.Cameras()[0]; st.Reconnects != 0 {
+		// A new session plays the file from its start again: frame seqs no longer map to
+		// the video's frames.
+		t.Fatalf("the camera's session restarted (%d reconnects): %+v", st.Reconnects, st)
+	}
+	if len(run.dets) == 0 {
+		t.Fatal("no detection event for pass 1")
+	}
+	// Keep what happened in pass 1: events decided on its frames, tracks first seen on them.
+	for _, ev := range lines {
+		if !ev.At.After(run.passEnd) {
+			run.lines = append(run.lines, ev)
+		}
+	}
+	for _, ev := range zones {
+		if !ev.At.After(run.passEnd) {
+			run.zones = append(run.zones, ev)
+		}
+	}
+	for id, evs := range objects {
+		if !evs[0].FirstSeen.After(run.passEnd) {
+			run.objects[id] = evs
+		}
+	}
+	run.achieved = float64(len(run.dets)) / sc.Scenario().Duration.Seconds()
+	return run
+}
+
+// evaluate scores the tracked detections of pass 1 against the truth, logs the figures and
+// returns the score and the truth object each track followed most (owner).
+func (r *plazaRun) evaluate(t *testing.T) (groundtruth.Score, map[uint64]int) {
+	var ev groundtruth.Evaluator
+	votes := map[uint64]map[int]int{} // track -> truth object -> frames matched
+	var people, tracked int           // person detections matching a truth box, and of those with a track id
+	for _, seq := range slices.Sorted(maps.Keys(r.dets)) {
+		de := r.dets[seq]
+		truth := r.scene.TruthOfSeq(seq).Objects
+		var got []groundtruth.Tracked
+		for _, d := range de.Detections {
+			box := geom.Box{X: d.Box.X, Y: d.Box.Y, W: d.Box.W, H: d.Box.H}
+			if d.Label == "person" {
+				best, bestIoU := 0, 0.0
+				for _, tr := range truth {
+					if v := groundtruth.IoU(tr.Box, box); v > bestIoU {
+						best, bestIoU = tr.ID, v
+					}
+				}
+				if bestIoU >= 0.5 {
+					people++
+					if d.TrackID != 0 {
+						tracked++
+						if votes[d.TrackID] == nil {
+							votes[d.TrackID] = map[int]int{}
+						}
+						votes[d.TrackID][best]++
+						r.seen[best] = append(r.seen[best], sighting{r.scene.TruthOfSeq(seq).T, d.TrackID,
+							groundtruth.Point{X: (d.Box.X + d.Box.W/2) / float64(de.Frame.Width), Y: (d.Box.Y + d.Box.H) / float64(de.Frame.Height)}})
+					}
+				}
+			}
+			if d.TrackID != 0 && d.Label == "person" { // the parked cars are not in the truth
+				got = append(got, groundtruth.Tracked{TrackID: d.TrackID, Class: d.Label, Box: box})
+			}
+		}
+		ev.Add(truth, got)
+	}
+	owner := map[uint64]int{}
+	for id, v := range votes {
+		best := 0
+		for obj, n := range v {
+			if best == 0 || n > v[best] || (n == v[best] && obj < best) {
+				best = obj
+			}
+		}
+		owner[id] = best
+	}
+	sc := ev.Score()
+	objs := len(r.scene.Scenario().Objects)
+	t.Logf("fps %d: %d frames, %d object-frames required, %d matched, %d missed, %d false positives; "+
+		"%d identity switches (%.0f per 100 tracks), %d fragmentations; tracks per person %v; "+
+		"%d of %d person detections on a person carry a track id",
+		r.fps, sc.Frames, sc.Required, sc.Matched, sc.Missed, sc.FalsePositives,
+		sc.IDSwitches, 100*float64(sc.IDSwitches)/float64(objs), sc.Fragmentations, sc.Tracks, tracked, people)
+
+	// Detections carry track ids: every person is followed, and most of the detections of
+	// a person carry their track's id (not the first ConfirmHits-1 of a track, before it is
+	// confirmed, nor those of a person hidden or half outside the frame).
+	for _, o := range r.scene.Scenario().Objects {
+		if len(sc.Tracks[o.ID]) == 0 {
+			t.Errorf("person %d: no detection matched to it carries a track id", o.ID)
+		}
+	}
+	if people == 0 || float64(tracked) < 0.7*float64(people) {
+		t.Errorf("%d of %d detections of a person carry a track id: want at least 70%%", tracked, people)
+	}
+	return sc, owner
+}
+
+// checkLines: each crossing counted is a true one, of the person whose track crossed, in
+// its direction; the near miss counts nothing; every crossing the analytics promise to
+// count is counted; and with every frame analysed, that is every true crossing, so the
+// counts by direction and class equal the truth's.
+//
+// What the lines promise: a crossing of a track whose anchor was seen beyond the band
+// (default 0.02 of the diagonal, 19 px here) on one side and then beyond it on the other.
+// They see a track only once it is confirmed (3 matched frames), so a person who crosses
+// soon after appearing, on a machine too busy to analyse every frame (frames superseded),
+// may be confirmed too late to have been seen on the near side: person 4 crosses 2 s after
+// it appears, and at 2 fps asked and 1.6 achieved under load its In was once not counted.
+// "Seen beyond the band" is judged here with 1.5 times the band, for the detector's
+// error; a crossing seen only nearer than that may go either way.
+//
+// With every frame analysed, every Plaza crossing is promised at each rate, 2 fps
+// included: each goes well past the band on both sides (person 4, the slowest, turns 0.15
+// of the width beyond the line), and person 3's near miss comes within 2% of the width
+// without crossing.
+func (r *plazaRun) checkLines(t *testing.T, owner map[uint64]int) (got, want map[groundtruth.CountKey]int) {
+	line := groundtruth.PlazaLine()
+	truth, err := r.scene.Scenario().Crossings(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = groundtruth.Count(truth)
+	got = map[groundtruth.CountKey]int{}
+	type crossing struct {
+		obj int
+		dir groundtruth.Direction
+	}
+	counted := map[crossing]int{}
+	for _, ev := range r.lines {
+		if ev.Line != "middle" {
+			t.Errorf("line event for line %q", ev.Line)
+		}
+		got[groundtruth.CountKey{Direction: groundtruth.Direction(ev.Direction), Class: ev.Label}]++
+		counted[crossing{owner[ev.TrackID], groundtruth.Direction(ev.Direction)}]++
+	}
+	real := map[crossing]int{}
+	for _, c := range truth {
+		real[crossing{c.ObjectID, c.Direction}]++
+	}
+	for c, n := range counted {
+		if n > real[c] {
+			t.Errorf("person %d counted crossing %s %d times, truly %d (line events %+v)", c.obj, c.dir, n, real[c], r.lines)
+		}
+	}
+	if n := counted[crossing{3, groundtruth.In}] + counted[crossing{3, groundtruth.Out}]; n != 0 {
+		t.Errorf("person 3, the near miss, was counted crossing %d times", n)
+	}
+
+	// The signed distance of an anchor from the line in pixels (> 0 on its right-hand side,
+	// where an In comes from), and the band.
+	s := r.scene.Scenario()
+	W, H := float64(s.W), float64(s.H)
+	dist := func(p groundtruth.Point) float64 {
+		ax, ay := (line.P2.X-line.P1.X)*W, (line.P2.Y-line.P1.Y)*H
+		px, py := (p.X-line.P1.X)*W, (p.Y-line.P1.Y)*H
+		return (ax*py - ay*px) / math.Hypot(ax, ay)
+	}
+	far := 1.5 * 0.02 * math.Hypot(W, H)
+	promised := map[crossing]int{}
+	for i, c := range truth {
+		from := 1.0 // the side it comes from
+		if c.Direction == groundtruth.Out {
+			from = -1
+		}
+		// Sightings between this person's previous crossing and its next one.
+		lo, hi := time.Duration(-1), s.Duration+time.Second
+		for j, o := range truth {
+			if o.ObjectID == c.ObjectID && j < i {
+				lo = o.T
+			}
+			if o.ObjectID == c.ObjectID && j > i && hi > o.T {
+				hi = o.T
+			}
+		}
+		near := map[uint64]bool{}
+		ok := false
+		for _, sg := range r.seen[c.ObjectID] {
+			switch d := dist(sg.anchor) * from; {
+			case sg.at > lo && sg.at < c.T && d >= far:
+				near[sg.track] = true
+			case sg.at > c.T && sg.at < hi && d <= -far && near[sg.track]:
+				ok = true
+			}
+		}
+		if ok {
+			promised[crossing{c.ObjectID, c.Direction}]++
+		}
+	}
+	t.Logf("fps %d: crossings seen beyond the band on both sides by one track %v, counted %v, true %v", r.fps, promised, counted, real)
+	for c, n := range promised {
+		if counted[c] < n {
+			t.Errorf("person %d crossed %s %d times seen by one track beyond the band on both sides, counted %d times (line events %+v)",
+				c.obj, c.dir, n, counted[c], r.lines)
+		}
+	}
+	if len(r.dets) == r.frames {
+		if fmt.Sprint(promised) != fmt.Sprint(real) {
+			t.Errorf("every frame analysed, yet the crossings seen beyond the band on both sides are %v, not all of %v", promised, real)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("line counts %v, want %v (events %+v)", got, want, r.lines)
+		}
+	}
+	for _, dir := range []groundtruth.Direction{groundtruth.In, groundtruth.Out} {
+		k := groundtruth.CountKey{Direction: dir, Class: "person"}
+		t.Logf("fps %d: line %s: %d counted, %d true (accuracy %.2f)", r.fps, dir, got[k], want[k], float64(got[k])/float64(want[k]))
+	}
+	return got, want
+}
+
+// checkZone: one entry per true visit, by the visitor's track, and its ends (hence its
+// dwell) within what the analysed frames allow.
+//
+// Times are the video's, read through the analysed frames: an event's Since (the first
+// frame that saw the object inside) and Since+dwell (the first frame seen outside) are the
+// capture times of analysed frames, whose detection events give their seq, hence their
+// frame of the video. (Capture times alone would do while the camera keeps its pace, but
+// a kind file camera that falls behind on a busy machine paces from now again.) So:
+//
+//   - the exit: the true exit lies between the analysed frame before the first seen
+//     outside and that frame (the zone's exit debounce, min_seconds, delays the event, not
+//     its time);
+//   - the entry: the visit starts on the first analysed frame with the object inside and
+//     its track confirmed (3 matched frames: an object that enters soon after it appears
+//     is entered at its confirmation), so no earlier than the true entry and no later than
+//     the first analysed frame on which a detection of the person inside carried a track id;
+//
+// each with 0.3 s for the anchor's error (the detected box's bottom edge against the
+// sprite's: person 3 walks 0.1 of the width a second, so 0.3 s is 23 px).
+func (r *plazaRun) checkZone(t *testing.T, owner map[uint64]int) (dwell, truth time.Duration) {
+	visits, err := r.scene.Scenario().Visits(groundtruth.PlazaZone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slack = 300 * time.Millisecond
+	var enters, exits []sinks.ZoneEvent
+	for _, ev := range r.zones {
+		switch ev.Type {
+		case sinks.ZoneEnter:
+			enters = append(enters, ev)
+		case sinks.ZoneExit:
+			exits = append(exits, ev)
+		}
+		if ev.Zone != "grass" || ev.Label != "person" {
+			t.Errorf("zone event %+v", ev)
+		}
+	}
+	if len(enters) != len(visits) {
+		t.Errorf("%d zone entries (%+v), want %d (%+v)", len(enters), enters, len(visits), visits)
+	}
+	for _, v := range visits {
+		var got []sinks.ZoneEvent
+		for _, ev := range exits {
+			if owner[ev.TrackID] == v.ObjectID {
+				got = append(got, ev)
+			}
+		}
+		if len(got) != 1 || got[0].Ended {
+			t.Errorf("person %d: zone exits %+v, want one, walking out, for its visit %+v", v.ObjectID, got, v)
+			continue
+		}
+		ev := got[0]
+		in, _, ok1 := r.videoTime(ev.Since)
+		out, before, ok2 := r.videoTime(ev.Since.Add(time.Duration(ev.DwellS * float64(time.Second))))
+		if !ok1 || !ok2 {
+			t.Errorf("person %d: the zone exit's since %v or end (dwell %.1f s) is not an analysed frame's time", v.ObjectID, ev.Since, ev.DwellS)
+			continue
+		}
+		dwell, truth = out-in, v.Dwell()
+		t.Logf("fps %d: person %d in the zone from %.2f s to %.2f s of the video (%.2f s, %.1f s in the event), true %.2f to %.2f s (%.2f s)",
+			r.fps, v.ObjectID, in.Seconds(), out.Seconds(), dwell.Seconds(), ev.DwellS, v.Enter.Seconds(), v.Exit.Seconds(), truth.Seconds())
+		latest := v.Exit // the first frame its track was seen inside
+		for _, sg := range r.seen[v.ObjectID] {
+			if sg.at >= v.Enter+slack && sg.at <= v.Exit-slack {
+				latest = sg.at
+				break
+			}
+		}
+		if in < v.Enter-slack || in > latest {
+			t.Errorf("person %d: entered at %v of the video, true %v: want no earlier, and no later than %v, when its track was first seen inside", v.ObjectID, in, v.Enter, latest)
+		}
+		if v.Exit < before-slack || v.Exit > out+slack {
+			t.Errorf("person %d: first seen outside at %v of the video, the frame before at %v: the true exit %v is not between", v.ObjectID, out, before, v.Exit)
+		}
+	}
+	return dwell, truth
+}
+
+// videoTime returns the time in the video of the analysed frame captured at c (to the
+// millisecond, as events carry times), and that of the analysed frame before it; ok is
+// false when no analysed frame of pass 1 was captured then.
+func (r *plazaRun) videoTime(c time.Time) (at, before time.Duration, ok bool) {
+	s := r.scene.Scenario()
+	var prev uint64
+	for _, seq := range slices.Sorted(maps.Keys(r.dets)) {
+		d := r.dets[seq].CapturedAt.Sub(c)
+		if d > -2*time.Millisecond && d < 2*time.Millisecond {
+			return s.FrameTime(int(seq - 1)), s.FrameTime(int(max(prev, 1) - 1)), true
+		}
+		prev = seq
+	}
+	return 0, 0, false
+}
+
+// checkObjects: each person's main track (the first that followed it) has a `new` and an
+// `end` object event, in that order, with the person's label.
+func (r *plazaRun) checkObjects(t *testing.T, sc groundtruth.Score) {
+	for _, o := range r.scene.Scenario().Objects {
+		ids := sc.Tracks[o.ID]
+		if len(ids) == 0 {
+			continue // reported by evaluate
+		}
+		evs := r.objects[ids[0]]
+		var types []string
+		for _, ev := range evs {
+			types = append(types, ev.Type)
+			if ev.Label != "person" {
+				t.Errorf("person %d: object event %+v", o.ID, ev)
+			}
+		}
+		if len(evs) == 0 || evs[0].Type != sinks.ObjectNew || evs[len(evs)-1].Type != sinks.ObjectEnd {
+			t.Errorf("person %d, track %d: object events %v, want new first and end last", o.ID, ids[0], types)
+		}
+	}
+}
+
+// TestLostTrackTakesNewcomer reproduces what Plaza without its empty tail showed at 5 fps
+// (person 3 vanishing at 11 s mid-frame while walking up the picture; 3.4 s later, on the
+// next pass, person 4 appearing 0.27 of the height above where person 3 was last seen,
+// took person 3's track id at once, with no tentative track of its own): a lost track is
+// matched by IoU with its prediction (stages 1 and 2 of analytics/track) however long it
+// has been lost, and its prediction keeps moving at the last velocity for all of
+// LostTimeout (5 s). Stage 3 stops matching by distance after a second lost for this very
+// reason ("a prediction's uncertainty is too wide to be safe"); stages 1 and 2 do not.
+//
+// Reported to the lead (analytics/track is not this test's to change): skipped until then.
+func TestLostTrackTakesNewcomer(t *testing.T) {
+	t.Skip("known issue: a track lost for 3.4 s takes a newcomer where its prediction drifted (analytics/track stages 1-2); remove this line once fixed")
+	const w, h, fps = 768, 576, 5
+	tr, err := track.New(track.Config{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second / fps) }
+	person := func(x, y, bw, bh float64) []infer.Detection { // anchor (bottom-centre) and size, normalized
+		return []infer.Detection{{Label: "person", Score: 0.85,
+			Box: geom.Box{X: (x - bw/2) * w, Y: (y - bh) * h, W: bw * w, H: bh * h}}}
+	}
+	// Person 3's last 2 s: from (0.48, 0.82) up to (0.45, 0.62), a box of 0.07 x 0.244.
+	var id uint64
+	for i := 0; i <= 2*fps; i++ {
+		u := float64(i) / (2 * fps)
+		res, err := tr.Update(at(i), w, h, person(0.48-0.03*u, 0.82-0.2*u, 0.07, 0.244))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = res.IDs[0]
+	}
+	if id == 0 {
+		t.Fatal("the walker was not confirmed")
+	}
+	// Gone for 3.4 s.
+	i := 2 * fps
+	for range 17 {
+		i++
+		if _, err := tr.Update(at(i), w, h, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Someone else, smaller, 0.05 to the left and 0.32 of the height higher than the
+	// walker was last seen.
+	i++
+	res, err := tr.Update(at(i), w, h, person(0.38, 0.30, 0.053, 0.139))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IDs[0] == id {
+		t.Fatalf("a person appearing 3.4 s after track %d was lost, %.2f of the height from where it was last seen, took its id",
+			id, 0.32)
+	}
+}
