@@ -621,9 +621,8 @@ func (r *plazaRun) checkObjects(t *testing.T, sc groundtruth.Score) {
 // LostTimeout (5 s). Stage 3 stops matching by distance after a second lost for this very
 // reason ("a prediction's uncertainty is too wide to be safe"); stages 1 and 2 do not.
 //
-// Reported to the lead (analytics/track is not this test's to change): skipped until then.
+// Fixed by predictMaxLost in analytics/track.
 func TestLostTrackTakesNewcomer(t *testing.T) {
-	t.Skip("known issue: a track lost for 3.4 s takes a newcomer where its prediction drifted (analytics/track stages 1-2); remove this line once fixed")
 	const w, h, fps = 768, 576, 5
 	tr, err := track.New(track.Config{}, 1)
 	if err != nil {

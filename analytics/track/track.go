@@ -310,6 +310,13 @@ type Result struct {
 // matched by distance (stage 3).
 const distanceMaxLost = time.Second
 
+// predictMaxLost is the longest a lost track may have gone unmatched and still be matched
+// by overlap with its prediction (stages 1 and 2); after that it is matched only where it
+// was last seen (stage 4). A prediction carried at the last velocity for seconds drifts
+// across the frame and takes whoever appears there (a newcomer 3.4 s after a walker
+// vanished, in pipeline's TestLostTrackTakesNewcomer).
+const predictMaxLost = 3 * time.Second
+
 // ErrTimeOrder is returned by Update for a frame not later than the previous one.
 var ErrTimeOrder = errors.New("track: frame time not after the previous frame's")
 
@@ -436,7 +443,9 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 		}
 	}
 
-	isActive := func(tr *track) bool { return tr.State != Tentative }
+	isActive := func(tr *track) bool {
+		return tr.State == Confirmed || tr.State == Lost && at.Sub(tr.LastSeen) <= predictMaxLost
+	}
 	isTentative := func(tr *track) bool { return tr.State == Tentative }
 	gate := t.cfg.DistanceGate
 	// 1. high against confirmed and lost, by overlap.
