@@ -149,6 +149,21 @@ type Objects struct {
 	// Anchor is the point of a box tested against the camera's masks. Default DefaultAnchor
 	// (bottom_center).
 	Anchor Anchor `yaml:"anchor,omitempty"`
+	// UpdateInterval is the longest a followed object goes without an object event: an
+	// `update` with why `interval` when nothing else happened to it. Default
+	// DefaultUpdateInterval; at least a second.
+	UpdateInterval time.Duration `yaml:"update_interval,omitempty"`
+}
+
+// DefaultUpdateInterval is Objects.UpdateInterval's default.
+const DefaultUpdateInterval = 30 * time.Second
+
+// Interval is o's UpdateInterval, or its default.
+func (o Objects) Interval() time.Duration {
+	if o.UpdateInterval == 0 {
+		return DefaultUpdateInterval
+	}
+	return o.UpdateInterval
 }
 
 // ClassFilter holds the thresholds of one class: `{class, min_score, min_area, max_area}`.
@@ -260,6 +275,9 @@ func (o Objects) Check(labels []string) error {
 func (o Objects) check(ps *problems) {
 	ps.classes("objects", "", "track", o.Track)
 	ps.anchor("objects", "", o.Anchor)
+	if o.UpdateInterval != 0 && o.UpdateInterval < time.Second {
+		ps.add("objects", "", "update_interval", "%v is under a second", o.UpdateInterval)
+	}
 	seen := map[string]int{}
 	for i, f := range o.Filters {
 		elem := fmt.Sprintf("objects.filters[%d]", i)

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/infer"
@@ -86,6 +87,8 @@ type rawObjects struct {
 	Track   *[]string                `yaml:"track"`
 	Filters *[]analytics.ClassFilter `yaml:"filters"`
 	Anchor  *analytics.Anchor        `yaml:"anchor"`
+	// UpdateInterval is analytics.Objects.UpdateInterval.
+	UpdateInterval *time.Duration `yaml:"update_interval"`
 }
 
 type rawEvents struct {
@@ -96,7 +99,8 @@ func (r *rawObjects) resolve(d analytics.Objects) analytics.Objects {
 	if r == nil {
 		return d
 	}
-	return analytics.Objects{Track: or(r.Track, d.Track), Filters: or(r.Filters, d.Filters), Anchor: or(r.Anchor, d.Anchor)}
+	return analytics.Objects{Track: or(r.Track, d.Track), Filters: or(r.Filters, d.Filters), Anchor: or(r.Anchor, d.Anchor),
+		UpdateInterval: or(r.UpdateInterval, d.UpdateInterval)}
 }
 
 func (r *rawEvents) resolve(d Events) Events {

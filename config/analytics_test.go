@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
@@ -23,6 +24,7 @@ func TestAnalyticsSettings(t *testing.T) {
 camera_defaults:
   objects:
     track: [person, car]
+    update_interval: 1m
     filters:
       - {class: car, min_score: 0.5, min_area: 0.001}
   events: {detections: tracked}
@@ -33,6 +35,7 @@ cameras:
     url: rtsp://h/2
     objects:
       anchor: center
+      update_interval: 10s
       filters:
         - {class: person, min_score: 0.4, max_area: 0.5}
     events:
@@ -55,14 +58,14 @@ cameras:
 		t.Fatal(err)
 	}
 	plain, door := cfg.Cameras[0], cfg.Cameras[1]
-	wantPlain := analytics.Config{Objects: analytics.Objects{Track: []string{"person", "car"},
+	wantPlain := analytics.Config{Objects: analytics.Objects{Track: []string{"person", "car"}, UpdateInterval: time.Minute,
 		Filters: []analytics.ClassFilter{{Class: "car", MinScore: 0.5, MinArea: 0.001}}}}
 	if !reflect.DeepEqual(plain.Analytics(), wantPlain) || plain.Events.Detections != config.DetectionsTracked {
 		t.Errorf("plain inherits: got %+v, events %+v", plain.Analytics(), plain.Events)
 	}
 	zero := 0.0
 	wantDoor := analytics.Config{
-		Objects: analytics.Objects{Track: []string{"person", "car"}, Anchor: analytics.AnchorCenter,
+		Objects: analytics.Objects{Track: []string{"person", "car"}, Anchor: analytics.AnchorCenter, UpdateInterval: 10 * time.Second,
 			Filters: []analytics.ClassFilter{{Class: "person", MinScore: 0.4, MaxArea: 0.5}}},
 		Masks: []analytics.Points{{{0, 0}, {0.3, 0}, {0.3, 0.2}}},
 		Zones: []analytics.Zone{{ID: "lower-half", Polygon: analytics.Points{{0, 0.5}, {1, 0.5}, {1, 1}, {0, 1}},
@@ -137,6 +140,8 @@ var badAnalytics = []struct {
 		"cameras[0].zones[0].anchor", 7, `unknown anchor "top" (want bottom_center or center)`},
 	{"negative min_seconds", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        min_seconds: -1\n",
 		"cameras[0].zones[0].min_seconds", 7, "-1 is not a number of seconds"},
+	{"update_interval under a second", cam + "    objects:\n      update_interval: 500ms\n",
+		"cameras[0].objects.update_interval", 5, "500ms is under a second"},
 	{"min_score 2", cam + "    objects:\n      filters:\n        - {class: person, min_score: 2}\n",
 		"cameras[0].objects.filters[0].min_score", 6, `2 is outside 0..1 (filter of "person", camera "a")`},
 	{"filter of an untracked class", cam + "    objects:\n      track: [car]\n      filters:\n        - {class: person}\n",
@@ -154,7 +159,7 @@ var badAnalytics = []struct {
 	{"unknown key in a zone", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        colour: red\n",
 		"cameras[0].zones[0].colour", 7, `unknown key "colour" (known here: anchor, classes, id, loiter_seconds, min_seconds, polygon)`},
 	{"unknown key in objects", cam + "    objects:\n      min_score: 0.5\n",
-		"cameras[0].objects.min_score", 5, `unknown key "min_score" (known here: anchor, filters, track)`},
+		"cameras[0].objects.min_score", 5, `unknown key "min_score" (known here: anchor, filters, track, update_interval)`},
 	{"unknown key in events", cam + "    events:\n      objects: true\n",
 		"cameras[0].events.objects", 5, `unknown key "objects" (known here: detections)`},
 	{"zones in camera_defaults", "camera_defaults:\n  zones: []\ncameras: []\n",

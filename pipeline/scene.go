@@ -47,10 +47,6 @@ type sceneObject struct {
 	stationary    bool
 }
 
-// objectUpdateInterval is the longest a followed object goes without an object event: an
-// `update` with why `interval` when nothing else happened to it.
-const objectUpdateInterval = 30 * time.Second
-
 // sceneTimeSlack is how far a frame's capture time may go back (after a reconnect, say)
 // and still be taken as a moment after the previous frame; further back, every track ends
 // and tracking starts afresh.
@@ -212,7 +208,7 @@ func (s *scene) step(at time.Time, w, h int, dets []infer.Detection) (sceneResul
 			continue // tentative, or its `new` event is this frame's
 		}
 		why := changed[t.ID]
-		if len(why) == 0 && at.Sub(o.lastEvent) >= objectUpdateInterval {
+		if len(why) == 0 && at.Sub(o.lastEvent) >= s.settings.Objects.Interval() {
 			why = []string{sinks.WhyInterval}
 		}
 		if len(why) > 0 {

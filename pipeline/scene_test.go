@@ -186,3 +186,36 @@ func TestSceneClockBack(t *testing.T) {
 		t.Fatalf("after the clock went back an hour: objects %+v, want the end of track %d", res.objects, first)
 	}
 }
+
+// An object nothing happens to gets an `interval` update every objects.update_interval.
+func TestSceneUpdateInterval(t *testing.T) {
+	s, err := newScene(analytics.Config{Objects: analytics.Objects{UpdateInterval: 5 * time.Second}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	car := infer.Detection{Label: "car", ClassID: 2, Score: 0.9, Box: geom.Box{X: 300, Y: 200, W: 120, H: 60}}
+	var why []string
+	for i := range 5 * 60 { // a minute at 5 fps
+		res, err := s.step(t0.Add(time.Duration(i)*200*time.Millisecond), 1000, 500, []infer.Detection{car})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.objects {
+			if o.change == sinks.ObjectUpdate {
+				why = append(why, o.why...)
+			}
+		}
+	}
+	intervals := 0
+	for _, w := range why {
+		if w == sinks.WhyInterval {
+			intervals++
+		}
+	}
+	// Confirmed at 0.4 s, stationary some seconds later (an update of its own, which starts
+	// the interval again): about one interval update per 5 s of the minute.
+	if intervals < 9 || intervals > 12 {
+		t.Errorf("%d interval updates in a minute with update_interval 5s (updates %v), want about 11", intervals, why)
+	}
+}
