@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/analytics/track"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
@@ -666,4 +667,51 @@ func TestLostTrackTakesNewcomer(t *testing.T) {
 		t.Fatalf("a person appearing 3.4 s after track %d was lost, %.2f of the height from where it was last seen, took its id",
 			id, 0.32)
 	}
+}
+
+// TestObjectEndBoxIsLastSighting: an object event's box is "the latest matched detection's"
+// (sinks.ObjectEvent), but objectEvent (analyse.go) writes the track's Box, which for a lost
+// track, as every track is at its `end`, is the tracker's prediction: a walker that
+// vanishes mid-frame ends with a box carried on at its last velocity for the lost timeout,
+// outside the frame at worst, and box_norm then breaks the objects.json schema's 0..1
+// (TestDeliveryAcrossUplinkOutage fails so on this box: box_norm x 1.0098, y -0.0904).
+// The scene keeps the latest matched box (sceneObject.lastBox).
+//
+// Reported to the lead (analyse.go and scene.go are theirs): skipped until then.
+func TestObjectEndBoxIsLastSighting(t *testing.T) {
+	t.Skip("known issue: an `end` object event carries the lost track's predicted box, not its last sighting (pipeline/analyse.go objectEvent); remove this line once fixed")
+	const w, h, fps = 768, 576, 5
+	sc, err := newScene(analytics.Config{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second / fps) }
+	// A walker going left at 80 px a second for 2 s, then gone near the left edge.
+	var last geom.Box
+	i := 0
+	for ; i <= 2*fps; i++ {
+		last = geom.Box{X: 200 - 16*float64(i), Y: 250, W: 40, H: 80}
+		if _, err := sc.step(at(i), w, h, []infer.Detection{{Label: "person", Score: 0.85, Box: last}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ; i < 20*fps; i++ {
+		res, err := sc.step(at(i), w, h, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rep := range res.objects {
+			if rep.change != sinks.ObjectEnd {
+				continue
+			}
+			ev := objectEvent(eventOrigin{instance: "x", site: "s", model: "m"}, "cam", rep, w, h)
+			b := ev.BoxNorm
+			if b.X < 0 || b.Y < 0 || b.X+b.W > 1 || b.Y+b.H > 1 || ev.Box != (sinks.Box{X: last.X, Y: last.Y, W: last.W, H: last.H}) {
+				t.Fatalf("end event at %v: box %+v (normalized %+v), want the last sighting %+v", at(i).Sub(t0), ev.Box, b, last)
+			}
+			return
+		}
+	}
+	t.Fatal("no end event")
 }
