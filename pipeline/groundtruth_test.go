@@ -677,9 +677,8 @@ func TestLostTrackTakesNewcomer(t *testing.T) {
 // (TestDeliveryAcrossUplinkOutage fails so on this box: box_norm x 1.0098, y -0.0904).
 // The scene keeps the latest matched box (sceneObject.lastBox).
 //
-// Reported to the lead (analyse.go and scene.go are theirs): skipped until then.
+// Fixed: objectReport.box is the latest matched box.
 func TestObjectEndBoxIsLastSighting(t *testing.T) {
-	t.Skip("known issue: an `end` object event carries the lost track's predicted box, not its last sighting (pipeline/analyse.go objectEvent); remove this line once fixed")
 	const w, h, fps = 768, 576, 5
 	sc, err := newScene(analytics.Config{}, 1)
 	if err != nil {
