@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/analytics/track"
-	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/groundtruth"
@@ -204,16 +202,8 @@ cameras:
     lines: [{id: middle, points: [[%g, %g], [%g, %g]], classes: [person]}]
 `, srv.ClientURL(), testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"),
 		file, fps, strings.Join(poly, ", "), line.P1.X, line.P1.Y, line.P2.X, line.P2.Y)
-	cfg, err := config.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.StateDir = t.TempDir()
-	d := &Daemon{Config: cfg, Logger: testutil.Logger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := startTestDaemon(t, yaml)
+	defer d.Close() // before the figures are worked out: the CPU is theirs
 
 	run := &plazaRun{fps: fps, scene: sc, frames: sc.Scenario().Frames(),
 		dets: map[uint64]*sinks.DetectionEvent{}, objects: map[uint64][]sinks.ObjectEvent{}, seen: map[int][]sighting{}}
