@@ -70,8 +70,8 @@ func printEvents(ctx context.Context, url, subject string, raw bool, count int, 
 	return nil
 }
 
-// formatEvent renders an event (detections, status, health, gap) as one human-readable line;
-// other messages are shown as subject and payload.
+// formatEvent renders an event (detections, objects, zones, lines, status, health, gap) as
+// one human-readable line; other messages are shown as subject and payload.
 func formatEvent(m *nats.Msg) string {
 	if strings.HasSuffix(m.Subject, ".status") {
 		var st sinks.StatusEvent
@@ -105,6 +105,9 @@ func formatEvent(m *nats.Msg) string {
 				g.Events, g.Reason, g.From.Local().Format("15:04:05.000"), g.To.Local().Format("15:04:05.000"))
 		}
 	}
+	if line, ok := formatAnalytics(m); ok {
+		return line
+	}
 	var ev sinks.DetectionEvent
 	if !strings.HasSuffix(m.Subject, ".detections") || json.Unmarshal(m.Data, &ev) != nil {
 		return fmt.Sprintf("%s %s", m.Subject, m.Data)
@@ -116,7 +119,59 @@ func formatEvent(m *nats.Msg) string {
 		b.WriteString(" nothing")
 	}
 	for _, d := range ev.Detections {
+		if d.TrackID != 0 {
+			fmt.Fprintf(&b, " #%d", d.TrackID)
+		}
 		fmt.Fprintf(&b, " %s %.2f [%.0f,%.0f %.0fx%.0f]", d.Label, d.Score, d.Box.X, d.Box.Y, d.Box.W, d.Box.H)
 	}
 	return b.String()
+}
+
+// formatAnalytics renders an object, zone or line event as one line; ok is false for other
+// messages.
+func formatAnalytics(m *nats.Msg) (line string, ok bool) {
+	const clock = "15:04:05.000"
+	switch {
+	case strings.HasSuffix(m.Subject, ".objects"):
+		var o sinks.ObjectEvent
+		if json.Unmarshal(m.Data, &o) != nil || o.Camera == "" {
+			return "", false
+		}
+		line = fmt.Sprintf("%s %s/%s object %s #%d %s %.2f", o.LastSeen.Local().Format(clock), o.Site, o.Camera, o.Type, o.TrackID, o.Label, o.Score)
+		if len(o.Why) > 0 {
+			line += " (" + strings.Join(o.Why, ", ") + ")"
+		}
+		if len(o.Zones) > 0 {
+			line += " in " + strings.Join(o.Zones, ", ")
+		}
+		if o.Stationary {
+			line += ", stationary"
+		}
+		if o.Type == sinks.ObjectEnd {
+			line += fmt.Sprintf(", seen %.1f s, heading %.0f°", o.LastSeen.Sub(o.FirstSeen).Seconds(), o.Path.Direction)
+		}
+		return line, true
+	case strings.HasSuffix(m.Subject, ".zones"):
+		var z sinks.ZoneEvent
+		if json.Unmarshal(m.Data, &z) != nil || z.Camera == "" {
+			return "", false
+		}
+		line = fmt.Sprintf("%s %s/%s zone %s %s #%d %s", z.At.Local().Format(clock), z.Site, z.Camera, z.Zone, z.Type, z.TrackID, z.Label)
+		if z.DwellS > 0 {
+			line += fmt.Sprintf(" after %.1f s", z.DwellS)
+		}
+		n := 0
+		for _, c := range z.Occupancy {
+			n += c
+		}
+		return line + fmt.Sprintf(", %d inside", n), true
+	case strings.HasSuffix(m.Subject, ".lines"):
+		var l sinks.LineEvent
+		if json.Unmarshal(m.Data, &l) != nil || l.Camera == "" {
+			return "", false
+		}
+		return fmt.Sprintf("%s %s/%s line %s %s #%d %s (%s now %d)", l.At.Local().Format(clock), l.Site, l.Camera, l.Line,
+			l.Direction, l.TrackID, l.Label, l.Direction, l.Counts[l.Direction][l.Label]), true
+	}
+	return "", false
 }
