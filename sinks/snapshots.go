@@ -74,10 +74,7 @@ type Snapshots struct {
 	obs  jetstream.ObjectStore
 	log  *slog.Logger
 	wake chan struct{}
-	stop chan struct{}
-	quit chan struct{}
-	done chan struct{}
-	once sync.Once
+	writerStop
 
 	mu     sync.Mutex
 	queue  []string          // names in the order put
@@ -170,7 +167,7 @@ func (s *Snapshots) Start() error {
 	s.obs = obs
 	s.data = map[string][]byte{}
 	s.wake = make(chan struct{}, 1)
-	s.stop, s.quit, s.done = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	s.writerStop.init()
 	go s.run()
 	return nil
 }
@@ -377,20 +374,11 @@ func (s *Snapshots) Stats() SnapshotStats {
 // Close stops taking snapshots, stores what is queued within timeout, and stops the writer.
 // Safe to call twice.
 func (s *Snapshots) Close(timeout time.Duration) {
-	s.once.Do(func() {
-		if s.done == nil {
-			return
-		}
+	s.writerStop.close(timeout, func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		close(s.stop)
-		select {
-		case <-s.done:
-		case <-time.After(timeout):
-			s.log.Warn("snapshot: not stored before the shutdown deadline", "snapshots", s.Stats().Pending)
-			close(s.quit)
-			<-s.done
-		}
+	}, func() {
+		s.log.Warn("snapshot: not stored before the shutdown deadline", "snapshots", s.Stats().Pending)
 	})
 }

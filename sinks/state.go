@@ -55,10 +55,7 @@ type State struct {
 	kv   jetstream.KeyValue
 	log  *slog.Logger
 	wake chan struct{}
-	stop chan struct{}
-	quit chan struct{}
-	done chan struct{}
-	once sync.Once
+	writerStop
 
 	mu      sync.Mutex
 	pending map[string][]byte // key -> value to write; nil: delete the key
@@ -149,7 +146,7 @@ func (s *State) Start() error {
 	s.kv = kv
 	s.pending = map[string][]byte{}
 	s.wake = make(chan struct{}, 1)
-	s.stop, s.quit, s.done = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	s.writerStop.init()
 	go s.run()
 	return nil
 }
@@ -401,21 +398,12 @@ func (s *State) Stats() StateStats {
 // Close stops taking values, writes what is pending within timeout, and stops the writer.
 // Safe to call twice.
 func (s *State) Close(timeout time.Duration) {
-	s.once.Do(func() {
-		if s.done == nil {
-			return
-		}
+	s.writerStop.close(timeout, func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		close(s.stop)
-		select {
-		case <-s.done:
-		case <-time.After(timeout):
-			s.log.Warn("state: values not written before the shutdown deadline", "keys", s.Stats().Pending)
-			close(s.quit)
-			<-s.done
-		}
+	}, func() {
+		s.log.Warn("state: values not written before the shutdown deadline", "keys", s.Stats().Pending)
 	})
 }
 
