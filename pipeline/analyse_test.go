@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	stdjpeg "image/jpeg"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -109,19 +108,7 @@ func TestAnalyticsOnSampleCamera(t *testing.T) {
 	body := fmt.Sprintf("site: test\nnats: {listen: \"127.0.0.1:0\"}\nhttp: {listen: \"127.0.0.1:0\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
 		testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), cams)
 	stateDir := t.TempDir()
-	start := func() *Daemon {
-		cfg, err := config.Parse([]byte(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.StateDir = stateDir
-		d := &Daemon{Config: cfg, Logger: testutil.Logger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
-		if err := d.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(d.Close)
-		return d
-	}
+	start := func() *Daemon { return startTestDaemonIn(t, body, stateDir) }
 
 	d := start()
 	ev := subscribeScene(t, d.NATSURL(), "visiond.test.cam0")

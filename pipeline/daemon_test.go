@@ -268,11 +268,17 @@ func sampleCameras(t testing.TB, n int) string {
 // workers are this test binary; the test's cleanup closes it.
 func startTestDaemon(t testing.TB, yaml string) *Daemon {
 	t.Helper()
+	return startTestDaemonIn(t, yaml, t.TempDir())
+}
+
+// startTestDaemonIn is startTestDaemon with the state directory given (a restart reuses it).
+func startTestDaemonIn(t testing.TB, yaml, stateDir string) *Daemon {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.StateDir = t.TempDir()
+	cfg.StateDir = stateDir
 	d := &Daemon{Config: cfg, Logger: testutil.Logger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
