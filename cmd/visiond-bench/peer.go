@@ -15,7 +15,7 @@ import (
 
 // peerSettings is how scripts/bench/peer.py ran in a peer-scale search.
 type peerSettings struct {
-	Python  string   `json:"python"`
+	Python  string   `json:"python"` // a command: "python3", "env -u LD_LIBRARY_PATH python3"
 	Script  string   `json:"script"`
 	Mode    string   `json:"mode"`
 	Threads int      `json:"threads"` // ONNX Runtime intra-op threads of its session (0: its default)
@@ -80,7 +80,7 @@ func peerScaleCmd(args []string) error {
 	var o searchOpts
 	o.register(fs)
 	var p peerSettings
-	fs.StringVar(&p.Python, "python", "python3", "the Python that runs peer.py")
+	fs.StringVar(&p.Python, "python", "python3", "the command that runs peer.py's Python (space-separated words, e.g. \"env -u LD_LIBRARY_PATH python3\")")
 	fs.StringVar(&p.Script, "peer", "scripts/bench/peer.py", "peer.py")
 	fs.StringVar(&p.Mode, "mode", "plain", "peer.py's loop: plain (read, infer, repeat) or latest")
 	fs.IntVar(&p.Threads, "threads", 0, "ONNX Runtime intra-op threads of the peer's session (0: its default, a thread per core)")
@@ -110,6 +110,9 @@ func peerScaleCmd(args []string) error {
 	}
 	if *fps <= 0 {
 		return fmt.Errorf("-fps %g: must be more than 0", *fps)
+	}
+	if len(strings.Fields(p.Python)) == 0 {
+		return fmt.Errorf("-python: empty")
 	}
 	if _, err := os.Stat(p.Script); err != nil {
 		return fmt.Errorf("-peer: %w", err)
@@ -176,9 +179,9 @@ func peerScaleCmd(args []string) error {
 
 // peerCommand is the command line of one peer.py run on n cameras.
 func peerCommand(p peerSettings, urlFile string, n int, fps float64, settle, win time.Duration, out string) []string {
-	args := []string{p.Python, p.Script, "--mode", p.Mode, "--urls", urlFile, "--cameras", strconv.Itoa(n),
+	args := append(strings.Fields(p.Python), p.Script, "--mode", p.Mode, "--urls", urlFile, "--cameras", strconv.Itoa(n),
 		"--fps", strconv.FormatFloat(fps, 'g', -1, 64), "--threads", strconv.Itoa(p.Threads), "--model", p.Model,
-		"--warmup", strconv.FormatFloat(settle.Seconds(), 'g', -1, 64), "--seconds", strconv.FormatFloat(win.Seconds(), 'g', -1, 64), "-o", out}
+		"--warmup", strconv.FormatFloat(settle.Seconds(), 'g', -1, 64), "--seconds", strconv.FormatFloat(win.Seconds(), 'g', -1, 64), "-o", out)
 	if p.CPUs != "" {
 		args = append(args, "--cpus", p.CPUs)
 	}

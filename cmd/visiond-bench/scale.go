@@ -45,6 +45,7 @@ type scaleResult struct {
 	Criterion criterion     `json:"criterion"`
 	WindowS   float64       `json:"window_s"`
 	SettleS   float64       `json:"settle_s"`
+	WarmupS   float64       `json:"warmup_s,omitempty"` // more settling before the first step
 	Search    searchOpts    `json:"search"`
 	Steps     []scaleStep   `json:"steps"`
 	Capacity  int           `json:"capacity"` // most cameras that passed (0: not even one)
@@ -129,6 +130,7 @@ func scaleCmd(args []string) error {
 	p99 := fs.Duration("p99", 300*time.Millisecond, "p99 capture-to-publish latency bound")
 	win := fs.Duration("window", 20*time.Second, "measurement window per step")
 	settle := fs.Duration("settle", 5*time.Second, "wait after every camera is online, before the window")
+	warmup := fs.Duration("warmup", 10*time.Second, "more wait before the first step's window (the workers' first runs are slow)")
 	minShare := fs.Float64("min-share", 0.95, "each camera must reach this share of -fps (0.95: 4.75 of 5)")
 	totalShare := fs.Float64("total-share", 0.95, "all cameras together must reach this share of cameras x -fps")
 	if err := fs.Parse(args); err != nil {
@@ -138,7 +140,7 @@ func scaleCmd(args []string) error {
 		return err
 	}
 	c := criterion{FPS: f.FPS, P99MS: float64(*p99) / float64(time.Millisecond), MinShare: *minShare, Total: *totalShare}
-	res := scaleResult{Label: *label, Daemon: f, Criterion: c, WindowS: win.Seconds(), SettleS: settle.Seconds(), Search: o, Started: time.Now()}
+	res := scaleResult{Label: *label, Daemon: f, Criterion: c, WindowS: win.Seconds(), SettleS: settle.Seconds(), WarmupS: warmup.Seconds(), Search: o, Started: time.Now()}
 
 	d, err := startDaemon(f, 0)
 	if err != nil {
@@ -146,6 +148,7 @@ func scaleCmd(args []string) error {
 	}
 	defer d.Stop()
 
+	first := true
 	steps, lo, hi, err := search(o, func(n int) (scaleStep, error) {
 		step := scaleStep{Cameras: n}
 		ids := make([]string, n)
@@ -159,6 +162,10 @@ func scaleCmd(args []string) error {
 			step.Why = err.Error()
 		} else {
 			time.Sleep(*settle)
+			if first {
+				time.Sleep(*warmup)
+				first = false
+			}
 			step.Window, step.Cost = d.measureStep(*win)
 			step.Pass, step.Why = c.check(step.Window)
 		}
