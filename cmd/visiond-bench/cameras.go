@@ -126,9 +126,11 @@ func (r *report) cameraRows() [][]string {
 			}
 			what := fmt.Sprintf("cameras per box on %s CPU cores (%g fps each, p99 < %g ms): visiond, %s", cpusOf(ru), s.Criterion.FPS, s.Criterion.P99MS, setup(s))
 			fig := fmt.Sprintf("**%d**", s.Capacity)
-			if peer != nil {
-				cr := float64(s.Capacity) / float64(max(1, peer.Capacity))
-				fig += fmt.Sprintf(" against the Python loop's %d: %s× (aim %g×: %s)", peer.Capacity, f2(cr), aimCamerasVsPeer, met(peer.Capacity > 0 && cr >= aimCamerasVsPeer))
+			if peer != nil && peer.Capacity == 0 {
+				fig += " against the Python loop's 0 (it sustained not one camera: no ratio)"
+			} else if peer != nil {
+				cr := float64(s.Capacity) / float64(peer.Capacity)
+				fig += fmt.Sprintf(" against the Python loop's %d: %s× (aim %g×: %s)", peer.Capacity, f2(cr), aimCamerasVsPeer, met(cr >= aimCamerasVsPeer))
 				if a, b := capStep(s), capStep(peer); a != nil && b != nil {
 					cpu := a.Cost.CPUPerFrameMS / b.Cost.CPUPerFrameMS
 					fig += fmt.Sprintf("; CPU per analysed frame %s ÷ %s ms = %s× (aim ≤ %g×: %s)", f1(a.Cost.CPUPerFrameMS), f1(b.Cost.CPUPerFrameMS), ratio(a.Cost.CPUPerFrameMS, b.Cost.CPUPerFrameMS), aimCPUVsPeer,
@@ -225,7 +227,7 @@ func (r *report) camerasSection() error {
 				continue
 			}
 			st := capStep(s)
-			row := []string{setup(s) + modelNote(s), fmt.Sprintf("**%d** (%d failed)", s.Capacity, s.FirstFail), "-", "-", "-", "-", "-", "-", "-"}
+			row := []string{setup(s) + modelNote(s), sustained(s), "-", "-", "-", "-", "-", "-", "-"}
 			if peer != nil && s != peer {
 				row[2] = ratio(float64(s.Capacity), float64(peer.Capacity))
 			}
@@ -247,7 +249,7 @@ func (r *report) camerasSection() error {
 		var gpuRows [][]string
 		for _, k := range ru.gpuKeys() {
 			s := ru.scales[k]
-			row := []string{setup(s) + modelNote(s), fmt.Sprintf("**%d** (%d failed)", s.Capacity, s.FirstFail), "-", "-", "-", "-", "-", "-"}
+			row := []string{setup(s) + modelNote(s), sustained(s), "-", "-", "-", "-", "-", "-"}
 			if st := capStep(s); st != nil {
 				g := gpuMiB(st)
 				row[2], row[3], row[4], row[5], row[6] = f0(st.Window.TotalP99), f0(g), f1(g/float64(st.Cameras)), f2(st.Cost.CoresBusy), f1(st.Cost.CPUPerFrameMS)
@@ -362,4 +364,12 @@ func (r *report) growthPlot(ru *run, fam string) (string, error) {
 	name := fmt.Sprintf("BENCHMARKS-growth-%s-%s.png", tag, fam)
 	title := fmt.Sprintf("visiond: cost against cameras at %g fps each, %s, %s provider", ru.scales[keys[0]].Criterion.FPS, ru.name(), fam)
 	return name, plot(filepath.Join(filepath.Dir(r.out), name), title, "cameras", xmax*1.05, panels)
+}
+
+// sustained is the search's capacity with its first failure.
+func sustained(s *scaleResult) string {
+	if s.FirstFail == 0 {
+		return fmt.Sprintf("**%d** (none failed up to %d)", s.Capacity, s.Search.Max)
+	}
+	return fmt.Sprintf("**%d** (%d failed)", s.Capacity, s.FirstFail)
 }

@@ -234,12 +234,13 @@ class Pacer:
     def take(self, epoch, pos):
         if not self.period:
             return True
-        tol = self.period / 4  # streams' timestamps are exact; a frame close before the slot is its frame
-        if epoch != self.epoch or self.due is None or pos + 2 * self.period < self.due:
-            self.epoch, self.due = epoch, pos  # new stream, or its clock went back
+        tol = self.period / 8  # a frame a little before its slot (rounded timestamps) is the slot's
+        if (epoch != self.epoch or self.due is None or pos + 2 * self.period < self.due
+                or pos > self.due + 2 * self.period):
+            self.epoch, self.due = epoch, pos  # a new stream, or its clock jumped
         if pos + tol < self.due:
             return False
-        self.due = max(self.due + self.period, pos + self.period - tol)
+        self.due += self.period  # slots at the stream's rate: frames between them do not shift them
         return True
 
 
