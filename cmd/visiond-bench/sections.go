@@ -509,10 +509,13 @@ func (r *report) commandsSection() {
 	r.p("```")
 	r.p("")
 	r.p("Knobs (Makefile variables): `BENCH_TIME` (decode iterations), `PIPE_SECONDS`, `PIPE_CAMERAS`, `PIPE_WORKERS`,")
-	r.p("`WORKERS` and `THREADS` (the daemon's CPU workers and their ONNX Runtime threads), `SCALE_WINDOW`, `OVERLOAD`,")
-	r.p("`SOAK`, `SOAK_EDIT`, `PARTS` (a subset of decode pipeline scale overload soak), `BENCH_OUT` (raw results,")
-	r.p("default build/bench), `GPU` (the GPU machine's results to merge). On the GPU machine: `scripts/bench/gpu.sh`")
-	r.p("(see its header) writes the same raw files under `$OUT`.")
+	r.p("`WORKERS` and `THREADS` (the daemon's CPU workers and their ONNX Runtime threads; unset: the daemon's defaults),")
+	r.p("`SCALE_WINDOW`, `OVERLOAD`, `SOAK`, `SOAK_EDIT`, `PARTS` (a subset of decode pipeline scale overload soak, and")
+	r.p("cpu-scale peer-scale: the cameras-per-box comparison on this box's cores), `BENCH_OUT` (raw results, default")
+	r.p("build/bench), `GPU` (the GPU machine's results to merge). On the GPU machine: `scripts/bench/gpu.sh` (see its")
+	r.p("header) writes the same raw files under `$OUT`; `scripts/bench/gpu-pack.sh` stages it and prints the calls (the")
+	r.p("cameras per box: `gpu.sh env cpu-scale peer-scale`, then `gpu.sh gpu-scale`, each within one 10-minute call).")
+	r.p("Sections that open with \"%s\" are written by hand and kept as they are when the report is rewritten.", handMark)
 	r.p("")
 	for _, ru := range r.runs {
 		if len(ru.commands) == 0 {
