@@ -96,9 +96,9 @@ func sessionsOf(key string) int {
 	return n
 }
 
-// ratio is a / b as text, "-" when either is missing.
+// ratio is a / b as text, "-" without b.
 func ratio(a, b float64) string {
-	if a <= 0 || b <= 0 {
+	if a < 0 || b <= 0 {
 		return "-"
 	}
 	return f2(a / b)

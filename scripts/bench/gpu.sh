@@ -31,32 +31,33 @@
 # (for the cameras per box: `env cpu-scale peer-scale`, then `gpu-scale`).
 #
 # Knobs: GPU_WORKERS=2 (CUDA workers for scale, overload, soak), GPU_SCALE_START=8,
-# GPU_SCALE_WINDOW=15s, GPU_PIPE_WORKERS="1", GPU_PIPE_CAMERAS=48, GPU_PIPE_SECONDS=20,
+# GPU_SCALE_WINDOW=10s, GPU_PIPE_WORKERS="1", GPU_PIPE_CAMERAS=48, GPU_PIPE_SECONDS=20,
 # PEER_CAMERAS=8, PEER_CPUS=0-3 (both sides pinned there; the camera server runs on the
 # other CPUs), PEER_VISIOND="1x4 2x2" (visiond's WORKERSxTHREADS configurations measured after
 # its default, a one-thread worker per CPU), PEER_SECONDS=45, PEER_WARMUP=10, GPU_OVERLOAD=2m, GPU_SOAK=3m, GPU_SOAK_EDIT=30s,
 # PYTHON=python3, PEER_ARGS (more peer.py arguments; --fake-output to try the script where
 # Python has no onnxruntime).
 # Cameras per box: CPU_INT8_MODEL=build/models/yolov8n-int8.onnx, CPU_SCALE_START=16 (visiond
-# FP32 and INT8), PEER_SCALE_START=16, CPU_SCALE_GROW=1.25, CPU_SCALE_WINDOW=10s,
+# FP32), CPU_INT8_START=24, PEER_SCALE_START=16, CPU_SCALE_GROW=1.25, CPU_SCALE_WINDOW=10s,
 # CPU_SCALE_SETTLE=3s; GPU_SESSIONS="1:56 4:140" (sessions per worker, each with the cameras of
 # its search's first step), GPU_FP16="4:140" (the same for the FP16 model; "" skips it),
 # GPU_FP16_MODEL=build/models/yolov8n-fp16.onnx, GPU_SCALE_GROW=1.25, GPU_SCALE_RES=2 (bisect
-# to within this many cameras), GPU_SCALE_SETTLE=3s and GPU_SCALE_WINDOW (also the scale part's).
+# to within this many cameras), GPU_SCALE_SETTLE=3s, GPU_SCALE_WARMUP=20s (more settling before a search's first step: the
+# sessions' first runs, cuDNN's algorithm search) and GPU_SCALE_WINDOW (also the scale part's).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 RESULTS=${RESULTS:-/tmp/gpubench-results}
-GPU_WORKERS=${GPU_WORKERS:-2} GPU_SCALE_START=${GPU_SCALE_START:-8} GPU_SCALE_WINDOW=${GPU_SCALE_WINDOW:-15s}
+GPU_WORKERS=${GPU_WORKERS:-2} GPU_SCALE_START=${GPU_SCALE_START:-8} GPU_SCALE_WINDOW=${GPU_SCALE_WINDOW:-10s}
 GPU_PIPE_WORKERS=${GPU_PIPE_WORKERS:-1} GPU_PIPE_CAMERAS=${GPU_PIPE_CAMERAS:-48} GPU_PIPE_SECONDS=${GPU_PIPE_SECONDS:-20}
 PEER_CAMERAS=${PEER_CAMERAS:-8} PEER_CPUS=${PEER_CPUS:-0-3} PEER_SECONDS=${PEER_SECONDS:-45} PEER_WARMUP=${PEER_WARMUP:-10}
 GPU_OVERLOAD=${GPU_OVERLOAD:-2m} GPU_SOAK=${GPU_SOAK:-3m} GPU_SOAK_EDIT=${GPU_SOAK_EDIT:-30s}
 PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-} PEER_VISIOND=${PEER_VISIOND:-1x4 2x2}
-CPU_INT8_MODEL=${CPU_INT8_MODEL:-build/models/yolov8n-int8.onnx} CPU_SCALE_START=${CPU_SCALE_START:-16}
+CPU_INT8_MODEL=${CPU_INT8_MODEL:-build/models/yolov8n-int8.onnx} CPU_SCALE_START=${CPU_SCALE_START:-16} CPU_INT8_START=${CPU_INT8_START:-24}
 PEER_SCALE_START=${PEER_SCALE_START:-16} CPU_SCALE_GROW=${CPU_SCALE_GROW:-1.25} CPU_SCALE_WINDOW=${CPU_SCALE_WINDOW:-10s}
 CPU_SCALE_SETTLE=${CPU_SCALE_SETTLE:-3s} GPU_SESSIONS=${GPU_SESSIONS-1:56 4:140} GPU_FP16=${GPU_FP16-4:140}
 GPU_FP16_MODEL=${GPU_FP16_MODEL:-build/models/yolov8n-fp16.onnx} GPU_SCALE_GROW=${GPU_SCALE_GROW:-1.25}
-GPU_SCALE_RES=${GPU_SCALE_RES:-2} GPU_SCALE_SETTLE=${GPU_SCALE_SETTLE:-3s}
+GPU_SCALE_RES=${GPU_SCALE_RES:-2} GPU_SCALE_SETTLE=${GPU_SCALE_SETTLE:-3s} GPU_SCALE_WARMUP=${GPU_SCALE_WARMUP:-20s}
 parts=("${@:-env selftest pipeline scale peer}")
 parts=(${parts[*]})
 mkdir -p "$OUT" "$RESULTS"
@@ -72,7 +73,7 @@ done
 lib=$ONNXRUNTIME_SHARED_LIBRARY_PATH
 cmds=$RESULTS/commands-$(date -u +%Y%m%dT%H%M%S).txt # one file per call: the report reads them all, in order
 for k in GPU_WORKERS GPU_SCALE_START GPU_SCALE_WINDOW GPU_PIPE_WORKERS GPU_PIPE_CAMERAS GPU_PIPE_SECONDS PEER_CAMERAS PEER_CPUS PEER_VISIOND PEER_SECONDS PEER_WARMUP GPU_OVERLOAD GPU_SOAK GPU_SOAK_EDIT \
-  CPU_INT8_MODEL CPU_SCALE_START PEER_SCALE_START CPU_SCALE_GROW CPU_SCALE_WINDOW CPU_SCALE_SETTLE GPU_SESSIONS GPU_FP16 GPU_FP16_MODEL GPU_SCALE_GROW GPU_SCALE_RES GPU_SCALE_SETTLE; do
+  CPU_INT8_MODEL CPU_SCALE_START CPU_INT8_START PEER_SCALE_START CPU_SCALE_GROW CPU_SCALE_WINDOW CPU_SCALE_SETTLE GPU_SESSIONS GPU_FP16 GPU_FP16_MODEL GPU_SCALE_GROW GPU_SCALE_RES GPU_SCALE_SETTLE GPU_SCALE_WARMUP; do
   echo "# knob $k=${!k}" >>"$cmds"
 done
 echo "# scripts/bench/gpu.sh ${parts[*]}   (after source /tmp/gpustage/activate.sh; these are the commands it ran:)" >>"$cmds"
@@ -145,10 +146,10 @@ for part in "${parts[@]}"; do
     ;;
   cpu-scale)
     # visiond's default CPU pool on every core: FP32, then INT8.
-    cpu="-library $lib -provider cpu -fps 5 -p99 300ms -start $CPU_SCALE_START -grow $CPU_SCALE_GROW -window $CPU_SCALE_WINDOW -settle $CPU_SCALE_SETTLE"
-    step scale-cpu-fp32 "bin/visiond-bench scale $cpu -label 'default CPU pool, FP32' -o $RESULTS/scale-cpu-fp32.json"
+    cpu="-library $lib -provider cpu -fps 5 -p99 300ms -grow $CPU_SCALE_GROW -window $CPU_SCALE_WINDOW -settle $CPU_SCALE_SETTLE"
+    step scale-cpu-fp32 "bin/visiond-bench scale $cpu -start $CPU_SCALE_START -label 'default CPU pool, FP32' -o $RESULTS/scale-cpu-fp32.json"
     if [ -f "$CPU_INT8_MODEL" ]; then
-      step scale-cpu-int8 "bin/visiond-bench scale $cpu -model $CPU_INT8_MODEL -label 'default CPU pool, INT8' -o $RESULTS/scale-cpu-int8.json"
+      step scale-cpu-int8 "bin/visiond-bench scale $cpu -start $CPU_INT8_START -model $CPU_INT8_MODEL -label 'default CPU pool, INT8' -o $RESULTS/scale-cpu-int8.json"
     else
       echo "$CPU_INT8_MODEL missing: make it with bin/visiond model quantize (scripts/bench/gpu-pack.sh stages it)" | tee "$RESULTS/scale-cpu-int8.failed" >&2
     fi
@@ -158,7 +159,7 @@ for part in "${parts[@]}"; do
     ;;
   gpu-scale)
     # One CUDA worker of N sessions for each N, then the FP16 model.
-    gpu="-library $lib -provider cuda -workers 1 -fps 5 -p99 300ms -grow $GPU_SCALE_GROW -resolution $GPU_SCALE_RES -window $GPU_SCALE_WINDOW -settle $GPU_SCALE_SETTLE"
+    gpu="-library $lib -provider cuda -workers 1 -fps 5 -p99 300ms -grow $GPU_SCALE_GROW -resolution $GPU_SCALE_RES -window $GPU_SCALE_WINDOW -settle $GPU_SCALE_SETTLE -warmup $GPU_SCALE_WARMUP"
     for ss in $GPU_SESSIONS; do
       s=${ss%%:*} start=${ss#*:}
       [ "$start" = "$ss" ] && start=$GPU_SCALE_START
