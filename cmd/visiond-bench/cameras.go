@@ -40,9 +40,14 @@ func capStep(s *scaleResult) *scaleStep {
 	return nil
 }
 
+// measured is every step of the search's run: the curve's, then the search's.
+func (s *scaleResult) measured() []scaleStep {
+	return append(append([]scaleStep(nil), s.Curve...), s.Steps...)
+}
+
 // hasCost reports whether the search recorded what its steps cost (older results did not).
 func hasCost(s *scaleResult) bool {
-	for _, st := range s.Steps {
+	for _, st := range s.measured() {
 		if st.Cost.CPUSeconds > 0 {
 			return true
 		}
@@ -255,7 +260,7 @@ func (r *report) camerasSection() error {
 				row[2], row[3], row[4], row[5], row[6] = f0(st.Window.TotalP99), f0(g), f1(g/float64(st.Cameras)), f2(st.Cost.CoresBusy), f1(st.Cost.CPUPerFrameMS)
 			}
 			var xs, ys []float64
-			for _, st := range s.Steps {
+			for _, st := range s.measured() {
 				if g := gpuMiB(&st); g > 0 {
 					xs, ys = append(xs, float64(st.Cameras)), append(ys, g)
 				}
@@ -330,7 +335,7 @@ func (r *report) growthPlot(ru *run, fam string) (string, error) {
 	xmax, bound := 0.0, 0.0
 	for i, k := range keys {
 		s := ru.scales[k]
-		steps := append([]scaleStep(nil), s.Steps...)
+		steps := s.measured()
 		sort.SliceStable(steps, func(a, b int) bool { return steps[a].Cameras < steps[b].Cameras })
 		var x, c, g, l []float64
 		for _, st := range steps {

@@ -79,6 +79,8 @@ func peerScaleCmd(args []string) error {
 	fs := flag.NewFlagSet("peer-scale", flag.ContinueOnError)
 	var o searchOpts
 	o.register(fs)
+	var curve cameraList
+	fs.Var(&curve, "curve", "camera `counts` (\"1,8\") measured before the search, for the plot of the cost against cameras only")
 	var p peerSettings
 	fs.StringVar(&p.Python, "python", "python3", "the command that runs peer.py's Python (space-separated words, e.g. \"env -u LD_LIBRARY_PATH python3\")")
 	fs.StringVar(&p.Script, "peer", "scripts/bench/peer.py", "peer.py")
@@ -149,7 +151,7 @@ func peerScaleCmd(args []string) error {
 	res.Daemon.Model = p.Model
 	res.Daemon.Video = *video
 	ran := 0
-	steps, lo, hi, err := search(o, func(n int) (scaleStep, error) {
+	measure := func(n int) (scaleStep, error) {
 		step := scaleStep{Cameras: n}
 		ran++
 		ps, err := runPeer(p, urlFile, n, *fps, *settle, *win, filepath.Join(work, fmt.Sprintf("peer-%d", n)))
@@ -165,7 +167,11 @@ func peerScaleCmd(args []string) error {
 		}
 		logStep("peer-scale", step)
 		return step, nil
-	})
+	}
+	if res.Curve, err = curveSteps(curve, measure); err != nil {
+		return err
+	}
+	steps, lo, hi, err := search(o, measure)
 	res.Steps = steps
 	if err != nil {
 		return err

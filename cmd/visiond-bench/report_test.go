@@ -68,7 +68,7 @@ func TestReportCamerasPerBox(t *testing.T) {
 		f := cuda
 		f.Sessions = setting(s.sessions)
 		write(gpu, s.name+".json", scaleResult{Label: s.name, Daemon: f, Criterion: crit, Capacity: s.capacity, FirstFail: s.capacity + 2,
-			Steps: steps(s.capacity, 20, s.gpu0, s.capacity/2, s.capacity, s.capacity+2)})
+			Curve: steps(s.capacity, 20, s.gpu0, 1), Steps: steps(s.capacity, 20, s.gpu0, s.capacity/2, s.capacity, s.capacity+2)})
 	}
 	if err := os.WriteFile(filepath.Join(local, "scale.failed"), []byte("exit status 1"), 0o644); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,8 @@ func TestReportCamerasPerBox(t *testing.T) {
 		"scale-cuda-s4 | GPU machine (16 CPUs, NVIDIA H200) | **160** (aim 150: met)",
 		"FP16 ÷ FP32 (4 session(s)): 1.25× the cameras",
 		"| default CPU pool, INT8 (`build/models/yolov8n-int8.onnx`) | **40** (41 failed) | 2.00 | 80.0 | 0.50 |",
-		"| scale-cuda-s4 | **160** (162 failed) | 260 | 3480 | 21.8 |",
+		"| scale-cuda-s4 | **160** (162 failed) | 260 | 3480 | 21.8 | 16.00 | 20.0 | 3.0 |",
+		"| 1 | 5.0 | 5.00 | 0 | 101 | 0 | 0 | 0.10 | 20.0 | 3003 | 0.0 | (for the curve, not the search) pass |",
 		"## Cameras per box, side by side",
 		"(every camera ≥ 4.75 fps, all ≥ 0.95 × cameras × 5 fps, p99 < 300 ms",
 		"| scale | 2-CPU box | failed: exit status 1 |",

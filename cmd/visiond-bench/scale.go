@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -48,6 +50,7 @@ type scaleResult struct {
 	WarmupS   float64       `json:"warmup_s,omitempty"` // more settling before the first step
 	Search    searchOpts    `json:"search"`
 	Steps     []scaleStep   `json:"steps"`
+	Curve     []scaleStep   `json:"curve,omitempty"` // steps measured before the search, for the cost curve only
 	Capacity  int           `json:"capacity"` // most cameras that passed (0: not even one)
 	FirstFail int           `json:"first_fail,omitempty"`
 	Load      loadAvg       `json:"load"`
@@ -70,6 +73,43 @@ func (o *searchOpts) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.Max, "max", 512, "most cameras to try")
 	fs.Float64Var(&o.Grow, "grow", 2, "factor by which the cameras grow after a passing step, until one fails (> 1)")
 	fs.IntVar(&o.Resolution, "resolution", 1, "bisect until the first failure is at most this many cameras above the capacity")
+}
+
+// cameraList is a flag of camera counts: "1,8" or "1 8"; "" none.
+type cameraList []int
+
+func (l *cameraList) String() string {
+	var parts []string
+	for _, n := range *l {
+		parts = append(parts, strconv.Itoa(n))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *cameraList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want camera counts >= 1 separated by commas, got %q", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// curveSteps measures each count of the list (the low end of the cost curve, which a search
+// started near its answer does not visit); they decide nothing.
+func curveSteps(counts cameraList, measure func(n int) (scaleStep, error)) ([]scaleStep, error) {
+	var out []scaleStep
+	for _, n := range counts {
+		st, err := measure(n)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 func (o searchOpts) check() error {
@@ -125,6 +165,8 @@ func scaleCmd(args []string) error {
 	f.register(fs)
 	var o searchOpts
 	o.register(fs)
+	var curve cameraList
+	fs.Var(&curve, "curve", "camera `counts` (\"1,8\") measured before the search, for the plot of the cost against cameras only")
 	out := fs.String("o", "-", "output JSON")
 	label := fs.String("label", "", "what is measured, in words, for the report (e.g. \"default CPU pool, FP32\")")
 	p99 := fs.Duration("p99", 300*time.Millisecond, "p99 capture-to-publish latency bound")
@@ -149,7 +191,7 @@ func scaleCmd(args []string) error {
 	defer d.Stop()
 
 	first := true
-	steps, lo, hi, err := search(o, func(n int) (scaleStep, error) {
+	measure := func(n int) (scaleStep, error) {
 		step := scaleStep{Cameras: n}
 		ids := make([]string, n)
 		for i := range ids {
@@ -171,7 +213,11 @@ func scaleCmd(args []string) error {
 		}
 		logStep("scale", step)
 		return step, nil
-	})
+	}
+	if res.Curve, err = curveSteps(curve, measure); err != nil {
+		return err
+	}
+	steps, lo, hi, err := search(o, measure)
 	res.Steps = steps
 	if err != nil {
 		return err

@@ -82,6 +82,25 @@ func TestSearchOptsCheck(t *testing.T) {
 	}
 }
 
+func TestCameraList(t *testing.T) {
+	var l cameraList
+	for v, want := range map[string]string{"1,8": "1,8", "1 32": "1,32", "": "", " 4 , 2 ": "4,2"} {
+		if err := l.Set(v); err != nil || l.String() != want {
+			t.Errorf("%q: %v %q, want %q", v, err, l.String(), want)
+		}
+	}
+	for _, bad := range []string{"0", "1,x", "-3"} {
+		if err := l.Set(bad); err == nil || !strings.Contains(err.Error(), "camera counts") {
+			t.Errorf("%q: %v, want an error", bad, err)
+		}
+	}
+	var tried []int
+	curve, err := curveSteps(cameraList{1, 32}, passUpTo(10, &tried))
+	if err != nil || len(curve) != 2 || !curve[0].Pass || curve[1].Pass {
+		t.Errorf("curve %+v %v", curve, err)
+	}
+}
+
 // TestPoolSettings: the settings left unset are not written, so the daemon's defaults apply
 // (the config the bench writes loads, with the daemon's default count and threads).
 func TestPoolSettings(t *testing.T) {

@@ -251,15 +251,18 @@ func (r *report) scaleSection() {
 		for _, k := range keys {
 			s := ru.scales[k]
 			cost, gpu := hasCost(s), false
-			for _, st := range s.Steps {
+			for _, st := range s.measured() {
 				gpu = gpu || gpuMiB(&st) > 0
 			}
 			var rows [][]string
-			for _, st := range s.Steps {
+			for i, st := range s.measured() {
 				w := st.Window
 				res := "pass"
 				if !st.Pass {
 					res = "fail: " + st.Why
+				}
+				if i < len(s.Curve) {
+					res = "(for the curve, not the search) " + res
 				}
 				row := []string{strconv.Itoa(st.Cameras), f1(w.EventsPerSec), f2(w.MinCamera), f0(w.TotalP50), f0(w.TotalP99), f0(w.TotalMax), f0(w.AgeP99)}
 				if cost {
@@ -291,7 +294,7 @@ func (r *report) scaleSection() {
 	}
 }
 
-// firstCameras is the cameras of the search's first step (0: none).
+// firstCameras is the cameras of the search's first step (0: none), the curve's aside.
 func firstCameras(s *scaleResult) int {
 	if len(s.Steps) == 0 {
 		return 0

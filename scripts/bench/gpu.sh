@@ -38,7 +38,8 @@
 # PYTHON=python3, PEER_ARGS (more peer.py arguments; --fake-output to try the script where
 # Python has no onnxruntime).
 # Cameras per box: CPU_INT8_MODEL=build/models/yolov8n-int8.onnx, CPU_SCALE_START=16 (visiond
-# FP32), CPU_INT8_START=24, PEER_SCALE_START=16, CPU_SCALE_GROW=1.25, CPU_SCALE_WINDOW=10s,
+# FP32), CPU_INT8_START=24, PEER_SCALE_START=16, CPU_CURVE="1" and GPU_CURVE="1 32" (cameras
+# measured before each search for the low end of the cost plot only; "" none), CPU_SCALE_GROW=1.25, CPU_SCALE_WINDOW=10s,
 # CPU_SCALE_SETTLE=3s; GPU_SESSIONS="1:56 4:140" (sessions per worker, each with the cameras of
 # its search's first step), GPU_FP16="4:140" (the same for the FP16 model; "" skips it),
 # GPU_FP16_MODEL=build/models/yolov8n-fp16.onnx, GPU_SCALE_GROW=1.25, GPU_SCALE_RES=2 (bisect
@@ -55,7 +56,7 @@ GPU_OVERLOAD=${GPU_OVERLOAD:-2m} GPU_SOAK=${GPU_SOAK:-3m} GPU_SOAK_EDIT=${GPU_SO
 PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-} PEER_VISIOND=${PEER_VISIOND:-1x4 2x2}
 CPU_INT8_MODEL=${CPU_INT8_MODEL:-build/models/yolov8n-int8.onnx} CPU_SCALE_START=${CPU_SCALE_START:-16} CPU_INT8_START=${CPU_INT8_START:-24}
 PEER_SCALE_START=${PEER_SCALE_START:-16} CPU_SCALE_GROW=${CPU_SCALE_GROW:-1.25} CPU_SCALE_WINDOW=${CPU_SCALE_WINDOW:-10s}
-CPU_SCALE_SETTLE=${CPU_SCALE_SETTLE:-3s} GPU_SESSIONS=${GPU_SESSIONS-1:56 4:140} GPU_FP16=${GPU_FP16-4:140}
+CPU_SCALE_SETTLE=${CPU_SCALE_SETTLE:-3s} CPU_CURVE=${CPU_CURVE-1} GPU_CURVE=${GPU_CURVE-1 32} GPU_SESSIONS=${GPU_SESSIONS-1:56 4:140} GPU_FP16=${GPU_FP16-4:140}
 GPU_FP16_MODEL=${GPU_FP16_MODEL:-build/models/yolov8n-fp16.onnx} GPU_SCALE_GROW=${GPU_SCALE_GROW:-1.25}
 GPU_SCALE_RES=${GPU_SCALE_RES:-2} GPU_SCALE_SETTLE=${GPU_SCALE_SETTLE:-3s} GPU_SCALE_WARMUP=${GPU_SCALE_WARMUP:-20s}
 parts=("${@:-env selftest pipeline scale peer}")
@@ -73,7 +74,7 @@ done
 lib=$ONNXRUNTIME_SHARED_LIBRARY_PATH
 cmds=$RESULTS/commands-$(date -u +%Y%m%dT%H%M%S).txt # one file per call: the report reads them all, in order
 for k in GPU_WORKERS GPU_SCALE_START GPU_SCALE_WINDOW GPU_PIPE_WORKERS GPU_PIPE_CAMERAS GPU_PIPE_SECONDS PEER_CAMERAS PEER_CPUS PEER_VISIOND PEER_SECONDS PEER_WARMUP GPU_OVERLOAD GPU_SOAK GPU_SOAK_EDIT \
-  CPU_INT8_MODEL CPU_SCALE_START CPU_INT8_START PEER_SCALE_START CPU_SCALE_GROW CPU_SCALE_WINDOW CPU_SCALE_SETTLE GPU_SESSIONS GPU_FP16 GPU_FP16_MODEL GPU_SCALE_GROW GPU_SCALE_RES GPU_SCALE_SETTLE GPU_SCALE_WARMUP; do
+  CPU_INT8_MODEL CPU_SCALE_START CPU_INT8_START PEER_SCALE_START CPU_CURVE GPU_CURVE CPU_SCALE_GROW CPU_SCALE_WINDOW CPU_SCALE_SETTLE GPU_SESSIONS GPU_FP16 GPU_FP16_MODEL GPU_SCALE_GROW GPU_SCALE_RES GPU_SCALE_SETTLE GPU_SCALE_WARMUP; do
   echo "# knob $k=${!k}" >>"$cmds"
 done
 echo "# scripts/bench/gpu.sh ${parts[*]}   (after source /tmp/gpustage/activate.sh; these are the commands it ran:)" >>"$cmds"
@@ -146,7 +147,7 @@ for part in "${parts[@]}"; do
     ;;
   cpu-scale)
     # visiond's default CPU pool on every core: FP32, then INT8.
-    cpu="-library $lib -provider cpu -fps 5 -p99 300ms -grow $CPU_SCALE_GROW -window $CPU_SCALE_WINDOW -settle $CPU_SCALE_SETTLE"
+    cpu="-library $lib -provider cpu -fps 5 -p99 300ms -grow $CPU_SCALE_GROW -window $CPU_SCALE_WINDOW -settle $CPU_SCALE_SETTLE -curve '$CPU_CURVE'"
     step scale-cpu-fp32 "bin/visiond-bench scale $cpu -start $CPU_SCALE_START -label 'default CPU pool, FP32' -o $RESULTS/scale-cpu-fp32.json"
     if [ -f "$CPU_INT8_MODEL" ]; then
       step scale-cpu-int8 "bin/visiond-bench scale $cpu -start $CPU_INT8_START -model $CPU_INT8_MODEL -label 'default CPU pool, INT8' -o $RESULTS/scale-cpu-int8.json"
@@ -155,11 +156,11 @@ for part in "${parts[@]}"; do
     fi
     ;;
   peer-scale)
-    step peer-scale "bin/visiond-bench peer-scale -python 'env -u LD_LIBRARY_PATH $PYTHON' -mode plain -threads 0 -fps 5 -p99 300ms -start $PEER_SCALE_START -grow $CPU_SCALE_GROW -window $CPU_SCALE_WINDOW -settle $CPU_SCALE_SETTLE ${PEER_ARGS:+-peer-args '$PEER_ARGS' }-dir $RESULTS/peer-scale -label 'peer.py plain, one session, default threads' -o $RESULTS/peer-scale.json"
+    step peer-scale "bin/visiond-bench peer-scale -python 'env -u LD_LIBRARY_PATH $PYTHON' -mode plain -threads 0 -fps 5 -p99 300ms -start $PEER_SCALE_START -grow $CPU_SCALE_GROW -window $CPU_SCALE_WINDOW -settle $CPU_SCALE_SETTLE -curve '$CPU_CURVE' ${PEER_ARGS:+-peer-args '$PEER_ARGS' }-dir $RESULTS/peer-scale -label 'peer.py plain, one session, default threads' -o $RESULTS/peer-scale.json"
     ;;
   gpu-scale)
     # One CUDA worker of N sessions for each N, then the FP16 model.
-    gpu="-library $lib -provider cuda -workers 1 -fps 5 -p99 300ms -grow $GPU_SCALE_GROW -resolution $GPU_SCALE_RES -window $GPU_SCALE_WINDOW -settle $GPU_SCALE_SETTLE -warmup $GPU_SCALE_WARMUP"
+    gpu="-library $lib -provider cuda -workers 1 -fps 5 -p99 300ms -grow $GPU_SCALE_GROW -resolution $GPU_SCALE_RES -window $GPU_SCALE_WINDOW -settle $GPU_SCALE_SETTLE -warmup $GPU_SCALE_WARMUP -curve '$GPU_CURVE'"
     for ss in $GPU_SESSIONS; do
       s=${ss%%:*} start=${ss#*:}
       [ "$start" = "$ss" ] && start=$GPU_SCALE_START
