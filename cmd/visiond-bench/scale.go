@@ -51,7 +51,7 @@ type scaleResult struct {
 	Search    searchOpts    `json:"search"`
 	Steps     []scaleStep   `json:"steps"`
 	Curve     []scaleStep   `json:"curve,omitempty"` // steps measured before the search, for the cost curve only
-	Capacity  int           `json:"capacity"` // most cameras that passed (0: not even one)
+	Capacity  int           `json:"capacity"`        // most cameras that passed (0: not even one)
 	FirstFail int           `json:"first_fail,omitempty"`
 	Load      loadAvg       `json:"load"`
 	Started   time.Time     `json:"started"`
