@@ -169,10 +169,15 @@ func (r *report) cameraRows() [][]string {
 			}
 			rows = append(rows, []string{fmt.Sprintf("cameras per box on the GPU (%g fps each, p99 < %g ms): %s", s.Criterion.FPS, s.Criterion.P99MS, setup(s)), ru.name(), fig})
 		}
-		for k, why := range ru.failed {
+		var failed []string
+		for k := range ru.failed {
 			if strings.HasPrefix(k, "scale-cuda-s") && ru.scales[k] == nil {
-				rows = append(rows, []string{"cameras per box on the GPU: " + strings.TrimPrefix(k, "scale-"), ru.name(), "failed: " + oneLine(why)})
+				failed = append(failed, k)
 			}
+		}
+		sort.Strings(failed)
+		for _, k := range failed {
+			rows = append(rows, []string{"cameras per box on the GPU: " + strings.TrimPrefix(k, "scale-"), ru.name(), "failed: " + oneLine(ru.failed[k])})
 		}
 	}
 	return rows
