@@ -28,7 +28,9 @@
 #   soak      GPU_SOAK with config edits every GPU_SOAK_EDIT, GPU memory per worker (not in the default list)
 # Each part takes: env, selftest ~15 s; pipeline ~80 s per worker count; scale ~3-5 min;
 # peer ~4 min; soak GPU_SOAK + 30 s. One call runs 10 minutes at most: split the parts
-# (for the cameras per box: `env cpu-scale peer-scale`, then `gpu-scale`).
+# (for the cameras per box: `env cpu-scale peer-scale`, then `gpu-scale`; should gpu-scale not
+# fit one call, split it by its knobs: GPU_SESSIONS="1:56" GPU_FP16="", then
+# GPU_SESSIONS="4:140" GPU_FP16="4:140" GPU_CURVE="").
 #
 # Knobs: GPU_WORKERS=2 (CUDA workers for scale, overload, soak), GPU_SCALE_START=8,
 # GPU_SCALE_WINDOW=10s, GPU_PIPE_WORKERS="1", GPU_PIPE_CAMERAS=48, GPU_PIPE_SECONDS=20,
@@ -90,7 +92,10 @@ step() { # step NAME COMMAND, as in run.sh
     { echo "exit status non-zero; the end of its log:"; tail -c 600 "$RESULTS/$name.log"; } >"$RESULTS/$name.failed"
     echo "gpu.sh: $name failed" >&2
   fi
+  pack
 }
+# Pack after every step: a call cut off at its limit still returns what was done.
+pack() { tar -C "$RESULTS" -czf "$OUT/gpu-bench.tar.gz" --exclude='tensors' .; }
 export -f py
 export PYTHON
 
@@ -180,8 +185,7 @@ for part in "${parts[@]}"; do
     echo "gpu.sh: unknown part $part" >&2
     ;;
   esac
-  # Pack after every part: a call cut off at its limit still returns what was done.
-  tar -C "$RESULTS" -czf "$OUT/gpu-bench.tar.gz" --exclude='tensors' .
+  pack
 done
 step env-end "bin/visiond-bench env -library $lib -o $RESULTS/env-end.json"
 tar -C "$RESULTS" -czf "$OUT/gpu-bench.tar.gz" --exclude='tensors' .
