@@ -3,7 +3,7 @@
 #   1. ONNX Runtime's CUDA build and the shared libraries of the binaries, by
 #      ../shared/gpu/stage.sh, in .gpu1 .. .gpuN (skipped with --no-libs);
 #   2. bin/visiond, bin/visiond-bench, bin/pipeline.test (stripped), the model and the sample
-#      media, xz-packed and split into .gpubench1 .. .gpubenchM (55 MB each; git ignores /.gpu*/);
+#      media, xz-packed and split into .gpubench1 .. .gpubenchM (55 MB each; .gitignore has /.gpu*/);
 #      with them the INT8 and FP16 models of the cameras-per-box parts (gpu.sh cpu-scale,
 #      gpu-scale) as build/models/yolov8n-{int8,fp16}.onnx: $INT8_MODEL and $FP16_MODEL when
 #      given, else made here by `bin/visiond model quantize` (calibrated on vtest.avi) and
@@ -39,7 +39,6 @@ for kind in int8 fp16; do
   [ -f "$dst" ] && models+=("$dst")
 done
 rm -rf .gpubench[0-9]*
-grep -qx '/.gpu\*/' .git/info/exclude 2>/dev/null || echo '/.gpu*/' >>.git/info/exclude
 pack=$(mktemp)
 tar -cf - bin/visiond bin/visiond-bench bin/pipeline.test third_party/yolov8n.onnx \
   third_party/media/vtest.h264.ts third_party/media/messi5.jpg third_party/media/basketball1.png "${models[@]}" |

@@ -152,6 +152,7 @@ for part in "${parts[@]}"; do
     ;;
   cpu-scale)
     # visiond's default CPU pool on every core: FP32, then INT8.
+    rm -f "$RESULTS"/scale-cpu-*.json
     cpu="-library $lib -provider cpu -fps 5 -p99 300ms -grow $CPU_SCALE_GROW -window $CPU_SCALE_WINDOW -settle $CPU_SCALE_SETTLE -curve '$CPU_CURVE'"
     step scale-cpu-fp32 "bin/visiond-bench scale $cpu -start $CPU_SCALE_START -label 'default CPU pool, FP32' -o $RESULTS/scale-cpu-fp32.json"
     if [ -f "$CPU_INT8_MODEL" ]; then
@@ -161,10 +162,13 @@ for part in "${parts[@]}"; do
     fi
     ;;
   peer-scale)
+    rm -rf "$RESULTS/peer-scale.json" "$RESULTS/peer-scale"
     step peer-scale "bin/visiond-bench peer-scale -python 'env -u LD_LIBRARY_PATH $PYTHON' -mode plain -threads 0 -fps 5 -p99 300ms -start $PEER_SCALE_START -grow $CPU_SCALE_GROW -window $CPU_SCALE_WINDOW -settle $CPU_SCALE_SETTLE -curve '$CPU_CURVE' ${PEER_ARGS:+-peer-args '$PEER_ARGS' }-dir $RESULTS/peer-scale -label 'peer.py plain, one session, default threads' -o $RESULTS/peer-scale.json"
     ;;
   gpu-scale)
     # One CUDA worker of N sessions for each N, then the FP16 model.
+    for ss in $GPU_SESSIONS; do rm -f "$RESULTS/scale-cuda-s${ss%%:*}.json"; done
+    for ss in $GPU_FP16; do rm -f "$RESULTS/scale-cuda-s${ss%%:*}-fp16.json"; done
     gpu="-library $lib -provider cuda -workers 1 -fps 5 -p99 300ms -grow $GPU_SCALE_GROW -resolution $GPU_SCALE_RES -window $GPU_SCALE_WINDOW -settle $GPU_SCALE_SETTLE -warmup $GPU_SCALE_WARMUP -curve '$GPU_CURVE'"
     for ss in $GPU_SESSIONS; do
       s=${ss%%:*} start=${ss#*:}
