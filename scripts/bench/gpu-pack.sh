@@ -36,7 +36,7 @@ for kind in int8 fp16; do
     echo "gpu-pack: ${made[*]}" >&2
     "${made[@]}" >&2 || { echo "gpu-pack: no $kind model (the command above failed): gpu.sh's $kind part will say so" >&2; rm -f "$dst"; }
   fi
-  [ -f "$dst" ] && models+=("$dst")
+  if [ -f "$dst" ]; then models+=("$dst"); fi
 done
 rm -rf .gpubench[0-9]*
 pack=$(mktemp)
@@ -51,7 +51,7 @@ for part in "$pack".part*; do
   mv "$part" ".gpubench$m/part$m"
 done
 rm -f "$pack"
-n=$(ls -d .gpu[0-9]* 2>/dev/null | wc -l)
+n=$( (ls -d .gpu[0-9]* 2>/dev/null || true) | wc -l)
 echo "gpu-pack: $n library part(s) in .gpu1..$n, $m bench part(s) in .gpubench1..$m ($(du -ch .gpubench* | tail -1 | cut -f1))"
 echo "On the GPU machine, one call per folder, back to back (the machine goes back when idle):"
 for k in $(seq 1 "$n"); do echo "  carry [\".gpu$k\"]:      mkdir -p /tmp/gpustage && cp .gpu$k/* /tmp/gpustage/"; done
