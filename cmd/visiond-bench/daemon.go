@@ -33,8 +33,9 @@ type daemonFlags struct {
 	Library  string  `json:"library"`
 	Provider string  `json:"provider"`
 	Device   int     `json:"device"`
-	Workers  int     `json:"workers"`
-	Threads  int     `json:"threads"`
+	Workers  setting `json:"workers"`            // worker processes of the pool (-1: the daemon's default)
+	Threads  setting `json:"threads"`            // ONNX Runtime intra-op threads per session (-1: the daemon's default)
+	Sessions setting `json:"sessions,omitempty"` // sessions per worker process (-1 or 0: the daemon's default)
 	FPS      float64 `json:"fps"`
 	CPUs     string  `json:"cpus,omitempty"` // taskset -c list for the daemon and its workers; "" all
 	Video    string  `json:"video"`
@@ -53,8 +54,10 @@ func (f *daemonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Library, "library", lib, "libonnxruntime.so (default $ONNXRUNTIME_SHARED_LIBRARY_PATH)")
 	fs.StringVar(&f.Provider, "provider", "cpu", "worker provider: cpu, cuda, tensorrt")
 	fs.IntVar(&f.Device, "device", 0, "GPU id")
-	fs.IntVar(&f.Workers, "workers", 1, "worker processes")
-	fs.IntVar(&f.Threads, "threads", 0, "ONNX Runtime intra-op threads per worker (0: its default)")
+	f.Workers, f.Threads, f.Sessions = unset, unset, unset
+	fs.Var(&f.Workers, "workers", "worker processes of the pool (`N`; auto: not written, the daemon's default)")
+	fs.Var(&f.Threads, "threads", "ONNX Runtime intra-op threads per session (`N`, 0 = ONNX Runtime's default; auto: not written, the daemon's default)")
+	fs.Var(&f.Sessions, "sessions", "ONNX Runtime sessions per worker process, the pool's `sessions: N` (auto or 0: not written, the daemon's default)")
 	fs.Float64Var(&f.FPS, "fps", 5, "frames analysed per second per camera")
 	fs.StringVar(&f.CPUs, "cpus", "", "run the daemon and its workers under `taskset -c CPUS` (\"\": every CPU)")
 	fs.StringVar(&f.Video, "video", "third_party/media/vtest.h264.ts", "the MPEG-TS file every camera plays (looped, in real time)")
@@ -304,8 +307,7 @@ func (d *daemon) writeConfig(ids []string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by visiond-bench\nsite: %s\nlog_level: warn\nstate_dir: %q\n", site, filepath.Join(d.dir, "state"))
 	fmt.Fprintf(&b, "http: {listen: %q}\nnats: {listen: %q}\n", d.httpAddr, d.natsAddr)
-	fmt.Fprintf(&b, "workers: {model: %q, library: %q, pools: [{count: %d, provider: %s, device: %d, threads: %d}]}\n",
-		abs(f.Model), abs(f.Library), f.Workers, f.Provider, f.Device, f.Threads)
+	fmt.Fprintf(&b, "workers: {model: %q, library: %q, pools: [{%s}]}\n", abs(f.Model), abs(f.Library), f.pool())
 	fmt.Fprintf(&b, "camera_defaults: {fps: %g}\ncameras:\n", f.FPS)
 	if len(ids) == 0 {
 		b.WriteString("  []\n")
@@ -323,6 +325,61 @@ func (d *daemon) writeConfig(ids []string) error {
 	}
 	d.cams = append([]string(nil), ids...)
 	return nil
+}
+
+// pool is the config's one worker pool, as a YAML flow mapping's fields: the settings left
+// unset are not written, so that the daemon's defaults apply.
+func (f daemonFlags) pool() string {
+	fields := []string{"provider: " + f.Provider, fmt.Sprintf("device: %d", f.Device)}
+	for _, s := range []struct {
+		key string
+		v   setting
+	}{{"count", f.Workers}, {"threads", f.Threads}, {"sessions", f.Sessions}} {
+		if s.v.set() && (s.key != "sessions" || s.v > 0) {
+			fields = append(fields, fmt.Sprintf("%s: %d", s.key, s.v))
+		}
+	}
+	return strings.Join(fields, ", ")
+}
+
+// setting is a pool setting that the bench may leave to the daemon: unset (flag value
+// "auto") writes nothing to the config, so the daemon's default applies.
+type setting int
+
+const unset setting = -1
+
+func (s setting) set() bool { return s >= 0 }
+
+func (s *setting) String() string {
+	if s == nil || !s.set() {
+		return "auto"
+	}
+	return strconv.Itoa(int(*s))
+}
+
+func (s *setting) Set(v string) error {
+	if v == "auto" {
+		*s = unset
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a count >= 0 or auto, got %q", v)
+	}
+	*s = setting(n)
+	return nil
+}
+
+// describe is the setting for people: its value, or "default" with what the daemon chose
+// (seen > 0) when it was left to the daemon.
+func (s setting) describe(seen int) string {
+	switch {
+	case s.set():
+		return strconv.Itoa(int(s))
+	case seen > 0:
+		return fmt.Sprintf("default (%d)", seen)
+	}
+	return "default"
 }
 
 func abs(p string) string {

@@ -6,6 +6,7 @@
 //
 //	visiond-bench env      -o env.json                 the machine and versions
 //	visiond-bench scale    -o scale.json               cameras sustained at -fps with p99 latency under -p99
+//	visiond-bench peer-scale -o peer-scale.json        the same search and criterion for scripts/bench/peer.py
 //	visiond-bench overload -scale scale.json -o ...    twice that many cameras for -duration
 //	visiond-bench soak     -o soak.json                -duration with cameras added and removed every -edit-every
 //	visiond-bench measure  -cameras N -o ...           one window at N cameras (the visiond side of the peer comparison)
@@ -22,7 +23,7 @@ import (
 	"os"
 )
 
-const usage = `usage: visiond-bench <env|scale|overload|soak|measure|serve|tensor|report> [flags]
+const usage = `usage: visiond-bench <env|scale|peer-scale|overload|soak|measure|serve|tensor|report> [flags]
 (visiond-bench <command> -h lists the command's flags; scripts/bench/run.sh runs them all)
 `
 
@@ -32,7 +33,7 @@ func main() {
 		os.Exit(2)
 	}
 	cmds := map[string]func([]string) error{
-		"env": envCmd, "scale": scaleCmd, "overload": overloadCmd, "soak": soakCmd,
+		"env": envCmd, "scale": scaleCmd, "peer-scale": peerScaleCmd, "overload": overloadCmd, "soak": soakCmd,
 		"measure": measureCmd, "serve": serveCmd, "tensor": tensorCmd, "report": reportCmd,
 	}
 	run, ok := cmds[os.Args[1]]

@@ -31,6 +31,8 @@ type panel struct {
 	mark   string    // what the marker lines are, for the legend
 }
 
+var colorGray = color.RGBA{120, 120, 120, 255}
+
 var palette = []color.RGBA{
 	{31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255}, {255, 127, 14, 255},
 	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {23, 190, 207, 255},
@@ -192,17 +194,33 @@ func plot(path, title, xlabel string, xmax float64, panels []panel) error {
 				x0, y0, prevOK = x1, y1, true
 			}
 		}
-		// legend, top right, one row
-		lx := right - 10
+		// legend: top right in one row, or, when that would not fit beside the label, one
+		// entry a line inside the panel's top left corner on a white ground
 		entries := p.series
 		if p.mark != "" {
 			entries = append(entries, series{name: p.mark, col: color.RGBA{170, 170, 170, 255}})
 		}
-		for i := len(entries) - 1; i >= 0; i-- {
-			e := entries[i]
-			lx -= len(e.name)*charW + 26
-			c.line(lx, top-12, lx+16, top-12, e.col, 3)
-			c.text(lx+20, top-8, e.name, black)
+		width, widest := 0, 0
+		for _, e := range entries {
+			width += len(e.name)*charW + 26
+			widest = max(widest, len(e.name)*charW+26)
+		}
+		if width <= right-left-len(p.ylabel)*charW-20 {
+			lx := right - 10
+			for i := len(entries) - 1; i >= 0; i-- {
+				e := entries[i]
+				lx -= len(e.name)*charW + 26
+				c.line(lx, top-12, lx+16, top-12, e.col, 3)
+				c.text(lx+20, top-8, e.name, black)
+			}
+		} else {
+			box := image.Rect(left+6, top+6, left+12+widest, top+10+len(entries)*(lineH+3))
+			draw.Draw(img, box, image.White, image.Point{}, draw.Src)
+			for i, e := range entries {
+				y := top + 8 + (i+1)*(lineH+3)
+				c.line(left+10, y-4, left+26, y-4, e.col, 3)
+				c.text(left+30, y, e.name, black)
+			}
 		}
 	}
 	f, err := os.Create(path)

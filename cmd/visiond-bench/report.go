@@ -25,6 +25,9 @@ func reportCmd(args []string) error {
 		return err
 	}
 	r := &report{out: *out}
+	if old, err := os.ReadFile(*out); err == nil {
+		r.kept = handSections(string(old))
+	}
 	local, err := loadRun(*in, "cpu")
 	if err != nil {
 		return err
@@ -52,7 +55,8 @@ type run struct {
 	knobs      map[string]string
 	decode     []benchLine
 	pipeline   []benchLine
-	scale      *scaleResult
+	scale      *scaleResult            // scale.json: the reference of overload and soak
+	scales     map[string]*scaleResult // every scale*.json and peer-scale.json, by name without .json
 	overload   *overloadResult
 	soak       *soakResult
 	peerPlain  map[string]any
@@ -137,10 +141,15 @@ func loadRun(dir, tag string) (*run, error) {
 	}
 	r.decode = parseBench(readFile(filepath.Join(dir, "decode.txt")))
 	r.pipeline = parseBench(readFile(filepath.Join(dir, "pipeline.txt")))
-	var s scaleResult
-	if readJSON(filepath.Join(dir, "scale.json"), &s) == nil {
-		r.scale = &s
+	r.scales = map[string]*scaleResult{}
+	scaleFiles, _ := filepath.Glob(filepath.Join(dir, "scale*.json"))
+	for _, f := range append(scaleFiles, filepath.Join(dir, keyPeer+".json")) {
+		var s scaleResult
+		if readJSON(f, &s) == nil {
+			r.scales[strings.TrimSuffix(filepath.Base(f), ".json")] = &s
+		}
 	}
+	r.scale = r.scales["scale"]
 	var o overloadResult
 	if readJSON(filepath.Join(dir, "overload.json"), &o) == nil {
 		r.overload = &o
@@ -181,7 +190,44 @@ func loadRun(dir, tag string) (*run, error) {
 type report struct {
 	out  string
 	runs []*run
+	kept []string // the sections written by hand in the file being rewritten (handSections)
 	b    strings.Builder
+}
+
+// handMark opens a section written by hand: the report keeps such sections of the file it
+// rewrites, in their order, before "How to reproduce".
+const handMark = "*Written by hand"
+
+// handSections returns the "## " sections of a report whose first line after the heading
+// (blank lines skipped) begins with handMark, each whole: heading to the next "## " heading.
+func handSections(text string) []string {
+	var out []string
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], "## ") {
+			continue
+		}
+		j := i + 1
+		for j < len(lines) && strings.TrimSpace(lines[j]) == "" {
+			j++
+		}
+		if j >= len(lines) || !strings.HasPrefix(lines[j], handMark) {
+			continue
+		}
+		end := i + 1
+		inCode := false
+		for ; end < len(lines); end++ {
+			if strings.HasPrefix(lines[end], "```") {
+				inCode = !inCode
+			}
+			if !inCode && strings.HasPrefix(lines[end], "## ") {
+				break
+			}
+		}
+		out = append(out, strings.TrimRight(strings.Join(lines[i:end], "\n"), "\n")+"\n")
+		i = end - 1
+	}
+	return out
 }
 
 func (r *report) p(format string, args ...any) { fmt.Fprintf(&r.b, format+"\n", args...) }
@@ -272,10 +318,16 @@ func (r *report) write() (string, error) {
 	r.decodeSection(local)
 	r.pipelineSection()
 	r.peerSection(gpu)
+	if err := r.camerasSection(); err != nil {
+		return "", err
+	}
 	r.scaleSection()
 	r.overloadSection()
 	if err := r.soakSection(); err != nil {
 		return "", err
+	}
+	for _, k := range r.kept {
+		r.p("%s", k)
 	}
 	r.commandsSection()
 	return r.b.String(), nil
@@ -324,12 +376,13 @@ func (r *report) summary(local, gpu *run) {
 		}
 		rows = append(rows, []string{"peer: visiond ÷ Python + OpenCV + ONNX Runtime loop", "GPU machine's CPU", why})
 	}
+	rows = append(rows, r.cameraRows()...)
 	for _, ru := range r.runs {
 		if s := ru.scale; s != nil {
-			rows = append(rows, []string{fmt.Sprintf("scale: cameras sustained at %g fps with p99 capture-to-publish < %g ms (%d %s worker(s))",
-				s.Criterion.FPS, s.Criterion.P99MS, s.Daemon.Workers, s.Daemon.Provider), ru.name(),
+			rows = append(rows, []string{fmt.Sprintf("scale: cameras sustained at %g fps with p99 capture-to-publish < %g ms (%s)",
+				s.Criterion.FPS, s.Criterion.P99MS, setup(s)), ru.name(),
 				fmt.Sprintf("**%d** (%d failed)", s.Capacity, s.FirstFail)})
-		} else {
+		} else if ru.tag == "cpu" || ru.failed["scale"] != "" {
 			rows = append(rows, []string{"scale", ru.name(), r.notRun(ru, "scale")})
 		}
 	}

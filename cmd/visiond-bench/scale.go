@@ -3,6 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,46 +33,156 @@ func (c criterion) check(w window) (bool, string) {
 }
 
 type scaleStep struct {
-	Cameras int    `json:"cameras"`
-	Pass    bool   `json:"pass"`
-	Why     string `json:"why,omitempty"`
-	Window  window `json:"window"`
+	Cameras int      `json:"cameras"`
+	Pass    bool     `json:"pass"`
+	Why     string   `json:"why,omitempty"`
+	Window  window   `json:"window"`
+	Cost    stepCost `json:"cost"`
 }
 
 type scaleResult struct {
-	Daemon    daemonFlags `json:"daemon"`
-	Criterion criterion   `json:"criterion"`
-	WindowS   float64     `json:"window_s"`
-	SettleS   float64     `json:"settle_s"`
-	Steps     []scaleStep `json:"steps"`
-	Capacity  int         `json:"capacity"` // most cameras that passed (0: not even one)
-	FirstFail int         `json:"first_fail,omitempty"`
-	Load      loadAvg     `json:"load"`
-	Started   time.Time   `json:"started"`
-	Seconds   float64     `json:"seconds"`
+	Label     string        `json:"label,omitempty"` // what was measured, for the report
+	Daemon    daemonFlags   `json:"daemon"`
+	Peer      *peerSettings `json:"peer,omitempty"` // set when the subject is scripts/bench/peer.py, not visiond
+	Criterion criterion     `json:"criterion"`
+	WindowS   float64       `json:"window_s"`
+	SettleS   float64       `json:"settle_s"`
+	WarmupS   float64       `json:"warmup_s,omitempty"` // more settling before the first step
+	Search    searchOpts    `json:"search"`
+	Steps     []scaleStep   `json:"steps"`
+	Curve     []scaleStep   `json:"curve,omitempty"` // steps measured before the search, for the cost curve only
+	Capacity  int           `json:"capacity"`        // most cameras that passed (0: not even one)
+	FirstFail int           `json:"first_fail,omitempty"`
+	Load      loadAvg       `json:"load"`
+	Started   time.Time     `json:"started"`
+	Seconds   float64       `json:"seconds"`
 }
 
-// scaleCmd searches for the most cameras the daemon sustains: it doubles the cameras
-// (reloading the config) until a step fails the criterion, then bisects between the last
-// pass and the first failure. Each step waits for every camera to be online, lets it settle,
-// then measures one window.
+// searchOpts are the scale search's bounds: the first step's cameras, the factor by which
+// the count grows until a step fails, and how close the bisection comes (it stops when the
+// fewest failing cameras are at most Resolution more than the most passing).
+type searchOpts struct {
+	Start      int     `json:"start"`
+	Max        int     `json:"max"`
+	Grow       float64 `json:"grow"`
+	Resolution int     `json:"resolution"`
+}
+
+func (o *searchOpts) register(fs *flag.FlagSet) {
+	fs.IntVar(&o.Start, "start", 1, "cameras of the first step (start near the expected answer: fewer steps)")
+	fs.IntVar(&o.Max, "max", 512, "most cameras to try")
+	fs.Float64Var(&o.Grow, "grow", 2, "factor by which the cameras grow after a passing step, until one fails (> 1)")
+	fs.IntVar(&o.Resolution, "resolution", 1, "bisect until the first failure is at most this many cameras above the capacity")
+}
+
+// cameraList is a flag of camera counts: "1,8" or "1 8"; "" none.
+type cameraList []int
+
+func (l *cameraList) String() string {
+	var parts []string
+	for _, n := range *l {
+		parts = append(parts, strconv.Itoa(n))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *cameraList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want camera counts >= 1 separated by commas, got %q", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// curveSteps measures each count of the list (the low end of the cost curve, which a search
+// started near its answer does not visit); they decide nothing.
+func curveSteps(counts cameraList, measure func(n int) (scaleStep, error)) ([]scaleStep, error) {
+	var out []scaleStep
+	for _, n := range counts {
+		st, err := measure(n)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func (o searchOpts) check() error {
+	switch {
+	case o.Start < 1:
+		return fmt.Errorf("-start %d: must be at least 1", o.Start)
+	case o.Max < o.Start:
+		return fmt.Errorf("-max %d: must be at least -start (%d)", o.Max, o.Start)
+	case !(o.Grow > 1):
+		return fmt.Errorf("-grow %g: must be more than 1", o.Grow)
+	case o.Resolution < 1:
+		return fmt.Errorf("-resolution %d: must be at least 1", o.Resolution)
+	}
+	return nil
+}
+
+// search finds the most cameras for which step passes: it grows the count from o.Start by
+// o.Grow until a step fails (or o.Max passes), then bisects between the last pass and the
+// first failure. It returns the steps in the order run, the most cameras that passed (0:
+// none) and the fewest that failed (0: none); an error from step ends the search.
+func search(o searchOpts, step func(n int) (scaleStep, error)) (steps []scaleStep, lo, hi int, err error) {
+	n := o.Start
+	for {
+		st, err := step(n)
+		if err != nil {
+			return steps, lo, hi, err
+		}
+		steps = append(steps, st)
+		if st.Pass {
+			lo = n
+		} else {
+			hi = n
+		}
+		switch {
+		case hi == 0 && n >= o.Max:
+			return steps, lo, hi, nil
+		case hi == 0:
+			n = min(o.Max, max(n+1, int(math.Ceil(float64(n)*o.Grow))))
+		case hi-lo > o.Resolution:
+			n = (lo + hi) / 2
+		default:
+			return steps, lo, hi, nil
+		}
+	}
+}
+
+// scaleCmd searches for the most cameras the daemon sustains (search), the cameras set by
+// config reloads. Each step waits for every camera to be online, lets it settle, then
+// measures one window and what it cost (CPU, memory, GPU memory).
 func scaleCmd(args []string) error {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	var f daemonFlags
 	f.register(fs)
+	var o searchOpts
+	o.register(fs)
+	var curve cameraList
+	fs.Var(&curve, "curve", "camera `counts` (\"1,8\") measured before the search, for the plot of the cost against cameras only")
 	out := fs.String("o", "-", "output JSON")
+	label := fs.String("label", "", "what is measured, in words, for the report (e.g. \"default CPU pool, FP32\")")
 	p99 := fs.Duration("p99", 300*time.Millisecond, "p99 capture-to-publish latency bound")
 	win := fs.Duration("window", 20*time.Second, "measurement window per step")
 	settle := fs.Duration("settle", 5*time.Second, "wait after every camera is online, before the window")
-	start := fs.Int("start", 1, "cameras of the first step")
-	maxCams := fs.Int("max", 512, "most cameras to try")
-	minShare := fs.Float64("min-share", 0.9, "each camera must reach this share of -fps")
+	warmup := fs.Duration("warmup", 10*time.Second, "more wait before the first step's window (the workers' first runs are slow)")
+	minShare := fs.Float64("min-share", 0.95, "each camera must reach this share of -fps (0.95: 4.75 of 5)")
 	totalShare := fs.Float64("total-share", 0.95, "all cameras together must reach this share of cameras x -fps")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := o.check(); err != nil {
+		return err
+	}
 	c := criterion{FPS: f.FPS, P99MS: float64(*p99) / float64(time.Millisecond), MinShare: *minShare, Total: *totalShare}
-	res := scaleResult{Daemon: f, Criterion: c, WindowS: win.Seconds(), SettleS: settle.Seconds(), Started: time.Now()}
+	res := scaleResult{Label: *label, Daemon: f, Criterion: c, WindowS: win.Seconds(), SettleS: settle.Seconds(), WarmupS: warmup.Seconds(), Search: o, Started: time.Now()}
 
 	d, err := startDaemon(f, 0)
 	if err != nil {
@@ -77,9 +190,8 @@ func scaleCmd(args []string) error {
 	}
 	defer d.Stop()
 
-	lo, hi := 0, 0 // most cameras that passed, fewest that failed (0: none yet)
-	n := max(1, *start)
-	for {
+	first := true
+	measure := func(n int) (scaleStep, error) {
 		step := scaleStep{Cameras: n}
 		ids := make([]string, n)
 		for i := range ids {
@@ -87,36 +199,38 @@ func scaleCmd(args []string) error {
 		}
 		if err := d.setCameras(ids, 90*time.Second); err != nil {
 			if aerr := d.alive(); aerr != nil {
-				return aerr
+				return step, aerr
 			}
 			step.Why = err.Error()
 		} else {
 			time.Sleep(*settle)
-			step.Window = d.measureWindow(*win)
+			if first {
+				time.Sleep(*warmup)
+				first = false
+			}
+			step.Window, step.Cost = d.measureStep(*win)
 			step.Pass, step.Why = c.check(step.Window)
 		}
-		res.Steps = append(res.Steps, step)
-		logf("scale: %d cameras: %.1f events/s, slowest camera %.2f/s, p99 %.0f ms: pass=%v %s",
-			n, step.Window.EventsPerSec, step.Window.MinCamera, step.Window.TotalP99, step.Pass, step.Why)
-		if step.Pass {
-			lo = n
-		} else {
-			hi = n
-		}
-		switch {
-		case hi == 0 && n >= *maxCams:
-		case hi == 0:
-			n = min(*maxCams, n*2)
-			continue
-		case hi-lo > 1:
-			n = (lo + hi) / 2
-			continue
-		}
-		break
+		logStep("scale", step)
+		return step, nil
+	}
+	if res.Curve, err = curveSteps(curve, measure); err != nil {
+		return err
+	}
+	steps, lo, hi, err := search(o, measure)
+	res.Steps = steps
+	if err != nil {
+		return err
 	}
 	res.Capacity, res.FirstFail = lo, hi
 	res.Load = readLoad()
 	res.Seconds = time.Since(res.Started).Seconds()
-	logf("scale: capacity %d cameras at %g fps (p99 < %v)", lo, f.FPS, *p99)
+	logf("scale: capacity %d cameras at %g fps (p99 < %v) in %.0f s", lo, f.FPS, *p99, res.Seconds)
 	return writeJSON(*out, res)
+}
+
+func logStep(what string, st scaleStep) {
+	w, c := st.Window, st.Cost
+	logf("%s: %d cameras: %.1f frames/s, slowest camera %.2f/s, p99 %.0f ms, %.2f cores, %.1f ms CPU per frame, GPU %.0f MiB: pass=%v %s",
+		what, st.Cameras, w.EventsPerSec, w.MinCamera, w.TotalP99, c.CoresBusy, c.CPUPerFrameMS, c.GPUMiB, st.Pass, st.Why)
 }

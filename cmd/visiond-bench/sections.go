@@ -226,37 +226,80 @@ func (r *report) scaleSection() {
 	r.p("")
 	r.p("`visiond-bench scale`: a real `visiond run` on a config file that the bench rewrites; cameras are added (and, while")
 	r.p("bisecting, removed) by config reloads, all reading the sample video over RTSP from camera servers in the bench")
-	r.p("process (started a fraction of a frame apart, so that cameras are not all in phase). The count doubles until a")
-	r.p("step fails, then bisects. A step passes when every camera is online, all together reach 95%% of cameras × fps,")
-	r.p("the slowest camera 90%% of its fps, and the p99 of capture-to-publish latency over the window is under the bound.")
+	r.p("process (started a fraction of a frame apart, so that cameras are not all in phase). The count grows from the first")
+	r.p("step's by a factor until a step fails, then bisects. A step passes when every camera is online, all together reach")
+	r.p("their share of cameras × fps, the slowest camera its share of its fps, and the p99 of capture-to-publish latency over")
+	r.p("the window is under the bound (each search's criterion below). `visiond-bench peer-scale` runs the same search on")
+	r.p("`scripts/bench/peer.py`, restarted for every step. Cores busy: CPU time of the daemon and its workers (or the loop's")
+	r.p("process) over the window ÷ the window; GPU memory at the window's end.")
 	r.p("")
 	for _, ru := range r.runs {
-		s := ru.scale
-		if s == nil {
-			if ru.tag == "cpu" || ru.failed["scale"] != "" {
-				r.p("%s: %s.", ru.name(), r.notRun(ru, "scale"))
-				r.p("")
+		keys := make([]string, 0, len(ru.scales))
+		for k := range ru.scales {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { // scale.json first
+			if (keys[i] == "scale") != (keys[j] == "scale") {
+				return keys[i] == "scale"
 			}
-			continue
+			return keys[i] < keys[j]
+		})
+		if len(keys) == 0 && (ru.tag == "cpu" || ru.failed["scale"] != "") {
+			r.p("%s: %s.", ru.name(), r.notRun(ru, "scale"))
+			r.p("")
 		}
-		var rows [][]string
-		for _, st := range s.Steps {
-			w := st.Window
-			res := "pass"
-			if !st.Pass {
-				res = "fail: " + st.Why
+		for _, k := range keys {
+			s := ru.scales[k]
+			cost, gpu := hasCost(s), false
+			for _, st := range s.measured() {
+				gpu = gpu || gpuMiB(&st) > 0
 			}
-			rows = append(rows, []string{strconv.Itoa(st.Cameras), f1(w.EventsPerSec), f2(w.MinCamera), f0(w.TotalP50), f0(w.TotalP99), f0(w.TotalMax), f0(w.AgeP99), f1(w.Load1), res})
+			var rows [][]string
+			for i, st := range s.measured() {
+				w := st.Window
+				res := "pass"
+				if !st.Pass {
+					res = "fail: " + st.Why
+				}
+				if i < len(s.Curve) {
+					res = "(for the curve, not the search) " + res
+				}
+				row := []string{strconv.Itoa(st.Cameras), f1(w.EventsPerSec), f2(w.MinCamera), f0(w.TotalP50), f0(w.TotalP99), f0(w.TotalMax), f0(w.AgeP99)}
+				if cost {
+					row = append(row, f2(st.Cost.CoresBusy), f1(st.Cost.CPUPerFrameMS))
+				}
+				if gpu {
+					row = append(row, f0(gpuMiB(&st)))
+				}
+				rows = append(rows, append(row, f1(w.Load1), res))
+			}
+			head := []string{"cameras", "events/s", "slowest camera /s", "latency p50 ms", "p99 ms", "max ms", "frame age p99 ms"}
+			if s.Peer != nil {
+				head[6] = "behind live p99 ms"
+			}
+			if cost {
+				head = append(head, "cores busy", "CPU ms per frame")
+			}
+			if gpu {
+				head = append(head, "GPU MiB")
+			}
+			head = append(head, "host load", "result")
+			c := s.Criterion
+			r.p("%s, %s (`%s.json`): %s window per step after %s settling, first step %d cameras: **%d cameras** sustained",
+				ru.name(), setup(s)+modelNote(s), k, dur(s.WindowS), dur(s.SettleS), firstCameras(s), s.Capacity)
+			r.p("(every camera ≥ %s fps, all ≥ %s × cameras × %g fps, p99 < %g ms; %s searching).", f2(c.MinShare*c.FPS), f2(c.Total), c.FPS, c.P99MS, dur(s.Seconds))
+			r.p("")
+			r.table(head, rows)
 		}
-		threads := "ONNX Runtime's default intra-op threads"
-		if s.Daemon.Threads > 0 {
-			threads = fmt.Sprintf("%d ONNX Runtime threads each", s.Daemon.Threads)
-		}
-		r.p("%s: %d %s worker(s), %s, %s window per step after %s settling: **%d cameras** sustained.",
-			ru.name(), s.Daemon.Workers, s.Daemon.Provider, threads, dur(s.WindowS), dur(s.SettleS), s.Capacity)
-		r.p("")
-		r.table([]string{"cameras", "events/s", "slowest camera /s", "latency p50 ms", "p99 ms", "max ms", "frame age p99 ms", "host load", "result"}, rows)
 	}
+}
+
+// firstCameras is the cameras of the search's first step (0: none), the curve's aside.
+func firstCameras(s *scaleResult) int {
+	if len(s.Steps) == 0 {
+		return 0
+	}
+	return s.Steps[0].Cameras
 }
 
 func (r *report) overloadSection() {
@@ -469,10 +512,13 @@ func (r *report) commandsSection() {
 	r.p("```")
 	r.p("")
 	r.p("Knobs (Makefile variables): `BENCH_TIME` (decode iterations), `PIPE_SECONDS`, `PIPE_CAMERAS`, `PIPE_WORKERS`,")
-	r.p("`WORKERS` and `THREADS` (the daemon's CPU workers and their ONNX Runtime threads), `SCALE_WINDOW`, `OVERLOAD`,")
-	r.p("`SOAK`, `SOAK_EDIT`, `PARTS` (a subset of decode pipeline scale overload soak), `BENCH_OUT` (raw results,")
-	r.p("default build/bench), `GPU` (the GPU machine's results to merge). On the GPU machine: `scripts/bench/gpu.sh`")
-	r.p("(see its header) writes the same raw files under `$OUT`.")
+	r.p("`WORKERS` and `THREADS` (the daemon's CPU workers and their ONNX Runtime threads; unset: the daemon's defaults),")
+	r.p("`SCALE_WINDOW`, `OVERLOAD`, `SOAK`, `SOAK_EDIT`, `PARTS` (a subset of decode pipeline scale overload soak, and")
+	r.p("cpu-scale peer-scale: the cameras-per-box comparison on this box's cores), `BENCH_OUT` (raw results, default")
+	r.p("build/bench), `GPU` (the GPU machine's results to merge). On the GPU machine: `scripts/bench/gpu.sh` (see its")
+	r.p("header) writes the same raw files under `$OUT`; `scripts/bench/gpu-pack.sh` stages it and prints the calls (the")
+	r.p("cameras per box: `gpu.sh env cpu-scale peer-scale`, then `gpu.sh gpu-scale`, each within one 10-minute call).")
+	r.p("Sections that open with \"%s\" are written by hand and kept as they are when the report is rewritten.", handMark)
 	r.p("")
 	for _, ru := range r.runs {
 		if len(ru.commands) == 0 {

@@ -6,11 +6,16 @@ reads a frame, letterboxes it, runs one shared ONNX Runtime session (CPU provide
 intra-op thread count) and decodes the output with class-wise NMS -- the same geometry,
 thresholds and NMS as visiond's workers, so both do the same work per frame.
 
-    peer.py --urls URLS_FILE --cameras N --threads T --seconds S -o peer.json
+    peer.py --urls URLS_FILE --cameras N --threads T --seconds S [--fps F] -o peer.json
         camera i reads line i mod n of URLS_FILE (`visiond-bench serve` writes it);
         --mode plain: read, infer, repeat, in the camera's thread (the guides' loop);
         --mode latest: a reader thread per camera keeps only the newest frame and the
-        camera's inference thread takes it (the usual fix for a loop that falls behind).
+        camera's inference thread takes it (the usual fix for a loop that falls behind);
+        --fps F: analyse at most F frames per second of each camera (plain: every frame is
+        read and decoded, those before the next slot of the stream's clock are skipped, as
+        the guides' frame skipping; latest: the inference thread takes the newest frame
+        every 1/F s); 0, the default: as many as the loop manages.
+        `visiond-bench peer-scale` runs it for growing N to find the cameras it sustains.
     peer.py --selftest DIR
         checks the letterbox and the postprocessing against visiond's on the images that
         `visiond-bench tensor -o DIR` wrote (input canvas, raw model output, detections);
@@ -18,9 +23,10 @@ thresholds and NMS as visiond's workers, so both do the same work per frame.
 
 Measured over the window: frames analysed per second (all cameras and each; Jain's index),
 read-to-result time, lag behind live (from the stream's timestamps: how much later than the
-soonest frame of the session, relative to its stream time, the frame was read), CPU time of
-the process per analysed
-frame (getrusage: every thread, decoding included) and resident memory.
+soonest frame of the session, relative to its stream time, the frame was read), latency
+(lag behind live + read to result: from the frame's live arrival to its result, the
+counterpart of visiond's capture-to-publish), CPU time of the process per analysed frame
+(getrusage: every thread, decoding included) and resident memory.
 """
 import argparse
 import ast
@@ -180,6 +186,8 @@ class Camera:
         self.epoch = 0  # sessions opened after the first
         self.latest = None  # newest (frame, monotonic, stream ms) in latest mode
         self.superseded = 0
+        self.skipped = 0  # frames read but not analysed (--fps)
+        self.pos = 0.0  # stream time of the last frame read, ms
         self.cond = threading.Condition()
 
     def open(self):
@@ -195,7 +203,8 @@ class Camera:
             ok, frame = cap.read()
             if ok:
                 now = time.monotonic()
-                return cap, frame, now, (self.epoch, now * 1000 - cap.get(cv2.CAP_PROP_POS_MSEC))
+                self.pos = cap.get(cv2.CAP_PROP_POS_MSEC)
+                return cap, frame, now, (self.epoch, now * 1000 - self.pos)
             self.failures += 1
             cap.release()
             time.sleep(0.5)
@@ -213,6 +222,28 @@ class Camera:
         return [r[4][1] - least[r[4][0]] for r in records]
 
 
+class Pacer:
+    """Which frames the plain loop analyses for at most fps per camera, by the stream's clock
+    (the guides' frame skipping): a frame is taken when its stream time reaches the next slot;
+    the slots start again when the stream does (a reopened capture)."""
+
+    def __init__(self, fps):
+        self.period = 1000.0 / fps if fps > 0 else 0.0
+        self.due, self.epoch = None, None
+
+    def take(self, epoch, pos):
+        if not self.period:
+            return True
+        tol = self.period / 8  # a frame a little before its slot (rounded timestamps) is the slot's
+        if (epoch != self.epoch or self.due is None or pos + 2 * self.period < self.due
+                or pos > self.due + 2 * self.period):
+            self.epoch, self.due = epoch, pos  # a new stream, or its clock jumped
+        if pos + tol < self.due:
+            return False
+        self.due += self.period  # slots at the stream's rate: frames between them do not shift them
+        return True
+
+
 def detect(sess, inp, names, frame):
     canvas, geom = letterbox(frame)
     x = to_tensor(canvas)
@@ -222,17 +253,21 @@ def detect(sess, inp, names, frame):
     return postprocess(out, geom, names), (t1 - t0) * 1000
 
 
-def run_plain(cam, sess, inp, names, stop):
+def run_plain(cam, sess, inp, names, stop, fps):
     cap = cam.open()
+    pacer = Pacer(fps)
     while not stop.is_set():
         cap, frame, t_read, lag = cam.read(cap)
+        if not pacer.take(lag[0], cam.pos):
+            cam.skipped += 1
+            continue
         dets, infer_ms = detect(sess, inp, names, frame)
         done = time.monotonic()
         cam.records.append((done, len(dets), (done - t_read) * 1000, infer_ms, lag))
     cap.release()
 
 
-def run_latest(cam, sess, inp, names, stop):
+def run_latest(cam, sess, inp, names, stop, fps):
     def reader():
         cap = cam.open()
         while not stop.is_set():
@@ -245,7 +280,14 @@ def run_latest(cam, sess, inp, names, stop):
         cap.release()
 
     threading.Thread(target=reader, daemon=True).start()
+    period = 1.0 / fps if fps > 0 else 0.0
+    slot = time.monotonic()
     while not stop.is_set():
+        if period:
+            now = time.monotonic()
+            if slot > now:
+                time.sleep(slot - now)
+            slot = max(slot + period, time.monotonic() - period)  # a late loop does not catch up in a burst
         with cam.cond:
             while cam.latest is None and not stop.is_set():
                 cam.cond.wait(0.5)
@@ -278,7 +320,7 @@ def bench(args):
     cams = [Camera(i, urls[i % len(urls)]) for i in range(args.cameras)]
     stop = threading.Event()
     loop = run_latest if args.mode == "latest" else run_plain
-    threads = [threading.Thread(target=loop, args=(c, sess, inp, names, stop), daemon=True) for c in cams]
+    threads = [threading.Thread(target=loop, args=(c, sess, inp, names, stop, args.fps), daemon=True) for c in cams]
     started = time.monotonic()
     for t in threads:
         t.start()
@@ -296,20 +338,22 @@ def bench(args):
     for t in threads:
         t.join(timeout=10)
     secs = t1 - t0
-    per, lat, inf, lag, dets = {}, [], [], [], 0
+    per, lat, inf, lag, total, dets = {}, [], [], [], [], 0
     for c in cams:
         rec = [r for r in c.records if t0 <= r[0] < t1]
         per[f"cam{c.idx:03d}"] = len(rec) / secs
         dets += sum(r[1] for r in rec)
         lat += [r[2] for r in rec]
         inf += [r[3] for r in rec]
-        lag += c.lags(rec)
+        lags = c.lags(rec)
+        lag += lags
+        total += [g + r[2] for g, r in zip(lags, rec)]
     frames = len(lat)
     rates = list(per.values())
     s2 = sum(x * x for x in rates)
     res = {
         "tool": "scripts/bench/peer.py", "mode": args.mode, "versions": versions, "providers": providers,
-        "cameras": args.cameras, "threads": args.threads, "cpus": args.cpus, "urls": sorted(set(urls)),
+        "cameras": args.cameras, "fps": args.fps, "threads": args.threads, "cpus": args.cpus, "urls": sorted(set(urls)),
         "warmup_s": args.warmup, "seconds": secs, "frames": frames,
         "frames_per_s": frames / secs, "detections_per_s": dets / secs,
         "per_camera_per_s": per, "min_camera_per_s": min(rates), "max_camera_per_s": max(rates),
@@ -317,8 +361,9 @@ def bench(args):
         "read_to_result_p50_ms": pct(lat, .5), "read_to_result_p99_ms": pct(lat, .99),
         "infer_p50_ms": pct(inf, .5), "infer_p99_ms": pct(inf, .99),
         "lag_p50_ms": pct(lag, .5), "lag_p99_ms": pct(lag, .99), "lag_max_ms": max(lag) if lag else 0.0,
+        "latency_p50_ms": pct(total, .5), "latency_p99_ms": pct(total, .99), "latency_max_ms": max(total) if total else 0.0,
         "read_failures": sum(c.failures for c in cams), "reopens": sum(c.reopens for c in cams),
-        "superseded": sum(c.superseded for c in cams),
+        "superseded": sum(c.superseded for c in cams), "skipped": sum(c.skipped for c in cams),
         "cpu_s": c1 - c0, "cpu_ms_per_frame": 1000 * (c1 - c0) / frames if frames else 0.0,
         "cores_busy": (c1 - c0) / secs, "rss_mib": rss,
     }
@@ -331,7 +376,8 @@ def bench(args):
     print(f"peer ({args.mode}): {args.cameras} cameras: {res['frames_per_s']:.1f} frames/s "
           f"({res['detections_per_s']:.1f} detections/s), Jain {res['jain']:.3f}, "
           f"read-to-result p50 {res['read_to_result_p50_ms']:.0f} p99 {res['read_to_result_p99_ms']:.0f} ms, "
-          f"lag p99 {res['lag_p99_ms']:.0f} ms, {res['cpu_ms_per_frame']:.1f} ms CPU per frame, "
+          f"lag p99 {res['lag_p99_ms']:.0f} ms, latency p99 {res['latency_p99_ms']:.0f} ms, "
+          f"slowest camera {res['min_camera_per_s']:.2f}/s, {res['cpu_ms_per_frame']:.1f} ms CPU per frame, "
           f"{res['cores_busy']:.2f} cores", file=sys.stderr)
     # The capture threads may sit in a blocking read; do not wait for them.
     sys.stdout.flush()
@@ -388,6 +434,7 @@ def main():
     ap.add_argument("--cpus", default="", help="CPU list to run on (sched_setaffinity, at start), e.g. 0-3")
     ap.add_argument("--model", default="third_party/yolov8n.onnx")
     ap.add_argument("--mode", choices=["plain", "latest"], default="plain")
+    ap.add_argument("--fps", type=float, default=0, help="analyse at most this many frames per second of each camera (0: as many as it can)")
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--warmup", type=float, default=15)
     ap.add_argument("--fake-output", help="no onnxruntime: a saved output .npy returned by a fake session (loop testing)")
@@ -399,6 +446,10 @@ def main():
         selftest(args)
     elif not (args.urls or args.url):
         ap.error("--urls or --url is required")
+    elif args.fps < 0:
+        ap.error(f"--fps {args.fps}: must be 0 or more")
+    elif args.cameras < 1:
+        ap.error(f"--cameras {args.cameras}: must be at least 1")
     else:
         bench(args)
 

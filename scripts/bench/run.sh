@@ -6,11 +6,14 @@
 # Knobs (environment; the Makefile passes its variables of the same names):
 #   BENCH_TIME=10x      decode iterations per stream (go test -benchtime)
 #   PIPE_SECONDS=20 PIPE_CAMERAS=4 PIPE_WORKERS=N    daemon against bare loops
-#   WORKERS=N THREADS=1 the daemon's CPU workers and their ONNX Runtime threads (scale, overload, soak)
-#                       (N: the daemon's default, one worker per CPU up to 8)
+#   WORKERS=auto THREADS=auto  the daemon's CPU workers and their ONNX Runtime threads (scale,
+#                       overload, soak); auto: not set in its config, the daemon's defaults
+#   PARTS="decode pipeline scale overload soak"      a subset to (re)run; the others' files stay;
+#                       also (not by default) cpu-scale and peer-scale, the cameras-per-box
+#                       comparison of scripts/bench/gpu.sh on this box's cores: INT8_MODEL=
+#                       build/models/yolov8n-int8.onnx, SCALE_START=1, PYTHON=python3, PEER_ARGS
 #   SCALE_WINDOW=20s    measurement window per scale step
 #   OVERLOAD=10m        overload duration;  SOAK=30m soak duration, SOAK_EDIT=1m between config edits
-#   PARTS="decode pipeline scale overload soak"      a subset to (re)run; the others' files stay
 #   BENCH_OUT=build/bench  GPU=  REPORT=BENCHMARKS.md
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +21,8 @@ OUT=${BENCH_OUT:-build/bench}
 BENCH_TIME=${BENCH_TIME:-10x}
 cpu_workers=$(nproc) && [ "$cpu_workers" -gt 8 ] && cpu_workers=8
 PIPE_SECONDS=${PIPE_SECONDS:-20} PIPE_CAMERAS=${PIPE_CAMERAS:-4} PIPE_WORKERS=${PIPE_WORKERS:-$cpu_workers}
-WORKERS=${WORKERS:-$cpu_workers} THREADS=${THREADS:-1}
+WORKERS=${WORKERS:-auto} THREADS=${THREADS:-auto}
+INT8_MODEL=${INT8_MODEL:-build/models/yolov8n-int8.onnx} SCALE_START=${SCALE_START:-1} PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-}
 SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SOAK_EDIT=${SOAK_EDIT:-1m}
 PARTS=${PARTS:-decode pipeline scale overload soak}
 GPU=${GPU:-} REPORT=${REPORT:-BENCHMARKS.md}
@@ -28,7 +32,7 @@ set -e
 mkdir -p "$OUT"
 cmds=$OUT/commands.txt
 : >"$cmds"
-for k in BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT PARTS; do
+for k in BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT PARTS INT8_MODEL SCALE_START; do
   echo "# knob $k=${!k}" >>"$cmds"
 done
 
@@ -66,6 +70,20 @@ daemon="-workers $WORKERS -threads $THREADS -provider cpu"
 if has scale; then
   rm -f "$OUT/scale.json"
   step scale "bin/visiond-bench scale $daemon -fps 5 -p99 300ms -window $SCALE_WINDOW -o $OUT/scale.json"
+fi
+if has cpu-scale; then
+  cpu="-provider cpu -fps 5 -p99 300ms -start $SCALE_START -window $SCALE_WINDOW"
+  rm -f "$OUT"/scale-cpu-*.json
+  step scale-cpu-fp32 "bin/visiond-bench scale $cpu -label 'default CPU pool, FP32' -o $OUT/scale-cpu-fp32.json"
+  if [ -f "$INT8_MODEL" ]; then
+    step scale-cpu-int8 "bin/visiond-bench scale $cpu -model $INT8_MODEL -label 'default CPU pool, INT8' -o $OUT/scale-cpu-int8.json"
+  else
+    echo "$INT8_MODEL missing: make it with bin/visiond model quantize" | tee "$OUT/scale-cpu-int8.failed" >&2
+  fi
+fi
+if has peer-scale; then
+  rm -f "$OUT/peer-scale.json"
+  step peer-scale "bin/visiond-bench peer-scale -python '$PYTHON' -mode plain -threads 0 -fps 5 -p99 300ms -start $SCALE_START -window $SCALE_WINDOW ${PEER_ARGS:+-peer-args '$PEER_ARGS' }-dir $OUT/peer-scale -label 'peer.py plain, one session, default threads' -o $OUT/peer-scale.json"
 fi
 if has overload; then
   rm -f "$OUT/overload.json"
