@@ -16,45 +16,6 @@ import (
 	"github.com/visiond/visiond/internal/geom"
 )
 
-func TestDetectLayout(t *testing.T) {
-	for _, tc := range []struct {
-		shape            []int64
-		layout           layout
-		classes, anchors int
-		wantErr          string
-	}{
-		{shape: []int64{1, 84, 8400}, layout: layoutV8, classes: 80, anchors: 8400},
-		{shape: []int64{1, 5, 8400}, layout: layoutV8, classes: 1, anchors: 8400},
-		{shape: []int64{1, 8400, 84}, layout: layoutV5, classes: 79, anchors: 8400},
-		{shape: []int64{1, 25200, 85}, layout: layoutV5, classes: 80, anchors: 25200},
-		{shape: []int64{1, 300, 6}, layout: layoutE2E, anchors: 300},
-		{shape: []int64{1, 6, 6}, layout: layoutE2E, anchors: 6},
-		// A single-class YOLOv5 output has this shape too: read as end-to-end (documented).
-		{shape: []int64{1, 25200, 6}, layout: layoutE2E, anchors: 25200},
-		{shape: []int64{1, 7, 8400}, layout: layoutV8, classes: 3, anchors: 8400},
-		{shape: []int64{1, 5, 6}, layout: layoutV8, classes: 1, anchors: 6},
-		{shape: []int64{1, 84, 84}, wantErr: "ambiguous"},
-		{shape: []int64{1, 4, 8400}, wantErr: "too few values per anchor"},
-		{shape: []int64{1, 8400, 5}, wantErr: "too few values per anchor"},
-		{shape: []int64{1, 8400, 4}, wantErr: "too few values per anchor"},
-		{shape: []int64{1, -1, 8400}, wantErr: "not static"},
-		{shape: []int64{2, 84, 8400}, wantErr: "is not [1,A,B]"},
-		{shape: []int64{1, 705600}, wantErr: "is not [1,A,B]"},
-		{shape: []int64{1, 84, 8400, 1}, wantErr: "is not [1,A,B]"},
-	} {
-		l, c, n, err := detectLayout(tc.shape)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%v: err %v, want %q", tc.shape, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || l != tc.layout || c != tc.classes || n != tc.anchors {
-			t.Errorf("%v: got %v C=%d N=%d err %v, want %v C=%d N=%d", tc.shape, l, c, n, err, tc.layout, tc.classes, tc.anchors)
-		}
-	}
-}
-
 func TestCheckIO(t *testing.T) {
 	tensor := func(name string, dt ort.TensorElementDataType, dims ...int64) ort.InputOutputInfo {
 		return ort.InputOutputInfo{Name: name, OrtValueType: ort.ONNXTypeTensor, Dimensions: dims, DataType: dt}
