@@ -69,7 +69,11 @@ func ConvertFP16(m *onnxpb.ModelProto) error {
 	if info.Precision != FP32 {
 		return fmt.Errorf("%w: it is %s already", ErrAlreadyConverted, info.Precision)
 	}
-	g := m.GetGraph()
+	return convertFP16Graph(m.GetGraph())
+}
+
+// convertFP16Graph is ConvertFP16 on any graph: it does not check that it is a detector.
+func convertFP16Graph(g *onnxpb.GraphProto) error {
 	if err := checkConvertible(g); err != nil {
 		return err
 	}
