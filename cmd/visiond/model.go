@@ -264,7 +264,9 @@ func agreementFrames(source string, n, w, h int) ([][]byte, error) {
 		}
 		return frames, nil
 	}
-	vc, err := gocv.VideoCaptureFile(source)
+	// FFmpeg only: OpenCV would try GStreamer and image sequences too, each printing its
+	// complaint about a file that is not a video.
+	vc, err := gocv.VideoCaptureFileWithAPI(source, gocv.VideoCaptureFFmpeg)
 	if err != nil || !vc.IsOpened() {
 		if vc != nil {
 			vc.Close()
