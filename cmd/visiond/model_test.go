@@ -72,7 +72,7 @@ func TestModelFP16(t *testing.T) {
 		t.Fatalf("status %d, stderr %q", status, stderr)
 	}
 	t.Log(stdout)
-	if !strings.Contains(stdout, "wrote "+out+": fp16, 6.1 MiB (from "+in+", fp32, 12.2 MiB); input images [1 3 640 640] float32, output output0 [1 84 8400] float32") {
+	if !strings.Contains(stdout, "wrote "+out+": fp16, 6.1 MiB (from "+in+", fp32, 12.2 MiB); input images [1 3 640 640] float32 (NCHW float), output output0 [1 84 8400] float32") {
 		t.Errorf("output lacks the conversion line:\n%s", stdout)
 	}
 	m := regexp.MustCompile(`mAP@0\.5 ([0-9.]+) against the reference on 6 frames; [0-9.]+ ms per frame against [0-9.]+ ms: speed ratio [0-9.]+x`).FindStringSubmatch(stdout)
@@ -105,6 +105,50 @@ func TestModelFP16(t *testing.T) {
 	status, _, stderr = runCLI(t, "model", "fp16", "-model", out, "-out", out+".again", "-library", lib, "-check", testutil.Media(t, "vtest.avi"))
 	if status != 1 || !strings.Contains(stderr, "model "+out+": not an fp32 model: it is fp16 already") {
 		t.Errorf("converting an fp16 model: status %d, stderr %q", status, stderr)
+	}
+}
+
+// TestModelUint8Input: visiond model prelude, and fp16 -uint8-input, write models that take
+// the uint8 frame, agree with the original, and load in a worker process.
+func TestModelUint8Input(t *testing.T) {
+	in := testutil.ThirdParty(t, "yolov8n.onnx")
+	lib := testutil.ThirdParty(t, "libonnxruntime.so.1")
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args      []string
+		precision string
+	}{
+		{[]string{"model", "prelude", "-out", dir + "/prelude.onnx"}, "fp32"},
+		{[]string{"model", "fp16", "-uint8-input", "-out", dir + "/fp16-prelude.onnx"}, "fp16"},
+	} {
+		out := tc.args[len(tc.args)-1]
+		args := append(tc.args, "-model", in, "-library", lib, "-check", testutil.Media(t, "vtest.avi"), "-check-frames", "4")
+		status, stdout, stderr := runCLI(t, args...)
+		if status != 0 {
+			t.Fatalf("%v: status %d, stderr %q", args, status, stderr)
+		}
+		t.Log(stdout)
+		if !strings.Contains(stdout, "wrote "+out+": "+tc.precision+", ") || !strings.Contains(stdout, "input images [1 640 640 3] uint8 (NHWC uint8), output output0 [1 84 8400] float32") {
+			t.Errorf("%v: output %q", args, stdout)
+		}
+		m := regexp.MustCompile(`mAP@0\.5 ([0-9.]+) against the reference on 4 frames`).FindStringSubmatch(stdout)
+		if m == nil {
+			t.Fatalf("output lacks the agreement:\n%s", stdout)
+		}
+		if v, _ := strconv.ParseFloat(m[1], 64); v < 0.99 {
+			t.Errorf("%v: mAP@0.5 %v, want at least 0.99", args, v)
+		}
+		cfg := writeConfig(t, fmt.Sprintf("workers: {model: %q, library: %q}\ncameras: []\n", out, lib))
+		cmd := exec.Command(os.Args[0], "check", "-load", cfg)
+		cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+		if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "input 640x640, provider cpu, 80 classes") {
+			t.Errorf("check -load %s: %v, %s", out, err, b)
+		}
+	}
+	status, _, stderr := runCLI(t, "model", "prelude", "-model", dir+"/prelude.onnx", "-out", dir+"/again.onnx", "-library", lib,
+		"-check", testutil.Media(t, "vtest.avi"))
+	if status != 1 || !strings.Contains(stderr, "the model takes uint8 frames already") {
+		t.Errorf("prelude twice: status %d, stderr %q", status, stderr)
 	}
 }
 

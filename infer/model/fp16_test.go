@@ -150,8 +150,8 @@ func intAttr(name string, v int64) *onnxpb.AttributeProto {
 // converted: a Constant node's value, a Cast to float32 inside the graph.
 func TestConvertFP16KeepsFloat32(t *testing.T) {
 	g := &onnxpb.GraphProto{
-		Input:  []*onnxpb.ValueInfoProto{tensorValue("x", tFloat, 1, 4)},
-		Output: []*onnxpb.ValueInfoProto{tensorValue("y", tFloat, 1, 8)},
+		Input:  []*onnxpb.ValueInfoProto{testTensor("x", tFloat, 1, 4)},
+		Output: []*onnxpb.ValueInfoProto{testTensor("y", tFloat, 1, 8)},
 		Initializer: []*onnxpb.TensorProto{
 			floatInit("two", nil, 2), floatInit("start", nil, 0), floatInit("limit", nil, 4), floatInit("delta", nil, 1),
 			floatInit("scales", []int64{2}, 1, 2),

@@ -54,19 +54,19 @@ func TestInspectNotDetector(t *testing.T) {
 	}{
 		{"flat output", func(g *onnxpb.GraphProto) {
 			g.Node = append(g.Node, &onnxpb.NodeProto{OpType: "Flatten", Input: []string{"output0"}, Output: []string{"flat"}})
-			g.Output = []*onnxpb.ValueInfoProto{tensorValue("flat", tFloat, 1, 705600)}
+			g.Output = []*onnxpb.ValueInfoProto{testTensor("flat", tFloat, 1, 705600)}
 		}, `output "flat": shape [1 705600] is not [1,A,B] (inputs images [1 3 640 640] float32; outputs flat [1 705600] float32)`},
 		{"two outputs", func(g *onnxpb.GraphProto) {
-			g.Output = append(g.Output, tensorValue("extra", tFloat, 1, 84, 8400))
+			g.Output = append(g.Output, testTensor("extra", tFloat, 1, 84, 8400))
 		}, "1 inputs and 2 outputs, want 1 and 1"},
 		{"dynamic input", func(g *onnxpb.GraphProto) {
-			g.Input = []*onnxpb.ValueInfoProto{tensorValue("images", tFloat, 1, 3, -1, -1)}
+			g.Input = []*onnxpb.ValueInfoProto{testTensor("images", tFloat, 1, 3, -1, -1)}
 		}, `input "images" has shape [1 3 -1 -1], want static [1,3,H,W]`},
 		{"int input", func(g *onnxpb.GraphProto) {
-			g.Input = []*onnxpb.ValueInfoProto{tensorValue("images", tInt64, 1, 3, 640, 640)}
+			g.Input = []*onnxpb.ValueInfoProto{testTensor("images", tInt64, 1, 3, 640, 640)}
 		}, `input "images" has element type int64`},
 		{"square output", func(g *onnxpb.GraphProto) {
-			g.Output = []*onnxpb.ValueInfoProto{tensorValue("output0", tFloat, 1, 84, 84)}
+			g.Output = []*onnxpb.ValueInfoProto{testTensor("output0", tFloat, 1, 84, 84)}
 		}, "ambiguous"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +136,7 @@ func TestPrecision(t *testing.T) {
 	}
 }
 
-func tensorValue(name string, elem int32, dims ...int64) *onnxpb.ValueInfoProto {
+func testTensor(name string, elem int32, dims ...int64) *onnxpb.ValueInfoProto {
 	shape := &onnxpb.TensorShapeProto{}
 	for _, d := range dims {
 		if d < 0 {

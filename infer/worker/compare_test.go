@@ -220,3 +220,48 @@ func BenchmarkDetectConverted(b *testing.B) {
 		})
 	}
 }
+
+// withPrelude writes the model at path with model.AddUint8Prelude to a temporary file.
+func withPrelude(tb testing.TB, path string) string {
+	tb.Helper()
+	m, err := model.Load(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := model.AddUint8Prelude(m); err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(tb.TempDir(), "prelude-"+filepath.Base(path))
+	if err := model.Save(m, out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// TestUint8Prelude: a model with the uint8 prelude takes the frame as it is (the worker
+// copies it) and finds what the original finds, on messi5.jpg and on vtest.avi; with the
+// fp16 conversion too.
+func TestUint8Prelude(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	ref, _, w, h := detectModel(t, a, a.Model)
+	pre := withPrelude(t, a.Model)
+	dets, info, _, _ := detectModel(t, a, pre)
+	if info.InputW != 640 || info.InputH != 640 || len(info.Classes) != 80 {
+		t.Fatalf("model info %+v", info)
+	}
+	infertest.CheckMessi(t, dets, w, h)
+	infertest.SameDetections(t, dets, ref, 0.5, 0.002)
+
+	frames := videoFrames(t, 4, 15, 640)
+	opts := infer.DetectorOptions{Model: a.Model, Library: a.Library}
+	for _, cand := range []string{pre, withPrelude(t, convertedFP16(t, a))} {
+		ag, err := Compare(opts, infer.DetectorOptions{Model: cand, Library: a.Library}, frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s against fp32: %s", filepath.Base(cand), ag)
+		if ag.MAP50 < 0.99 {
+			t.Errorf("%s: mAP@0.5 %v, want at least 0.99", cand, ag.MAP50)
+		}
+	}
+}
