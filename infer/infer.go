@@ -3,7 +3,9 @@
 // workers, which run a YOLO-family detector on them in ONNX Runtime (package infer/worker,
 // `visiond worker`). It holds the wire protocol between them (protocol.go: frames, messages,
 // file descriptors, the worker's flags), the detector's options (options.go), the job and
-// result types the daemon's pipeline uses, and the errors a job can end with.
+// result types the daemon's pipeline uses, and the errors a job can end with; also the
+// rules that read a detector model (layout.go: the output layouts; names.go: the class
+// names metadata), which the workers and `visiond model` (infer/model) share.
 //
 // It imports no cgo, no ONNX Runtime and no OpenCV, so each side imports only what it runs:
 // the daemon never links the runtime that might crash it, and a worker never links the pool.
