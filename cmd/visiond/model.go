@@ -107,9 +107,9 @@ func (c *checkFlags) register(fs interface {
 	IntVar(*int, string, int, string)
 }) {
 	def := config.Default()
-	fs.StringVar(&c.library, "library", def.Workers.Library, "ONNX Runtime `library` the agreement check runs the models with (default: workers.library's default)")
+	fs.StringVar(&c.library, "library", def.Workers.Library, "ONNX Runtime `library` the agreement check runs the models with (default: workers.library's, $ONNXRUNTIME_SHARED_LIBRARY_PATH when set)")
 	fs.StringVar(&c.source, "check", def.Sample.File,
-		"frames for the agreement check: a video `file` or a folder of images, letterboxed to the model's input")
+		"frames for the agreement check: a video `file` or a folder of images, letterboxed to the model's input (default: the demo's sample video)")
 	fs.IntVar(&c.frames, "check-frames", 20, "number of frames of the agreement check (a video: one every 5th frame)")
 }
 
@@ -239,7 +239,9 @@ var imageExts = []string{".jpg", ".jpeg", ".png", ".bmp"}
 
 // agreementFrames reads n frames of source, a video file (one every 5th frame from the
 // start) or a folder of images (its first n in name order), each letterboxed to w x h
-// RGB24 by worker.LetterboxImage.
+// RGB24 by worker.LetterboxImage: the daemon's geometry, scaled by OpenCV where the cameras'
+// path scales with swscale. The frame sources of `visiond model quantize` (infer/model,
+// the daemon's own decode and letterbox) are to replace it once merged.
 func agreementFrames(source string, n, w, h int) ([][]byte, error) {
 	st, err := os.Stat(source)
 	if err != nil {
