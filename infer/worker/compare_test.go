@@ -149,18 +149,25 @@ func TestCompareBadInput(t *testing.T) {
 // convertedFP16 writes yolov8n.onnx converted by model.ConvertFP16 to a temporary file.
 func convertedFP16(tb testing.TB, a infertest.Assets) string {
 	tb.Helper()
-	m, err := model.Load(a.Model)
+	return convertFP16File(tb, a.Model)
+}
+
+// convertFP16File writes the model at path converted by model.ConvertFP16 to a temporary
+// file.
+func convertFP16File(tb testing.TB, path string) string {
+	tb.Helper()
+	m, err := model.Load(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if err := model.ConvertFP16(m); err != nil {
 		tb.Fatal(err)
 	}
-	path := filepath.Join(tb.TempDir(), "yolov8n-fp16.onnx")
-	if err := model.Save(m, path); err != nil {
+	out := filepath.Join(tb.TempDir(), "fp16-"+filepath.Base(path))
+	if err := model.Save(m, out); err != nil {
 		tb.Fatal(err)
 	}
-	return path
+	return out
 }
 
 // TestFP16Conversion: the model converted by model.ConvertFP16 loads in the Detector with
@@ -192,6 +199,19 @@ func TestFP16Conversion(t *testing.T) {
 	t.Logf("fp16 against fp32: %s", ag)
 	if ag.MAP50 < 0.99 {
 		t.Errorf("mAP@0.5 %v, want at least 0.99", ag.MAP50)
+	}
+
+	// The other layouts (testmodels_test.go: yolov8n's graph with a YOLOv5 or an
+	// end-to-end head: Transpose, Slice, Concat, ReduceMax, ArgMax, Cast, TopK, Gather).
+	for name, path := range map[string]string{"yolov5 layout": yolov5Model(t, a), "end-to-end layout": e2eModel(t, a)} {
+		ag, err := Compare(infer.DetectorOptions{Model: path, Library: a.Library}, infer.DetectorOptions{Model: convertFP16File(t, path), Library: a.Library}, frames[:3])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: fp16 against fp32: %s", name, ag)
+		if ag.MAP50 < 0.99 {
+			t.Errorf("%s: mAP@0.5 %v, want at least 0.99", name, ag.MAP50)
+		}
 	}
 }
 
