@@ -202,7 +202,9 @@ func TestModelBadInput(t *testing.T) {
 		{"fp16: no -out", fp16("-model", in), 2, "-out is required"},
 		{"fp16: argument", fp16("-model", in, "-out", out, in), 2, "unexpected argument"},
 		{"fp16: no frames", fp16("-model", in, "-out", out, "-check-frames", "0"), 2, "-check-frames 0: want at least 1"},
-		{"fp16: out in a missing folder", fp16("-model", in, "-out", dir+"/missing/out.onnx"), 1, "-out " + dir + "/missing/out.onnx: folder " + dir + "/missing: stat"},
+		{"fp16: bad provider", fp16("-model", in, "-out", out, "-provider", "tpu"), 2, `-provider: provider "tpu": want cpu, cuda or tensorrt`},
+		{"fp16: bad device", fp16("-model", in, "-out", out, "-device", "-1"), 2, "-device -1: want 0 or more"},
+				{"fp16: out in a missing folder", fp16("-model", in, "-out", dir+"/missing/out.onnx"), 1, "-out " + dir + "/missing/out.onnx: folder " + dir + "/missing: stat"},
 		{"fp16: out is a folder", fp16("-model", in, "-out", dir), 1, "is a folder: want a file name"},
 		{"fp16: out is the input", fp16("-model", in, "-out", in), 1, "is the input model"},
 		{"fp16: input a folder", fp16("-model", dir, "-out", out), 1, "not a regular file"},
@@ -223,6 +225,22 @@ func TestModelBadInput(t *testing.T) {
 				t.Fatalf("%s written", out)
 			}
 		})
+	}
+}
+
+// A check that cannot run the original model either (here: a provider this machine lacks)
+// leaves the conversion written, unchecked, and fails.
+func TestModelCheckProviderUnavailable(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "f.onnx")
+	status, _, stderr := runCLI(t, "model", "fp16", "-model", testutil.ThirdParty(t, "yolov8n.onnx"), "-out", out,
+		"-library", testutil.ThirdParty(t, "libonnxruntime.so.1"), "-check", testutil.Media(t, "vtest.avi"), "-check-frames", "1",
+		"-provider", "cuda")
+	if status != 1 || !strings.Contains(stderr, "compare: reference: ") || !strings.Contains(stderr, "provider cuda (device 0) unavailable") ||
+		!strings.Contains(stderr, out+" written, not checked") {
+		t.Fatalf("status %d, stderr %q", status, stderr)
+	}
+	if info, err := model.InspectFile(out); err != nil || info.Precision != model.FP16 {
+		t.Errorf("%s: %+v, %v", out, info, err)
 	}
 }
 

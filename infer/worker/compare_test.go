@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"math"
 	"path/filepath"
 	"slices"
@@ -141,6 +142,10 @@ func TestCompareBadInput(t *testing.T) {
 			_, err := Compare(tc.ref, tc.cand, tc.frames)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want one containing %q", err, tc.want)
+			}
+			var ce *CandidateError
+			if errors.As(err, &ce) != strings.HasPrefix(tc.name, "missing candidate") {
+				t.Errorf("CandidateError %v for %q", errors.As(err, &ce), tc.name)
 			}
 		})
 	}
