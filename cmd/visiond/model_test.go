@@ -204,7 +204,7 @@ func TestModelBadInput(t *testing.T) {
 		{"fp16: no frames", fp16("-model", in, "-out", out, "-check-frames", "0"), 2, "-check-frames 0: want at least 1"},
 		{"fp16: bad provider", fp16("-model", in, "-out", out, "-provider", "tpu"), 2, `-provider: provider "tpu": want cpu, cuda or tensorrt`},
 		{"fp16: bad device", fp16("-model", in, "-out", out, "-device", "-1"), 2, "-device -1: want 0 or more"},
-				{"fp16: out in a missing folder", fp16("-model", in, "-out", dir+"/missing/out.onnx"), 1, "-out " + dir + "/missing/out.onnx: folder " + dir + "/missing: stat"},
+		{"fp16: out in a missing folder", fp16("-model", in, "-out", dir+"/missing/out.onnx"), 1, "-out " + dir + "/missing/out.onnx: folder " + dir + "/missing: stat"},
 		{"fp16: out is a folder", fp16("-model", in, "-out", dir), 1, "is a folder: want a file name"},
 		{"fp16: out is the input", fp16("-model", in, "-out", in), 1, "is the input model"},
 		{"fp16: input a folder", fp16("-model", dir, "-out", out), 1, "not a regular file"},
