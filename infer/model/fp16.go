@@ -87,9 +87,13 @@ func convertFP16Graph(g *onnxpb.GraphProto) error {
 	return nil
 }
 
-// checkConvertible refuses what the converter does not handle: subgraphs and external data.
+// checkConvertible refuses what the converter does not handle: subgraphs, external data
+// and nodes without outputs (not valid ONNX).
 func checkConvertible(g *onnxpb.GraphProto) error {
 	for _, n := range g.GetNode() {
+		if len(n.GetOutput()) == 0 {
+			return fmt.Errorf("node %q (%s) has no output", n.GetName(), n.GetOpType())
+		}
 		for _, a := range n.GetAttribute() {
 			if a.GetType() == onnxpb.AttributeProto_GRAPH || a.GetType() == onnxpb.AttributeProto_GRAPHS {
 				return fmt.Errorf("node %q (%s) has a subgraph: control flow is not supported", n.GetName(), n.GetOpType())

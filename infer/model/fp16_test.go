@@ -236,6 +236,11 @@ func TestConvertFP16Refuses(t *testing.T) {
 		t.Errorf("subgraph: %v", err)
 	}
 	m = loadYOLO(t)
+	m.GetGraph().Node = append(m.GetGraph().Node, &onnxpb.NodeProto{Name: "nothing", OpType: "Cast", Input: []string{"images"}})
+	if err := ConvertFP16(m); err == nil || !strings.Contains(err.Error(), `node "nothing" (Cast) has no output`) {
+		t.Errorf("node without output: %v", err)
+	}
+	m = loadYOLO(t)
 	m.GetGraph().GetInitializer()[0].DataLocation = onnxpb.TensorProto_EXTERNAL
 	if err := ConvertFP16(m); err == nil || !strings.Contains(err.Error(), "stored in an external file") {
 		t.Errorf("external data: %v", err)
