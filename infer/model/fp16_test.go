@@ -230,7 +230,7 @@ func TestConvertFP16KeepsFloat32(t *testing.T) {
 
 func TestConvertFP16Refuses(t *testing.T) {
 	m := loadYOLO(t)
-	m.GetGraph().Node = append(m.GetGraph().Node, &onnxpb.NodeProto{Name: "loop", OpType: "Loop",
+	m.GetGraph().Node = append(m.GetGraph().Node, &onnxpb.NodeProto{Name: "loop", OpType: "Loop", Output: []string{"looped"},
 		Attribute: []*onnxpb.AttributeProto{{Name: "body", Type: onnxpb.AttributeProto_GRAPH, G: &onnxpb.GraphProto{}}}})
 	if err := ConvertFP16(m); err == nil || !strings.Contains(err.Error(), `node "loop" (Loop) has a subgraph`) {
 		t.Errorf("subgraph: %v", err)
