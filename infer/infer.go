@@ -58,7 +58,7 @@ type ModelInfo struct {
 
 // Timings are the stages of one detection, measured inside the worker.
 type Timings struct {
-	Pre  time.Duration // HWC uint8 -> CHW float32
+	Pre  time.Duration // HWC uint8 -> the input tensor: CHW float32 or float16, or a copy for a uint8 input
 	Run  time.Duration // session run
 	Post time.Duration // decode, NMS, mapping to source pixels
 }
