@@ -266,7 +266,7 @@ func (c *checkFlags) print(w io.Writer, frames [][]byte, in, out string, aim flo
 }
 
 // imageExts are the still-image files a folder of check frames may hold.
-var imageExts = []string{".jpg", ".jpeg", ".png", ".bmp"}
+func imageExts() []string { return []string{".jpg", ".jpeg", ".png", ".bmp"} }
 
 // agreementFrames reads n frames of source, a video file (one every 5th frame from the
 // start) or a folder of images (its first n in name order), each letterboxed to w x h
@@ -296,7 +296,7 @@ func agreementFrames(source string, n, w, h int) ([][]byte, error) {
 			if len(frames) == n {
 				break
 			}
-			if e.IsDir() || !slices.Contains(imageExts, strings.ToLower(filepath.Ext(e.Name()))) {
+			if e.IsDir() || !slices.Contains(imageExts(), strings.ToLower(filepath.Ext(e.Name()))) {
 				continue
 			}
 			p := filepath.Join(source, e.Name())
@@ -312,7 +312,7 @@ func agreementFrames(source string, n, w, h int) ([][]byte, error) {
 			}
 		}
 		if len(frames) == 0 {
-			return nil, fmt.Errorf("%s: no images (%s)", source, strings.Join(imageExts, ", "))
+			return nil, fmt.Errorf("%s: no images (%s)", source, strings.Join(imageExts(), ", "))
 		}
 		return frames, nil
 	}
