@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/visiond/visiond/infer/model"
 	"github.com/visiond/visiond/infer/model/onnxpb"
@@ -149,6 +151,71 @@ func TestModelUint8Input(t *testing.T) {
 		"-check", testutil.Media(t, "vtest.avi"))
 	if status != 1 || !strings.Contains(stderr, "the model takes uint8 frames already") {
 		t.Errorf("prelude twice: status %d, stderr %q", status, stderr)
+	}
+}
+
+// TestConvertedModelThroughDaemon: the daemon, on the demo's sample camera, with its worker
+// process running yolov8n converted by `visiond model fp16 -uint8-input` (float16 compute,
+// the frame handed over as uint8), publishes people.
+func TestConvertedModelThroughDaemon(t *testing.T) {
+	in := testutil.ThirdParty(t, "yolov8n.onnx")
+	lib := testutil.ThirdParty(t, "libonnxruntime.so.1")
+	out := filepath.Join(t.TempDir(), "yolov8n-fp16-u8.onnx")
+	if status, _, stderr := runCLI(t, "model", "fp16", "-uint8-input", "-model", in, "-out", out, "-library", lib,
+		"-check", testutil.Media(t, "vtest.avi"), "-check-frames", "1"); status != 0 {
+		t.Fatalf("fp16 -uint8-input: status %d, stderr %q", status, stderr)
+	}
+	rtspAddr := testutil.FreeAddr(t)
+	yaml := demoConfig(t, rtspAddr)
+	if !strings.Contains(yaml, fmt.Sprintf("model: %q", in)) {
+		t.Fatalf("demo config names no model %s:\n%s", in, yaml)
+	}
+	cfg := writeConfig(t, strings.Replace(yaml, fmt.Sprintf("model: %q", in), fmt.Sprintf("model: %q", out), 1))
+
+	cmd := exec.Command(os.Args[0], "run", "-print", "-config", cfg)
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1") // its workers inherit it
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	timeout := time.After(2 * time.Minute) // the daemon's start, a worker's, an RTSP session, a detection
+	for found := false; !found; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("visiond run exited before printing a person; stderr:\n%s", stderr.String())
+			}
+			found = strings.Contains(l, "demo/sample frame") && strings.Contains(l, " person 0.")
+		case <-timeout:
+			t.Fatalf("no person printed in 2 minutes; stderr:\n%s", stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range lines { // drain until exit
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("visiond run after SIGINT: %v; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), out) {
+		t.Errorf("the log does not name the converted model %s:\n%s", out, stderr.String())
 	}
 }
 
