@@ -265,8 +265,9 @@ func (c *checkFlags) print(w io.Writer, frames [][]byte, in, out string, aim flo
 	return nil
 }
 
-// imageExts are the still-image files a folder of check frames may hold.
-func imageExts() []string { return []string{".jpg", ".jpeg", ".png", ".bmp"} }
+// imageExts are the still-image files a folder of check frames may hold (read only; the
+// quantizer's calibration frames use it too).
+var imageExts = []string{".jpg", ".jpeg", ".png", ".bmp"}
 
 // agreementFrames reads n frames of source, a video file (one every 5th frame from the
 // start) or a folder of images (its first n in name order), each letterboxed to w x h
@@ -296,7 +297,7 @@ func agreementFrames(source string, n, w, h int) ([][]byte, error) {
 			if len(frames) == n {
 				break
 			}
-			if e.IsDir() || !slices.Contains(imageExts(), strings.ToLower(filepath.Ext(e.Name()))) {
+			if e.IsDir() || !slices.Contains(imageExts, strings.ToLower(filepath.Ext(e.Name()))) {
 				continue
 			}
 			p := filepath.Join(source, e.Name())
@@ -312,7 +313,7 @@ func agreementFrames(source string, n, w, h int) ([][]byte, error) {
 			}
 		}
 		if len(frames) == 0 {
-			return nil, fmt.Errorf("%s: no images (%s)", source, strings.Join(imageExts(), ", "))
+			return nil, fmt.Errorf("%s: no images (%s)", source, strings.Join(imageExts, ", "))
 		}
 		return frames, nil
 	}
