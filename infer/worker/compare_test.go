@@ -245,7 +245,7 @@ func BenchmarkDetectConverted(b *testing.B) {
 			}
 			i := 0
 			var pre time.Duration
-			cpu0 := processCPU(b)
+			cpu0 := compareCPUTime(b)
 			for b.Loop() {
 				var tm infer.Timings
 				if dets, tm, err = d.Detect(frames[i%len(frames)], lb, dets); err != nil {
@@ -255,7 +255,7 @@ func BenchmarkDetectConverted(b *testing.B) {
 				i++
 			}
 			b.ReportMetric(float64(pre)/float64(time.Millisecond)/float64(b.N), "pre-ms/op")
-			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(compareCPUTime(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 		})
 	}
 }
@@ -305,8 +305,8 @@ func TestUint8Prelude(t *testing.T) {
 	}
 }
 
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU(tb testing.TB) time.Duration {
+// compareCPUTime is the CPU time (user and system) this process has used.
+func compareCPUTime(tb testing.TB) time.Duration {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		tb.Fatal(err)
