@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +74,7 @@ type tensorPair struct {
 	binding *ort.IoBinding
 	inF32   []float32 // the float32 input tensor's data; nil for a float16 input
 	inF16   []uint16  // the float16 input tensor's data; nil for a float32 input
+	inU8    []uint8   // the uint8 input tensor's data (uint8input.go); nil for a float input
 	outF32  []float32 // the float32 output tensor's data; nil for a float16 output
 	outF16  []uint16  // the float16 output tensor's data; nil for a float32 output
 }
@@ -237,7 +237,11 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 // the Detector: ort.Tensor[float32] for float32, ort.CustomDataTensor over a []uint16 for
 // float16 (which the decoder converts into Detector.outConv, once per frame).
 func (p *tensorPair) newTensors(mio modelIO, in, out ort.InputOutputInfo) error {
-	if mio.inF16 {
+	if mio.inU8 {
+		if err := p.newUint8Input(in); err != nil {
+			return err
+		}
+	} else if mio.inF16 {
 		p.inF16 = make([]uint16, in.Dimensions.FlattenedSize())
 		t, err := ort.NewCustomDataTensor(in.Dimensions, halfBytes(p.inF16), ort.TensorElementDataTypeFloat16)
 		if err != nil {
@@ -328,66 +332,11 @@ func metadataNames(path string, metadata func() (*ort.ModelMetadata, error)) (na
 	if !ok {
 		return nil, false, nil
 	}
-	names, err = ParseNames(s)
+	names, err = infer.ParseNames(s)
 	if err != nil {
 		return nil, false, fmt.Errorf("model %s: %w", path, err)
 	}
 	return names, true, nil
-}
-
-// ParseNames parses Ultralytics' "names" metadata, a Python dict literal such as
-// "{0: 'person', 1: 'bicycle'}", into names indexed by class id. Ids must be 0..n-1.
-func ParseNames(s string) ([]string, error) {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("metadata names: "+format, a...)
-	}
-	s = strings.TrimSpace(s)
-	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
-		return nil, bad("not a {id: 'name', ...} dict: %.40q", s)
-	}
-	rest := strings.TrimSpace(s[1 : len(s)-1])
-	byID := map[int]string{}
-	for rest != "" {
-		colon := strings.IndexByte(rest, ':')
-		if colon < 0 {
-			return nil, bad("entry %.20q has no ':'", rest)
-		}
-		id, err := strconv.Atoi(strings.TrimSpace(rest[:colon]))
-		if err != nil || id < 0 {
-			return nil, bad("class id %q is not a non-negative integer", strings.TrimSpace(rest[:colon]))
-		}
-		rest = strings.TrimLeft(rest[colon+1:], " \t\n")
-		if rest == "" || (rest[0] != '\'' && rest[0] != '"') {
-			return nil, bad("name of class %d is not a quoted string", id)
-		}
-		q := rest[0]
-		end := strings.IndexByte(rest[1:], q)
-		if end < 0 {
-			return nil, bad("name of class %d has no closing quote", id)
-		}
-		if _, dup := byID[id]; dup {
-			return nil, bad("class id %d appears twice", id)
-		}
-		byID[id] = rest[1 : 1+end]
-		rest = strings.TrimSpace(rest[2+end:])
-		if rest != "" {
-			if rest[0] != ',' {
-				return nil, bad("expected ',' after class %d, got %.20q", id, rest)
-			}
-			rest = strings.TrimSpace(rest[1:])
-		}
-	}
-	if len(byID) == 0 {
-		return nil, bad("empty dict")
-	}
-	names := make([]string, len(byID))
-	for id, name := range byID {
-		if id >= len(names) {
-			return nil, bad("class ids are not 0..%d (found %d)", len(names)-1, id)
-		}
-		names[id] = name
-	}
-	return names, nil
 }
 
 // Model describes the loaded model.
@@ -418,7 +367,9 @@ func (d *Detector) Detect(pixRGB []byte, lb geom.Letterbox, dst []infer.Detectio
 // prepare converts a checked frame (checkFrame) into the input tensor of pair p.
 func (d *Detector) prepare(p int, pixRGB []byte) {
 	t := &d.pairs[p]
-	if t.inF16 != nil {
+	if t.inU8 != nil {
+		copy(t.inU8, pixRGB) // the model converts it (uint8input.go)
+	} else if t.inF16 != nil {
 		preprocessF16(t.inF16, pixRGB, d.info.InputW*d.info.InputH)
 	} else {
 		preprocess(t.inF32, pixRGB, d.info.InputW*d.info.InputH)
