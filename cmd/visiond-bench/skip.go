@@ -54,7 +54,7 @@ func (r *report) skipSummary(local *run) [][]string {
 	}
 	s := fmt.Sprintf("%s%% to %s%% less decode CPU on %d streams with B-frames", f1(slices.Min(with)), f1(slices.Max(with)), len(with))
 	if len(without) > 0 {
-		s += fmt.Sprintf(" (%s%% to %s%% on %d without: noise)", f1(slices.Min(without)), f1(slices.Max(without)), len(without))
+		s += fmt.Sprintf(" (%s%% to %s%% on %d without, where nothing is skipped: the noise)", f1(slices.Min(without)), f1(slices.Max(without)), len(without))
 	}
 	return [][]string{{"decode: CPU of a camera at 5 fps from 15 fps, non-reference frames left undecoded ÷ all decoded", local.name(), s}}
 }
