@@ -813,14 +813,15 @@ func parseTree(data []byte) (*yaml.Node, error) {
 // use cpus CPUs: one per CPU, less one CPU in every 20 left to the decoders, at most 64
 // (the most a pool may have).
 //
-// The rule comes from what a camera costs (BENCHMARKS.md, "CPU worker count"): decoding the
-// sample camera (768x576 H.264 at 15 fps, every frame decoded, the 5 analysed scaled into the
-// letterbox) takes about 1/20 of the CPU that analysing it at 5 fps takes (yolov8n, one-thread
-// worker, measured on the 2-CPU box: 107 ms CPU per frame, so 0.54 CPU per camera; decoding
-// 0.027 CPU per camera, 0.021 with the non-reference frames skipped). So when the workers keep
-// every CPU busy, the cameras they serve decode on about one CPU in 20; below 20 CPUs that is
-// less than one CPU, and the decoders take it from the workers' idle moments (on the 16-CPU
-// GPU machine, 16 one-thread workers sustained 20 cameras at 5 fps, the cap of 8 only 12).
+// The rule comes from what a camera costs (docs/config.md, "Worker count"): decoding the sample
+// camera (768x576 H.264 at 15 fps, every frame decoded, the 5 analysed scaled into the
+// letterbox: 30 ms CPU per second, BenchmarkSkipNonRef) takes 5-7% of the CPU of analysing it at
+// 5 fps (yolov8n on a one-thread worker: 89-107 ms CPU per frame on the 2-CPU box,
+// BenchmarkDetectCPUOneThread; 116 ms on the 16-CPU GPU machine, where the share is 5%). So
+// when the workers keep every CPU busy, the cameras they serve decode on one CPU in 15-20; the
+// rule sets aside one in 20, the GPU machine's share, rounded down: below 20 CPUs none, the
+// decoders taking their share from the workers' idle moments (on the 16-CPU GPU machine, 16
+// one-thread workers sustained 20 cameras at 5 fps, the former cap of 8 only 12).
 // Each worker holds its own model and arena (about 100-230 MiB resident): set count lower
 // where memory is scarcer than CPUs.
 func cpuWorkers(cpus int) int {
