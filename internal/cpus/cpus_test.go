@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/visiond/visiond/internal/testutil"
 )
@@ -272,9 +275,20 @@ func TestAffinityTaskset(t *testing.T) {
 	if err != nil {
 		t.Skip("taskset not installed (util-linux)")
 	}
-	got := probe(t, taskset, "-c", "0")
+	// One CPU of those this process may run on (not always CPU 0 in a container).
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	cpu := -1
+	for i := 0; i < len(set)*64 && cpu < 0; i++ {
+		if set.IsSet(i) {
+			cpu = i
+		}
+	}
+	got := probe(t, taskset, "-c", strconv.Itoa(cpu))
 	if got["affinity"] != 1.0 || got["n"] != 1.0 {
-		t.Fatalf("under taskset -c 0: %v, want affinity 1 and 1 CPU", got)
+		t.Fatalf("under taskset -c %d: %v, want affinity 1 and 1 CPU", cpu, got)
 	}
 	if self, _ := Read(""); self.Affinity > 1 {
 		all := probe(t)
