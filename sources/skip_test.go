@@ -2,7 +2,9 @@ package sources
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -229,7 +231,12 @@ func TestSkipNonRefFrames(t *testing.T) {
 		}
 		// Every frame delivered is a frame of the clip, and they come in display order with
 		// capture times as far apart as the clip's timestamps (a loop restarts the ranks).
+		// Before the camera's first RTCP sender report, capture times are placed from the
+		// packet that came with the least delay; a machine so busy that the test stalls for
+		// a second makes the clock start again: a pair or two of frames may then be off,
+		// where frames without their own times through the decoder are off at every B-frame.
 		frame := time.Second / fps
+		var off []string
 		for i, f := range r.frames {
 			k, ok := rank[f.sum]
 			if !ok {
@@ -239,15 +246,23 @@ func TestSkipNonRefFrames(t *testing.T) {
 				continue
 			}
 			p := r.frames[i-1]
-			if f.seq <= p.seq || !f.captured.After(p.captured) {
-				t.Fatalf("frame %d: seq %d captured %v after seq %d captured %v", i, f.seq, f.captured, p.seq, p.captured)
+			if f.seq <= p.seq {
+				t.Fatalf("frame %d: seq %d after seq %d", i, f.seq, p.seq)
+			}
+			if !f.captured.After(p.captured) {
+				off = append(off, fmt.Sprintf("frame %d (rank %d) captured %v, not after frame %d (rank %d)", i, k, f.captured.Sub(p.captured), i-1, rank[p.sum]))
+				continue
 			}
 			if pk := rank[p.sum]; k > pk {
 				got, want := f.captured.Sub(p.captured), time.Duration(k-pk)*frame
 				if d := got - want; d > frame/2 || d < -frame/2 {
-					t.Errorf("frames of ranks %d and %d: captured %v apart, the clip says %v", pk, k, got, want)
+					off = append(off, fmt.Sprintf("frames of ranks %d and %d: captured %v apart, the clip says %v", pk, k, got, want))
 				}
 			}
+		}
+		t.Logf("%d frames delivered, %d pairs off", len(r.frames), len(off))
+		if len(off) > 2 {
+			t.Errorf("capture times off in %d pairs of %d frames:\n%s", len(off), len(r.frames), strings.Join(off, "\n"))
 		}
 	})
 
