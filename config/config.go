@@ -33,7 +33,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -42,6 +41,7 @@ import (
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/pool"
+	"github.com/visiond/visiond/internal/cpus"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -311,12 +311,12 @@ type Workers struct {
 // WorkerPool is a group of identical worker processes on one device, each with
 // one ONNX Runtime session (one GPU context).
 type WorkerPool struct {
-	// Count is the number of worker processes, 1 to 64. Default: for cpu,
-	// one per CPU this process may use, at most 8 (each costs ~100 MiB; the
-	// decoders share the CPUs, and the kernel shares them well: on 2 cores
-	// with 8 cameras, 2 one-thread workers analysed 22.5 frames/s, 1 worker
-	// 15.6); for cuda and tensorrt, 1.
-	Count int `yaml:"count"`
+	// Count is the number of worker processes, 1 to 64, or auto (the same as
+	// leaving it out). Default (auto): for cpu, one one-thread worker per CPU
+	// this process may use (its affinity mask, capped by its cgroup's CPU
+	// quota: internal/cpus), less one CPU in every 20 left to decoding, at
+	// most 64 (cpuWorkers says why); for cuda and tensorrt, 1.
+	Count WorkerCount `yaml:"count"`
 	// Provider is the ONNX Runtime execution provider: cpu, cuda or tensorrt.
 	// Default "cpu".
 	Provider infer.Provider `yaml:"provider"`
@@ -568,7 +568,7 @@ func Default() *Config {
 			Confidence: infer.DefaultConfidence,
 			IoU:        infer.DefaultIoU,
 			JobTimeout: pool.DefaultJobTimeout,
-			Pools:      []WorkerPool{defaultPool(runtime.NumCPU())},
+			Pools:      []WorkerPool{defaultPool(usableCPUs().N())},
 		},
 		Pipeline: Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second},
 		Sample:   Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"},
@@ -648,6 +648,11 @@ const (
 
 // parse is Parse; wantCameras adds Load's rule that the document lists its cameras.
 func parse(data []byte, wantCameras bool) (*Config, error) {
+	return parseOn(data, wantCameras, thisHost())
+}
+
+// parseOn is parse on the machine h describes.
+func parseOn(data []byte, wantCameras bool, h host) (*Config, error) {
 	if len(data) > MaxFileBytes {
 		return nil, newError([]Problem{{Msg: fmt.Sprintf("%d bytes: %s", len(data), tooLargeMsg)}})
 	}
@@ -709,15 +714,21 @@ func parse(data []byte, wantCameras bool) (*Config, error) {
 	s.problems = append(s.problems, sv.problems...)
 
 	// A worker pool takes provider cpu unless it says otherwise, and the count
-	// and threads of its provider (WorkerPool).
+	// (unset or auto) and threads of its provider (WorkerPool).
+	usable, cpusErr := h.cpus()
 	for i := range cfg.Workers.Pools {
 		p := &cfg.Workers.Pools[i]
 		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].provider", i)]; !set {
 			p.Provider = infer.ProviderCPU
 		}
-		count, threads := poolDefaults(p.Provider, runtime.NumCPU())
-		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].count", i)]; !set {
-			p.Count = count
+		count, threads := poolDefaults(p.Provider, usable.N())
+		field := fmt.Sprintf("workers.pools[%d].count", i)
+		if _, set := s.lines[field]; !set {
+			p.Count = WorkerCount(count)
+			if cpusErr != nil && p.Provider == infer.ProviderCPU {
+				s.problems = append(s.problems, Problem{Field: field, Line: s.lines[fmt.Sprintf("workers.pools[%d]", i)],
+					Msg: fmt.Sprintf("cannot tell how many CPUs this process may use (%v): give count as a number", cpusErr)})
+			}
 		}
 		if _, set := s.lines[fmt.Sprintf("workers.pools[%d].threads", i)]; !set {
 			p.Threads = threads
@@ -798,8 +809,30 @@ func parseTree(data []byte) (*yaml.Node, error) {
 	return root, nil
 }
 
-// maxDefaultCPUWorkers caps the default count of a cpu pool.
-const maxDefaultCPUWorkers = 8
+// cpuWorkers is the default number of one-thread CPU workers where this process may
+// use cpus CPUs: one per CPU, less one CPU in every 20 left to the decoders, at most 64
+// (the most a pool may have).
+//
+// The rule comes from what a camera costs (docs/config.md, "Worker count"): decoding the sample
+// camera (768x576 H.264 at 15 fps, every frame decoded, the 5 analysed scaled into the
+// letterbox: 30 ms CPU per second, BenchmarkSkipNonRef) takes 5-7% of the CPU of analysing it at
+// 5 fps (yolov8n on a one-thread worker: 89-107 ms CPU per frame on the 2-CPU box,
+// BenchmarkDetectCPUOneThread; 116 ms on the 16-CPU GPU machine, where the share is 5%). So
+// when the workers keep every CPU busy, the cameras they serve decode on one CPU in 15-20; the
+// rule sets aside one in 20, the GPU machine's share, rounded down: below 20 CPUs none, the
+// decoders taking their share from the workers' idle moments (on the 16-CPU GPU machine, 16
+// one-thread workers sustained 20 cameras at 5 fps, the former cap of 8 only 12).
+// Each worker holds its own model and arena (about 100-230 MiB resident): set count lower
+// where memory is scarcer than CPUs.
+func cpuWorkers(cpus int) int {
+	return min(max(1, cpus-cpus/decodeShare), maxWorkers)
+}
+
+// decodeShare: one CPU in decodeShare is left to decoding (cpuWorkers).
+const decodeShare = 20
+
+// maxWorkers is the most workers a pool may have.
+const maxWorkers = 64
 
 // poolDefaults returns the default worker count and intra-op threads of a pool of
 // provider on a machine where this process may use cpus CPUs (WorkerPool.Count and
@@ -808,11 +841,56 @@ func poolDefaults(provider infer.Provider, cpus int) (count, threads int) {
 	if provider != infer.ProviderCPU {
 		return 1, 0
 	}
-	return max(1, min(cpus, maxDefaultCPUWorkers)), 1
+	return cpuWorkers(cpus), 1
 }
 
 // defaultPool is the pool of a config without workers.pools: CPU workers.
 func defaultPool(cpus int) WorkerPool {
 	count, threads := poolDefaults(infer.ProviderCPU, cpus)
-	return WorkerPool{Count: count, Provider: infer.ProviderCPU, Threads: threads}
+	return WorkerPool{Count: WorkerCount(count), Provider: infer.ProviderCPU, Threads: threads}
+}
+
+// WorkerCount is WorkerPool.Count: a whole number, or auto in YAML, which takes the default
+// of the pool's provider (parse treats it as a count left out).
+type WorkerCount int
+
+// autoCount is the YAML value of a WorkerCount that asks for the default.
+const autoCount = "auto"
+
+// UnmarshalYAML takes a whole number or auto (decoded as 0: parse then applies the default).
+func (c *WorkerCount) UnmarshalYAML(n *yaml.Node) error {
+	if isAutoCount(n) {
+		*c = 0
+		return nil
+	}
+	var v int
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		return fmt.Errorf("line %d: want a whole number or %s, got %s", n.Line, autoCount, describe(n))
+	}
+	*c = WorkerCount(v)
+	return nil
+}
+
+// isAutoCount reports whether n is the scalar auto.
+func isAutoCount(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && n.Value == autoCount
+}
+
+// host is what parse learns from the machine it runs on; tests give fixtures.
+type host struct {
+	// cpus reads the CPUs this process may use (internal/cpus.Read).
+	cpus func() (cpus.Usable, error)
+}
+
+// thisHost is the machine this process runs on.
+func thisHost() host { return host{cpus: readCPUs} }
+
+func readCPUs() (cpus.Usable, error) { return cpus.Read(cpus.DefaultProc) }
+
+// usableCPUs returns the CPUs this process may use for Default, which cannot fail: on an
+// error reading the cgroup files, the affinity mask alone (parse reports the error for every
+// cpu pool left to its default count).
+func usableCPUs() cpus.Usable {
+	u, _ := readCPUs()
+	return u
 }

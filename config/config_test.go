@@ -61,8 +61,12 @@ func TestShippedConfigs(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	t.Setenv(config.LibraryEnv, "")
-	// One-thread CPU workers, one per CPU this process may use, at most 8.
-	cpuPool := config.WorkerPool{Count: min(runtime.NumCPU(), 8), Provider: "cpu", Threads: 1}
+	// One-thread CPU workers, as many as the CPUs this process may use allow (the rule and
+	// the reading of the CPUs are tested in defaults_test.go and internal/cpus).
+	cpuPool := config.WorkerPool{Count: config.Default().Workers.Pools[0].Count, Provider: "cpu", Threads: 1}
+	if cpuPool.Count < 1 || int(cpuPool.Count) > runtime.NumCPU() {
+		t.Fatalf("default count %d on a machine of %d CPUs", cpuPool.Count, runtime.NumCPU())
+	}
 	for _, doc := range []string{"", "# only a comment\n", "~\n", "cameras: []\n", "http:\nworkers:\n"} {
 		cfg, err := config.Parse([]byte(doc))
 		if err != nil {
@@ -118,7 +122,7 @@ workers:
 		{Count: 3, Provider: "tensorrt", Fallback: "cpu",
 			CUDA:     config.CUDA{ArenaExtendStrategy: "kSameAsRequested", GPUMemLimitMiB: 2048},
 			TensorRT: config.TensorRT{FP16: true, EngineCache: "/var/cache/visiond/trt"}},
-		{Count: min(runtime.NumCPU(), 8), Provider: "cpu", Threads: 1},
+		{Count: config.Default().Workers.Pools[0].Count, Provider: "cpu", Threads: 1},
 		{Count: 1, Provider: "cpu", Threads: 0, Spin: true},
 	}
 	if cfg.HTTP.Listen != "" || !reflect.DeepEqual(cfg.Workers.Pools, want) {
@@ -269,9 +273,13 @@ var badCases = []struct {
 	{"bad log level", "log_level: verbose\n", "log_level", 1, `unknown value "verbose"`, ""},
 	{"bad log format", "log_format: xml\n", "log_format", 1, `unknown value "xml"`, ""},
 	{"bad site", "site: my site\n", "site", 1, `invalid site "my site"`, ""},
-	{"count 0", "workers:\n  pools:\n    - count: 0\n", "workers.pools[0].count", 3, "must be in 1..64, got 0", ""},
+	{"count 0", "workers:\n  pools:\n    - count: 0\n", "workers.pools[0].count", 3, "must be in 1..64 or auto, got 0", ""},
+	{"count many", "workers:\n  pools:\n    - count: many\n", "workers.pools[0].count", 3, `want a whole number or auto, got "many"`, ""},
+	{"count Auto", "workers:\n  pools:\n    - count: Auto\n", "workers.pools[0].count", 3, `want a whole number or auto, got "Auto"`, ""},
+	{"count list", "workers:\n  pools:\n    - count: [auto]\n", "workers.pools[0].count", 3, "want a whole number or auto, got a list", ""},
+	{"count -1", "workers:\n  pools:\n    - count: -1\n", "workers.pools[0].count", 3, "must be in 1..64 or auto, got -1", ""},
 	{"count 65", "workers:\n  pools:\n    - count: 65\n", "workers.pools[0].count", 3, "got 65", ""},
-	{"count 2.5", "workers:\n  pools:\n    - count: 2.5\n", "workers.pools[0].count", 3, `want a whole number, got "2.5"`, ""},
+	{"count 2.5", "workers:\n  pools:\n    - count: 2.5\n", "workers.pools[0].count", 3, `want a whole number or auto, got "2.5"`, ""},
 	{"negative device", "workers:\n  pools:\n    - {provider: cuda, device: -1}\n", "workers.pools[0].device", 3, "must be >= 0", ""},
 	{"confidence 1.5", "workers:\n  confidence: 1.5\n", "workers.confidence", 2, "between 0 and 1 (exclusive), got 1.5", ""},
 	{"iou 0", "workers:\n  iou: 0\n", "workers.iou", 2, "got 0", ""},

@@ -85,7 +85,7 @@ func (a NATSAuth) sinks() sinks.Auth {
 func (w Workers) PoolConfig(i int) pool.Config {
 	pc := w.Pools[i]
 	return pool.Config{
-		Count: pc.Count,
+		Count: int(pc.Count),
 		DetectorOptions: infer.DetectorOptions{
 			Model:      w.Model,
 			Labels:     w.Labels,

@@ -14,8 +14,9 @@ import (
 )
 
 var (
-	configType   = reflect.TypeFor[Config]()
-	durationType = reflect.TypeFor[time.Duration]()
+	configType      = reflect.TypeFor[Config]()
+	durationType    = reflect.TypeFor[time.Duration]()
+	workerCountType = reflect.TypeFor[WorkerCount]()
 )
 
 // schemaWalker checks a YAML node tree against the Go types it will be
@@ -50,6 +51,14 @@ func (s *schemaWalker) walk(n *yaml.Node, t reflect.Type, path string) {
 		t = t.Elem()
 	}
 	switch {
+	case t == workerCountType:
+		var c WorkerCount
+		if isAutoCount(n) {
+			delete(s.lines, path) // auto is the count left out: the provider's default
+		} else if err := c.UnmarshalYAML(n); err != nil {
+			s.add(path, n.Line, "want a whole number or %s, got %s", autoCount, describe(n))
+		}
+
 	case t == durationType:
 		var d time.Duration
 		if n.Kind != yaml.ScalarNode || n.Decode(&d) != nil {

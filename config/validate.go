@@ -119,7 +119,7 @@ func (c *Config) Validate() error {
 	for i, p := range w.Pools {
 		f := fmt.Sprintf("workers.pools[%d]", i)
 		if p.Count < 1 || p.Count > 64 {
-			v.add(f+".count", "must be in 1..64, got %d", p.Count)
+			v.add(f+".count", "must be in 1..64 or auto, got %d", p.Count)
 		}
 		oneOfValues(&v, f+".provider", p.Provider, infer.Providers())
 		if p.Device < 0 {

@@ -113,12 +113,15 @@ func (c *camera) onFrame(f *sources.Frame) {
 }
 
 // schedule sets the earliest time of the camera's next job, and tells the source that no
-// frame is taken before it (frames that a newer one will replace by then are not scaled).
+// frame is taken before it (frames that a newer one will replace by then are not scaled) and
+// how often it takes one (a camera analysed at most half as often as its stream sends frames
+// leaves non-reference frames before that time undecoded).
 func (c *camera) schedule(next time.Time) {
 	c.nextDue = next
 	due := next.Add(-c.slack)
 	c.dueAt.Store(due.UnixNano())
 	if c.src != nil {
+		c.src.AnalysedEvery(c.interval)
 		c.src.NeedFrom(due)
 	}
 }
@@ -282,6 +285,7 @@ type CameraStatus struct {
 	LastError    string        `json:"last_error,omitempty"`
 	FPS          float64       `json:"fps"`
 	Decoded      uint64        `json:"frames_decoded"`
+	NotDecoded   uint64        `json:"frames_not_decoded"` // left undecoded, not dropped: decode keyframes, or non-reference frames before the camera's turn
 	Analysed     uint64        `json:"frames_analysed"`
 	Drops        Drops         `json:"frames_dropped"`
 	Resyncs      uint64        `json:"resyncs"` // skips to the next keyframe after loss or damage
@@ -314,13 +318,14 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 	latency := c.latency
 	c.mu.Unlock()
 	return CameraStatus{
-		ID:        c.cfg.ID,
-		URL:       redact.URL(c.cfg.URL),
-		State:     st.State,
-		LastError: st.LastError,
-		FPS:       c.cfg.FPS,
-		Decoded:   st.Frames,
-		Analysed:  analysed,
+		ID:         c.cfg.ID,
+		URL:        redact.URL(c.cfg.URL),
+		State:      st.State,
+		LastError:  st.LastError,
+		FPS:        c.cfg.FPS,
+		Decoded:    st.Frames,
+		NotDecoded: st.Skipped + st.SkippedNonRef,
+		Analysed:   analysed,
 		Drops: Drops{
 			Superseded: c.superseded(st),
 			Stale:      c.stale.Load(),

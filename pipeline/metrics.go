@@ -21,6 +21,7 @@ type metricsCollector struct {
 	d *Daemon
 
 	camDecoded, camAnalysed, camDropped, camDetections, camReconnects, camResyncs, camStuck *prometheus.Desc
+	camNotDecoded                                                                           *prometheus.Desc
 	camState, camFPS, camFPSTarget                                                          *prometheus.Desc
 	camAgeMean, camAgeMax, camInferMean, camLatencyMean                                     *prometheus.Desc
 	stageLatency                                                                            *prometheus.Desc
@@ -45,6 +46,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 	return &metricsCollector{
 		d:             d,
 		camDecoded:    desc("camera_frames_decoded_total", "Frames the camera's source decoded.", cam...),
+		camNotDecoded: desc("camera_frames_not_decoded_total", "Frames the camera's source left undecoded, not dropped: decode keyframes, or frames nothing references before the camera's turn.", cam...),
 		camAnalysed:   desc("camera_frames_analysed_total", "Frames analysed and published as detection events.", cam...),
 		camDropped:    desc("camera_frames_dropped_total", "Frames not analysed, by reason: superseded (a newer frame replaced it before its turn), stale (older than max_frame_age), source (decode queue full or no free buffer), worker_lost, timeout, rejected, shutdown (cut off when stopping).", "camera", "reason"),
 		camDetections: desc("camera_detections_total", "Objects detected.", cam...),
@@ -104,7 +106,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 // Describe implements prometheus.Collector.
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		m.camDecoded, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck,
+		m.camDecoded, m.camNotDecoded, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck,
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
 		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings,
 		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU,
@@ -127,6 +129,7 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cm := range m.d.cameraMetrics() {
 		c, id := cm.status, cm.status.ID
 		counter(m.camDecoded, c.Decoded, id)
+		counter(m.camNotDecoded, c.NotDecoded, id)
 		counter(m.camAnalysed, c.Analysed, id)
 		for _, r := range []struct {
 			reason string

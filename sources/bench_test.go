@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sources/capture"
 	"github.com/visiond/visiond/sources/internal/tsfile"
@@ -44,11 +46,19 @@ func (c benchClip) encode(b *testing.B) (string, []accessUnit) {
 		args = append(args, "-x265-params", "log-level=error")
 	}
 	clip := encodeClip(b, c.name+".ts", args...)
+	return clip, clipAUs(b, clip, c.codec)
+}
+
+// clipAUs reads the access units of an MPEG-TS clip, with their random-access and
+// non-reference flags, and their pts (90 kHz) in at as unix ns.
+func clipAUs(b testing.TB, clip, codec string) []accessUnit {
+	b.Helper()
 	r, err := tsfile.Open(clip)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
+	track := &videoTrack{codec: codec}
 	var aus []accessUnit
 	for {
 		au, err := r.Next()
@@ -58,10 +68,30 @@ func (c benchClip) encode(b *testing.B) (string, []accessUnit) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		key := (&videoTrack{codec: c.codec}).isKey(au.NALUs)
-		aus = append(aus, accessUnit{data: appendAnnexB(nil, au.NALUs), key: key})
+		key := track.isKey(au.NALUs)
+		aus = append(aus, accessUnit{data: appendAnnexB(nil, au.NALUs), key: key, nonRef: !key && track.isNonRef(au.NALUs),
+			at: time.Unix(0, au.PTS)})
 	}
-	return clip, aus
+	return aus
+}
+
+// encodeBClip encodes a 3 s clip of the sample like encodeClip, at fps frames per second and
+// the given size, with up to bframes B-frames in a row (0: none) and a keyframe every second.
+func encodeBClip(tb testing.TB, name, encoder string, w, h, fps, bframes int) string {
+	tb.Helper()
+	ffmpeg := testutil.LookPath(tb, "ffmpeg")
+	out := filepath.Join(tb.TempDir(), name)
+	args := []string{"-v", "error", "-i", testutil.Media(tb, "vtest.avi"), "-t", "3",
+		"-vf", fmt.Sprintf("fps=%d,scale=%d:%d", fps, w, h), "-c:v", encoder, "-preset", "veryfast",
+		"-g", strconv.Itoa(fps), "-bf", strconv.Itoa(bframes), "-pix_fmt", "yuv420p"}
+	if encoder == "libx265" {
+		args = append(args, "-x265-params", fmt.Sprintf("log-level=error:bframes=%d", bframes))
+	}
+	args = append(args, "-f", "mpegts", out)
+	if b, err := exec.Command(ffmpeg, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("ffmpeg %v: %v\n%s", args, err, b)
+	}
+	return out
 }
 
 // threadCPU is the CPU time the calling OS thread has used.
@@ -76,6 +106,17 @@ func threadCPU() time.Duration {
 // decodeCPU decodes the access units (key ones only if keyOnly) n times over and returns
 // the CPU time and the number of frames decoded.
 func decodeCPU(b *testing.B, codec string, aus []accessUnit, n int, keyOnly bool) (time.Duration, int) {
+	cpu, frames, _ := cameraCPU(b, codec, aus, n, keyOnly, false, 0)
+	return cpu, frames
+}
+
+// cameraCPU decodes the access units n times over as a camera does (key ones only if
+// keyOnly; non-reference ones not decoded if skipNonRef) and returns the CPU time, the
+// frames decoded and the frames scaled. With a non-zero analysed interval (in the clip's
+// pts units, at) it also scales into a 640x640 letterbox the first frame at or after each
+// interval, as many as the camera's analysed fps takes. It fails on a frame out of display
+// order.
+func cameraCPU(b *testing.B, codec string, aus []accessUnit, n int, keyOnly, skipNonRef bool, interval int64) (time.Duration, int, int) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	dec, err := newDecoder(codec)
@@ -83,20 +124,42 @@ func decodeCPU(b *testing.B, codec string, aus []accessUnit, n int, keyOnly bool
 		b.Fatal(err)
 	}
 	defer dec.close()
-	frames := 0
-	count := func(int, int) { frames++ }
+	pix := make([]byte, 640*640*3)
+	frames, scaled := 0, 0
+	var span, last, due int64 = 0, -1, 0
+	for _, au := range aus {
+		span = max(span, au.at.UnixNano()+1)
+	}
+	onFrame := func(w, h int, pts int64) {
+		frames++
+		if pts <= last {
+			b.Fatalf("frame pts %d after %d: out of display order", pts, last)
+		}
+		last = pts
+		if interval > 0 && pts >= due {
+			if err := dec.scaleInto(pix, geom.NewLetterbox(w, h, 640, 640)); err != nil {
+				b.Fatal(err)
+			}
+			scaled++
+			for due <= pts {
+				due += interval
+			}
+		}
+	}
 	start := threadCPU()
 	for i := 0; i < n; i++ {
+		loop := int64(i) * span // pts keep growing across loops
 		for _, au := range aus {
 			if keyOnly && !au.key {
 				continue
 			}
-			if err := dec.decode(au.data, count); err != nil {
+			dec.skipNonRef(skipNonRef && au.nonRef)
+			if err := dec.decode(au.data, loop+au.at.UnixNano(), onFrame); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	return threadCPU() - start, frames
+	return threadCPU() - start, frames, scaled
 }
 
 // ffmpegCPU returns the CPU time of `ffmpeg -threads 1 -i clip -f null -` decoding the clip
@@ -146,6 +209,63 @@ func BenchmarkKeyframesOnly(b *testing.B) {
 			b.ReportMetric(float64(all.Microseconds())/1000/seconds, "ms-cpu/s-all")
 			b.ReportMetric(float64(key.Microseconds())/1000/seconds, "ms-cpu/s-keyframes")
 			b.ReportMetric(100*(1-float64(key)/float64(all)), "%saved")
+		})
+	}
+}
+
+// BenchmarkSkipNonRef reports the decode CPU of one camera analysed at 5 fps (every frame
+// decoded, the analysed ones scaled into the letterbox) with and without the non-reference
+// frames decoded (Camera.NeedFrom: skip_frame AVDISCARD_NONREF), per second of video, on
+// 15 fps clips of the sample with B-frames and without; and the share of frames skipped.
+// b.N is the number of times the 3 s clip is decoded.
+func BenchmarkSkipNonRef(b *testing.B) {
+	for _, c := range []struct {
+		name, codec, encoder string
+		w, h, bframes        int
+	}{
+		{"H264-576p-noB", codecH264, "libx264", 768, 576, 0},
+		{"H264-576p-2B", codecH264, "libx264", 768, 576, 2},
+		{"H264-1080p-noB", codecH264, "libx264", 1920, 1080, 0},
+		{"H264-1080p-2B", codecH264, "libx264", 1920, 1080, 2},
+		{"H265-576p-noB", codecH265, "libx265", 768, 576, 0},
+		{"H265-576p-3B", codecH265, "libx265", 768, 576, 3},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			const fps, analysed = 15, 5
+			aus := clipAUs(b, encodeBClip(b, c.name+".ts", c.encoder, c.w, c.h, fps, c.bframes), c.codec)
+			interval := int64(90000 / analysed)
+			b.ResetTimer()
+			// Interleaved, so that both see the same load on a shared machine.
+			var all, skip time.Duration
+			var framesAll, scaledAll, framesSkip, scaledSkip int
+			for range b.N {
+				cpu, f, s := cameraCPU(b, c.codec, aus, 1, false, false, interval)
+				all, framesAll, scaledAll = all+cpu, framesAll+f, scaledAll+s
+				cpu, f, s = cameraCPU(b, c.codec, aus, 1, false, true, interval)
+				skip, framesSkip, scaledSkip = skip+cpu, framesSkip+f, scaledSkip+s
+			}
+			b.StopTimer()
+			nonRef := 0
+			for _, au := range aus {
+				if au.nonRef {
+					nonRef++
+				}
+			}
+			// The decoder keeps up to a few frames for reordering; the clip's last ones stay there.
+			const held = 4
+			if want := b.N * len(aus); framesAll > want || framesAll < want-held*b.N {
+				b.Fatalf("decoding everything: %d frames from %d access units", framesAll, want)
+			}
+			if want := b.N * (len(aus) - nonRef); framesSkip > want || framesSkip < want-held*b.N {
+				b.Fatalf("skipping %d non-reference units of %d: %d frames decoded, want %d", nonRef*b.N, b.N*len(aus), framesSkip, want)
+			}
+			seconds := float64(b.N*len(aus)) / fps
+			b.ReportMetric(float64(all.Microseconds())/1000/seconds, "ms-cpu/s-all")
+			b.ReportMetric(float64(skip.Microseconds())/1000/seconds, "ms-cpu/s-skip")
+			b.ReportMetric(100*(1-float64(skip)/float64(all)), "%saved")
+			b.ReportMetric(100*float64(nonRef)/float64(len(aus)), "%nonref")
+			b.ReportMetric(float64(scaledSkip)/seconds, "analysed-fps-skip")
+			b.ReportMetric(float64(scaledAll)/seconds, "analysed-fps-all")
 		})
 	}
 }

@@ -7,11 +7,14 @@ package sources
 // #include <libavutil/log.h>
 // #include <libswscale/swscale.h>
 //
-// // send_annexb hands one Annex-B access unit to the decoder. data is Go memory: it is only
+// // send_annexb hands one Annex-B access unit to the decoder, with pts as its timestamp
+// // (the decoder hands it back on the frame, in display order). data is Go memory: it is only
 // // referenced during the call (avcodec_send_packet copies a packet that has no buffer).
-// static int send_annexb(AVCodecContext *ctx, AVPacket *pkt, uint8_t *data, int size) {
+// static int send_annexb(AVCodecContext *ctx, AVPacket *pkt, uint8_t *data, int size, int64_t pts) {
 // 	pkt->data = data;
 // 	pkt->size = size;
+// 	pkt->pts = pts;
+// 	pkt->dts = AV_NOPTS_VALUE;
 // 	int res = avcodec_send_packet(ctx, pkt);
 // 	pkt->data = NULL;
 // 	pkt->size = 0;
@@ -35,6 +38,11 @@ package sources
 // static int frame_width(const AVFrame *f) { return f->width; }
 // static int frame_height(const AVFrame *f) { return f->height; }
 // static int frame_format(const AVFrame *f) { return f->format; }
+// static int64_t frame_pts(const AVFrame *f) { return f->pts; }
+// static int64_t no_pts(void) { return AV_NOPTS_VALUE; }
+// static void set_skip_nonref(AVCodecContext *ctx, int on) {
+// 	ctx->skip_frame = on ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+// }
 // static int err_again(void) { return AVERROR(EAGAIN); }
 // static int err_eof(void) { return AVERROR_EOF; }
 import "C"
@@ -62,6 +70,8 @@ type decoder struct {
 	swsSrcH   int
 	swsSrcFmt int
 	swsLB     geom.Letterbox
+
+	skipping bool // skip_frame is AVDISCARD_NONREF (skipNonRef)
 }
 
 // Codecs the decoder takes.
@@ -126,15 +136,20 @@ func (d *decoder) close() {
 	}
 }
 
-// decode sends one Annex-B access unit to the decoder and calls onFrame for every frame it
-// outputs; onFrame may call scaleInto on that frame. A corrupt frame is not passed on: it
-// makes decode return errCorruptFrame. Any error means the caller should wait for the next
-// random-access unit.
-func (d *decoder) decode(annexb []byte, onFrame func(w, h int)) error {
+// noPTS is the pts of a frame whose access unit had none.
+var noPTS = int64(C.no_pts())
+
+// decode sends one Annex-B access unit to the decoder, with pts (any int64 but noPTS: visiond
+// passes the capture time in unix ns), and calls onFrame for every frame it outputs, with
+// that frame's own pts (frames come out in display order, which differs from the order of
+// the access units when the stream has B-frames); onFrame may call scaleInto on that frame.
+// A corrupt frame is not passed on: it makes decode return errCorruptFrame. Any error means
+// the caller should wait for the next random-access unit.
+func (d *decoder) decode(annexb []byte, pts int64, onFrame func(w, h int, pts int64)) error {
 	if len(annexb) == 0 {
 		return nil
 	}
-	res := C.send_annexb(d.ctx, d.pkt, (*C.uint8_t)(unsafe.Pointer(&annexb[0])), C.int(len(annexb)))
+	res := C.send_annexb(d.ctx, d.pkt, (*C.uint8_t)(unsafe.Pointer(&annexb[0])), C.int(len(annexb)), C.int64_t(pts))
 	if res < 0 && res != C.err_again() {
 		return fmt.Errorf("avcodec_send_packet: %w", averror(res))
 	}
@@ -150,7 +165,7 @@ func (d *decoder) decode(annexb []byte, onFrame func(w, h int)) error {
 		if C.frame_corrupt(d.frame) != 0 {
 			corrupt = true
 		} else if onFrame != nil {
-			onFrame(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)))
+			onFrame(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), int64(C.frame_pts(d.frame)))
 		}
 		C.av_frame_unref(d.frame)
 	}
@@ -158,6 +173,22 @@ func (d *decoder) decode(annexb []byte, onFrame func(w, h int)) error {
 		return errCorruptFrame
 	}
 	return nil
+}
+
+// skipNonRef sets whether the access units sent from now on are decoded when no other
+// frame references them (libavcodec's skip_frame AVDISCARD_NONREF): such a unit then costs
+// only the parsing of its slice headers and outputs no frame. Reference frames, and so every
+// frame after, decode as before.
+func (d *decoder) skipNonRef(on bool) {
+	if on == d.skipping {
+		return
+	}
+	var v C.int
+	if on {
+		v = 1
+	}
+	C.set_skip_nonref(d.ctx, v)
+	d.skipping = on
 }
 
 // geometry returns the letterbox of the current frame into a dstW x dstH input.

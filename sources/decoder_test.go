@@ -231,9 +231,9 @@ func FuzzDecodeAccessUnit(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer dec.close()
-		_ = dec.decode(appendAnnexB(nil, params), nil)
+		_ = dec.decode(appendAnnexB(nil, params), noPTS, nil)
 		for range 2 { // twice: the second call sees the decoder's state after the first
-			_ = dec.decode(data, func(w, h int) {
+			_ = dec.decode(data, 1, func(w, h int, _ int64) {
 				if w <= 0 || h <= 0 {
 					t.Fatalf("frame %dx%d", w, h)
 				}
@@ -257,7 +257,7 @@ func BenchmarkDecode(b *testing.B) {
 	frames := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := dec.decode(aus[i%len(aus)].data, func(int, int) { frames++ }); err != nil {
+		if err := dec.decode(aus[i%len(aus)].data, int64(i), func(int, int, int64) { frames++ }); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -279,7 +279,7 @@ func BenchmarkScaleLetterbox(b *testing.B) {
 	pix := make([]byte, 640*640*3)
 	fillPad(pix)
 	ran := false
-	if err := dec.decode(aus[0].data, func(w, h int) {
+	if err := dec.decode(aus[0].data, 0, func(w, h int, _ int64) {
 		lb := geom.NewLetterbox(w, h, 640, 640)
 		b.ReportAllocs()
 		b.ResetTimer()

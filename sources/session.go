@@ -25,10 +25,11 @@ import (
 
 // accessUnit is one H.264 access unit in Annex-B form, queued for the decoder.
 type accessUnit struct {
-	data []byte    // Annex-B; returned to the session's spare list after decoding
-	key  bool      // holds an IDR slice
-	gap  bool      // something before it was lost: decoding must restart at a key unit
-	at   time.Time // receive time
+	data   []byte    // Annex-B; returned to the session's spare list after decoding
+	key    bool      // holds an IDR slice
+	nonRef bool      // no other frame references it (videoTrack.isNonRef): it may be left undecoded
+	gap    bool      // something before it was lost: decoding must restart at a key unit
+	at     time.Time // capture time (see receiver.clock)
 }
 
 // runSession runs one RTSP session until it fails or ctx ends. onlineAt is when it decoded
@@ -97,7 +98,7 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	}
 	loop := &decodeLoop{cam: c, dec: dec, needKey: true}
 	if params := track.params(); len(params) > 0 {
-		_ = dec.decode(appendAnnexB(nil, params), nil) // bad parameter sets show up on the first frames
+		_ = dec.decode(appendAnnexB(nil, params), noPTS, nil) // bad parameter sets show up on the first frames
 	}
 	recv = newReceiver(c, track, queueLen)
 	stopDecode := make(chan struct{})
@@ -124,11 +125,12 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	}()
 
 	client.OnPacketRTP(track.media, track.format, func(pkt *rtp.Packet) {
-		// The camera's capture time, from its RTCP sender reports, once one has arrived.
+		// The camera's capture time, from its RTCP sender reports, once one has arrived;
+		// before, the receive time placed by the packet's RTP timestamp (recv.clock).
 		now := time.Now()
 		at, ok := client.PacketNTP(track.media, pkt)
 		if !ok {
-			at = now
+			at = recv.clock.at(pkt.Timestamp, now)
 		} else if skew := at.Sub(now); skew > clockSkewWarn || skew < -clockSkewWarn {
 			clockLog.warn(c.log, "camera clock is off; events carry its capture times", "skew", skew.Round(time.Millisecond))
 		}
@@ -158,11 +160,49 @@ type receiver struct {
 	spare         chan []byte // buffers of decoded access units, for reuse
 	dropLog       rateLog
 	depacketLog   rateLog
+	clock         rtpClock // RTP callback only
 }
 
 func newReceiver(c *Camera, track *videoTrack, n int) *receiver {
 	return &receiver{cam: c, track: track, keyframesOnly: c.Decode == DecodeKeyframes,
-		queue: make(chan accessUnit, n), spare: make(chan []byte, n+2)}
+		queue: make(chan accessUnit, n), spare: make(chan []byte, n+2),
+		clock: rtpClock{rate: int64(track.format.ClockRate())}}
+}
+
+// rtpClock turns RTP timestamps into capture times on this host's clock while the camera
+// has sent no RTCP sender report: the receive time of a packet plus the RTP time since, so
+// that frames sent out of display order (B-frames: a P-frame is sent before the B-frames
+// shown before it) still get their display times, in order. The packet it counts from is the
+// one that came with the least delay: a packet whose time would be after its receive time
+// becomes the new origin (no capture time is in the future), as does one whose time strays
+// more than rtpClockSlack before its receive time (the stream paused or jumped, or the
+// clocks drifted apart).
+type rtpClock struct {
+	rate   int64 // RTP clock rate, Hz
+	base   time.Time
+	baseTS uint32
+	ok     bool
+}
+
+// rtpClockSlack is how far an RTP-derived time may be from the receive time before the
+// clock is set again: several frame intervals of reordering and jitter, far less than an
+// outage.
+const rtpClockSlack = time.Second
+
+// at returns the capture time of a packet with RTP timestamp ts received at now.
+func (c *rtpClock) at(ts uint32, now time.Time) time.Time {
+	if c.rate <= 0 {
+		return now
+	}
+	if c.ok {
+		d := time.Duration(int64(int32(ts-c.baseTS)) * int64(time.Second) / c.rate)
+		t := c.base.Add(d)
+		if off := t.Sub(now); off <= 0 && off > -rtpClockSlack {
+			return t
+		}
+	}
+	c.base, c.baseTS, c.ok = now, ts, true
+	return now
 }
 
 // push depacketizes one RTP packet; a completed access unit is queued with time at.
@@ -190,7 +230,8 @@ func (r *receiver) push(pkt *rtp.Packet, at time.Time) {
 	case buf = <-r.spare:
 	default:
 	}
-	au := accessUnit{data: appendAnnexB(buf[:0], nalus), key: key, gap: r.gap.Swap(false), at: at}
+	au := accessUnit{data: appendAnnexB(buf[:0], nalus), key: key, nonRef: !key && track.isNonRef(nalus),
+		gap: r.gap.Swap(false), at: at}
 	select {
 	case r.queue <- au:
 	default:
@@ -217,7 +258,40 @@ type decodeLoop struct {
 	lb       geom.Letterbox // geometry of the last frame
 	onlineAt time.Time
 	errLog   rateLog
-	onFrame  func(w, h int)
+	onFrame  func(w, h int, pts int64)
+	gaps     frameGaps
+}
+
+// frameGaps estimates a stream's frame interval from its access units' capture times: the
+// span of a window of them over their number, so that units sent in bursts, or out of
+// display order (B-frames), count at their capture times.
+type frameGaps struct {
+	gap    time.Duration // the last window's estimate; 0 before the first window ends
+	lo, hi time.Time     // the window's earliest and latest capture times
+	n      int           // units in the window
+}
+
+// gapWindow is the number of access units an estimate spans: at the ends of a window,
+// frames out of display order shift the span by a frame or two, 3-6% of it.
+const gapWindow = 32
+
+func (g *frameGaps) observe(at time.Time) {
+	if g.n == 0 {
+		g.lo, g.hi = at, at
+	}
+	if at.Before(g.lo) {
+		g.lo = at
+	}
+	if at.After(g.hi) {
+		g.hi = at
+	}
+	g.n++
+	if g.n == gapWindow {
+		if g.hi.After(g.lo) {
+			g.gap = g.hi.Sub(g.lo) / (gapWindow - 1)
+		}
+		g.n = 0
+	}
 }
 
 // handle decodes one access unit; decoding errors only make it wait for the next
@@ -237,16 +311,28 @@ func (l *decodeLoop) handle(au accessUnit) {
 		l.onFrame = l.frame
 	}
 	l.at = au.at
-	if err := l.dec.decode(au.data, l.onFrame); err != nil {
+	l.gaps.observe(au.at)
+	skip := au.nonRef && l.cam.skippableNow(time.Now(), l.gaps.gap)
+	l.dec.skipNonRef(skip)
+	if err := l.dec.decode(au.data, au.at.UnixNano(), l.onFrame); err != nil {
 		l.needKey = true
 		l.cam.resyncs.Add(1)
 		l.errLog.warn(l.cam.log, "decode error, waiting for the next keyframe", "error", err.Error())
+		return
+	}
+	if skip {
+		l.cam.countSkippedNonRef()
 	}
 }
 
-// frame handles one decoded frame: scale it into a free buffer and hand it out.
-func (l *decodeLoop) frame(w, h int) {
+// frame handles one decoded frame: scale it into a free buffer and hand it out. Its capture
+// time is its own access unit's (pts), which with B-frames is not the last one sent.
+func (l *decodeLoop) frame(w, h int, pts int64) {
 	c := l.cam
+	at := l.at
+	if pts != noPTS {
+		at = time.Unix(0, pts)
+	}
 	lb := geom.NewLetterbox(w, h, c.InputW, c.InputH)
 	if lb != l.lb {
 		c.log.Info("stream geometry", "width", w, "height", h,
@@ -256,7 +342,7 @@ func (l *decodeLoop) frame(w, h int) {
 	if l.onlineAt.IsZero() {
 		l.onlineAt = time.Now()
 	}
-	if err := c.emit(lb, l.at, l.dec.scaleInto); err != nil {
+	if err := c.emit(lb, at, l.dec.scaleInto); err != nil {
 		l.errLog.warn(c.log, "scale failed", "error", err.Error())
 	}
 }
@@ -290,6 +376,7 @@ type videoTrack struct {
 	depacketize func(*rtp.Packet) ([][]byte, error)
 	incomplete  func(error) bool // the depacketizer needs more packets: not an error
 	params      func() [][]byte  // parameter sets from the SDP
+	maxTID      uint8            // H.265: the highest temporal sub-layer seen (isNonRef)
 }
 
 // isKey reports whether the access unit is a random-access one of the track's codec (its
@@ -299,6 +386,41 @@ func (t *videoTrack) isKey(nalus [][]byte) bool {
 		return h265.IsRandomAccess(nalus)
 	}
 	return h264.IsRandomAccess(nalus)
+}
+
+// isNonRef reports whether no other frame references the access unit (its NAL units must
+// not be empty), so that it can be left undecoded. H.264: every slice has nal_ref_idc 0 (a
+// non-reference P- or B-frame). H.265: every slice is of a sub-layer non-reference type
+// (TRAIL_N, TSA_N, STSA_N, RADL_N, RASL_N or a reserved even type below 16), and the stream
+// has shown no temporal sub-layer above 0 (pictures of a higher sub-layer may reference a
+// sub-layer non-reference picture). It keeps the highest sub-layer seen: call it on every
+// access unit, in order, from one goroutine.
+func (t *videoTrack) isNonRef(nalus [][]byte) bool {
+	vcl, nonRef := false, true
+	for _, n := range nalus {
+		if t.codec == codecH265 {
+			if len(n) < 2 {
+				continue
+			}
+			if tid := n[1]&7 - 1; n[1]&7 > 0 && tid > t.maxTID {
+				t.maxTID = tid
+			}
+			typ := (n[0] >> 1) & 0x3f
+			if typ > 31 { // not a slice
+				continue
+			}
+			vcl = true
+			nonRef = nonRef && typ < 16 && typ%2 == 0
+			continue
+		}
+		typ := n[0] & 0x1f
+		if typ < 1 || typ > 5 { // not a slice
+			continue
+		}
+		vcl = true
+		nonRef = nonRef && n[0]&0x60 == 0 // nal_ref_idc
+	}
+	return vcl && nonRef && t.maxTID == 0
 }
 
 // findVideo picks the stream's H.264 or H.265 media; audio, metadata and other tracks are

@@ -84,9 +84,13 @@ type Status struct {
 	Dropped    uint64 // access units dropped (decode queue full) plus frames not scaled (no free buffer)
 	Reconnects uint64 // sessions started after a failed one
 	Skipped    uint64 // access units not decoded because decode is keyframes
-	Resyncs    uint64 // times decoding skipped to the next keyframe after a loss or a decode error
-	Unneeded   uint64 // frames decoded but not scaled: a newer one was expected before NeedFrom's time
-	Stuck      uint64 // kind gstreamer: sessions whose capture process was killed, its open or read blocked past StallTimeout
+	// SkippedNonRef counts the non-reference frames (B-frames, non-reference P-frames) left
+	// undecoded because nothing would have seen them (NeedFrom). They are not dropped frames:
+	// they get no Seq, and Frames does not count them.
+	SkippedNonRef uint64
+	Resyncs       uint64 // times decoding skipped to the next keyframe after a loss or a decode error
+	Unneeded      uint64 // frames decoded but not scaled: a newer one was expected before NeedFrom's time
+	Stuck         uint64 // kind gstreamer: sessions whose capture process was killed, its open or read blocked past StallTimeout
 }
 
 // Camera is one camera (an RTSP stream, a GStreamer pipeline or a video file), supervised: a
@@ -154,7 +158,10 @@ type Camera struct {
 	unneeded                               atomic.Uint64 // frames not scaled (NeedFrom)
 	stuck                                  atomic.Uint64 // capture processes killed by the stall watchdog
 	needFrom                               atomic.Int64  // unix ns: see NeedFrom
-	gapMean                                atomic.Int64  // ns: mean time between decoded frames
+	analysedEvery                          atomic.Int64  // ns: see AnalysedEvery
+	gapMean                                atomic.Int64  // ns: mean time between the stream's frames
+	skippedNonRef                          atomic.Uint64 // non-reference frames not decoded (NeedFrom)
+	sinceFrame                             atomic.Int64  // frames not decoded since the last decoded one
 
 	mu        sync.Mutex
 	started   bool
@@ -252,6 +259,7 @@ func (c *Camera) Status() Status {
 	st.Dropped = c.dropped.Load()
 	st.Reconnects = c.reconnects.Load()
 	st.Skipped = c.skipped.Load()
+	st.SkippedNonRef = c.skippedNonRef.Load()
 	st.Resyncs = c.resyncs.Load()
 	st.Unneeded = c.unneeded.Load()
 	st.Stuck = c.stuck.Load()
@@ -262,8 +270,13 @@ func (c *Camera) Status() Status {
 // expected before t (1.5 mean frame intervals from now) would be replaced by it unseen, so it
 // is not scaled nor handed out, and counted in Status.Unneeded. Scaling into the letterbox
 // costs about half as much CPU as decoding; with a 25 fps camera analysed at 5 fps it saves
-// three frames in five. The zero time (the default) asks for every frame. Safe to call from
-// any goroutine.
+// three frames in five. When the consumer also said that it takes at most one frame per
+// interval at least about twice the stream's frame interval (AnalysedEvery: the camera is
+// analysed at most half as often as its stream sends frames), a frame of an RTSP stream that
+// no other frame references (a B-frame, a non-reference P-frame) arriving before t is not
+// even decoded (libavcodec's skip_frame), and is counted in Status.SkippedNonRef; the first
+// frame at or after t is always decoded. The zero time (the default) asks for every frame.
+// Safe to call from any goroutine.
 func (c *Camera) NeedFrom(t time.Time) {
 	if t.IsZero() {
 		c.needFrom.Store(0)
@@ -272,13 +285,23 @@ func (c *Camera) NeedFrom(t time.Time) {
 	c.needFrom.Store(t.UnixNano())
 }
 
+// AnalysedEvery tells the camera that its consumer takes at most one frame every d (the
+// camera's analysed interval, 1/fps; 0, the default: unknown). Together with NeedFrom it
+// lets the camera leave non-reference frames undecoded when d is at least about twice the
+// stream's frame interval. Call it again when the rate changes; safe from any goroutine.
+func (c *Camera) AnalysedEvery(d time.Duration) {
+	c.analysedEvery.Store(int64(max(d, 0)))
+}
+
 // unneededNow reports whether a frame decoded at now, prev (unix ns) after the one before
-// (0: none), can be left unscaled (NeedFrom), and keeps the mean frame interval.
+// (0: none), can be left unscaled (NeedFrom), and keeps the mean interval of the stream's
+// frames (the frames left undecoded between the two count: they are the stream's too).
 func (c *Camera) unneededNow(now, prev int64) bool {
+	skipped := c.sinceFrame.Swap(0)
 	if prev == 0 || now <= prev {
 		return false
 	}
-	gap, mean := now-prev, c.gapMean.Load()
+	gap, mean := (now-prev)/(skipped+1), c.gapMean.Load()
 	if mean == 0 {
 		mean = gap
 	} else {
@@ -289,6 +312,25 @@ func (c *Camera) unneededNow(now, prev int64) bool {
 	// The next frame is expected within mean, and comes before need even if it is late by half
 	// of that; a stream that pauses pushes mean up, and every frame is scaled again.
 	return need != 0 && now+mean+mean/2 < need && gap < 2*mean
+}
+
+// skippableNow reports whether a non-reference frame arriving at now, of a stream that
+// sends a frame every frameGap, can be left undecoded: the consumer takes at most one frame
+// per analysed interval (AnalysedEvery), at least 1.5 frame intervals (about half the
+// stream's rate or less, with room for the error of frameGap), and takes no frame before need
+// (NeedFrom): it will take the first frame at or after need, which is decoded whatever its
+// type. At higher analysed rates nothing is skipped, so that a stream that sends its frames
+// in bursts (a P-frame, then the B-frames shown before it) cannot leave the consumer without
+// one.
+func (c *Camera) skippableNow(now time.Time, frameGap time.Duration) bool {
+	need, every := c.needFrom.Load(), c.analysedEvery.Load()
+	return need != 0 && frameGap > 0 && 2*every >= 3*int64(frameGap) && now.UnixNano() < need
+}
+
+// countSkippedNonRef counts a non-reference frame left undecoded (skippableNow).
+func (c *Camera) countSkippedNonRef() {
+	c.skippedNonRef.Add(1)
+	c.sinceFrame.Add(1)
 }
 
 // session runs one session of the camera's kind until it fails or ctx ends; onlineAt is

@@ -54,6 +54,7 @@ type run struct {
 	commands   []string
 	knobs      map[string]string
 	decode     []benchLine
+	skip       []benchLine // BenchmarkSkipNonRef (skip.go)
 	pipeline   []benchLine
 	scale      *scaleResult            // scale.json: the reference of overload and soak
 	scales     map[string]*scaleResult // every scale*.json and peer-scale.json, by name without .json
@@ -140,6 +141,7 @@ func loadRun(dir, tag string) (*run, error) {
 		r.commands = append(r.commands, l)
 	}
 	r.decode = parseBench(readFile(filepath.Join(dir, "decode.txt")))
+	r.skip = parseBench(readFile(filepath.Join(dir, "skip.txt")))
 	r.pipeline = parseBench(readFile(filepath.Join(dir, "pipeline.txt")))
 	r.scales = map[string]*scaleResult{}
 	scaleFiles, _ := filepath.Glob(filepath.Join(dir, "scale*.json"))
@@ -316,6 +318,7 @@ func (r *report) write() (string, error) {
 	r.summary(local, gpu)
 	r.machines()
 	r.decodeSection(local)
+	r.skipSection(local)
 	r.pipelineSection()
 	r.peerSection(gpu)
 	if err := r.camerasSection(); err != nil {
@@ -352,6 +355,7 @@ func (r *report) summary(local, gpu *run) {
 	} else {
 		rows = append(rows, []string{"decode", local.name(), r.notRun(local, "decode")})
 	}
+	rows = append(rows, r.skipSummary(local)...)
 	for _, ru := range r.runs {
 		for _, b := range ru.pipeline {
 			rows = append(rows, []string{fmt.Sprintf("pipeline: detections/s through the daemon ÷ bare `Detect` loops (workers=%s, threads=%s, cameras=%s, %s)",

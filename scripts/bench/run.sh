@@ -61,6 +61,8 @@ step env "bin/visiond-bench env -o $OUT/env.json"
 if has decode; then
   rm -f "$OUT/decode.txt"
   step decode "$GO test -c -o $OUT/sources.test ./sources && cd sources && $rel/sources.test -test.run '^\$' -test.bench DecodeVsFFmpeg -test.benchtime $BENCH_TIME | tee $rel/decode.txt"
+  rm -f "$OUT/skip.txt"
+  step skip "cd sources && $rel/sources.test -test.run '^\$' -test.bench SkipNonRef -test.benchtime $BENCH_TIME | tee $rel/skip.txt"
 fi
 if has pipeline; then
   rm -f "$OUT/pipeline.txt"

@@ -334,6 +334,7 @@ func (s *Server) play(ctx context.Context, fs *fileStream) {
 			return
 		}
 		var lastDTS, step int64 = -1, clockRate / 25
+		var shown int64 = -1 // the latest presentation time of the units sent so far
 		for {
 			au, err := r.Next()
 			if err != nil {
@@ -344,7 +345,11 @@ func (s *Server) play(ctx context.Context, fs *fileStream) {
 				}
 				break
 			}
-			due := start.Add(time.Duration(offset+au.DTS) * time.Second / clockRate)
+			// Sent as a camera sends it: once the latest frame it needs is captured. Without
+			// B-frames that is the unit's own time; with them, a P-frame goes out when it is
+			// captured, and the B-frames shown before it right after it.
+			shown = max(shown, au.PTS)
+			due := start.Add(time.Duration(offset+shown) * time.Second / clockRate)
 			if d := time.Until(due); d > 0 {
 				timer.Reset(d)
 				select {
@@ -397,7 +402,7 @@ func (s *Server) play(ctx context.Context, fs *fileStream) {
 				}
 			}
 		}
-		offset += max(lastDTS, 0) + step
+		offset += max(lastDTS, shown, 0) + step
 		log.Debug("file ended, looping")
 	}
 }
