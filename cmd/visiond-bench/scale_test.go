@@ -129,7 +129,7 @@ func TestPoolSettings(t *testing.T) {
 	if p.Count != def.Count || p.Threads != 2 || def.Threads != 1 {
 		t.Errorf("loaded pools: default %+v, with threads 2 %+v", def, p)
 	}
-	if def.Count < 1 || def.Count > runtime.NumCPU() {
+	if def.Count < 1 || int(def.Count) > runtime.NumCPU() {
 		t.Errorf("the daemon's default count %d on %d CPUs", def.Count, runtime.NumCPU())
 	}
 	for _, bad := range []string{"-1", "many", ""} {
