@@ -282,6 +282,28 @@ func openDetector(o infer.DetectorOptions, warn func(msg string, args ...any)) (
 	return det, nil
 }
 
+// openSessions opens n detectors of o, each one session (openDetector for the first, whose
+// fallback, if it took one, the others follow), in one ONNX Runtime environment: on a GPU
+// they share the process's CUDA context and run at once. On failure none stays open.
+func openSessions(o infer.DetectorOptions, n int, warn func(msg string, args ...any)) ([]*Detector, error) {
+	first, err := openDetector(o, warn)
+	if err != nil {
+		return nil, err
+	}
+	dets := []*Detector{first}
+	rest := first.opts // the provider the first one runs on
+	for i := 1; i < n; i++ {
+		det, err := newWarmDetector(rest)
+		if err != nil {
+			closeAll(dets)
+			return nil, fmt.Errorf("session %d of %d: %w", i+1, n, err)
+		}
+		det.info.Provider = first.info.Provider
+		dets = append(dets, det)
+	}
+	return dets, nil
+}
+
 // newWarmDetector opens the detector of o and runs its session once on tensor pair 0,
 // whose input is zeros (a run's cost does not depend on the pixels): the first run
 // allocates the arenas and plans memory, so it fails here rather than on a frame, and the

@@ -1,0 +1,167 @@
+package pool
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/internal/infertest"
+	"github.com/visiond/visiond/infer/worker/workertest"
+)
+
+// A worker of two sessions holds four jobs (two slots per session) and runs two at once:
+// with the Overlap hook its first two session runs wait until both are running, which a
+// worker running one job at a time never passes (the jobs would time out). Every job gets
+// its frame's detections, each once.
+func TestPoolSessions(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	cfg, _ := testPoolConfig(t, a)
+	cfg.Sessions, cfg.Threads = 2, 1
+	cfg.Env = append(cfg.Env, workertest.OverlapEnv+"=2")
+	p := startPool(t, cfg)
+	if o, ok := p.Offer(); !ok || o.Slots != 4 || o.Sessions != 2 || o.InFlight != 0 {
+		t.Fatalf("offer of an idle worker of 2 sessions: %+v %v", o, ok)
+	}
+	pix, lb, w, h := messiFrame(t, a)
+	results := make(chan infer.Result, 8)
+	for seq := uint64(1); seq <= 4; seq++ {
+		if !p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {
+			t.Fatalf("job %d refused: %+v", seq, p.Workers()[0])
+		}
+	}
+	if p.TryDispatch(infer.Job{Seq: 5, Letterbox: lb}, pix, func(infer.Result) { t.Error("fifth job dispatched to a full worker") }) {
+		t.Fatal("TryDispatch accepted a fifth job with 2 sessions x 2 slots")
+	}
+	seen := map[uint64]bool{}
+	for range 4 {
+		r := waitResult(t, results)
+		if r.Err != nil || seen[r.Job.Seq] {
+			t.Fatalf("job %d: %v (seen %v)", r.Job.Seq, r.Err, seen)
+		}
+		seen[r.Job.Seq] = true
+		infertest.CheckMessi(t, r.Detections, w, h)
+	}
+	if s := p.Workers()[0]; s.Jobs != 4 || s.Lost != 0 || s.InFlight != 0 || s.State != infer.WorkerIdle {
+		t.Errorf("status %+v", s)
+	}
+}
+
+// kill -9 of a worker of two sessions with its four jobs in flight (two running, slowed by
+// an hour, two waiting behind them): every one is reported lost, once, and counted.
+func TestPoolSessionsWorkerLost(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	cfg, _ := testPoolConfig(t, a)
+	cfg.Sessions, cfg.Threads = 2, 1
+	cfg.Env = append(cfg.Env, workertest.SlowEnv+"=1h")
+	p := startPool(t, cfg)
+	pix, lb, _, _ := messiFrame(t, a)
+	results := make(chan infer.Result, 8)
+	for seq := uint64(1); seq <= 4; seq++ {
+		if !p.TryDispatch(infer.Job{Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {
+			t.Fatalf("job %d refused", seq)
+		}
+	}
+	s := p.Workers()[0]
+	if s.InFlight != 4 {
+		t.Fatalf("want four jobs in flight: %+v", s)
+	}
+	if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	for range 4 {
+		r := waitResult(t, results)
+		if !errors.Is(r.Err, infer.ErrWorkerLost) || r.Detections != nil || seen[r.Job.Seq] {
+			t.Fatalf("job %d of a killed worker: %+v (seen %v)", r.Job.Seq, r, seen)
+		}
+		seen[r.Job.Seq] = true
+	}
+	s = waitIdle(t, p, 0, 1)
+	if s.Lost != 4 || s.Jobs != 0 {
+		t.Fatalf("after restart: %+v", s)
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("a lost job reported twice: %+v", r)
+	default:
+	}
+}
+
+// fakeWorkerEnv makes the test binary a worker that breaks the result protocol (TestMain):
+// "unknown" answers each job with a result naming a job never sent, "twice" answers each
+// job twice.
+const fakeWorkerEnv = "VISIOND_TEST_FAKE_WORKER"
+
+// fakeWorker is a worker process that says hello for a 640x640 model and then answers jobs
+// as fakeWorkerEnv says.
+func fakeWorker(mode string) error {
+	results := os.NewFile(infer.FDResults, "results")
+	jobs := bufio.NewReader(os.NewFile(infer.FDJobs, "jobs"))
+	if err := infer.WriteMessage(results, infer.Message{Type: infer.MsgHello, Hello: &infer.HelloMsg{
+		PID: os.Getpid(), Model: "fake.onnx", InputW: 640, InputH: 640, Classes: []string{"person"}, Provider: "cpu"}}); err != nil {
+		return err
+	}
+	for {
+		m, _, err := infer.ReadMessage(jobs, nil)
+		if err != nil {
+			return err
+		}
+		res := infer.Message{Type: infer.MsgResult, Result: &infer.ResultMsg{ID: m.Job.ID}}
+		n := 1
+		switch mode {
+		case "unknown":
+			res.Result.ID += 1000
+		case "twice":
+			n = 2
+		default:
+			return fmt.Errorf("%s=%q: want unknown or twice", fakeWorkerEnv, mode)
+		}
+		for range n {
+			if err := infer.WriteMessage(results, res); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// A result that names no job in flight (one never sent, or one answered already) breaks
+// the protocol: the pool kills the worker, reports its jobs lost, says why and replaces it.
+func TestPoolResultNotInFlight(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	pix, lb, _, _ := messiFrame(t, a)
+	for _, tc := range []struct{ mode, want string }{
+		{"unknown", "result for job 1001, which is not in flight on this worker"},
+		{"twice", "result for job 1, which is not in flight on this worker"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			cfg, log := testPoolConfig(t, a)
+			cfg.Sessions = 2
+			cfg.Env = append(cfg.Env, fakeWorkerEnv+"="+tc.mode)
+			p := startPool(t, cfg)
+			r := waitResult(t, dispatch(t, p, infer.Job{Seq: 1, Letterbox: lb}, pix))
+			if tc.mode == "unknown" && (!errors.Is(r.Err, infer.ErrWorkerLost) || !strings.Contains(r.Err.Error(), tc.want)) {
+				t.Fatalf("job of a worker answering another job: %v, want ErrWorkerLost naming %q", r.Err, tc.want)
+			}
+			if tc.mode == "twice" && r.Err != nil {
+				t.Fatalf("first answer: %v", r.Err)
+			}
+			s := waitIdle(t, p, 0, 1)
+			if !strings.Contains(log.String(), tc.want) || !strings.Contains(log.String(), "bad protocol message") {
+				t.Fatalf("log does not say %q:\n%s", tc.want, log)
+			}
+			wantLost := uint64(0)
+			if tc.mode == "unknown" {
+				wantLost = 1
+			}
+			if s.Lost != wantLost {
+				t.Errorf("status %+v, want %d lost", s, wantLost)
+			}
+		})
+	}
+}
+
