@@ -164,4 +164,3 @@ func TestPoolResultNotInFlight(t *testing.T) {
 		})
 	}
 }
-

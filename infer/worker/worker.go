@@ -137,9 +137,9 @@ type jobServer struct {
 type session struct {
 	index  int
 	det    *Detector
-	free   chan int        // its free tensor pairs (cap pipelineDepth); only the reader takes
-	toPrep chan stagedJob  // reader -> prepare (cap pipelineDepth: never blocks, a job holds a pair)
-	shrink atomic.Bool     // run an arena shrinkage before the next run
+	free   chan int       // its free tensor pairs (cap pipelineDepth); only the reader takes
+	toPrep chan stagedJob // reader -> prepare (cap pipelineDepth: never blocks, a job holds a pair)
+	shrink atomic.Bool    // run an arena shrinkage before the next run
 }
 
 // stagedJob is a job passing through the stages.
