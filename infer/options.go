@@ -94,13 +94,21 @@ type DetectorOptions struct {
 	Fallback Provider        `json:"fallback,omitempty"` // ProviderCPU: use the CPU provider when the configured one cannot be used; "" never
 }
 
-// CUDAOptions are options of ONNX Runtime's CUDA execution provider; zero values leave
-// ONNX Runtime's defaults. They also apply to the CUDA provider that runs, after
-// TensorRT, the nodes TensorRT cannot take.
+// CUDAOptions are options of ONNX Runtime's CUDA execution provider. They also apply to
+// the CUDA provider that runs, after TensorRT, the nodes TensorRT cannot take. The zero
+// value keeps GPU memory small and flat after the warm-up run (docs/gpu-memory.md): an arena
+// that grows by what is asked (SetDefaults) and cuDNN convolutions within a small workspace.
 type CUDAOptions struct {
-	GPUMemLimit         int64  `json:"gpu_mem_limit,omitempty"`          // bytes the provider's arena may hold; 0: no limit
-	ArenaExtendStrategy string `json:"arena_extend_strategy,omitempty"`  // kNextPowerOfTwo (ORT's default) or kSameAsRequested
+	GPUMemLimit int64 `json:"gpu_mem_limit,omitempty"` // bytes the provider's arena may hold; 0: no limit
+	// ArenaExtendStrategy is kSameAsRequested (the default on cuda and tensorrt,
+	// SetDefaults: the arena grows by what a run asks) or kNextPowerOfTwo (ORT's own
+	// default: each extension doubles, so the arena holds up to twice what runs need).
+	ArenaExtendStrategy string `json:"arena_extend_strategy,omitempty"`
 	CudnnConvAlgoSearch string `json:"cudnn_conv_algo_search,omitempty"` // EXHAUSTIVE (ORT's default), HEURISTIC or DEFAULT
+	// CudnnConvMaxWorkspace lets cuDNN pick convolution algorithms that need its largest
+	// workspace (ORT's own default, cudnn_conv_use_max_workspace=1), which the arena then
+	// keeps; false (the default here) limits the workspace, as ORT did before 1.14.
+	CudnnConvMaxWorkspace bool `json:"cudnn_conv_max_workspace,omitempty"`
 }
 
 // TensorRTOptions are options of ONNX Runtime's TensorRT execution provider.
@@ -129,6 +137,9 @@ func (o *DetectorOptions) SetDefaults() {
 	}
 	if o.MaxDet == 0 {
 		o.MaxDet = DefaultMaxDet
+	}
+	if o.Provider.GPU() && o.CUDA.ArenaExtendStrategy == "" {
+		o.CUDA.ArenaExtendStrategy = "kSameAsRequested"
 	}
 }
 

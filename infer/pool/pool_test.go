@@ -3,6 +3,7 @@ package pool
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -568,7 +569,10 @@ func TestDispatchAcrossPools(t *testing.T) {
 // (p50, p99). Results of several sessions come as they finish; it also reports the p99
 // they would have had delivered in dispatch order (each held until every job sent before
 // it was answered: the head-of-line wait that in-order results cost) and the fraction of
-// results that would have waited. $VISIOND_BENCH_PROVIDER picks the provider (e.g. cuda).
+// results that would have waited. $VISIOND_BENCH_PROVIDER picks the provider (e.g. cuda),
+// $VISIOND_BENCH_CUDA the CUDA options as JSON (infer.CUDAOptions). On a GPU it samples
+// the worker's GPU memory every 2 s (the pool's GPU memory command) and reports the first
+// sample, the largest, the last, and when it last grew; -test.v logs every sample.
 func BenchmarkPoolThroughput(b *testing.B) {
 	a := infertest.ThirdParty(b)
 	pix, lb, _, _ := messiFrame(b, a)
@@ -598,9 +602,24 @@ func benchPool(b *testing.B, a infertest.Assets, sessions, slots int, pix []byte
 	cfg.Provider = infer.Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))
 	if cfg.Provider.GPU() {
 		cfg.Threads = 0
+		cfg.MemoryInterval = 2 * time.Second
+	}
+	if v := os.Getenv("VISIOND_BENCH_CUDA"); v != "" {
+		if err := json.Unmarshal([]byte(v), &cfg.CUDA); err != nil {
+			b.Fatalf("VISIOND_BENCH_CUDA=%q: %v", v, err)
+		}
 	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	began := time.Now()
 	p := startPool(b, cfg)
+	b.Logf("worker pid %d, %d session(s), cuda options %+v", p.Workers()[0].PID, sessions, cfg.CUDA)
+	memDone := make(chan struct{})
+	memStop := make(chan struct{})
+	var mem []gpuSample
+	go func() {
+		defer close(memDone)
+		mem = sampleGPU(p, memStop, began)
+	}()
 	type arrival struct {
 		seq uint64
 		at  time.Time
@@ -640,7 +659,10 @@ func benchPool(b *testing.B, a infertest.Assets, sessions, slots int, pix []byte
 	b.ResetTimer()
 	got := run(b.N, true)
 	b.StopTimer()
+	close(memStop)
+	<-memDone
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	reportGPU(b, mem)
 
 	// Latency as delivered, and as it would be in dispatch order.
 	at := make([]time.Time, len(got))
@@ -671,6 +693,53 @@ func benchPool(b *testing.B, a infertest.Assets, sessions, slots int, pix []byte
 		b.ReportMetric(pct(ordered, 0.99), "in-order-p99-ms")
 		b.ReportMetric(float64(held)/float64(len(at)), "held-frac")
 	}
+}
+
+// gpuSample is the GPU memory of a worker at a time since its pool started.
+type gpuSample struct {
+	at  time.Duration
+	mib float64
+}
+
+// sampleGPU records worker 0's GPU memory each time the pool's sample of it changes or
+// 2 s pass, until stop.
+func sampleGPU(p *Pool, stop <-chan struct{}, began time.Time) []gpuSample {
+	var out []gpuSample
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return out
+		case <-t.C:
+		}
+		if g := p.Workers()[0].GPUBytes; g > 0 {
+			out = append(out, gpuSample{time.Since(began), float64(g) / (1 << 20)})
+		}
+	}
+}
+
+// reportGPU reports GPU memory samples: the first, the largest, the last, when it last
+// grew (seconds since the pool started) and by how much in all after the first sample.
+func reportGPU(b *testing.B, mem []gpuSample) {
+	if len(mem) == 0 {
+		return
+	}
+	var line strings.Builder
+	peak, grew := mem[0].mib, mem[0].at
+	for i, m := range mem {
+		fmt.Fprintf(&line, " %.0fs:%.0f", m.at.Seconds(), m.mib)
+		if i > 0 && m.mib > mem[i-1].mib {
+			grew = m.at
+		}
+		peak = max(peak, m.mib)
+	}
+	b.Logf("GPU MiB of the worker over time (s since start: MiB):%s", line.String())
+	b.ReportMetric(mem[0].mib, "gpu-MiB-first")
+	b.ReportMetric(peak, "gpu-MiB-max")
+	b.ReportMetric(mem[len(mem)-1].mib, "gpu-MiB-last")
+	b.ReportMetric(grew.Seconds(), "gpu-last-growth-s")
+	b.ReportMetric(mem[len(mem)-1].mib-mem[0].mib, "gpu-MiB-growth")
 }
 
 func TestBackoff(t *testing.T) {

@@ -121,7 +121,11 @@ func appendProvider(so *ort.SessionOptions, o infer.DetectorOptions) error {
 
 // cudaOptions are the CUDA provider's options as ORT spells them.
 func cudaOptions(o infer.DetectorOptions) map[string]string {
-	m := map[string]string{"device_id": strconv.Itoa(o.Device)}
+	maxWorkspace := "0"
+	if o.CUDA.CudnnConvMaxWorkspace {
+		maxWorkspace = "1"
+	}
+	m := map[string]string{"device_id": strconv.Itoa(o.Device), "cudnn_conv_use_max_workspace": maxWorkspace}
 	if o.CUDA.GPUMemLimit > 0 {
 		m["gpu_mem_limit"] = strconv.FormatInt(o.CUDA.GPUMemLimit, 10)
 	}
