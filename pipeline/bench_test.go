@@ -2,14 +2,18 @@ package pipeline
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,8 +69,8 @@ cameras:
 // events' capture-to-publish latency (p50, p99) and each worker's memory at the end.
 // b.N is ignored. Environment: VISIOND_BENCH_SECONDS per side (20), VISIOND_BENCH_CAMERAS
 // (4), VISIOND_BENCH_WORKERS (1), VISIOND_BENCH_SESSIONS per worker (the provider's
-// default, infer.DefaultSessions), VISIOND_BENCH_PROVIDER (cpu), VISIOND_BENCH_THREADS (the
-// provider's default),
+// default, infer.DefaultSessions), VISIOND_BENCH_JETSTREAM (true; false publishes on core
+// NATS), VISIOND_BENCH_PROVIDER (cpu), VISIOND_BENCH_THREADS (the provider's default),
 // ONNXRUNTIME_SHARED_LIBRARY_PATH (third_party's).
 func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	seconds, ncams, nworkers := 20, 4, 1
@@ -110,11 +114,11 @@ func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 site: bench
 http: {listen: ""}
-nats: {listen: "127.0.0.1:0"}
+nats: {listen: "127.0.0.1:0", jetstream: %s}
 workers: {model: %q, library: %q, pools: [{count: %d, provider: %s, sessions: %d%s}]}
 camera_defaults: {fps: 10}
 cameras:
-%s`, model, library, nworkers, provider, sessions, threads, cams.String())))
+%s`, cmp.Or(os.Getenv("VISIOND_BENCH_JETSTREAM"), "true"), model, library, nworkers, provider, sessions, threads, cams.String())))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -160,6 +164,7 @@ cameras:
 		<-events
 	}
 	start := time.Now()
+	cpu0 := benchCPU(b, d)
 	var lat []float64
 	for deadline := time.After(window); ; {
 		select {
@@ -174,7 +179,9 @@ cameras:
 		}
 		break
 	}
-	daemon := float64(len(lat)) / time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	cpu1 := benchCPU(b, d)
+	daemon := float64(len(lat)) / elapsed.Seconds()
 	slices.Sort(lat)
 	pct := func(q float64) float64 {
 		if len(lat) == 0 {
@@ -193,10 +200,38 @@ cameras:
 	b.ReportMetric(shared, "one-process-bare-runs/s")
 	b.ReportMetric(daemon, "daemon-events/s")
 	b.ReportMetric(daemon/bare, "ratio")
+	b.ReportMetric((cpu1[0]-cpu0[0]).Seconds()/elapsed.Seconds(), "daemon-cores")
+	b.ReportMetric((cpu1[1]-cpu0[1]).Seconds()/elapsed.Seconds(), "worker-cores")
 	b.ReportMetric(pct(0.5), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(rss, "MiB-rss/worker")
 	b.ReportMetric(gpu, "MiB-gpu/worker")
+}
+
+// benchCPU returns the CPU time used so far by this process (the daemon, the bench's RTSP
+// server and NATS server with it) and by the daemon's worker processes together.
+func benchCPU(b *testing.B, d *Daemon) [2]time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	var workers time.Duration
+	for _, w := range d.Workers() {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.PID))
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: utime and stime are the 12th and
+		// 13th, in clock ticks (100 a second on Linux).
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 12 {
+			ut, _ := strconv.ParseInt(f[11], 10, 64)
+			st, _ := strconv.ParseInt(f[12], 10, 64)
+			workers += time.Duration(ut+st) * 10 * time.Millisecond
+		}
+	}
+	return [2]time.Duration{self, workers}
 }
 
 // bareChildEnv makes the test binary a bare-loop process (see TestMain and bareLoops).

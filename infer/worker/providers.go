@@ -345,10 +345,15 @@ func (d *Detector) shrinkSpec() string {
 
 // shrinkArenas runs the session once on tensor pair p with
 // memory.enable_memory_arena_shrinkage set to spec, which returns the arenas' unused
-// memory at the end of that run. The run works on whatever p's input holds and
-// overwrites p's output: call it before the run of the job that holds p, never between
-// that run and its decoding.
+// memory at the end of that run, on the Detector's thread (sessionThread). The run works
+// on whatever p's input holds and overwrites p's output: call it before the run of the
+// job that holds p, never between that run and its decoding.
 func (d *Detector) shrinkArenas(p int, spec string) error {
+	return d.thread.call(sessionCall{pair: p, shrink: spec})
+}
+
+// shrinkArenasHere is shrinkArenas on the calling thread.
+func (d *Detector) shrinkArenasHere(p int, spec string) error {
 	ro, err := ort.NewRunOptions()
 	if err != nil {
 		return fmt.Errorf("arena shrinkage: run options: %w", err)

@@ -8,23 +8,24 @@
 #
 # PARTs (default: memory pool pipeline), results in $OUT/gpu-sessions.tar.gz:
 #   memory    BenchmarkGPUMemory (infer/worker): GPU MiB after each session is created and
-#             run, then under constant load for MEM_SECONDS, for ORT's own CUDA options
-#             ("ort") and visiond's (kSameAsRequested, small cuDNN workspace: "visiond"),
-#             with 1 and MEM_SESSIONS sessions: four processes at once on the GPU
+#             run, then under constant load for MEM_SECONDS, for each of MEM_OPTS: ORT's own
+#             CUDA options ("ort") and visiond's (kSameAsRequested, small cuDNN workspace:
+#             "visiond"), with each of MEM_COUNTS sessions: one process each, all at once
 #   pool      BenchmarkPoolThroughput (infer/pool): jobs/s and latency of one worker with
 #             each of POOL_SESSIONS sessions, results out of order, and the p99 they would
 #             have in order
 #   pipeline  BenchmarkThroughputVsBareLoop (pipeline): daemon events/s over the bare loop of
-#             PIPE_SESSIONS sessions in one process, PIPE_CAMERAS cameras, PIPE_SECONDS a side
-# Knobs: MEM_SECONDS=120 MEM_SESSIONS=4 POOL_SESSIONS="1 4 8" POOL_JOBS=2000
-# PIPE_SESSIONS=4 PIPE_CAMERAS=120 PIPE_SECONDS=20.
+#             PIPE_SESSIONS sessions in one process, PIPE_CAMERAS cameras, PIPE_SECONDS a side,
+#             with JetStream and without it (PIPE_JETSTREAM)
+# Knobs: MEM_SECONDS=120 MEM_OPTS="ort visiond" MEM_COUNTS="1 4" POOL_SESSIONS="1 4 8"
+# POOL_JOBS=2000 PIPE_SESSIONS=4 PIPE_CAMERAS=120 PIPE_SECONDS=20 PIPE_JETSTREAM=true.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = pack ]; then
   # Here: the test binaries, the model, the media and this script, xz-packed in .gpupool1..M.
   cd "$here/../.."
   GO=${GO:-go}
-  for p in infer/worker infer/pool pipeline; do
+  for p in ${PACK:-infer/worker infer/pool pipeline}; do
     $GO test -c -ldflags='-s -w' -o "bin/$(basename $p).test" ./$p || exit 1
   done
   rm -rf .gpupool[0-9]*
@@ -45,7 +46,8 @@ if [ "${1:-}" = pack ]; then
 fi
 
 OUT=${OUT:-/tmp/out}
-MEM_SECONDS=${MEM_SECONDS:-120} MEM_SESSIONS=${MEM_SESSIONS:-4} POOL_SESSIONS=${POOL_SESSIONS:-1 4 8}
+MEM_SECONDS=${MEM_SECONDS:-120} MEM_OPTS=${MEM_OPTS:-ort visiond} MEM_COUNTS=${MEM_COUNTS:-1 4} POOL_SESSIONS=${POOL_SESSIONS:-1 4 8}
+PIPE_JETSTREAM=${PIPE_JETSTREAM:-true}
 POOL_JOBS=${POOL_JOBS:-2000} PIPE_SESSIONS=${PIPE_SESSIONS:-4} PIPE_CAMERAS=${PIPE_CAMERAS:-120} PIPE_SECONDS=${PIPE_SECONDS:-20}
 parts=(${@:-memory pool pipeline})
 : "${ONNXRUNTIME_SHARED_LIBRARY_PATH:?source /tmp/gpustage/activate.sh first}"
@@ -64,8 +66,8 @@ for part in "${parts[@]}"; do
   case $part in
   memory)
     pids=()
-    for opt in ort visiond; do
-      for s in 1 "$MEM_SESSIONS"; do
+    for opt in $MEM_OPTS; do
+      for s in $MEM_COUNTS; do
         cuda='{}'
         [ "$opt" = ort ] && cuda=$ort
         (cd "$work/infer/worker" && VISIOND_BENCH_PROVIDER=cuda VISIOND_BENCH_SESSIONS=$s VISIOND_BENCH_SECONDS=$MEM_SECONDS \
@@ -90,9 +92,11 @@ for part in "${parts[@]}"; do
     ;;
   pipeline)
     for s in $PIPE_SESSIONS; do
-      (cd "$work/pipeline" && VISIOND_BENCH_PROVIDER=cuda VISIOND_BENCH_SESSIONS=$s VISIOND_BENCH_CAMERAS=$PIPE_CAMERAS \
-        VISIOND_BENCH_SECONDS=$PIPE_SECONDS ../bin/pipeline.test -test.run '^$' -test.bench ThroughputVsBareLoop -test.benchtime 1x) \
-        >"$res/pipeline-$s.txt" 2>&1
+      for js in $PIPE_JETSTREAM; do
+        (cd "$work/pipeline" && VISIOND_BENCH_PROVIDER=cuda VISIOND_BENCH_SESSIONS=$s VISIOND_BENCH_CAMERAS=$PIPE_CAMERAS \
+          VISIOND_BENCH_SECONDS=$PIPE_SECONDS VISIOND_BENCH_JETSTREAM=$js ../bin/pipeline.test -test.run '^$' \
+          -test.bench ThroughputVsBareLoop -test.benchtime 1x) >"$res/pipeline-$s-js$js.txt" 2>&1
+      done
     done
     ;;
   *) echo "gpu-sessions: unknown part $part" >&2 ;;
