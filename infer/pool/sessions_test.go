@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/internal/infertest"
@@ -162,5 +163,45 @@ func TestPoolResultNotInFlight(t *testing.T) {
 				t.Errorf("status %+v, want %d lost", s, wantLost)
 			}
 		})
+	}
+}
+
+// A worker of two sessions whose session hangs in a job (the hang hook) still answers the
+// job sent after it, on its other session, as that finishes; the hung job then times out
+// (its clock ran from its dispatch), and the worker is replaced.
+func TestPoolSessionsHang(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	cfg, log := testPoolConfig(t, a)
+	cfg.Sessions, cfg.Threads = 2, 1
+	cfg.JobTimeout = 15 * time.Second        // far above a run on a loaded 2-core box under -race
+	cfg.StopTimeout = 200 * time.Millisecond // a hung worker ignores SIGTERM
+	cfg.Env = append(cfg.Env, workertest.HangEnv+"=2")
+	p := startPool(t, cfg)
+	pix, lb, w, h := messiFrame(t, a)
+	if r := waitResult(t, dispatch(t, p, infer.Job{Seq: 1, Letterbox: lb}, pix)); r.Err != nil {
+		t.Fatalf("first job: %v", r.Err)
+	}
+	hung := dispatch(t, p, infer.Job{Seq: 2, Letterbox: lb}, pix)
+	next := dispatch(t, p, infer.Job{Seq: 3, Letterbox: lb}, pix)
+	select {
+	case r := <-hung:
+		t.Fatalf("the hung job ended before the one behind it: %+v", r)
+	case r := <-next:
+		if r.Err != nil {
+			t.Fatalf("job 3, on the other session: %v", r.Err)
+		}
+		infertest.CheckMessi(t, r.Detections, w, h)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no result")
+	}
+	if r := waitResult(t, hung); !errors.Is(r.Err, infer.ErrJobTimeout) || r.Job.Seq != 2 {
+		t.Fatalf("hung job: want ErrJobTimeout, got %+v", r)
+	}
+	s := waitIdle(t, p, 0, 1)
+	if s.Lost != 1 || s.Jobs != 2 {
+		t.Fatalf("after timeout: %+v", s)
+	}
+	if !strings.Contains(log.String(), "test hook: hanging in this job") {
+		t.Error("the hang hook did not fire")
 	}
 }
