@@ -325,7 +325,8 @@ type WorkerPool struct {
 	// Sessions is the number of ONNX Runtime sessions in each worker process,
 	// running jobs at once (in one CUDA context on a GPU), 0 to 64; each takes
 	// two frame slots of the worker, and a crash of the process loses the jobs
-	// of all its sessions. 0 or unset: the provider's default, which the
+	// of all its sessions; threads applies to each session. 0 or unset: the
+	// provider's default, which the
 	// pool takes at start, infer.DefaultSessions (cpu 1: one-thread workers in processes of their
 	// own scale with the cores; cuda and tensorrt 4: on an H200, 1/2/4/8
 	// sessions of one process ran 223/407/766/980 frames/s where as many

@@ -132,8 +132,7 @@ func DispatchAcross(pools []*Pool, job infer.Job, pix []byte, done func(infer.Re
 		if run == 0 {
 			run = fastest
 		}
-		rounds := (o.InFlight + max(o.Sessions, 1)) / max(o.Sessions, 1) // ceil((n+1)/s)
-		wait, load := time.Duration(rounds)*run, float64(o.InFlight)/float64(o.Slots)
+		wait, load := o.wait(run), float64(o.InFlight)/float64(o.Slots)
 		if best < 0 || wait < bestWait || wait == bestWait && load < bestLoad {
 			best, bestWait, bestLoad = i, wait, load
 		}
@@ -150,6 +149,14 @@ func DispatchAcross(pools []*Pool, job infer.Job, pix []byte, done func(infer.Re
 		}
 	}
 	return false
+}
+
+// wait is how long a job given to the offering worker is expected to take, its runs taking
+// run each: its sessions run its InFlight jobs and the new one Sessions at a time, so the
+// new one ends after ceil((InFlight+1)/Sessions) runs.
+func (o Offer) wait(run time.Duration) time.Duration {
+	s := max(o.Sessions, 1)
+	return time.Duration((o.InFlight+s)/s) * run
 }
 
 // runEstWeight is the weight of a new run in Pool.runEst: about the last 8 runs count.

@@ -1,6 +1,7 @@
 // Package pool is the daemon's side of inference: a Pool starts worker processes (`visiond
-// worker`, package infer/worker) on one device, hands them frames through shared-memory
-// slots and job messages (the protocol of package infer), and supervises them: a worker
+// worker`, package infer/worker) on one device, each running Config.Sessions sessions of the
+// model at once, hands them frames through shared-memory slots and job messages (the
+// protocol of package infer), and supervises them: a worker
 // that exits, breaks the protocol, misses a job's deadline or outgrows a memory limit has
 // its jobs reported as lost (infer.ErrWorkerLost, infer.ErrJobTimeout) or is recycled
 // between jobs, and is replaced: at once after a healthy run, after a jittered, growing

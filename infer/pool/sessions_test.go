@@ -205,3 +205,26 @@ func TestPoolSessionsHang(t *testing.T) {
 		t.Error("the hang hook did not fire")
 	}
 }
+
+// A worker of s sessions is expected to answer a new job after ceil((n+1)/s) runs when it
+// holds n jobs (DispatchAcross): an idle worker of 4 sessions holding 3 jobs answers as soon
+// as an idle worker of one session, sooner than one of one session holding one job.
+func TestOfferWait(t *testing.T) {
+	const run = 10 * time.Millisecond
+	for _, tc := range []struct {
+		o    Offer
+		want time.Duration
+	}{
+		{Offer{InFlight: 0, Sessions: 1}, run},
+		{Offer{InFlight: 1, Sessions: 1}, 2 * run},
+		{Offer{InFlight: 0, Sessions: 0}, run}, // an Offer built without sessions: one
+		{Offer{InFlight: 3, Sessions: 4}, run},
+		{Offer{InFlight: 4, Sessions: 4}, 2 * run},
+		{Offer{InFlight: 7, Sessions: 4}, 2 * run},
+		{Offer{InFlight: 8, Sessions: 4}, 3 * run},
+	} {
+		if got := tc.o.wait(run); got != tc.want {
+			t.Errorf("%+v: wait %v, want %v", tc.o, got, tc.want)
+		}
+	}
+}
