@@ -228,3 +228,13 @@ func TestOfferWait(t *testing.T) {
 		}
 	}
 }
+
+// Sessions out of range is refused at Start, naming the field.
+func TestPoolSessionsBadInput(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	cfg, _ := testPoolConfig(t, a)
+	cfg.Sessions = infer.MaxSessions + 1
+	if err := New(cfg).Start(t.Context()); err == nil || !strings.Contains(err.Error(), "Sessions 65 must be in 1..64") {
+		t.Errorf("Sessions 65: %v", err)
+	}
+}

@@ -199,3 +199,33 @@ func TestWorkerSessions(t *testing.T) {
 		infertest.CheckMessi(t, r.Detections, fw, fh)
 	}
 }
+
+// A worker given -sessions out of range says why in its hello and exits.
+func TestWorkerBadSessions(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	fd, err := unix.MemfdCreate("test-frames", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memfd := os.NewFile(uintptr(fd), "frames")
+	defer memfd.Close()
+	jobsR, jobsW, _ := os.Pipe()
+	resR, resW, _ := os.Pipe()
+	defer jobsW.Close()
+	defer resR.Close()
+	cmd := exec.Command(os.Args[0], "-detector", fmt.Sprintf(`{"model":%q,"library":%q}`, a.Model, a.Library), "-sessions", "0")
+	cmd.Env = append(os.Environ(), workertest.Enable)
+	cmd.ExtraFiles = []*os.File{memfd, jobsR, resW}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	jobsR.Close()
+	resW.Close()
+	m, _, err := infer.ReadMessage(bufio.NewReader(resR), nil)
+	if err != nil || m.Type != infer.MsgHello || !strings.Contains(m.Hello.Error, "-sessions 0 must be in 1..64") {
+		t.Errorf("hello %+v, err %v: want an error naming -sessions", m.Hello, err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Error("worker exited 0 after a bad -sessions")
+	}
+}
