@@ -309,7 +309,7 @@ type Workers struct {
 }
 
 // WorkerPool is a group of identical worker processes on one device, each with
-// one ONNX Runtime session (one GPU context).
+// Sessions ONNX Runtime sessions in one runtime environment (one GPU context).
 type WorkerPool struct {
 	// Count is the number of worker processes, 1 to 64, or auto (the same as
 	// leaving it out). Default (auto): for cpu, one one-thread worker per CPU
@@ -322,6 +322,16 @@ type WorkerPool struct {
 	Provider infer.Provider `yaml:"provider"`
 	// Device is the GPU id for cuda and tensorrt, >= 0. Default 0.
 	Device int `yaml:"device"`
+	// Sessions is the number of ONNX Runtime sessions in each worker process,
+	// running jobs at once (in one CUDA context on a GPU), 0 to 64; each takes
+	// two frame slots of the worker, and a crash of the process loses the jobs
+	// of all its sessions; threads applies to each session. 0 or unset: the
+	// provider's default, which the
+	// pool takes at start, infer.DefaultSessions (cpu 1: one-thread workers in processes of their
+	// own scale with the cores; cuda and tensorrt 4: on an H200, 1/2/4/8
+	// sessions of one process ran 223/407/766/980 frames/s where as many
+	// processes took turns on the GPU for 232/267/307/339).
+	Sessions int `yaml:"sessions"`
 	// Threads is ONNX Runtime's intra-op thread count per worker, >= 0; 0
 	// leaves ONNX Runtime's own default (a thread per physical core). Default:
 	// 1 for cpu (several one-thread workers analyse more frames per CPU second
@@ -347,11 +357,16 @@ type WorkerPool struct {
 type CUDA struct {
 	// GPUMemLimitMiB caps the provider's memory arena, >= 0; 0: no cap.
 	GPUMemLimitMiB int `yaml:"gpu_mem_limit_mib"`
-	// ArenaExtendStrategy is kNextPowerOfTwo or kSameAsRequested (grows the
-	// arena only by what is asked: flatter memory). Default "".
+	// ArenaExtendStrategy is kNextPowerOfTwo (ONNX Runtime's own default:
+	// doubles) or kSameAsRequested (grows the arena only by what is asked:
+	// flatter memory). Default "": kSameAsRequested (infer.CUDAOptions).
 	ArenaExtendStrategy string `yaml:"arena_extend_strategy"`
 	// CudnnConvAlgoSearch is EXHAUSTIVE, HEURISTIC or DEFAULT. Default "".
 	CudnnConvAlgoSearch string `yaml:"cudnn_conv_algo_search"`
+	// CudnnConvMaxWorkspace lets cuDNN use its largest workspace for
+	// convolutions (ONNX Runtime's own default), which the arena then keeps:
+	// more GPU memory per session. Default false (a small workspace).
+	CudnnConvMaxWorkspace bool `yaml:"cudnn_conv_max_workspace"`
 }
 
 // TensorRT holds options of ONNX Runtime's TensorRT execution provider.

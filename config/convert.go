@@ -85,7 +85,8 @@ func (a NATSAuth) sinks() sinks.Auth {
 func (w Workers) PoolConfig(i int) pool.Config {
 	pc := w.Pools[i]
 	return pool.Config{
-		Count: int(pc.Count),
+		Count:    int(pc.Count),
+		Sessions: pc.Sessions,
 		DetectorOptions: infer.DetectorOptions{
 			Model:      w.Model,
 			Labels:     w.Labels,
@@ -98,9 +99,10 @@ func (w Workers) PoolConfig(i int) pool.Config {
 			IoU:        w.IoU,
 			Fallback:   pc.Fallback,
 			CUDA: infer.CUDAOptions{
-				GPUMemLimit:         int64(pc.CUDA.GPUMemLimitMiB) << 20,
-				ArenaExtendStrategy: pc.CUDA.ArenaExtendStrategy,
-				CudnnConvAlgoSearch: pc.CUDA.CudnnConvAlgoSearch,
+				GPUMemLimit:           int64(pc.CUDA.GPUMemLimitMiB) << 20,
+				ArenaExtendStrategy:   pc.CUDA.ArenaExtendStrategy,
+				CudnnConvAlgoSearch:   pc.CUDA.CudnnConvAlgoSearch,
+				CudnnConvMaxWorkspace: pc.CUDA.CudnnConvMaxWorkspace,
 			},
 			TensorRT: infer.TensorRTOptions{
 				FP16:          pc.TensorRT.FP16,

@@ -128,6 +128,9 @@ func (c *Config) Validate() error {
 		if p.Threads < 0 {
 			v.add(f+".threads", "must be >= 0 (0 = ONNX Runtime's default), got %d", p.Threads)
 		}
+		if p.Sessions < 0 || p.Sessions > infer.MaxSessions {
+			v.add(f+".sessions", "must be in 0..%d (0 = the provider's default), got %d", infer.MaxSessions, p.Sessions)
+		}
 		if p.Fallback != "" {
 			oneOfValues(&v, f+".fallback", p.Fallback, []infer.Provider{infer.ProviderCPU})
 		}

@@ -100,7 +100,7 @@ type WorkerStatus struct {
 	PID      int         `json:"pid"` // 0 while no process runs
 	State    WorkerState `json:"state"`
 	Provider string      `json:"provider"`  // the provider its process runs on, e.g. "cuda" or "cpu (fallback: ...)"
-	InFlight int         `json:"in_flight"` // jobs sent to its process and not answered yet (at most Slots)
+	InFlight int         `json:"in_flight"` // jobs sent to its process and not answered yet (at most Sessions*Slots)
 	Jobs     uint64      `json:"jobs"`      // jobs answered (successfully or rejected)
 	Lost     uint64      `json:"lost"`      // jobs lost to a crash, a protocol break or a timeout
 	Restarts uint64      `json:"restarts"`  // processes started after the first

@@ -1,27 +1,43 @@
 package infer
 
-// Worker protocol, version 1.
+// Worker protocol, version 2.
 //
-// The daemon starts a worker as `visiond worker -detector {...} -slots K -slot-bytes S`
-// (WorkerFlags) with three extra files:
+// The daemon starts a worker as `visiond worker -detector {...} -slots K -slot-bytes S
+// -sessions N` (WorkerFlags) with three extra files:
 //
 //	fd 3  a memfd of K*S bytes: K frame slots of S bytes each. A frame is RGB24 HWC uint8
 //	      of exactly the model's input size (already letterboxed by the daemon), at the start
 //	      of its slot.
 //	fd 4  daemon -> worker: job messages
-//	fd 5  worker -> daemon: hello, then one result per job, in job order
+//	fd 5  worker -> daemon: hello, then one result per job
 //
 // stderr is the worker's log; the daemon forwards it line by line.
 //
+// Sessions. A worker runs N ONNX Runtime sessions of the model (-sessions, default 1) in one
+// process, one runtime environment and, on a GPU, one CUDA context: N jobs run at once, each
+// on a session of its own. Each session holds its own input and output tensors (a few
+// jobs' worth, see Pipelining); the frame slots are the worker's, not a session's: a job may
+// name any slot and runs on whichever session is free first (the one with the fewest jobs).
+//
 // Pipelining. The daemon may send up to K jobs, each on a different slot, before it reads
-// a result; the worker answers them strictly in the order they were sent. The daemon
-// writes a slot only when no job on it is waiting for its answer: after the result of the
-// last job that named the slot has been read. The worker may read a job's frame at any
-// time until it writes that job's result, and never after. A worker reads the next jobs
-// while it runs one (infer/worker: it fills the next input, and decodes the previous output,
-// while the session runs), so a daemon that keeps K >= 2 jobs in flight keeps the device
-// busy. With K = 1 this is the one-job-at-a-time exchange of earlier daemons: the
-// messages are the same, a worker serves either kind of daemon.
+// a result. The daemon writes a slot only when no job on it is waiting for its answer: after
+// the result of the last job that named the slot has been read. The worker may read a job's
+// frame at any time until it writes that job's result, and never after. A worker reads the
+// next jobs while it runs one (infer/worker: each session fills the next input, and decodes
+// the previous output, while it runs), so a daemon that keeps K >= 2N jobs in flight keeps
+// every session busy. With K = 1 and N = 1 this is the one-job-at-a-time exchange of the
+// first daemons.
+//
+// Result order. With one session the worker answers its jobs strictly in the order they were
+// sent. With N > 1 sessions results go out in the order the jobs finish, which need not be
+// the order they were sent (version 2; version 1 had one session and job order only): each
+// result names its job by id, and the daemon matches it to the job in flight with that id.
+// A result whose id names no job in flight (never sent, or answered already) is a protocol
+// error: the daemon kills the worker and counts every job it held as lost. Results are not
+// held back for the jobs sent before them: a session that finishes first answers first, so
+// no job waits for a slower one (a head-of-line wait, which in-order answers would cost;
+// the daemon's pipeline keeps at most one job per camera in flight, so a camera's results
+// still come in its frames' order).
 //
 // Every message is one frame: a 4-byte little-endian length n (1 <= n <= MaxFrameSize)
 // followed by n bytes of JSON, an object with a "type" and the one field named by it:
@@ -33,16 +49,17 @@ package infer
 //	{"type":"job","job":{"id":7,"slot":0,"camera":"gate","seq":42,
 //	  "letterbox":{"src_w":1920,"src_h":1080,"dst_w":640,"dst_h":640,"scaled_w":640,"scaled_h":360,"pad_x":0,"pad_y":140},
 //	  "shrink_arenas":true}}
-//	    "shrink_arenas" (optional, default false): before this job the worker runs its
-//	    session once with the run option memory.enable_memory_arena_shrinkage ("cpu:0",
-//	    plus "gpu:<device>" on cuda and tensorrt), which hands the arenas' unused memory
-//	    back. The daemon sets it on the next job of each worker after Pool.ShrinkArenas
+//	    "shrink_arenas" (optional, default false): before this job, and before the next
+//	    job of each of its other sessions, the worker runs the session once with the run
+//	    option memory.enable_memory_arena_shrinkage ("cpu:0", plus "gpu:<device>" on cuda
+//	    and tensorrt), which hands the arenas' unused memory back. The daemon sets it on the next job of each worker after Pool.ShrinkArenas
 //	    (camera set or resolution changed), never per frame. A failed shrink is logged
 //	    and does not fail the job.
 //	{"type":"result","result":{"id":7,"detections":[{"class_id":0,"label":"person","score":0.9,
-//	  "box":{"x":1,"y":2,"w":3,"h":4}}],"pre_us":600,"run_us":41000,"post_us":300}}
+//	  "box":{"x":1,"y":2,"w":3,"h":4}}],"pre_us":600,"run_us":41000,"post_us":300,"session":1}}
 //	    or "error":"..." when the job was bad (slot out of range, letterbox not matching
-//	    the model input) or the run failed; the worker keeps serving.
+//	    the model input) or the run failed; the worker keeps serving. "session" (optional,
+//	    default 0) is the index of the session that ran the job, in [0,N).
 //
 // Unknown fields and unknown types are errors. A framing error (oversized or truncated
 // frame) or a malformed message ends the stream: the worker exits with that error, and
@@ -122,6 +139,7 @@ type ResultMsg struct {
 	PreUS      int64       `json:"pre_us"`
 	RunUS      int64       `json:"run_us"`
 	PostUS     int64       `json:"post_us"`
+	Session    int         `json:"session,omitempty"` // the session that ran it, in [0,sessions)
 	Error      string      `json:"error,omitempty"`
 }
 
@@ -225,12 +243,16 @@ func CheckJob(j *JobMsg, slots, inputW, inputH int) error {
 	return nil
 }
 
+// MaxSessions is the most sessions a worker runs (WorkerFlags.Sessions).
+const MaxSessions = 64
+
 // WorkerFlags are the command-line flags of a worker process, what the daemon tells it
 // besides its three files: Args writes them, ParseWorkerFlags reads them.
 type WorkerFlags struct {
 	Detector  DetectorOptions // -detector, as JSON
 	Slots     int             // -slots: frame slots in the memfd on fd 3; default 1
 	SlotBytes int             // -slot-bytes: bytes per slot; default DefaultSlotBytes
+	Sessions  int             // -sessions: sessions running jobs at once, 1..MaxSessions; default 1
 }
 
 // Args returns the flags as arguments for a worker's command line.
@@ -239,7 +261,8 @@ func (f WorkerFlags) Args() []string {
 	if err != nil {
 		panic(err) // plain fields: cannot fail
 	}
-	return []string{"-detector", string(opts), "-slots", strconv.Itoa(f.Slots), "-slot-bytes", strconv.Itoa(f.SlotBytes)}
+	return []string{"-detector", string(opts), "-slots", strconv.Itoa(f.Slots), "-slot-bytes", strconv.Itoa(f.SlotBytes),
+		"-sessions", strconv.Itoa(f.Sessions)}
 }
 
 // ParseWorkerFlags parses a worker's arguments (Args), sets the detector's defaults and
@@ -252,6 +275,7 @@ func ParseWorkerFlags(args []string) (WorkerFlags, error) {
 	fs.StringVar(&detector, "detector", "", "detector options as JSON (infer.DetectorOptions)")
 	fs.IntVar(&f.Slots, "slots", 1, "frame slots in the memfd on fd 3")
 	fs.IntVar(&f.SlotBytes, "slot-bytes", DefaultSlotBytes, "bytes per frame slot")
+	fs.IntVar(&f.Sessions, "sessions", 1, "ONNX Runtime sessions running jobs at once")
 	if err := fs.Parse(args); err != nil {
 		return f, fmt.Errorf("worker flags: %w", err)
 	}
@@ -269,6 +293,8 @@ func ParseWorkerFlags(args []string) (WorkerFlags, error) {
 		return f, fmt.Errorf("worker flags: -slots %d must be >= 1", f.Slots)
 	case f.SlotBytes < 1:
 		return f, fmt.Errorf("worker flags: -slot-bytes %d must be >= 1", f.SlotBytes)
+	case f.Sessions < 1 || f.Sessions > MaxSessions:
+		return f, fmt.Errorf("worker flags: -sessions %d must be in 1..%d", f.Sessions, MaxSessions)
 	}
 	if err := f.Detector.Validate(); err != nil {
 		return f, fmt.Errorf("worker flags: -detector: %w", err)

@@ -103,7 +103,7 @@ func TestCheckJob(t *testing.T) {
 // the detector's defaults filled in; bad flags are refused with the flag named.
 func TestWorkerFlags(t *testing.T) {
 	in := WorkerFlags{Detector: DetectorOptions{Model: "/m/y.onnx", Library: "/l/ort.so", Provider: ProviderCUDA, Device: 1,
-		Fallback: ProviderCPU, CUDA: CUDAOptions{GPUMemLimit: 1 << 30}}, Slots: 2, SlotBytes: 640 * 640 * 3}
+		Fallback: ProviderCPU, CUDA: CUDAOptions{GPUMemLimit: 1 << 30}}, Slots: 8, SlotBytes: 640 * 640 * 3, Sessions: 4}
 	got, err := ParseWorkerFlags(in.Args())
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +119,9 @@ func TestWorkerFlags(t *testing.T) {
 	}{
 		{[]string{"-detector", `{"model":"m"}`, "-slots", "0"}, "-slots 0 must be >= 1"},
 		{[]string{"-detector", `{"model":"m"}`, "-slot-bytes", "-1"}, "-slot-bytes -1 must be >= 1"},
+		{[]string{"-detector", `{"model":"m"}`, "-sessions", "0"}, "-sessions 0 must be in 1..64"},
+		{[]string{"-detector", `{"model":"m"}`, "-sessions", "65"}, "-sessions 65 must be in 1..64"},
+		{[]string{"-detector", `{"model":"m"}`, "-sessions", "two"}, `invalid value "two" for flag -sessions`},
 		{[]string{"-detector", `{"model":"m","frobnicate":1}`}, `-detector: json: unknown field "frobnicate"`},
 		{[]string{"-detector", `{"model":"m","provider":"tpu"}`}, `-detector: provider "tpu"`},
 		{[]string{"-detector", `{"model":"m","confidence":1}`}, "-detector: confidence must be between 0 and 1 (exclusive), got 1"},

@@ -2,14 +2,18 @@ package pipeline
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,13 +63,14 @@ cameras:
 // BenchmarkThroughputVsBareLoop measures detections per second through the whole daemon
 // (cameras of the 10 fps sample, more than the workers can take, every event counted on
 // NATS) and divides by the rate of bare loops of Detector.Detect on the same model and
-// provider, one process (and session) per worker, running together (tensor preparation,
-// session run, decoding and NMS: the workers' own work without the daemon around it, on the
-// same device). It also reports the same loops as goroutines of one process. It also reports the
+// provider, one process per worker with as many Detectors (sessions) as a worker has, each
+// in its own goroutine, running together (tensor preparation, session run, decoding and
+// NMS: the workers' own work without the daemon around it, on the same device). It also reports the same loops as goroutines of one process. It also reports the
 // events' capture-to-publish latency (p50, p99) and each worker's memory at the end.
 // b.N is ignored. Environment: VISIOND_BENCH_SECONDS per side (20), VISIOND_BENCH_CAMERAS
-// (4), VISIOND_BENCH_WORKERS (1), VISIOND_BENCH_PROVIDER (cpu), VISIOND_BENCH_THREADS (the
-// provider's default),
+// (4), VISIOND_BENCH_WORKERS (1), VISIOND_BENCH_SESSIONS per worker (the provider's
+// default, infer.DefaultSessions), VISIOND_BENCH_JETSTREAM (true; false publishes on core
+// NATS), VISIOND_BENCH_PROVIDER (cpu), VISIOND_BENCH_THREADS (the provider's default),
 // ONNXRUNTIME_SHARED_LIBRARY_PATH (third_party's).
 func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	seconds, ncams, nworkers := 20, 4, 1
@@ -80,6 +85,12 @@ func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	provider := os.Getenv("VISIOND_BENCH_PROVIDER")
 	if provider == "" {
 		provider = "cpu"
+	}
+	sessions := infer.DefaultSessions(infer.Provider(provider))
+	if v := os.Getenv("VISIOND_BENCH_SESSIONS"); v != "" {
+		if _, err := fmt.Sscan(v, &sessions); err != nil || sessions < 1 {
+			b.Fatalf("VISIOND_BENCH_SESSIONS=%q: want a number of sessions", v)
+		}
 	}
 	library := testutil.ThirdParty(b, "libonnxruntime.so.1") // or $ONNXRUNTIME_SHARED_LIBRARY_PATH
 	model := testutil.ThirdParty(b, "yolov8n.onnx")
@@ -103,27 +114,30 @@ func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 site: bench
 http: {listen: ""}
-nats: {listen: "127.0.0.1:0"}
-workers: {model: %q, library: %q, pools: [{count: %d, provider: %s%s}]}
+nats: {listen: "127.0.0.1:0", jetstream: %s}
+workers: {model: %q, library: %q, pools: [{count: %d, provider: %s, sessions: %d%s}]}
 camera_defaults: {fps: 10}
 cameras:
-%s`, model, library, nworkers, provider, threads, cams.String())))
+%s`, cmp.Or(os.Getenv("VISIOND_BENCH_JETSTREAM"), "true"), model, library, nworkers, provider, sessions, threads, cams.String())))
 	if err != nil {
 		b.Fatal(err)
 	}
 	spec := bareSpec{Opts: infer.DetectorOptions{Model: model, Library: library, Provider: infer.Provider(provider), Threads: cfg.Workers.Pools[0].Threads},
-		Image: testutil.Media(b, "messi5.jpg"), Window: window}
-	b.Logf("%d worker(s), provider %s, %d intra-op thread(s) each (0: ONNX Runtime's default)", nworkers, provider, spec.Opts.Threads)
+		Image: testutil.Media(b, "messi5.jpg"), Window: window, Sessions: sessions}
+	b.Logf("%d worker(s) of %d session(s), provider %s, %d intra-op thread(s) each (0: ONNX Runtime's default)",
+		nworkers, sessions, provider, spec.Opts.Threads)
 
-	// The bare loops: one process per worker, like the workers, each with one Detector
-	// running back to back on one frame, all started together once all are warm.
+	// The bare loops: one process per worker, like the workers, each with one Detector per
+	// session running back to back on one frame, in goroutines of its own, all started
+	// together once all are warm.
 	bare, err := bareLoops(nworkers, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The same in one process: one Detector per worker, each in its own goroutine (on a GPU,
-	// sessions of one process share one context; those of several processes take turns).
-	shared, err := bareLoopRuns(nworkers, spec, nil)
+	// The same in one process: one Detector per session of every worker, each in its own
+	// goroutine (on a GPU, sessions of one process share one context; those of several
+	// processes take turns).
+	shared, err := bareLoopRuns(nworkers*sessions, spec, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -150,6 +164,7 @@ cameras:
 		<-events
 	}
 	start := time.Now()
+	cpu0 := benchCPU(b, d)
 	var lat []float64
 	for deadline := time.After(window); ; {
 		select {
@@ -164,7 +179,9 @@ cameras:
 		}
 		break
 	}
-	daemon := float64(len(lat)) / time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	cpu1 := benchCPU(b, d)
+	daemon := float64(len(lat)) / elapsed.Seconds()
 	slices.Sort(lat)
 	pct := func(q float64) float64 {
 		if len(lat) == 0 {
@@ -178,14 +195,43 @@ cameras:
 		rss += float64(w.RSSBytes) / (1 << 20) / float64(len(ws))
 		gpu += float64(w.GPUBytes) / (1 << 20) / float64(len(ws))
 	}
+	b.ReportMetric(float64(sessions), "sessions")
 	b.ReportMetric(bare, "bare-runs/s")
 	b.ReportMetric(shared, "one-process-bare-runs/s")
 	b.ReportMetric(daemon, "daemon-events/s")
 	b.ReportMetric(daemon/bare, "ratio")
+	b.ReportMetric((cpu1[0]-cpu0[0]).Seconds()/elapsed.Seconds(), "daemon-cores")
+	b.ReportMetric((cpu1[1]-cpu0[1]).Seconds()/elapsed.Seconds(), "worker-cores")
 	b.ReportMetric(pct(0.5), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(rss, "MiB-rss/worker")
 	b.ReportMetric(gpu, "MiB-gpu/worker")
+}
+
+// benchCPU returns the CPU time used so far by this process (the daemon, the bench's RTSP
+// server and NATS server with it) and by the daemon's worker processes together.
+func benchCPU(b *testing.B, d *Daemon) [2]time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	var workers time.Duration
+	for _, w := range d.Workers() {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.PID))
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: utime and stime are the 12th and
+		// 13th, in clock ticks (100 a second on Linux).
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 12 {
+			ut, _ := strconv.ParseInt(f[11], 10, 64)
+			st, _ := strconv.ParseInt(f[12], 10, 64)
+			workers += time.Duration(ut+st) * 10 * time.Millisecond
+		}
+	}
+	return [2]time.Duration{self, workers}
 }
 
 // bareChildEnv makes the test binary a bare-loop process (see TestMain and bareLoops).
@@ -250,11 +296,12 @@ func bareLoops(n int, spec bareSpec) (float64, error) {
 	return total, nil
 }
 
-// bareSpec is what a bare loop runs: a Detector with Opts on Image, for Window.
+// bareSpec is what a bare loop runs: Sessions Detectors with Opts on Image, for Window.
 type bareSpec struct {
-	Opts   infer.DetectorOptions
-	Image  string
-	Window time.Duration
+	Opts     infer.DetectorOptions
+	Image    string
+	Window   time.Duration
+	Sessions int // Detectors of each bare-loop process, each in its own goroutine; 0: 1
 }
 
 // bareLoopChild is a bare-loop process: see bareLoops.
@@ -263,7 +310,7 @@ func bareLoopChild() error {
 	if err := json.Unmarshal([]byte(os.Getenv(bareChildEnv)), &spec); err != nil {
 		return fmt.Errorf("%s: %w", bareChildEnv, err)
 	}
-	rate, err := bareLoopRuns(1, spec, func() {
+	rate, err := bareLoopRuns(max(1, spec.Sessions), spec, func() {
 		fmt.Println("ready")
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	})

@@ -10,13 +10,13 @@ import (
 )
 
 // TryDispatch hands the job to a worker with a free slot and returns true, or returns
-// false at once if every worker holds Slots jobs (or the pool is not running). It picks
+// false at once if every worker holds Sessions*Slots jobs (or the pool is not running). It picks
 // the worker with the fewest jobs in flight, so that an idle worker is preferred to a
 // busy one and latency stays low while there is capacity; ties go round-robin. pix,
 // RGB24 HWC of the model's input size letterboxed as job.Letterbox says, is copied before
 // TryDispatch returns. done is called exactly once, from a goroutine of the pool, with
-// the result; the results of one worker's jobs come in dispatch order. done must not
-// block for long.
+// the result; the results of a worker of one session come in dispatch order, those of a
+// worker of several sessions as its sessions finish them. done must not block for long.
 func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -33,15 +33,12 @@ func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) b
 		p.wg.Go(func() { done(res) })
 		return true
 	}
-	slot := freeSlot(w.inflight, p.cfg.Slots)
+	slot := freeSlot(w.inflight, p.cfg.workerSlots())
 	copy(w.mem[slot*p.cfg.SlotBytes:], pix)
 	p.nextID++
 	pr := w.pr
-	if len(w.inflight) == 0 {
-		// The oldest job's clock (Config.JobTimeout); readResults moves it on.
-		pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
-	}
 	w.inflight = append(w.inflight, &pending{id: p.nextID, slot: slot, job: job, done: done, started: time.Now()})
+	p.startClocks(w)
 	w.state = infer.WorkerBusy
 	err := infer.WriteMessage(pr.jobsW, infer.Message{Type: infer.MsgJob, Job: &infer.JobMsg{
 		ID: p.nextID, Slot: slot, Camera: job.Camera, Seq: job.Seq, Letterbox: job.Letterbox,
@@ -56,10 +53,29 @@ func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) b
 	return true
 }
 
+// startClocks starts the JobTimeout clock of the jobs that are now among the Sessions
+// oldest of w and sets the read deadline of its results to the oldest job's (Config.
+// JobTimeout); none when w holds no job. Clocks start in dispatch order, so the oldest job
+// has the earliest. Called with p.mu held, after each dispatch and result.
+func (p *Pool) startClocks(w *worker) {
+	if len(w.inflight) == 0 {
+		w.pr.resR.SetReadDeadline(time.Time{}) // idle: the next dispatch sets its own
+		return
+	}
+	now := time.Now()
+	for _, pd := range w.inflight[:min(len(w.inflight), p.cfg.Sessions)] {
+		if pd.clock.IsZero() {
+			pd.clock = now
+		}
+	}
+	w.pr.resR.SetReadDeadline(w.inflight[0].clock.Add(p.cfg.JobTimeout))
+}
+
 // Offer is what a pool offers the next job: the worker TryDispatch would pick now.
 type Offer struct {
 	InFlight int           // that worker's jobs in flight
-	Slots    int           // its slots (Config.Slots)
+	Slots    int           // its slots (Config.Sessions*Config.Slots)
+	Sessions int           // its sessions, running jobs at once (Config.Sessions)
 	Run      time.Duration // the pool's moving average of its jobs' session runs; 0 before one ran
 }
 
@@ -75,14 +91,14 @@ func (p *Pool) Offer() (o Offer, ok bool) {
 	if w == nil {
 		return Offer{}, false
 	}
-	return Offer{InFlight: len(w.inflight), Slots: p.cfg.Slots, Run: p.runEst}, true
+	return Offer{InFlight: len(w.inflight), Slots: p.cfg.workerSlots(), Sessions: p.cfg.Sessions, Run: p.runEst}, true
 }
 
 // DispatchAcross hands the job to the pool, of pools, expected to answer it first, and
 // returns false if no pool has a free slot; done is as for TryDispatch.
 //
-// A worker answers its jobs one after another, so a job given to a worker holding n jobs
-// is expected back after (n+1) runs of its pool (Offer.Run): that wait decides, then the
+// A worker of s sessions runs s of its jobs at once, so a job given to a worker holding n
+// jobs is expected back after ceil((n+1)/s) runs of its pool (Offer.Run): that wait decides, then the
 // load (n over slots), then the order of pools. So an idle slow device does not take a
 // job that a fast one would answer sooner even behind the job it holds, a slow pool
 // listed first does not get the jobs a faster one would answer sooner, and pools of
@@ -116,7 +132,7 @@ func DispatchAcross(pools []*Pool, job infer.Job, pix []byte, done func(infer.Re
 		if run == 0 {
 			run = fastest
 		}
-		wait, load := time.Duration(o.InFlight+1)*run, float64(o.InFlight)/float64(o.Slots)
+		wait, load := o.wait(run), float64(o.InFlight)/float64(o.Slots)
 		if best < 0 || wait < bestWait || wait == bestWait && load < bestLoad {
 			best, bestWait, bestLoad = i, wait, load
 		}
@@ -133,6 +149,14 @@ func DispatchAcross(pools []*Pool, job infer.Job, pix []byte, done func(infer.Re
 		}
 	}
 	return false
+}
+
+// wait is how long a job given to the offering worker is expected to take, its runs taking
+// run each: its sessions run its InFlight jobs and the new one Sessions at a time, so the
+// new one ends after ceil((InFlight+1)/Sessions) runs.
+func (o Offer) wait(run time.Duration) time.Duration {
+	s := max(o.Sessions, 1)
+	return time.Duration((o.InFlight+s)/s) * run
 }
 
 // runEstWeight is the weight of a new run in Pool.runEst: about the last 8 runs count.
@@ -155,7 +179,7 @@ func (p *Pool) pick() *worker {
 // and has a free slot. Called with p.mu held.
 func (p *Pool) accepts(w *worker) bool {
 	return (w.state == infer.WorkerIdle || w.state == infer.WorkerBusy) && w.pr != nil &&
-		w.recycle == "" && !w.recycling && len(w.inflight) < p.cfg.Slots
+		w.recycle == "" && !w.recycling && len(w.inflight) < p.cfg.workerSlots()
 }
 
 // freeSlot returns a slot no job in flight uses. The daemon writes a slot only after the

@@ -13,6 +13,12 @@ import (
 // TestMain makes the test binary act as `visiond worker` when a pool under test starts it
 // (workertest), so that the pool tests run real worker processes.
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeWorkerEnv); mode != "" && os.Getenv("VISIOND_TEST_WORKER") == "1" {
+		if err := fakeWorker(mode); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	workertest.Main()
 	os.Exit(m.Run())
 }

@@ -1,6 +1,7 @@
 // Package pool is the daemon's side of inference: a Pool starts worker processes (`visiond
-// worker`, package infer/worker) on one device, hands them frames through shared-memory
-// slots and job messages (the protocol of package infer), and supervises them: a worker
+// worker`, package infer/worker) on one device, each running Config.Sessions sessions of the
+// model at once, hands them frames through shared-memory slots and job messages (the
+// protocol of package infer), and supervises them: a worker
 // that exits, breaks the protocol, misses a job's deadline or outgrows a memory limit has
 // its jobs reported as lost (infer.ErrWorkerLost, infer.ErrJobTimeout) or is recycled
 // between jobs, and is replaced: at once after a healthy run, after a jittered, growing
@@ -39,11 +40,14 @@ type Config struct {
 	infer.DetectorOptions
 
 	// JobTimeout bounds the wait for each job's result; a worker that misses it is killed
-	// (infer.ErrJobTimeout for that job, infer.ErrWorkerLost for the jobs queued behind
-	// it). A job's clock starts when it is the oldest job of its worker not answered: at
-	// its dispatch, or at the answer to the job ahead of it if that comes later. Since a
-	// worker serves its jobs in order, that bounds the time a job spends in the worker's
-	// run without charging it the runs of the jobs ahead of it. Default DefaultJobTimeout.
+	// (infer.ErrJobTimeout for the oldest job, infer.ErrWorkerLost for the others it held).
+	// A job's clock starts when fewer than Sessions jobs sent to its worker before it are
+	// unanswered: at its dispatch, or at the answer that brings it among the worker's
+	// Sessions oldest jobs if that comes later. Since a worker's sessions take its jobs about
+	// in order, that bounds the time a job spends in a session's run without charging it the
+	// runs of the jobs ahead of it (with several sessions, a job may still wait behind the
+	// run of one older job on its session: keep JobTimeout well above a run). Default
+	// DefaultJobTimeout.
 	JobTimeout   time.Duration
 	StartTimeout time.Duration // from exec to hello (model load); default 2 min
 	StopTimeout  time.Duration // SIGTERM to SIGKILL on Close; default 5 s
@@ -52,9 +56,15 @@ type Config struct {
 	// 250 ms. The first restart after a healthy run is immediate (supervise).
 	RestartDelay    time.Duration
 	MaxRestartDelay time.Duration // cap of the restart delay; default 30 s
-	// Slots is the number of frame slots per worker, and so the jobs a worker holds at
-	// once: while it runs one, it prepares the next and answers the previous. Default 2.
-	// 1: one job at a time.
+	// Sessions is the number of ONNX Runtime sessions in each worker process, running jobs
+	// at once in one runtime environment and, on a GPU, one CUDA context (infer/protocol.go).
+	// Supervision, memory limits and crash accounting stay per process: a crash loses the
+	// jobs of all its sessions. 1..infer.MaxSessions; default infer.DefaultSessions of the
+	// provider.
+	Sessions int
+	// Slots is the number of frame slots per session, and so the jobs each session of a
+	// worker holds at once: while it runs one, it prepares the next and answers the
+	// previous. A worker holds Sessions*Slots jobs. Default 2. 1: one job at a time.
 	Slots     int
 	SlotBytes int // bytes per slot; default infer.DefaultSlotBytes (1280x1280 RGB24)
 
@@ -99,6 +109,9 @@ func (c *Config) setDefaults() error {
 	if c.MaxRestartDelay == 0 {
 		c.MaxRestartDelay = 30 * time.Second
 	}
+	if c.Sessions == 0 {
+		c.Sessions = infer.DefaultSessions(c.Provider)
+	}
 	if c.Slots == 0 {
 		c.Slots = 2
 	}
@@ -128,6 +141,8 @@ func (c *Config) setDefaults() error {
 		return errors.New("infer: Model is empty")
 	case c.Slots < 0 || c.SlotBytes < 0:
 		return fmt.Errorf("infer: Slots %d and SlotBytes %d must be positive", c.Slots, c.SlotBytes)
+	case c.Sessions < 1 || c.Sessions > infer.MaxSessions:
+		return fmt.Errorf("infer: Sessions %d must be in 1..%d", c.Sessions, infer.MaxSessions)
 	case c.MemoryLimit < 0 || c.GPUMemoryLimit < 0 || c.MemoryInterval < 0:
 		return fmt.Errorf("infer: MemoryLimit %d, GPUMemoryLimit %d and MemoryInterval %v must not be negative",
 			c.MemoryLimit, c.GPUMemoryLimit, c.MemoryInterval)
@@ -139,12 +154,15 @@ func (c *Config) setDefaults() error {
 }
 
 func (c *Config) workerArgs() []string {
-	f := infer.WorkerFlags{Detector: c.DetectorOptions, Slots: c.Slots, SlotBytes: c.SlotBytes}
+	f := infer.WorkerFlags{Detector: c.DetectorOptions, Slots: c.workerSlots(), SlotBytes: c.SlotBytes, Sessions: c.Sessions}
 	return append(slices.Clone(c.Command), f.Args()...)
 }
 
-// Pool runs Count worker processes and hands each up to Slots jobs at a time, which it
-// answers in order.
+// workerSlots is the number of frame slots, and of jobs in flight, of each worker.
+func (c *Config) workerSlots() int { return c.Sessions * c.Slots }
+
+// Pool runs Count worker processes and hands each up to Sessions*Slots jobs at a time,
+// which its sessions answer as they finish them.
 type Pool struct {
 	cfg    Config
 	ctx    context.Context // ends on Close
@@ -170,7 +188,7 @@ type worker struct {
 	state     infer.WorkerState
 	pr        *proc
 	provider  string
-	inflight  []*pending // jobs sent to pr, oldest first: the order of their results
+	inflight  []*pending // jobs sent to pr, oldest first
 	jobs      uint64
 	lost      uint64
 	restarts  uint64
@@ -187,6 +205,7 @@ type pending struct {
 	job     infer.Job
 	done    func(infer.Result)
 	started time.Time // dispatch
+	clock   time.Time // when its JobTimeout clock started; zero before (Config.JobTimeout)
 }
 
 // New returns a pool of cfg; Start starts its workers.
@@ -216,7 +235,7 @@ func (p *Pool) Start(ctx context.Context) error {
 
 	workers := make([]*worker, p.cfg.Count)
 	for i := range workers {
-		w, err := newWorker(i, p.cfg.Slots*p.cfg.SlotBytes)
+		w, err := newWorker(i, p.cfg.workerSlots()*p.cfg.SlotBytes)
 		if err != nil {
 			for _, w := range workers[:i] {
 				w.release()

@@ -3,12 +3,14 @@ package pool
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -357,6 +359,7 @@ func TestPoolPipelined(t *testing.T) {
 	a := infertest.ThirdParty(t)
 	cfg, _ := testPoolConfig(t, a)
 	cfg.Provider = infer.Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))
+	cfg.Sessions = 1 // one session answers in dispatch order
 	p := startPool(t, cfg)
 	messi, lb, w, h := messiFrame(t, a)
 	blank := bytes.Repeat([]byte{geom.PadValue}, len(messi))
@@ -527,7 +530,7 @@ func TestDispatchAcrossPools(t *testing.T) {
 		return got
 	}
 
-	if o, ok := slow.Offer(); !ok || o != (Offer{Slots: 1}) {
+	if o, ok := slow.Offer(); !ok || o != (Offer{Slots: 1, Sessions: 1}) {
 		t.Fatalf("offer of an idle, unmeasured pool: %+v %v", o, ok)
 	}
 	expect(1, [2]int{1, 0})
@@ -561,45 +564,182 @@ func TestDispatchAcrossPools(t *testing.T) {
 }
 
 // BenchmarkPoolThroughput runs one worker process on messi5.jpg, dispatching jobs as fast
-// as slots free, with Slots 1 (one job at a time) and 2 (the next job prepared while one
-// runs), and reports jobs/s. $VISIOND_BENCH_PROVIDER picks the provider (e.g. cuda).
+// as slots free, with 1 and 2 sessions (VISIOND_BENCH_SESSIONS, e.g. "1 2 4 8" on a GPU)
+// and 1 or 2 slots per session, and reports jobs/s and the latency from dispatch to result
+// (p50, p99). Results of several sessions come as they finish; it also reports the p99
+// they would have had delivered in dispatch order (each held until every job sent before
+// it was answered: the head-of-line wait that in-order results cost) and the fraction of
+// results that would have waited. $VISIOND_BENCH_PROVIDER picks the provider (e.g. cuda),
+// $VISIOND_BENCH_CUDA the CUDA options as JSON (infer.CUDAOptions). On a GPU it samples
+// the worker's GPU memory every 2 s (the pool's GPU memory command) and reports the first
+// sample, the largest, the last, and when it last grew; -test.v logs every sample.
 func BenchmarkPoolThroughput(b *testing.B) {
 	a := infertest.ThirdParty(b)
 	pix, lb, _, _ := messiFrame(b, a)
-	for _, slots := range []int{1, 2} {
-		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
-			cfg, _ := testPoolConfig(b, a)
-			cfg.Slots = slots
-			cfg.Provider = infer.Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))
-			cfg.Logger = slog.New(slog.DiscardHandler)
-			p := startPool(b, cfg)
-			results := make(chan infer.Result, slots)
-			run := func(n int) {
-				inflight := 0
-				for sent := 0; sent < n || inflight > 0; {
-					if sent < n && p.TryDispatch(infer.Job{Seq: uint64(sent), Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {
-						sent++
-						inflight++
-						continue
-					}
-					r := <-results
-					inflight--
-					if r.Err != nil {
-						b.Fatal(r.Err)
-					}
-				}
+	sessionCounts := []int{1, 2}
+	if v := os.Getenv("VISIOND_BENCH_SESSIONS"); v != "" {
+		sessionCounts = nil
+		for _, f := range strings.Fields(v) {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				b.Fatalf("VISIOND_BENCH_SESSIONS=%q: want session counts", v)
 			}
-			r := waitResult(b, dispatch(b, p, infer.Job{Letterbox: lb}, pix)) // warm up, and check
-			if r.Err != nil || len(r.Detections) == 0 {
-				b.Fatalf("warm-up job: %d detections, err %v", len(r.Detections), r.Err)
-			}
-			run(2 * slots)
-			b.ResetTimer()
-			run(b.N)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
-		})
+			sessionCounts = append(sessionCounts, n)
+		}
 	}
+	for _, sessions := range sessionCounts {
+		for _, slots := range []int{1, 2} {
+			b.Run(fmt.Sprintf("sessions=%d/slots=%d", sessions, slots), func(b *testing.B) {
+				benchPool(b, a, sessions, slots, pix, lb)
+			})
+		}
+	}
+}
+
+func benchPool(b *testing.B, a infertest.Assets, sessions, slots int, pix []byte, lb geom.Letterbox) {
+	cfg, _ := testPoolConfig(b, a)
+	cfg.Sessions, cfg.Slots = sessions, slots
+	cfg.Provider = infer.Provider(os.Getenv("VISIOND_BENCH_PROVIDER"))
+	if cfg.Provider.GPU() {
+		cfg.Threads = 0
+		cfg.MemoryInterval = 2 * time.Second
+	}
+	if v := os.Getenv("VISIOND_BENCH_CUDA"); v != "" {
+		if err := json.Unmarshal([]byte(v), &cfg.CUDA); err != nil {
+			b.Fatalf("VISIOND_BENCH_CUDA=%q: %v", v, err)
+		}
+	}
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	began := time.Now()
+	p := startPool(b, cfg)
+	b.Logf("worker pid %d, %d session(s), cuda options %+v", p.Workers()[0].PID, sessions, cfg.CUDA)
+	memDone := make(chan struct{})
+	memStop := make(chan struct{})
+	var mem []gpuSample
+	go func() {
+		defer close(memDone)
+		mem = sampleGPU(p, memStop, began)
+	}()
+	type arrival struct {
+		seq uint64
+		at  time.Time
+	}
+	results := make(chan arrival, sessions*slots)
+	var sentAt []time.Time
+	run := func(n int, record bool) (got []arrival) {
+		inflight := 0
+		for sent := 0; sent < n || inflight > 0; {
+			seq := uint64(sent)
+			if sent < n && p.TryDispatch(infer.Job{Seq: seq, Letterbox: lb}, pix, func(r infer.Result) {
+				if r.Err != nil {
+					b.Error(r.Err)
+				}
+				results <- arrival{r.Job.Seq, time.Now()}
+			}) {
+				if record {
+					sentAt = append(sentAt, time.Now())
+				}
+				sent++
+				inflight++
+				continue
+			}
+			r := <-results
+			inflight--
+			if record {
+				got = append(got, r)
+			}
+		}
+		return got
+	}
+	r := waitResult(b, dispatch(b, p, infer.Job{Letterbox: lb}, pix)) // warm up, and check
+	if r.Err != nil || len(r.Detections) == 0 {
+		b.Fatalf("warm-up job: %d detections, err %v", len(r.Detections), r.Err)
+	}
+	run(2*sessions*slots, false)
+	b.ResetTimer()
+	got := run(b.N, true)
+	b.StopTimer()
+	close(memStop)
+	<-memDone
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	reportGPU(b, mem)
+
+	// Latency as delivered, and as it would be in dispatch order.
+	at := make([]time.Time, len(got))
+	for _, g := range got {
+		at[g.seq] = g.at
+	}
+	var lat, ordered []float64
+	var latest time.Time
+	held := 0
+	for seq, t := range at {
+		if t.Before(latest) {
+			held++
+		} else {
+			latest = t
+		}
+		lat = append(lat, float64(t.Sub(sentAt[seq]))/float64(time.Millisecond))
+		ordered = append(ordered, float64(latest.Sub(sentAt[seq]))/float64(time.Millisecond))
+	}
+	pct := func(v []float64, q float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[min(len(v)-1, int(q*float64(len(v))))]
+	}
+	if len(lat) > 0 {
+		b.ReportMetric(pct(lat, 0.5), "p50-ms")
+		b.ReportMetric(pct(lat, 0.99), "p99-ms")
+		b.ReportMetric(pct(ordered, 0.5), "in-order-p50-ms")
+		b.ReportMetric(pct(ordered, 0.99), "in-order-p99-ms")
+		b.ReportMetric(float64(held)/float64(len(at)), "held-frac")
+	}
+}
+
+// gpuSample is the GPU memory of a worker at a time since its pool started.
+type gpuSample struct {
+	at  time.Duration
+	mib float64
+}
+
+// sampleGPU records worker 0's GPU memory each time the pool's sample of it changes or
+// 2 s pass, until stop.
+func sampleGPU(p *Pool, stop <-chan struct{}, began time.Time) []gpuSample {
+	var out []gpuSample
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return out
+		case <-t.C:
+		}
+		if g := p.Workers()[0].GPUBytes; g > 0 {
+			out = append(out, gpuSample{time.Since(began), float64(g) / (1 << 20)})
+		}
+	}
+}
+
+// reportGPU reports GPU memory samples: the first, the largest, the last, when it last
+// grew (seconds since the pool started) and by how much in all after the first sample.
+func reportGPU(b *testing.B, mem []gpuSample) {
+	if len(mem) == 0 {
+		return
+	}
+	var line strings.Builder
+	peak, grew := mem[0].mib, mem[0].at
+	for i, m := range mem {
+		fmt.Fprintf(&line, " %.0fs:%.0f", m.at.Seconds(), m.mib)
+		if i > 0 && m.mib > mem[i-1].mib {
+			grew = m.at
+		}
+		peak = max(peak, m.mib)
+	}
+	b.Logf("GPU MiB of the worker over time (s since start: MiB):%s", line.String())
+	b.ReportMetric(mem[0].mib, "gpu-MiB-first")
+	b.ReportMetric(peak, "gpu-MiB-max")
+	b.ReportMetric(mem[len(mem)-1].mib, "gpu-MiB-last")
+	b.ReportMetric(grew.Seconds(), "gpu-last-growth-s")
+	b.ReportMetric(mem[len(mem)-1].mib-mem[0].mib, "gpu-MiB-growth")
 }
 
 func TestBackoff(t *testing.T) {

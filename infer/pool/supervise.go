@@ -177,12 +177,13 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 			return fmt.Errorf("read result: %w: got a %q message", infer.ErrBadMessage, m.Type)
 		}
 		p.mu.Lock()
-		if len(w.inflight) == 0 || w.inflight[0].id != m.Result.ID {
+		i := slices.IndexFunc(w.inflight, func(pd *pending) bool { return pd.id == m.Result.ID })
+		if i < 0 {
 			p.mu.Unlock()
-			return fmt.Errorf("read result: %w: result for job %d, not the oldest job in flight", infer.ErrBadMessage, m.Result.ID)
+			return fmt.Errorf("read result: %w: result for job %d, which is not in flight on this worker", infer.ErrBadMessage, m.Result.ID)
 		}
-		pend := w.inflight[0]
-		w.inflight = slices.Delete(w.inflight, 0, 1)
+		pend := w.inflight[i]
+		w.inflight = slices.Delete(w.inflight, i, i+1)
 		w.jobs++
 		tm := m.Result.Timings()
 		if run := tm.Run; m.Result.Error == "" && run > 0 {
@@ -192,11 +193,8 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 				p.runEst += (run - p.runEst) / runEstWeight
 			}
 		}
-		if len(w.inflight) > 0 {
-			// The next job's clock starts now (Config.JobTimeout).
-			pr.resR.SetReadDeadline(time.Now().Add(p.cfg.JobTimeout))
-		} else {
-			pr.resR.SetReadDeadline(time.Time{}) // before idle: the next dispatch sets its own
+		p.startClocks(w) // the jobs that move up start their clocks now (Config.JobTimeout)
+		if len(w.inflight) == 0 {
 			w.state = infer.WorkerIdle
 			if w.recycle != "" {
 				p.stopToRecycle(w)

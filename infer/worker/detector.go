@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
+	"golang.org/x/sys/unix"
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
@@ -59,7 +61,60 @@ type Detector struct {
 	f16LUT  []float32 // f16Table, for a float16 output
 	dec     decoder
 	binder  *inputBinder // binds inputs before each run; nil: through onnxruntime_go
+	thread  *sessionThread
 	load    loadTimings
+}
+
+// sessionThread makes every run of a Detector's session, its warm-up and arena shrinkage
+// included, on one OS thread of its own. ONNX Runtime's CUDA provider keeps per-thread
+// state for each thread that runs a session (cuDNN and cuBLAS handles and workspaces,
+// measured at 72-74 MiB on an H200: docs/gpu-memory.md), and a goroutine moves between
+// threads: a session run from goroutines grew by one such step each time the Go scheduler
+// ran it on a thread it had not run on before, for minutes. On its own thread it holds one.
+// The thread ends with the Detector (Close), and ONNX Runtime's state of it with the thread.
+type sessionThread struct {
+	calls chan sessionCall
+	reply chan error
+	done  chan struct{}
+	tid   int // the OS thread of the last call, written before its reply
+}
+
+// sessionCall is a run of the session on a tensor pair, or an arena shrinkage run with
+// the spec of memory.enable_memory_arena_shrinkage when shrink is not "".
+type sessionCall struct {
+	pair   int
+	shrink string
+}
+
+func newSessionThread(d *Detector) *sessionThread {
+	t := &sessionThread{calls: make(chan sessionCall), reply: make(chan error), done: make(chan struct{})}
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+		defer close(t.done)
+		for c := range t.calls {
+			t.tid = unix.Gettid()
+			if c.shrink != "" {
+				t.reply <- d.shrinkArenasHere(c.pair, c.shrink)
+			} else {
+				t.reply <- d.runHere(c.pair)
+			}
+		}
+	}()
+	return t
+}
+
+// call makes c on the thread and returns its error. One call at a time (Detector).
+func (t *sessionThread) call(c sessionCall) error {
+	t.calls <- c
+	return <-t.reply
+}
+
+// close ends the thread once its call in progress, if any, has returned.
+func (t *sessionThread) close() {
+	if t != nil {
+		close(t.calls)
+		<-t.done
+	}
 }
 
 // pipelineDepth is the number of input/output tensor pairs of a Detector: one being run,
@@ -230,6 +285,7 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 	if d.binder, err = newInputBinder(d.opts.Library, in.Name, &d.pairs); err != nil {
 		return fmt.Errorf("model %s: %w", d.opts.Model, err)
 	}
+	d.thread = newSessionThread(d)
 	return nil
 }
 
@@ -376,14 +432,18 @@ func (d *Detector) prepare(p int, pixRGB []byte) {
 	}
 }
 
-// run runs the session on pair p: its input tensor in, its output tensor out.
+// run runs the session on pair p, on the Detector's thread (sessionThread): its input
+// tensor in, its output tensor out.
+func (d *Detector) run(p int) error { return d.thread.call(sessionCall{pair: p}) }
+
+// runHere runs the session on pair p on the calling thread.
 //
 // The input is bound again before every run: ONNX Runtime copies a bound input to the
 // device of the provider (cuda, tensorrt) when it is bound, not when the session runs, so
 // a binding made once would run every frame on the first one's copy. On the CPU, binding
 // copies nothing. It allocates no Go memory (inputBinder), unless the Detector was opened
 // without a library path.
-func (d *Detector) run(p int) error {
+func (d *Detector) runHere(p int) error {
 	t := &d.pairs[p]
 	var err error
 	if d.binder != nil {
@@ -423,6 +483,8 @@ func (d *Detector) checkFrame(n int, lb geom.Letterbox) error {
 // environment stays.
 func (d *Detector) Close() error {
 	var errs []error
+	d.thread.close()
+	d.thread = nil
 	d.binder.close()
 	for i := range d.pairs {
 		if p := &d.pairs[i]; p.binding != nil {

@@ -3,7 +3,9 @@ package worker
 import (
 	"cmp"
 	"errors"
+	"golang.org/x/sys/unix"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -244,5 +246,35 @@ func BenchmarkPostprocess(b *testing.B) {
 	}
 	if len(dst) == 0 {
 		b.Fatal(errors.New("no detections"))
+	}
+}
+
+// Every run of a Detector's session happens on the Detector's own OS thread, whichever
+// thread calls it (sessionThread: ONNX Runtime's CUDA provider keeps state per thread that
+// runs a session, so runs from goroutines that move between threads grew GPU memory).
+func TestSessionThread(t *testing.T) {
+	d, a := newTestDetector(t)
+	pix, lb, _, _ := messiFrame(t, a)
+	var sessionTid int
+	for i := range 4 {
+		done := make(chan struct{})
+		go func() { // a goroutine on a thread of its own, ended with it
+			defer close(done)
+			runtime.LockOSThread()
+			caller := unix.Gettid()
+			if _, _, err := d.Detect(pix, lb, nil); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := d.shrinkArenas(0, "cpu:0"); err != nil {
+				t.Error(err)
+			}
+			tid := d.thread.tid
+			if tid == caller || (i > 0 && tid != sessionTid) {
+				t.Errorf("call %d from thread %d ran on thread %d; the first ran on %d", i, caller, tid, sessionTid)
+			}
+			sessionTid = tid
+		}()
+		<-done
 	}
 }

@@ -121,7 +121,11 @@ func appendProvider(so *ort.SessionOptions, o infer.DetectorOptions) error {
 
 // cudaOptions are the CUDA provider's options as ORT spells them.
 func cudaOptions(o infer.DetectorOptions) map[string]string {
-	m := map[string]string{"device_id": strconv.Itoa(o.Device)}
+	maxWorkspace := "0"
+	if o.CUDA.CudnnConvMaxWorkspace {
+		maxWorkspace = "1"
+	}
+	m := map[string]string{"device_id": strconv.Itoa(o.Device), "cudnn_conv_use_max_workspace": maxWorkspace}
 	if o.CUDA.GPUMemLimit > 0 {
 		m["gpu_mem_limit"] = strconv.FormatInt(o.CUDA.GPUMemLimit, 10)
 	}
@@ -282,6 +286,28 @@ func openDetector(o infer.DetectorOptions, warn func(msg string, args ...any)) (
 	return det, nil
 }
 
+// openSessions opens n detectors of o, each one session (openDetector for the first, whose
+// fallback, if it took one, the others follow), in one ONNX Runtime environment: on a GPU
+// they share the process's CUDA context and run at once. On failure none stays open.
+func openSessions(o infer.DetectorOptions, n int, warn func(msg string, args ...any)) ([]*Detector, error) {
+	first, err := openDetector(o, warn)
+	if err != nil {
+		return nil, err
+	}
+	dets := []*Detector{first}
+	rest := first.opts // the provider the first one runs on
+	for i := 1; i < n; i++ {
+		det, err := newWarmDetector(rest)
+		if err != nil {
+			closeAll(dets)
+			return nil, fmt.Errorf("session %d of %d: %w", i+1, n, err)
+		}
+		det.info.Provider = first.info.Provider
+		dets = append(dets, det)
+	}
+	return dets, nil
+}
+
 // newWarmDetector opens the detector of o and runs its session once on tensor pair 0,
 // whose input is zeros (a run's cost does not depend on the pixels): the first run
 // allocates the arenas and plans memory, so it fails here rather than on a frame, and the
@@ -319,10 +345,15 @@ func (d *Detector) shrinkSpec() string {
 
 // shrinkArenas runs the session once on tensor pair p with
 // memory.enable_memory_arena_shrinkage set to spec, which returns the arenas' unused
-// memory at the end of that run. The run works on whatever p's input holds and
-// overwrites p's output: call it before the run of the job that holds p, never between
-// that run and its decoding.
+// memory at the end of that run, on the Detector's thread (sessionThread). The run works
+// on whatever p's input holds and overwrites p's output: call it before the run of the
+// job that holds p, never between that run and its decoding.
 func (d *Detector) shrinkArenas(p int, spec string) error {
+	return d.thread.call(sessionCall{pair: p, shrink: spec})
+}
+
+// shrinkArenasHere is shrinkArenas on the calling thread.
+func (d *Detector) shrinkArenasHere(p int, spec string) error {
 	ro, err := ort.NewRunOptions()
 	if err != nil {
 		return fmt.Errorf("arena shrinkage: run options: %w", err)

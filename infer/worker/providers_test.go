@@ -3,6 +3,7 @@ package worker
 import (
 	"crypto/sha256"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,4 +156,28 @@ func TestSessionOptionsSpinning(t *testing.T) {
 		t.Fatal(err)
 	}
 	infertest.CheckMessi(t, dets, w, h)
+}
+
+// The CUDA provider's options as ORT gets them: by default an arena that grows by what is
+// asked and a cuDNN workspace kept small (GPU memory flat after warm-up), ORT's own
+// defaults only when asked for; the CPU provider gets no CUDA defaults.
+func TestCUDAOptions(t *testing.T) {
+	o := infer.DetectorOptions{Model: "m", Provider: infer.ProviderCUDA, Device: 1}
+	o.SetDefaults()
+	want := map[string]string{"device_id": "1", "arena_extend_strategy": "kSameAsRequested", "cudnn_conv_use_max_workspace": "0"}
+	if got := cudaOptions(o); !maps.Equal(got, want) {
+		t.Errorf("defaults: %v, want %v", got, want)
+	}
+	o.CUDA = infer.CUDAOptions{ArenaExtendStrategy: "kNextPowerOfTwo", CudnnConvMaxWorkspace: true, CudnnConvAlgoSearch: "HEURISTIC", GPUMemLimit: 1 << 30}
+	o.SetDefaults()
+	want = map[string]string{"device_id": "1", "arena_extend_strategy": "kNextPowerOfTwo", "cudnn_conv_use_max_workspace": "1",
+		"cudnn_conv_algo_search": "HEURISTIC", "gpu_mem_limit": "1073741824"}
+	if got := cudaOptions(o); !maps.Equal(got, want) {
+		t.Errorf("set: %v, want %v", got, want)
+	}
+	cpu := infer.DetectorOptions{Model: "m"}
+	cpu.SetDefaults()
+	if cpu.CUDA != (infer.CUDAOptions{}) {
+		t.Errorf("cpu options took CUDA defaults: %+v", cpu.CUDA)
+	}
 }

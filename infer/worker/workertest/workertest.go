@@ -9,7 +9,7 @@
 //	}
 //
 // and a pool of such workers runs Command []string{os.Args[0]} with Env
-// []string{workertest.Enable} (plus HangEnv or SlowEnv to set a hook).
+// []string{workertest.Enable} (plus HangEnv, SlowEnv or OverlapEnv to set a hook).
 package workertest
 
 import (
@@ -35,10 +35,13 @@ const (
 	HangEnv = "VISIOND_TEST_WORKER_HANG"
 	// SlowEnv=<Go duration> sets Hooks.Slow: added to each session run.
 	SlowEnv = "VISIOND_TEST_WORKER_SLOW"
+	// OverlapEnv=<n> sets Hooks.Overlap: the first n session runs wait until all n are
+	// running at once.
+	OverlapEnv = "VISIOND_TEST_WORKER_OVERLAP"
 )
 
 // Main returns at once unless the environment has Enable. Then the process is a worker:
-// Main serves with the hooks HangEnv and SlowEnv ask for until the daemon (the test) stops
+// Main serves with the hooks HangEnv, SlowEnv and OverlapEnv ask for until the daemon (the test) stops
 // it, and exits: status 0 after an orderly stop, 1 after an error, 2 for a bad hook value.
 func Main() {
 	if os.Getenv(enableVar) != "1" {
@@ -67,6 +70,13 @@ func hooksFromEnv() (worker.Hooks, error) {
 			return h, fmt.Errorf("%s=%q: want a job number (from 1)", HangEnv, v)
 		}
 		h.HangAt = n
+	}
+	if v := os.Getenv(OverlapEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return h, fmt.Errorf("%s=%q: want a number of runs", OverlapEnv, v)
+		}
+		h.Overlap = n
 	}
 	if v := os.Getenv(SlowEnv); v != "" {
 		d, err := time.ParseDuration(v)
