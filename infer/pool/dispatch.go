@@ -15,8 +15,9 @@ import (
 // busy one and latency stays low while there is capacity; ties go round-robin. pix,
 // RGB24 HWC of the model's input size letterboxed as job.Letterbox says, is copied before
 // TryDispatch returns. done is called exactly once, from a goroutine of the pool, with
-// the result; the results of a worker of one session come in dispatch order, those of a
-// worker of several sessions as its sessions finish them. done must not block for long.
+// the result; the results of a worker of one session come in dispatch order, one callback
+// at a time, those of a worker of N sessions as its sessions finish them, up to N callbacks
+// at once. done must not block for long: a worker's next results wait for a free callback.
 func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -236,5 +237,47 @@ func TestPoolSessionsBadInput(t *testing.T) {
 	cfg.Sessions = infer.MaxSessions + 1
 	if err := New(cfg).Start(t.Context()); err == nil || !strings.Contains(err.Error(), "Sessions 65 must be in 1..64") {
 		t.Errorf("Sessions 65: %v", err)
+	}
+}
+
+// The callbacks of a worker of two sessions run side by side: the first result's callback
+// waits until the second's has run, which a pool calling them one after the other (as
+// its reader goroutine did) never lets happen. With one session they run one at a time,
+// in the order of the results.
+func TestPoolSessionsCallbacksOverlap(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	cfg, _ := testPoolConfig(t, a)
+	cfg.Sessions, cfg.Threads = 2, 1
+	p := startPool(t, cfg)
+	pix, lb, _, _ := messiFrame(t, a)
+	second := make(chan struct{})
+	var order []uint64
+	var mu sync.Mutex
+	results := make(chan infer.Result, 2)
+	done := func(r infer.Result) {
+		mu.Lock()
+		order = append(order, r.Job.Seq)
+		first := len(order) == 1
+		mu.Unlock()
+		if first {
+			select {
+			case <-second:
+			case <-time.After(2 * time.Minute):
+				t.Error("the first callback waited 2 minutes for the second: callbacks run one at a time")
+			}
+		} else {
+			close(second)
+		}
+		results <- r
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
+		if !p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, done) {
+			t.Fatalf("job %d refused", seq)
+		}
+	}
+	for range 2 {
+		if r := waitResult(t, results); r.Err != nil {
+			t.Fatalf("job %d: %v", r.Job.Seq, r.Err)
+		}
 	}
 }
