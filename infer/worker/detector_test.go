@@ -87,37 +87,6 @@ func TestNMSThreshold(t *testing.T) {
 	}
 }
 
-func TestParseNames(t *testing.T) {
-	got, err := ParseNames(`{0: 'person', 1: 'bicycle', 2: "teddy's bear", 3: 'traffic light'}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"person", "bicycle", "teddy's bear", "traffic light"}; !slices.Equal(got, want) {
-		t.Fatalf("got %q, want %q", got, want)
-	}
-	if got, err := ParseNames("{1: 'b',0:'a' }"); err != nil || !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("unordered: got %q, %v", got, err)
-	}
-	for _, tc := range []struct{ in, wantErr string }{
-		{"", "not a {id: 'name', ...} dict"},
-		{"[0: 'a']", "not a {id: 'name', ...} dict"},
-		{"{}", "empty dict"},
-		{"{0 'a'}", "has no ':'"},
-		{"{x: 'a'}", `class id "x" is not a non-negative integer`},
-		{"{-1: 'a'}", `class id "-1"`},
-		{"{0: person}", "name of class 0 is not a quoted string"},
-		{"{0: 'person}", "name of class 0 has no closing quote"},
-		{"{0: 'a' 1: 'b'}", "expected ',' after class 0"},
-		{"{0: 'a', 0: 'b'}", "class id 0 appears twice"},
-		{"{0: 'a', 2: 'c'}", "class ids are not 0..1 (found 2)"},
-	} {
-		_, err := ParseNames(tc.in)
-		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-			t.Errorf("ParseNames(%q) = %v, want error containing %q", tc.in, err, tc.wantErr)
-		}
-	}
-}
-
 func TestPreprocess(t *testing.T) {
 	pix := []byte{255, 0, 51, 0, 102, 255} // two pixels, RGB
 	dst := make([]float32, 6)

@@ -9,71 +9,28 @@ import (
 	"strings"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/visiond/visiond/infer"
 )
 
-// layout is the arrangement of a detector's single output tensor, told from its shape by
-// detectLayout.
-type layout int
+// layout is infer.Layout, the arrangement of a detector's output, under the names the
+// decoder uses.
+type layout = infer.Layout
 
 const (
-	// layoutV8: YOLOv8/v9/v11, [1, 4+C, N]: per anchor cx, cy, w, h and C class scores,
-	// anchor-minor (each row holds one value of all N anchors). Needs NMS.
-	layoutV8 layout = iota + 1
-	// layoutV5: YOLOv5/v7, [1, N, 5+C]: per anchor (one row each) cx, cy, w, h,
-	// objectness and C class scores; the score of a class is objectness * class score.
-	// Needs NMS.
-	layoutV5
-	// layoutE2E: YOLOv10 and other end-to-end exports, [1, N, 6]: per row x1, y1, x2, y2,
-	// score, class id, already de-duplicated by the model: no NMS.
-	layoutE2E
+	layoutV8  = infer.LayoutV8
+	layoutV5  = infer.LayoutV5
+	layoutE2E = infer.LayoutE2E
 )
-
-func (l layout) String() string {
-	switch l {
-	case layoutV8:
-		return "yolov8 [1,4+C,N]"
-	case layoutV5:
-		return "yolov5 [1,N,5+C]"
-	case layoutE2E:
-		return "end-to-end [1,N,6]"
-	}
-	return "layout(" + strconv.Itoa(int(l)) + ")"
-}
 
 // supportedIO is appended to every error about a model's inputs and outputs.
 const supportedIO = "supported: one input [1,3,H,W] float32 or float16, and one output, float32 or float16, " +
 	"of shape [1,4+C,N] (YOLOv8/v9/v11), [1,N,5+C] (YOLOv5/v7) or [1,N,6] (YOLOv10, end-to-end: x1,y1,x2,y2,score,class), " +
 	"static, with N anchors the larger dimension"
 
-// detectLayout tells the layout of an output from its shape and returns its class count
-// (0 when the layout does not say: end-to-end) and its anchor (row) count N. The rules,
-// on a static [1, A, B]:
-//   - B == 6 and A >= 6: end-to-end [1,N,6]. A single-class YOLOv5 model ([1,N,6] too) is
-//     read as end-to-end: it cannot be told apart by shape;
-//   - A > B: [1,N,5+C] (YOLOv5/v7), which needs B > 5;
-//   - A < B: [1,4+C,N] (YOLOv8/v9/v11), which needs A > 4;
-//   - A == B, any other rank, a batch other than 1 or a dynamic dimension: unsupported.
-//
-// The anchor dimension is the larger: N is thousands (8400 at 640x640), C tens.
-func detectLayout(shape []int64) (l layout, classes, anchors int, err error) {
-	if len(shape) != 3 || shape[0] != 1 {
-		return 0, 0, 0, fmt.Errorf("shape %v is not [1,A,B]", shape)
-	}
-	a, b := shape[1], shape[2]
-	switch {
-	case a <= 0 || b <= 0:
-		return 0, 0, 0, fmt.Errorf("shape %v is not static", shape)
-	case b == 6 && a >= 6:
-		return layoutE2E, 0, int(a), nil
-	case a > b && b > 5:
-		return layoutV5, int(b - 5), int(a), nil
-	case a < b && a > 4:
-		return layoutV8, int(a - 4), int(b), nil
-	case a == b:
-		return 0, 0, 0, fmt.Errorf("shape %v is ambiguous: the anchor dimension must be the larger", shape)
-	}
-	return 0, 0, 0, fmt.Errorf("shape %v has too few values per anchor", shape)
-}
+// detectLayout is infer.DetectLayout: the layout, class count and anchor count of an
+// output shape.
+func detectLayout(shape []int64) (layout, int, int, error) { return infer.DetectLayout(shape) }
 
 // modelIO is what NewDetector learns from a model's declared inputs and outputs.
 type modelIO struct {

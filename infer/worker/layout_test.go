@@ -16,45 +16,6 @@ import (
 	"github.com/visiond/visiond/internal/geom"
 )
 
-func TestDetectLayout(t *testing.T) {
-	for _, tc := range []struct {
-		shape            []int64
-		layout           layout
-		classes, anchors int
-		wantErr          string
-	}{
-		{shape: []int64{1, 84, 8400}, layout: layoutV8, classes: 80, anchors: 8400},
-		{shape: []int64{1, 5, 8400}, layout: layoutV8, classes: 1, anchors: 8400},
-		{shape: []int64{1, 8400, 84}, layout: layoutV5, classes: 79, anchors: 8400},
-		{shape: []int64{1, 25200, 85}, layout: layoutV5, classes: 80, anchors: 25200},
-		{shape: []int64{1, 300, 6}, layout: layoutE2E, anchors: 300},
-		{shape: []int64{1, 6, 6}, layout: layoutE2E, anchors: 6},
-		// A single-class YOLOv5 output has this shape too: read as end-to-end (documented).
-		{shape: []int64{1, 25200, 6}, layout: layoutE2E, anchors: 25200},
-		{shape: []int64{1, 7, 8400}, layout: layoutV8, classes: 3, anchors: 8400},
-		{shape: []int64{1, 5, 6}, layout: layoutV8, classes: 1, anchors: 6},
-		{shape: []int64{1, 84, 84}, wantErr: "ambiguous"},
-		{shape: []int64{1, 4, 8400}, wantErr: "too few values per anchor"},
-		{shape: []int64{1, 8400, 5}, wantErr: "too few values per anchor"},
-		{shape: []int64{1, 8400, 4}, wantErr: "too few values per anchor"},
-		{shape: []int64{1, -1, 8400}, wantErr: "not static"},
-		{shape: []int64{2, 84, 8400}, wantErr: "is not [1,A,B]"},
-		{shape: []int64{1, 705600}, wantErr: "is not [1,A,B]"},
-		{shape: []int64{1, 84, 8400, 1}, wantErr: "is not [1,A,B]"},
-	} {
-		l, c, n, err := detectLayout(tc.shape)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%v: err %v, want %q", tc.shape, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || l != tc.layout || c != tc.classes || n != tc.anchors {
-			t.Errorf("%v: got %v C=%d N=%d err %v, want %v C=%d N=%d", tc.shape, l, c, n, err, tc.layout, tc.classes, tc.anchors)
-		}
-	}
-}
-
 func TestCheckIO(t *testing.T) {
 	tensor := func(name string, dt ort.TensorElementDataType, dims ...int64) ort.InputOutputInfo {
 		return ort.InputOutputInfo{Name: name, OrtValueType: ort.ONNXTypeTensor, Dimensions: dims, DataType: dt}
@@ -217,65 +178,8 @@ func TestReadLabels(t *testing.T) {
 	}
 }
 
-func TestFP16RoundTrip(t *testing.T) {
-	inf := float32(math.Inf(1))
-	for _, tc := range []struct {
-		f    float32
-		h    uint16
-		back float32 // f16ToF32(h)
-	}{
-		{0, 0x0000, 0},
-		{1, 0x3c00, 1},
-		{-2, 0xc000, -2},
-		{0.5, 0x3800, 0.5},
-		{65504, 0x7bff, 65504}, // largest half
-		{65519, 0x7bff, 65504}, // rounds down below the halfway point
-		{65520, 0x7c00, inf},   // halfway to 2^16: rounds to even, +Inf
-		{1e6, 0x7c00, inf},     // beyond half range
-		{-1e6, 0xfc00, -inf},   // beyond half range, negative
-		{inf, 0x7c00, inf},
-		{-inf, 0xfc00, -inf},
-		{0x1p-14, 0x0400, 0x1p-14},    // smallest normal
-		{0x1p-24, 0x0001, 0x1p-24},    // smallest subnormal
-		{0x1.8p-24, 0x0002, 0x1p-23},  // 1.5 ulp: ties to even (2)
-		{0x1p-25, 0x0000, 0},          // half the smallest subnormal: ties to even (0)
-		{0x1.01p-25, 0x0001, 0x1p-24}, // just above: rounds up
-		{0x1p-26, 0x0000, 0},          // underflow
-		{-0x1p-30, 0x8000, float32(math.Copysign(0, -1))},
-		{0x3ffp-24, 0x03ff, 0x3ffp-24},    // largest subnormal
-		{0x1.ffcp-15, 0x0400, 0x1p-14},    // rounds up from subnormal into normal
-		{1 + 0x1p-11, 0x3c00, 1},          // tie: to even (down)
-		{1 + 0x3p-11, 0x3c02, 1 + 0x1p-9}, // tie: to even (up)
-		{float32(1) / 3, 0x3555, 0.333251953125},
-	} {
-		if h := f32ToF16(tc.f); h != tc.h {
-			t.Errorf("f32ToF16(%g) = %#04x, want %#04x", tc.f, h, tc.h)
-		}
-		if back := f16ToF32(tc.h); math.Float32bits(back) != math.Float32bits(tc.back) {
-			t.Errorf("f16ToF32(%#04x) = %g, want %g", tc.h, back, tc.back)
-		}
-	}
-	nan := float32(math.NaN())
-	if h := f32ToF16(nan); h&0x7c00 != 0x7c00 || h&0x3ff == 0 || !math.IsNaN(float64(f16ToF32(h))) {
-		t.Errorf("NaN -> %#04x -> %v", h, f16ToF32(h))
-	}
-	if h := f32ToF16(-nan); h&0x8000 == 0 {
-		t.Errorf("-NaN lost its sign: %#04x", h)
-	}
-	// Every half that is not NaN survives half -> float32 -> half.
-	for h := range 1 << 16 {
-		f := f16ToF32(uint16(h))
-		if math.IsNaN(float64(f)) {
-			if h&0x7c00 != 0x7c00 || h&0x3ff == 0 {
-				t.Fatalf("%#04x decoded as NaN", h)
-			}
-			continue
-		}
-		if back := f32ToF16(f); back != uint16(h) {
-			t.Fatalf("%#04x -> %g -> %#04x", h, f, back)
-		}
-	}
-	// The pre-processing levels match float32 pre-processing rounded.
+// TestPreprocessF16: the pre-processing levels match float32 pre-processing rounded.
+func TestPreprocessF16(t *testing.T) {
 	pix := []byte{0, 114, 255}
 	dst := make([]uint16, 3)
 	preprocessF16(dst, pix, 1)
