@@ -64,9 +64,9 @@ type qOp struct {
 	sameAsIn   bool
 }
 
-// quantOps are the operators quantized, as ONNX Runtime's CPU provider fuses their QDQ
+// qdqOps are the operators quantized, as ONNX Runtime's CPU provider fuses their QDQ
 // form (Conv, the binary and unary operators, Concat) or runs them on uint8 (the rest).
-var quantOps = map[string]qOp{
+var qdqOps = map[string]qOp{
 	"Conv":    {dataInputs: []int{0}}, // weights and bias handled apart
 	"Mul":     {},
 	"Add":     {},
@@ -78,19 +78,15 @@ var quantOps = map[string]qOp{
 	"Split":   {dataInputs: []int{0}, sameAsIn: true},
 }
 
-// quantizedOps are operators whose presence says a model is already quantized.
-var quantizedOps = []string{"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
-	"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "QLinearAdd", "QLinearMul",
-	"QLinearSigmoid", "QLinearConcat"}
-
 // CheckQuantizable says why m cannot be quantized: it is already quantized, its input is
 // not float32, or its opset is older than 13 (per-channel QuantizeLinear).
 func CheckQuantizable(m *onnxpb.ModelProto) error {
 	g := m.GetGraph()
-	for _, n := range g.GetNode() {
-		if slices.Contains(quantizedOps, n.GetOpType()) {
-			return fmt.Errorf("already quantized: it has %s nodes (%s); quantize the FP32 model", n.GetOpType(), n.GetName())
-		}
+	switch p := precisionOf(g); p {
+	case INT8:
+		return errors.New("already quantized (int8): quantize the FP32 model it was made from")
+	case FP16:
+		return errors.New("is fp16: quantize the FP32 model it was made from")
 	}
 	inputs := graphInputs(g)
 	if len(inputs) != 1 {
@@ -104,32 +100,6 @@ func CheckQuantizable(m *onnxpb.ModelProto) error {
 		return fmt.Errorf("opset %d: per-channel quantization needs opset 13 or newer", v)
 	}
 	return nil
-}
-
-// opset returns the model's version of the default (ai.onnx) domain.
-func opset(m *onnxpb.ModelProto) int64 {
-	for _, o := range m.GetOpsetImport() {
-		if o.GetDomain() == "" || o.GetDomain() == "ai.onnx" {
-			return o.GetVersion()
-		}
-	}
-	return 0
-}
-
-// graphInputs returns the graph's inputs that are not initializers (older exports list
-// initializers among the inputs).
-func graphInputs(g *onnxpb.GraphProto) []*onnxpb.ValueInfoProto {
-	inits := map[string]bool{}
-	for _, t := range g.GetInitializer() {
-		inits[t.GetName()] = true
-	}
-	var ins []*onnxpb.ValueInfoProto
-	for _, in := range g.GetInput() {
-		if !inits[in.GetName()] {
-			ins = append(ins, in)
-		}
-	}
-	return ins
 }
 
 // nonFloatOps produce no float tensor from float inputs.
@@ -164,7 +134,7 @@ func CalibrationTensors(m *onnxpb.ModelProto) ([]string, error) {
 		}
 		keeps := !slices.Contains(nonFloatOps, n.GetOpType())
 		if n.GetOpType() == "Cast" {
-			keeps = attrInt(n, "to", 0) == int64(onnxpb.TensorProto_FLOAT)
+			keeps = qAttrInt(n, "to", 0) == int64(onnxpb.TensorProto_FLOAT)
 		}
 		for i, o := range n.GetOutput() {
 			if o == "" {
@@ -180,7 +150,7 @@ func CalibrationTensors(m *onnxpb.ModelProto) ([]string, error) {
 	return names, nil
 }
 
-func attrInt(n *onnxpb.NodeProto, name string, def int64) int64 {
+func qAttrInt(n *onnxpb.NodeProto, name string, def int64) int64 {
 	for _, a := range n.GetAttribute() {
 		if a.GetName() == name {
 			return a.GetI()
@@ -204,12 +174,12 @@ func WithOutputs(m *onnxpb.ModelProto, names []string) *onnxpb.ModelProto {
 			continue
 		}
 		have[n] = true
-		g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: n, Type: floatType()})
+		g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: n, Type: qFloatType()})
 	}
 	return c
 }
 
-func floatType() *onnxpb.TypeProto {
+func qFloatType() *onnxpb.TypeProto {
 	return &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
 		ElemType: int32(onnxpb.TensorProto_FLOAT)}}}
 }
@@ -218,6 +188,41 @@ func floatType() *onnxpb.TypeProto {
 type qparams struct {
 	scale float32
 	zero  uint8
+}
+
+// siluFloor is where the range of a SiLU's input is clipped below: SiLU(x) = x * sigmoid(x)
+// is within 0.015 of 0 below -6, less than a quantization step of the output, while a
+// pre-activation's negative tail reaches -40 and more: clipping it halves the step of the
+// range that matters.
+var siluFloor = float32(6)
+
+// siluInputs returns the tensors whose only readers are a Sigmoid and the Mul of that
+// tensor by the Sigmoid's output: the SiLU of YOLOv5 and later, exported as two nodes.
+func siluInputs(g *onnxpb.GraphProto) map[string]bool {
+	readers := map[string][]*onnxpb.NodeProto{}
+	for _, n := range g.GetNode() {
+		for _, in := range n.GetInput() {
+			readers[in] = append(readers[in], n)
+		}
+	}
+	out := map[string]bool{}
+	for x, rs := range readers {
+		if len(rs) != 2 {
+			continue
+		}
+		sig, mul := rs[0], rs[1]
+		if sig.GetOpType() != "Sigmoid" {
+			sig, mul = mul, sig
+		}
+		if sig.GetOpType() != "Sigmoid" || mul.GetOpType() != "Mul" || len(sig.GetOutput()) != 1 || len(mul.GetInput()) != 2 {
+			continue
+		}
+		s := sig.GetOutput()[0]
+		if in := mul.GetInput(); (in[0] == x && in[1] == s) || (in[0] == s && in[1] == x) {
+			out[x] = true
+		}
+	}
+	return out
 }
 
 // uint8Params returns the asymmetric uint8 quantization of [lo, hi] (lo <= 0 <= hi).
@@ -272,6 +277,7 @@ type quantizer struct {
 	quant  []bool             // per node: quantized
 	outs   map[string]bool    // graph outputs
 	newIni []*onnxpb.TensorProto
+	silu   map[string]bool // tensors read only by a SiLU, x * Sigmoid(x)
 	sum    QuantizeSummary
 }
 
@@ -296,6 +302,7 @@ func (q *quantizer) run() error {
 			q.names[o] = true
 		}
 	}
+	q.silu = siluInputs(g)
 	if err := q.choose(); err != nil {
 		return err
 	}
@@ -320,12 +327,13 @@ func (q *quantizer) choose() error {
 	nodes := q.m.GetGraph().GetNode()
 	q.quant = make([]bool, len(nodes))
 	missing := 0
+	head := q.headTensors(&missing)
 	for i, n := range nodes {
-		op, ok := quantOps[n.GetOpType()]
+		op, ok := qdqOps[n.GetOpType()]
 		if !ok || slices.Contains(q.opts.KeepFloat, n.GetName()) {
 			continue
 		}
-		q.quant[i] = q.spatial(n, op, &missing)
+		q.quant[i] = !q.inHead(n, op, head)
 	}
 	if missing > 0 {
 		return fmt.Errorf("calibration lacks %d activation tensors of the model: calibrate on this model", missing)
@@ -334,7 +342,7 @@ func (q *quantizer) choose() error {
 		if !q.quant[i] {
 			continue
 		}
-		op := quantOps[n.GetOpType()]
+		op := qdqOps[n.GetOpType()]
 		for _, k := range dataInputs(n, op) {
 			if k >= len(n.GetInput()) || n.GetInput()[k] == "" {
 				continue
@@ -369,33 +377,44 @@ func (q *quantizer) choose() error {
 	return nil
 }
 
-// spatial says whether every activation n reads (its data inputs) and writes is a rank-4
-// feature map; missing counts activations the calibration never saw.
-func (q *quantizer) spatial(n *onnxpb.NodeProto, op qOp, missing *int) bool {
-	ok := true
-	check := func(name string) {
-		if _, isInit := q.inits[name]; isInit || name == "" {
-			return
-		}
+// headTensors returns the activations of the head: those whose rank (as calibration saw
+// it) is not 4, and every tensor computed from one. missing counts activations read by a
+// quantizable node that the calibration never saw.
+func (q *quantizer) headTensors(missing *int) map[string]bool {
+	head := map[string]bool{}
+	notMap := func(name string) bool {
 		shape, seen := q.cal.Shape(name)
-		if !seen {
-			*missing++
-			ok = false
-			return
+		return seen && len(shape) != 4
+	}
+	for _, n := range q.m.GetGraph().GetNode() {
+		_, quantizable := qdqOps[n.GetOpType()]
+		fromHead := false
+		for _, in := range n.GetInput() {
+			if _, isInit := q.inits[in]; isInit || in == "" {
+				continue
+			}
+			if _, seen := q.cal.Shape(in); !seen && quantizable {
+				*missing++
+			}
+			fromHead = fromHead || head[in] || notMap(in)
 		}
-		if len(shape) != 4 || q.outs[name] {
-			ok = false
+		for _, o := range n.GetOutput() {
+			if fromHead || notMap(o) || q.outs[o] {
+				head[o] = true
+			}
 		}
 	}
+	return head
+}
+
+// inHead says whether n reads (as data) or writes a tensor of the head.
+func (q *quantizer) inHead(n *onnxpb.NodeProto, op qOp, head map[string]bool) bool {
 	for _, k := range dataInputs(n, op) {
-		if k < len(n.GetInput()) {
-			check(n.GetInput()[k])
+		if k < len(n.GetInput()) && head[n.GetInput()[k]] {
+			return true
 		}
 	}
-	for _, o := range n.GetOutput() {
-		check(o)
-	}
-	return ok
+	return slices.ContainsFunc(n.GetOutput(), func(o string) bool { return head[o] })
 }
 
 func (q *quantizer) activationParams(name string) error {
@@ -405,6 +424,9 @@ func (q *quantizer) activationParams(name string) error {
 	lo, hi, ok := q.cal.Range(name, q.opts.Method, q.opts.Percentile)
 	if !ok {
 		return fmt.Errorf("calibration has no values of tensor %s", name)
+	}
+	if q.silu[name] {
+		lo = max(lo, -siluFloor)
 	}
 	q.params[name] = uint8Params(lo, hi)
 	return nil
@@ -416,7 +438,7 @@ func (q *quantizer) constParams(name string) error {
 	if _, done := q.params[name]; done {
 		return nil
 	}
-	v, err := floats(q.inits[name])
+	v, err := qFloats(q.inits[name])
 	if err != nil {
 		return err
 	}
@@ -456,7 +478,7 @@ func (q *quantizer) rewrite() error {
 				head = append(head, nodes...)
 			}
 			// Constant inputs read as activations get their pair up front.
-			for _, k := range dataInputs(n, quantOps[n.GetOpType()]) {
+			for _, k := range dataInputs(n, qdqOps[n.GetOpType()]) {
 				if k >= len(n.GetInput()) {
 					continue
 				}
@@ -520,7 +542,7 @@ func (q *quantizer) addInit(t *onnxpb.TensorProto) string {
 // dequantized output in dq.
 func (q *quantizer) qdq(name string, p qparams, dq map[string]string) []*onnxpb.NodeProto {
 	scale := q.addInit(&onnxpb.TensorProto{Name: name + "_scale", DataType: int32(onnxpb.TensorProto_FLOAT),
-		RawData: f32Bytes([]float32{p.scale})})
+		RawData: qF32Bytes([]float32{p.scale})})
 	zero := q.addInit(&onnxpb.TensorProto{Name: name + "_zero_point", DataType: int32(onnxpb.TensorProto_UINT8),
 		RawData: []byte{p.zero}})
 	quantized := q.unique(name + "_quantized")
@@ -546,7 +568,7 @@ func (q *quantizer) convWeights(n *onnxpb.NodeProto) ([]*onnxpb.NodeProto, error
 	if !ok {
 		return nil, fmt.Errorf("conv %s: weight %s is not a constant", n.GetName(), in[1])
 	}
-	w, err := floats(wt)
+	w, err := qFloats(wt)
 	if err != nil {
 		return nil, fmt.Errorf("conv %s: %w", n.GetName(), err)
 	}
@@ -579,7 +601,7 @@ func (q *quantizer) convWeights(n *onnxpb.NodeProto) ([]*onnxpb.NodeProto, error
 	}
 	axis := &onnxpb.AttributeProto{Name: "axis", Type: onnxpb.AttributeProto_INT, I: 0}
 	wq := q.addInit(&onnxpb.TensorProto{Name: in[1] + "_quantized", Dims: dims, DataType: int32(onnxpb.TensorProto_INT8), RawData: qw})
-	ws := q.addInit(&onnxpb.TensorProto{Name: in[1] + "_scale", Dims: []int64{int64(chans)}, DataType: int32(onnxpb.TensorProto_FLOAT), RawData: f32Bytes(scales)})
+	ws := q.addInit(&onnxpb.TensorProto{Name: in[1] + "_scale", Dims: []int64{int64(chans)}, DataType: int32(onnxpb.TensorProto_FLOAT), RawData: qF32Bytes(scales)})
 	wz := q.addInit(&onnxpb.TensorProto{Name: in[1] + "_zero_point", Dims: []int64{int64(chans)}, DataType: int32(onnxpb.TensorProto_INT8), RawData: make([]byte, chans)})
 	wOut := q.unique(in[1] + "_dequantized")
 	nodes := []*onnxpb.NodeProto{{Name: q.unique(in[1] + "_DequantizeLinear"), OpType: "DequantizeLinear",
@@ -593,7 +615,7 @@ func (q *quantizer) convWeights(n *onnxpb.NodeProto) ([]*onnxpb.NodeProto, error
 	if !ok {
 		return nil, fmt.Errorf("conv %s: bias %s is not a constant", n.GetName(), in[2])
 	}
-	b, err := floats(bt)
+	b, err := qFloats(bt)
 	if err != nil {
 		return nil, fmt.Errorf("conv %s: %w", n.GetName(), err)
 	}
@@ -609,7 +631,7 @@ func (q *quantizer) convWeights(n *onnxpb.NodeProto) ([]*onnxpb.NodeProto, error
 		binary.LittleEndian.PutUint32(qb[4*c:], uint32(int32(min(max(x, math.MinInt32), math.MaxInt32))))
 	}
 	bq := q.addInit(&onnxpb.TensorProto{Name: in[2] + "_quantized", Dims: []int64{int64(chans)}, DataType: int32(onnxpb.TensorProto_INT32), RawData: qb})
-	bsn := q.addInit(&onnxpb.TensorProto{Name: in[2] + "_scale", Dims: []int64{int64(chans)}, DataType: int32(onnxpb.TensorProto_FLOAT), RawData: f32Bytes(bs)})
+	bsn := q.addInit(&onnxpb.TensorProto{Name: in[2] + "_scale", Dims: []int64{int64(chans)}, DataType: int32(onnxpb.TensorProto_FLOAT), RawData: qF32Bytes(bs)})
 	bOut := q.unique(in[2] + "_dequantized")
 	nodes = append(nodes, &onnxpb.NodeProto{Name: q.unique(in[2] + "_DequantizeLinear"), OpType: "DequantizeLinear",
 		Input: []string{bq, bsn}, Output: []string{bOut}, Attribute: []*onnxpb.AttributeProto{proto.Clone(axis).(*onnxpb.AttributeProto)}})
@@ -661,8 +683,8 @@ func (q *quantizer) setMetadata() {
 	}
 }
 
-// floats returns a float32 initializer's values.
-func floats(t *onnxpb.TensorProto) ([]float32, error) {
+// qFloats returns a float32 initializer's values.
+func qFloats(t *onnxpb.TensorProto) ([]float32, error) {
 	if t.GetDataType() != int32(onnxpb.TensorProto_FLOAT) {
 		return nil, fmt.Errorf("initializer %s is %s, not float32", t.GetName(), onnxpb.TensorProto_DataType(t.GetDataType()))
 	}
@@ -692,7 +714,7 @@ func floats(t *onnxpb.TensorProto) ([]float32, error) {
 	return nil, errors.New("initializer " + t.GetName() + " has no data")
 }
 
-func f32Bytes(v []float32) []byte {
+func qF32Bytes(v []float32) []byte {
 	b := make([]byte, 4*len(v))
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
