@@ -45,9 +45,13 @@ const DefaultPercentile = 99.999
 // is a bin edge and the histogram folds into one of |x| (entropy).
 const histBins = 4096
 
-// entropyLevels is the number of quantized levels the entropy method compares against
-// (TensorRT and ONNX Runtime take 128 for |x|).
-const entropyLevels = 128
+// entropyLevels is the number of quantized levels the entropy method compares against:
+// 128 for |x| of a tensor with both signs (TensorRT and ONNX Runtime take 128), all 255
+// of uint8 for a one-sided one (a SiLU's output: down to -0.28, up to tens).
+const (
+	entropyLevels         = 128
+	entropyLevelsOneSided = 255
+)
 
 // tensorStats are one tensor's streaming statistics.
 type tensorStats struct {
@@ -225,13 +229,17 @@ func (s *tensorStats) entropyThreshold() float64 {
 		last--
 	}
 	w := s.r / half
-	if last+1 <= entropyLevels {
+	levels := entropyLevels
+	if -s.min < s.max/16 || -s.max < -s.min/16 {
+		levels = entropyLevelsOneSided
+	}
+	if last+1 <= levels {
 		return float64(last+1) * w // fewer bins than levels: nothing to clip
 	}
 	best, bestKL := last+1, math.Inf(1)
 	p := make([]float64, half)
 	q := make([]float64, half)
-	for i := entropyLevels; i <= last+1; i++ {
+	for i := levels; i <= last+1; i++ {
 		copy(p, abs[:i])
 		var outliers float64
 		for _, v := range abs[i : last+1] {
@@ -240,8 +248,8 @@ func (s *tensorStats) entropyThreshold() float64 {
 		p[i-1] += outliers
 		// q: abs[:i] merged into entropyLevels levels, each level's mass spread evenly
 		// over its non-empty bins.
-		for l := range entropyLevels {
-			a, b := l*i/entropyLevels, (l+1)*i/entropyLevels
+		for l := range levels {
+			a, b := l*i/levels, (l+1)*i/levels
 			var mass float64
 			nonEmpty := 0
 			for _, v := range abs[a:b] {
