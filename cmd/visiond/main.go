@@ -5,6 +5,7 @@
 //	visiond check  [-config FILE]   validate a config and exit non-zero with its errors
 //	visiond sub    [-nats URL]      print the events published on NATS
 //	visiond version                 print the build's version, Go's, ONNX Runtime's and its providers
+//	visiond model inspect|fp16 ...  inspect or convert an ONNX model (docs/models.md)
 //	visiond worker ...              an inference worker process (started by the daemon)
 //	visiond capture                 a gstreamer camera's capture process (started by the daemon)
 //
@@ -38,6 +39,7 @@ commands:
   check   validate a config file and exit non-zero with its errors
   sub     print the detection events published on NATS
   version print the version of visiond, Go and ONNX Runtime (also: --version)
+  model   inspect or convert an ONNX model: visiond model inspect FILE, visiond model fp16 ...
   worker  an inference worker process (started by the daemon, not by hand)
   capture a gstreamer camera's capture process (started by the daemon, not by hand)
 
@@ -96,6 +98,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		err = subCmd(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		err = versionCmd(args[1:], stdout, stderr)
+	case "model":
+		err = modelCmd(args[1:], stdout, stderr)
 	case "capture":
 		err = capture.Main(args[1:])
 	case "worker":

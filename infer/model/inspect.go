@@ -50,7 +50,8 @@ type Info struct {
 	Producer  string    `json:"producer"` // producer name and version, as the file states them
 	Input     Tensor    `json:"input"`
 	// InputLayout is how the input holds the image: "NCHW float" ([1,3,H,W] float32 or
-	// float16, RGB in 0..1, the form every export has).
+	// float16, RGB in 0..1, the form every export has) or "NHWC uint8" ([1,H,W,3], the
+	// letterboxed RGB24 frame as it is: AddUint8Prelude).
 	InputLayout string `json:"input_layout"`
 	InputW      int    `json:"input_w"`
 	InputH      int    `json:"input_h"`
@@ -70,7 +71,7 @@ var ErrNotDetector = errors.New("not a detector visiond can run")
 
 // supportedIO says what a detector's inputs and outputs must be (as the workers check
 // them: infer/worker's checkIO).
-const supportedIO = "want one input [1,3,H,W] float32 or float16 and one output of shape [1,4+C,N] (YOLOv8/v9/v11), " +
+const supportedIO = "want one input [1,3,H,W] float32 or float16 (or [1,H,W,3] uint8) and one output of shape [1,4+C,N] (YOLOv8/v9/v11), " +
 	"[1,N,5+C] (YOLOv5/v7) or [1,N,6] (end-to-end), static"
 
 // InspectFile loads the model at path and inspects it (Inspect).
@@ -116,14 +117,22 @@ func Inspect(m *onnxpb.ModelProto) (Info, error) {
 	}
 	info.Input, info.Output = tensorOf(ins[0]), tensorOf(outs[0])
 	in := info.Input
+	static := len(in.Shape) == 4 && !slices.ContainsFunc(in.Shape, func(d int64) bool { return d <= 0 })
 	switch {
+	case in.Type == "uint8":
+		if !static || in.Shape[0] != 1 || in.Shape[3] != 3 {
+			return bad("input %q has shape %v, want static [1,H,W,3] for uint8", in.Name, in.Shape)
+		}
+		info.InputLayout = "NHWC uint8"
+		info.InputH, info.InputW = int(in.Shape[1]), int(in.Shape[2])
 	case in.Type != "float32" && in.Type != "float16":
 		return bad("input %q has element type %s", in.Name, in.Type)
-	case len(in.Shape) != 4 || in.Shape[0] != 1 || in.Shape[1] != 3 || in.Shape[2] <= 0 || in.Shape[3] <= 0:
+	case !static || in.Shape[0] != 1 || in.Shape[1] != 3:
 		return bad("input %q has shape %v, want static [1,3,H,W]", in.Name, in.Shape)
+	default:
+		info.InputLayout = "NCHW float"
+		info.InputH, info.InputW = int(in.Shape[2]), int(in.Shape[3])
 	}
-	info.InputLayout = "NCHW float"
-	info.InputH, info.InputW = int(in.Shape[2]), int(in.Shape[3])
 	if t := info.Output.Type; t != "float32" && t != "float16" {
 		return bad("output %q has element type %s", info.Output.Name, t)
 	}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/internal/infertest"
+	"github.com/visiond/visiond/infer/model"
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
 )
@@ -139,5 +141,127 @@ func TestCompareBadInput(t *testing.T) {
 				t.Fatalf("err %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// convertedFP16 writes yolov8n.onnx converted by model.ConvertFP16 to a temporary file.
+func convertedFP16(tb testing.TB, a infertest.Assets) string {
+	tb.Helper()
+	m, err := model.Load(a.Model)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := model.ConvertFP16(m); err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(tb.TempDir(), "yolov8n-fp16.onnx")
+	if err := model.Save(m, path); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// TestFP16Conversion: the model converted by model.ConvertFP16 loads in the Detector with
+// float32 input and output, finds messi5.jpg's person and ball, and agrees with the fp32
+// model on the pedestrians of vtest.avi (mAP@0.5 at least 0.99).
+func TestFP16Conversion(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	f16 := convertedFP16(t, a)
+	d, err := NewDetector(infer.DetectorOptions{Model: f16, Library: a.Library, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.io.inF16 || d.io.outF16 || len(d.Model().Classes) != 80 {
+		t.Errorf("converted model: float16 input %v, output %v, %d classes", d.io.inF16, d.io.outF16, len(d.Model().Classes))
+	}
+	pix, lb, w, h := messiFrame(t, a)
+	dets, _, err := d.Detect(pix, lb, nil)
+	d.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	infertest.CheckMessi(t, dets, w, h)
+
+	frames := videoFrames(t, 6, 15, 640)
+	ag, err := Compare(infer.DetectorOptions{Model: a.Model, Library: a.Library}, infer.DetectorOptions{Model: f16, Library: a.Library}, frames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fp16 against fp32: %s", ag)
+	if ag.MAP50 < 0.99 {
+		t.Errorf("mAP@0.5 %v, want at least 0.99", ag.MAP50)
+	}
+}
+
+// BenchmarkDetectConverted: one Detect per frame of vtest.avi on one thread, the fp32
+// model against its model.ConvertFP16 conversion (ONNX Runtime's CPU provider).
+func BenchmarkDetectConverted(b *testing.B) {
+	a := infertest.ThirdParty(b)
+	frames := videoFrames(b, 4, 15, 640)
+	lb := geom.NewLetterbox(640, 640, 640, 640)
+	for _, bc := range []struct{ name, model string }{{"fp32", a.Model}, {"fp16", convertedFP16(b, a)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			d, err := NewDetector(infer.DetectorOptions{Model: bc.model, Library: a.Library, Threads: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			dets := make([]infer.Detection, 0, 300)
+			if dets, _, err = d.Detect(frames[0], lb, dets); err != nil { // warm-up
+				b.Fatal(err)
+			}
+			i := 0
+			for b.Loop() {
+				if dets, _, err = d.Detect(frames[i%len(frames)], lb, dets); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// withPrelude writes the model at path with model.AddUint8Prelude to a temporary file.
+func withPrelude(tb testing.TB, path string) string {
+	tb.Helper()
+	m, err := model.Load(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := model.AddUint8Prelude(m); err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(tb.TempDir(), "prelude-"+filepath.Base(path))
+	if err := model.Save(m, out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// TestUint8Prelude: a model with the uint8 prelude takes the frame as it is (the worker
+// copies it) and finds what the original finds, on messi5.jpg and on vtest.avi; with the
+// fp16 conversion too.
+func TestUint8Prelude(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	ref, _, w, h := detectModel(t, a, a.Model)
+	pre := withPrelude(t, a.Model)
+	dets, info, _, _ := detectModel(t, a, pre)
+	if info.InputW != 640 || info.InputH != 640 || len(info.Classes) != 80 {
+		t.Fatalf("model info %+v", info)
+	}
+	infertest.CheckMessi(t, dets, w, h)
+	infertest.SameDetections(t, dets, ref, 0.5, 0.002)
+
+	frames := videoFrames(t, 4, 15, 640)
+	opts := infer.DetectorOptions{Model: a.Model, Library: a.Library}
+	for _, cand := range []string{pre, withPrelude(t, convertedFP16(t, a))} {
+		ag, err := Compare(opts, infer.DetectorOptions{Model: cand, Library: a.Library}, frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s against fp32: %s", filepath.Base(cand), ag)
+		if ag.MAP50 < 0.99 {
+			t.Errorf("%s: mAP@0.5 %v, want at least 0.99", cand, ag.MAP50)
+		}
 	}
 }

@@ -74,6 +74,7 @@ type tensorPair struct {
 	binding *ort.IoBinding
 	inF32   []float32 // the float32 input tensor's data; nil for a float16 input
 	inF16   []uint16  // the float16 input tensor's data; nil for a float32 input
+	inU8    []uint8   // the uint8 input tensor's data (uint8input.go); nil for a float input
 	outF32  []float32 // the float32 output tensor's data; nil for a float16 output
 	outF16  []uint16  // the float16 output tensor's data; nil for a float32 output
 }
@@ -236,7 +237,11 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 // the Detector: ort.Tensor[float32] for float32, ort.CustomDataTensor over a []uint16 for
 // float16 (which the decoder converts into Detector.outConv, once per frame).
 func (p *tensorPair) newTensors(mio modelIO, in, out ort.InputOutputInfo) error {
-	if mio.inF16 {
+	if mio.inU8 {
+		if err := p.newUint8Input(in); err != nil {
+			return err
+		}
+	} else if mio.inF16 {
 		p.inF16 = make([]uint16, in.Dimensions.FlattenedSize())
 		t, err := ort.NewCustomDataTensor(in.Dimensions, halfBytes(p.inF16), ort.TensorElementDataTypeFloat16)
 		if err != nil {
@@ -362,7 +367,9 @@ func (d *Detector) Detect(pixRGB []byte, lb geom.Letterbox, dst []infer.Detectio
 // prepare converts a checked frame (checkFrame) into the input tensor of pair p.
 func (d *Detector) prepare(p int, pixRGB []byte) {
 	t := &d.pairs[p]
-	if t.inF16 != nil {
+	if t.inU8 != nil {
+		copy(t.inU8, pixRGB) // the model converts it (uint8input.go)
+	} else if t.inF16 != nil {
 		preprocessF16(t.inF16, pixRGB, d.info.InputW*d.info.InputH)
 	} else {
 		preprocess(t.inF32, pixRGB, d.info.InputW*d.info.InputH)

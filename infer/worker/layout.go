@@ -24,7 +24,7 @@ const (
 )
 
 // supportedIO is appended to every error about a model's inputs and outputs.
-const supportedIO = "supported: one input [1,3,H,W] float32 or float16, and one output, float32 or float16, " +
+const supportedIO = "supported: one input [1,3,H,W] float32 or float16 (or [1,H,W,3] uint8: visiond model prelude), and one output, float32 or float16, " +
 	"of shape [1,4+C,N] (YOLOv8/v9/v11), [1,N,5+C] (YOLOv5/v7) or [1,N,6] (YOLOv10, end-to-end: x1,y1,x2,y2,score,class), " +
 	"static, with N anchors the larger dimension"
 
@@ -37,6 +37,7 @@ type modelIO struct {
 	in, out          ort.InputOutputInfo
 	inW, inH         int
 	inF16, outF16    bool // element type float16 (else float32)
+	inU8             bool // input uint8 [1,H,W,3]: the frame as it is (uint8input.go)
 	layout           layout
 	classes, anchors int // classes: 0 when the layout does not say
 }
@@ -57,17 +58,24 @@ func checkIO(ins, outs []ort.InputOutputInfo) (modelIO, error) {
 	m.in, m.out = ins[0], outs[0]
 	in, out := m.in, m.out
 	var ok bool
-	if m.inF16, ok = floatType(in); !ok {
-		return bad("input %q has element type %s", in.Name, elemName(in.DataType))
-	}
 	if m.outF16, ok = floatType(out); !ok {
 		return bad("output %q has element type %s", out.Name, elemName(out.DataType))
 	}
 	d := in.Dimensions
-	if len(d) != 4 || d[0] != 1 || d[1] != 3 || d[2] <= 0 || d[3] <= 0 {
-		return bad("input %q has shape %v, want static [1,3,H,W]", in.Name, d)
+	if isUint8(in) {
+		if m.inW, m.inH, ok = uint8InputSize(d); !ok {
+			return bad("input %q has shape %v, want static [1,H,W,3] for uint8", in.Name, d)
+		}
+		m.inU8 = true
+	} else {
+		if m.inF16, ok = floatType(in); !ok {
+			return bad("input %q has element type %s", in.Name, elemName(in.DataType))
+		}
+		if len(d) != 4 || d[0] != 1 || d[1] != 3 || d[2] <= 0 || d[3] <= 0 {
+			return bad("input %q has shape %v, want static [1,3,H,W]", in.Name, d)
+		}
+		m.inW, m.inH = int(d[3]), int(d[2])
 	}
-	m.inW, m.inH = int(d[3]), int(d[2])
 	var err error
 	if m.layout, m.classes, m.anchors, err = detectLayout(out.Dimensions); err != nil {
 		return bad("output %q: %v", out.Name, err)

@@ -27,6 +27,11 @@ func TestCheckIO(t *testing.T) {
 	if err != nil || m.inW != 480 || m.inH != 640 || m.inF16 || !m.outF16 || m.layout != layoutV5 || m.classes != 80 {
 		t.Fatalf("got %+v, %v", m, err)
 	}
+	// A uint8 NHWC input (visiond model prelude): the frame as it is.
+	if m, err := checkIO([]ort.InputOutputInfo{tensor("images", ort.TensorElementDataTypeUint8, 1, 480, 640, 3)}, []ort.InputOutputInfo{out}); err != nil ||
+		!m.inU8 || m.inF16 || m.inW != 640 || m.inH != 480 {
+		t.Fatalf("uint8 input: got %+v, %v", m, err)
+	}
 	for _, tc := range []struct {
 		name      string
 		ins, outs []ort.InputOutputInfo
@@ -34,8 +39,10 @@ func TestCheckIO(t *testing.T) {
 	}{
 		{"two outputs", []ort.InputOutputInfo{img}, []ort.InputOutputInfo{out, tensor("extra", f32, 1, 32, 160, 160)},
 			[]string{"1 inputs and 2 outputs", `"extra" [1 32 160 160] float32`, `"output0" [1 8400 85] float16`}},
-		{"uint8 input", []ort.InputOutputInfo{tensor("images", ort.TensorElementDataTypeUint8, 1, 3, 640, 640)}, []ort.InputOutputInfo{out},
-			[]string{`input "images" has element type uint8`}},
+		{"uint8 NCHW input", []ort.InputOutputInfo{tensor("images", ort.TensorElementDataTypeUint8, 1, 3, 640, 640)}, []ort.InputOutputInfo{out},
+			[]string{`input "images" has shape [1 3 640 640], want static [1,H,W,3] for uint8`}},
+		{"int8 input", []ort.InputOutputInfo{tensor("images", ort.TensorElementDataTypeInt8, 1, 3, 640, 640)}, []ort.InputOutputInfo{out},
+			[]string{`input "images" has element type int8`}},
 		{"double output", []ort.InputOutputInfo{img}, []ort.InputOutputInfo{tensor("output0", ort.TensorElementDataTypeDouble, 1, 84, 8400)},
 			[]string{`output "output0" has element type double`}},
 		{"NHWC input", []ort.InputOutputInfo{tensor("images", f32, 1, 640, 640, 3)}, []ort.InputOutputInfo{out},
