@@ -95,8 +95,7 @@ func CheckQuantizable(m *onnxpb.ModelProto) error {
 		return fmt.Errorf("has %d inputs, a detector has one (the image)", len(inputs))
 	}
 	if t := inputs[0].GetType().GetTensorType().GetElemType(); t != int32(onnxpb.TensorProto_FLOAT) {
-		return fmt.Errorf("input %s is %s, not float32: quantize the FP32 model", inputs[0].GetName(),
-			onnxpb.TensorProto_DataType(t))
+		return fmt.Errorf("input %s is %s, not float32: quantize the FP32 model", inputs[0].GetName(), ElemTypeName(t))
 	}
 	if v := opset(m); v < 13 {
 		return fmt.Errorf("opset %d: per-channel quantization needs opset 13 or newer", v)
@@ -691,7 +690,7 @@ func (q *quantizer) setMetadata() {
 // qFloats returns a float32 initializer's values.
 func qFloats(t *onnxpb.TensorProto) ([]float32, error) {
 	if t.GetDataType() != int32(onnxpb.TensorProto_FLOAT) {
-		return nil, fmt.Errorf("initializer %s is %s, not float32", t.GetName(), onnxpb.TensorProto_DataType(t.GetDataType()))
+		return nil, fmt.Errorf("initializer %s is %s, not float32", t.GetName(), ElemTypeName(t.GetDataType()))
 	}
 	if len(t.GetExternalData()) > 0 || t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
 		return nil, fmt.Errorf("initializer %s is stored outside the model file (external data): not supported", t.GetName())

@@ -107,17 +107,16 @@ func (c *Calibration) Observe(name string, shape []int64, data []float32) error 
 		return nil
 	}
 	s.cover(amax)
-	scale := histBins / (2 * s.r)
+	// float32 arithmetic: r is at most a few thousand and 4096 bins need 12 bits of the 24.
+	off, scale := float32(s.r), float32(histBins/(2*s.r))
 	h := s.hist
 	for _, v := range data {
 		if v != v {
 			continue
 		}
-		i := int((float64(v) + s.r) * scale)
-		if i >= histBins {
-			i = histBins - 1
-		} else if i < 0 {
-			i = 0
+		i := int((v + off) * scale)
+		if uint(i) >= histBins {
+			i = min(max(i, 0), histBins-1)
 		}
 		h[i]++
 	}
