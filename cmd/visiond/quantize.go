@@ -89,7 +89,7 @@ func modelQuantizeCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	calFrames, heldOut := splitHoldout(all, *holdout)
 	if len(calFrames) == 0 || len(heldOut) == 0 {
-		return fmt.Errorf("-calib %s: %d frames: too few to calibrate on some and check on others", *calib, len(all))
+		return fmt.Errorf("-calib %s: %d frame(s): too few to calibrate on some and check the agreement on others", *calib, len(all))
 	}
 
 	t0 := time.Now()
