@@ -1,6 +1,8 @@
 package worker
 
 import (
+	ort "github.com/yalue/onnxruntime_go"
+
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -294,5 +296,59 @@ func BenchmarkDetectINT8(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuantizedModelFuses: ONNX Runtime's CPU provider turns every QDQ group of the
+// quantized model into its int8 kernel (QLinearConv, QLinearMul, QLinearSigmoid,
+// QLinearAdd, QLinearConcat) at load; what is left of QuantizeLinear/DequantizeLinear is the
+// input's quantization and the head's dequantization, where float resumes.
+func TestQuantizedModelFuses(t *testing.T) {
+	if err := initORT(testutil.ThirdParty(t, "libonnxruntime.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	cal, fp32, _ := calibrateYOLO(t)
+	q, _, err := model.Quantize(fp32, cal, model.QuantizeOptions{ReduceRange: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path, optimized := filepath.Join(dir, "q.onnx"), filepath.Join(dir, "q-optimized.onnx")
+	if err := model.Save(q, path); err != nil {
+		t.Fatal(err)
+	}
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer so.Destroy()
+	if err := so.SetIntraOpNumThreads(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := so.SetOptimizedModelFilePath(optimized); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ort.NewDynamicAdvancedSession(path, []string{"images"}, []string{"output0"}, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Destroy()
+	m, err := model.Load(optimized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]int{}
+	for _, n := range m.GetGraph().GetNode() {
+		ops[n.GetOpType()]++
+	}
+	t.Logf("operators after ONNX Runtime's optimizations: %v", ops)
+	for op, want := range map[string]int{"QLinearConv": 63, "QLinearMul": 57, "QLinearSigmoid": 57, "QLinearAdd": 6, "QLinearConcat": 16} {
+		if ops[op] != want {
+			t.Errorf("%d %s, want %d", ops[op], op, want)
+		}
+	}
+	if ops["QuantizeLinear"] > 1 || ops["DequantizeLinear"] > 3 {
+		t.Errorf("%d QuantizeLinear and %d DequantizeLinear left unfused, want the input's and the head's (1 and 3)",
+			ops["QuantizeLinear"], ops["DequantizeLinear"])
 	}
 }
