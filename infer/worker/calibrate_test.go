@@ -1,13 +1,13 @@
 package worker
 
 import (
-	ort "github.com/yalue/onnxruntime_go"
-
 	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/model"
