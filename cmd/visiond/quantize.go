@@ -99,8 +99,15 @@ func modelQuantizeCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("model %s: %w", *in, err)
 	}
 	cal := model.NewCalibration()
+	step, last := max(1, len(calFrames)/5), -1
 	err = worker.Calibrate(infer.DetectorOptions{Model: *in, Library: *lib, Threads: *threads}, fp32, tensors, calFrames,
-		func(_ int, name string, shape []int64, data []float32) error { return cal.Observe(name, shape, data) })
+		func(frame int, name string, shape []int64, data []float32) error {
+			if frame != last && frame > 0 && frame%step == 0 {
+				fmt.Fprintf(stdout, "  %d/%d frames, %v\n", frame, len(calFrames), time.Since(t0).Round(time.Second))
+			}
+			last = frame
+			return cal.Observe(name, shape, data)
+		})
 	if err != nil {
 		return err
 	}
