@@ -3,7 +3,9 @@
 // workers, which run a YOLO-family detector on them in ONNX Runtime (package infer/worker,
 // `visiond worker`). It holds the wire protocol between them (protocol.go: frames, messages,
 // file descriptors, the worker's flags), the detector's options (options.go), the job and
-// result types the daemon's pipeline uses, and the errors a job can end with.
+// result types the daemon's pipeline uses, and the errors a job can end with; also the
+// rules that read a detector model (layout.go: the output layouts; names.go: the class
+// names metadata), which the workers and `visiond model` (infer/model) share.
 //
 // It imports no cgo, no ONNX Runtime and no OpenCV, so each side imports only what it runs:
 // the daemon never links the runtime that might crash it, and a worker never links the pool.
@@ -56,7 +58,7 @@ type ModelInfo struct {
 
 // Timings are the stages of one detection, measured inside the worker.
 type Timings struct {
-	Pre  time.Duration // HWC uint8 -> CHW float32
+	Pre  time.Duration // HWC uint8 -> the input tensor: CHW float32 or float16, or a copy for a uint8 input
 	Run  time.Duration // session run
 	Post time.Duration // decode, NMS, mapping to source pixels
 }

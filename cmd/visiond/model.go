@@ -102,9 +102,11 @@ func printInfo(w io.Writer, i model.Info) {
 
 // checkFlags are the flags of a conversion's agreement check, shared by the conversions.
 type checkFlags struct {
-	library string
-	source  string
-	frames  int
+	library  string
+	source   string
+	frames   int
+	provider string
+	device   int
 }
 
 func (c *checkFlags) register(fs interface {
@@ -112,10 +114,31 @@ func (c *checkFlags) register(fs interface {
 	IntVar(*int, string, int, string)
 }) {
 	def := config.Default()
-	fs.StringVar(&c.library, "library", def.Workers.Library, "ONNX Runtime `library` the agreement check runs the models with (default: workers.library's default)")
+	fs.StringVar(&c.library, "library", def.Workers.Library, "ONNX Runtime `library` the agreement check runs the models with (default: workers.library's, $ONNXRUNTIME_SHARED_LIBRARY_PATH when set)")
 	fs.StringVar(&c.source, "check", def.Sample.File,
-		"frames for the agreement check: a video `file` or a folder of images, letterboxed to the model's input")
+		"frames for the agreement check: a video `file` or a folder of images, letterboxed to the model's input (default: the demo's sample video)")
 	fs.IntVar(&c.frames, "check-frames", 20, "number of frames of the agreement check (a video: one every 5th frame)")
+	fs.StringVar(&c.provider, "provider", string(infer.ProviderCPU), "execution `provider` the agreement check runs both models on: cpu (one thread each), cuda or tensorrt")
+	fs.IntVar(&c.device, "device", 0, "CUDA `device` of -provider cuda or tensorrt")
+}
+
+// check validates the flags: a usage error names the one that is wrong.
+func (c *checkFlags) check() error {
+	if c.frames <= 0 {
+		return usagef("-check-frames %d: want at least 1", c.frames)
+	}
+	if _, err := infer.ParseProvider(c.provider); err != nil {
+		return usagef("-provider: %v", err)
+	}
+	if c.device < 0 {
+		return usagef("-device %d: want 0 or more", c.device)
+	}
+	return nil
+}
+
+// options are the detector options of model path in the check.
+func (c *checkFlags) options(path string) infer.DetectorOptions {
+	return infer.DetectorOptions{Model: path, Library: c.library, Provider: infer.Provider(c.provider), Device: c.device}
 }
 
 // modelConvertCmd is `visiond model fp16` and `visiond model prelude`: load, convert, save,
@@ -140,8 +163,9 @@ func modelConvertCmd(name string, args []string, stdout, stderr io.Writer) error
 		return usagef("-model is required: the model to convert")
 	case *out == "":
 		return usagef("-out is required: the file to write the converted model to")
-	case check.frames <= 0:
-		return usagef("-check-frames %d: want at least 1", check.frames)
+	}
+	if err := check.check(); err != nil {
+		return err
 	}
 	if err := checkOutPath(*in, *out); err != nil {
 		return err
@@ -220,31 +244,41 @@ func (c *checkFlags) load(info model.Info) ([][]byte, error) {
 }
 
 // print runs the reference (in) and the converted model (out) on frames (worker.Compare:
-// the CPU provider, one thread each) and prints their agreement, with a warning when
-// mAP@0.5 is below aim. A converted model that the workers' Detector cannot load or run
-// is removed and the error returned.
+// the CPU provider, one thread each, unless -provider says otherwise) and prints their
+// agreement, with a warning when mAP@0.5 is below aim. A converted model that the workers'
+// Detector cannot load or run is removed and the error returned.
 func (c *checkFlags) print(w io.Writer, frames [][]byte, in, out string, aim float64, note string) error {
-	ag, err := worker.Compare(
-		infer.DetectorOptions{Model: in, Library: c.library},
-		infer.DetectorOptions{Model: out, Library: c.library},
-		frames)
-	if err != nil {
+	ag, err := worker.Compare(c.options(in), c.options(out), frames)
+	var ce *worker.CandidateError
+	switch {
+	case errors.As(err, &ce):
 		os.Remove(out)
-		return fmt.Errorf("agreement check: %w (%s not kept)", err, out)
+		return fmt.Errorf("agreement check: the converted model: %w (%s not kept)", err, out)
+	case err != nil: // the original failed too: the check's settings, not the conversion
+		return fmt.Errorf("agreement check: %w (%s written, not checked)", err, out)
 	}
-	fmt.Fprintf(w, "agreement on %d frames of %s (CPU provider, one thread; %s):\n  %s\n", ag.Frames, c.source, note, ag)
+	on := "CPU provider, one thread"
+	if c.provider != string(infer.ProviderCPU) {
+		on = fmt.Sprintf("provider %s, device %d", c.provider, c.device)
+	} else {
+		on += "; " + note
+	}
+	fmt.Fprintf(w, "agreement on %d frames of %s (%s):\n  %s\n", ag.Frames, c.source, on, ag)
 	if ag.MAP50 < aim {
 		fmt.Fprintf(w, "warning: mAP@0.5 %.4f is below %.2f: compare the two models' detections on your cameras before using it\n", ag.MAP50, aim)
 	}
 	return nil
 }
 
-// imageExts are the still-image files a folder of check frames may hold.
+// imageExts are the still-image files a folder of check frames may hold (read only; the
+// quantizer's calibration frames use it too).
 var imageExts = []string{".jpg", ".jpeg", ".png", ".bmp"}
 
 // agreementFrames reads n frames of source, a video file (one every 5th frame from the
 // start) or a folder of images (its first n in name order), each letterboxed to w x h
-// RGB24 by worker.LetterboxImage.
+// RGB24 by worker.LetterboxImage: the daemon's geometry, scaled by OpenCV where the cameras'
+// path scales with swscale. The frame sources of `visiond model quantize` (infer/model,
+// the daemon's own decode and letterbox) are to replace it once merged.
 func agreementFrames(source string, n, w, h int) ([][]byte, error) {
 	st, err := os.Stat(source)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/visiond/visiond/infer/model"
 	"github.com/visiond/visiond/infer/model/onnxpb"
@@ -152,6 +154,71 @@ func TestModelUint8Input(t *testing.T) {
 	}
 }
 
+// TestConvertedModelThroughDaemon: the daemon, on the demo's sample camera, with its worker
+// process running yolov8n converted by `visiond model fp16 -uint8-input` (float16 compute,
+// the frame handed over as uint8), publishes people.
+func TestConvertedModelThroughDaemon(t *testing.T) {
+	in := testutil.ThirdParty(t, "yolov8n.onnx")
+	lib := testutil.ThirdParty(t, "libonnxruntime.so.1")
+	out := filepath.Join(t.TempDir(), "yolov8n-fp16-u8.onnx")
+	if status, _, stderr := runCLI(t, "model", "fp16", "-uint8-input", "-model", in, "-out", out, "-library", lib,
+		"-check", testutil.Media(t, "vtest.avi"), "-check-frames", "1"); status != 0 {
+		t.Fatalf("fp16 -uint8-input: status %d, stderr %q", status, stderr)
+	}
+	rtspAddr := testutil.FreeAddr(t)
+	yaml := demoConfig(t, rtspAddr)
+	if !strings.Contains(yaml, fmt.Sprintf("model: %q", in)) {
+		t.Fatalf("demo config names no model %s:\n%s", in, yaml)
+	}
+	cfg := writeConfig(t, strings.Replace(yaml, fmt.Sprintf("model: %q", in), fmt.Sprintf("model: %q", out), 1))
+
+	cmd := exec.Command(os.Args[0], "run", "-print", "-config", cfg)
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1") // its workers inherit it
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	timeout := time.After(2 * time.Minute) // the daemon's start, a worker's, an RTSP session, a detection
+	for found := false; !found; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("visiond run exited before printing a person; stderr:\n%s", stderr.String())
+			}
+			found = strings.Contains(l, "demo/sample frame") && strings.Contains(l, " person 0.")
+		case <-timeout:
+			t.Fatalf("no person printed in 2 minutes; stderr:\n%s", stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range lines { // drain until exit
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("visiond run after SIGINT: %v; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), out) {
+		t.Errorf("the log does not name the converted model %s:\n%s", out, stderr.String())
+	}
+}
+
 // notDetector writes the real model with its output flattened: ONNX, but no layout the
 // workers know.
 func notDetector(t *testing.T) string {
@@ -202,6 +269,8 @@ func TestModelBadInput(t *testing.T) {
 		{"fp16: no -out", fp16("-model", in), 2, "-out is required"},
 		{"fp16: argument", fp16("-model", in, "-out", out, in), 2, "unexpected argument"},
 		{"fp16: no frames", fp16("-model", in, "-out", out, "-check-frames", "0"), 2, "-check-frames 0: want at least 1"},
+		{"fp16: bad provider", fp16("-model", in, "-out", out, "-provider", "tpu"), 2, `-provider: provider "tpu": want cpu, cuda or tensorrt`},
+		{"fp16: bad device", fp16("-model", in, "-out", out, "-device", "-1"), 2, "-device -1: want 0 or more"},
 		{"fp16: out in a missing folder", fp16("-model", in, "-out", dir+"/missing/out.onnx"), 1, "-out " + dir + "/missing/out.onnx: folder " + dir + "/missing: stat"},
 		{"fp16: out is a folder", fp16("-model", in, "-out", dir), 1, "is a folder: want a file name"},
 		{"fp16: out is the input", fp16("-model", in, "-out", in), 1, "is the input model"},
@@ -223,6 +292,22 @@ func TestModelBadInput(t *testing.T) {
 				t.Fatalf("%s written", out)
 			}
 		})
+	}
+}
+
+// A check that cannot run the original model either (here: a provider this machine lacks)
+// leaves the conversion written, unchecked, and fails.
+func TestModelCheckProviderUnavailable(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "f.onnx")
+	status, _, stderr := runCLI(t, "model", "fp16", "-model", testutil.ThirdParty(t, "yolov8n.onnx"), "-out", out,
+		"-library", testutil.ThirdParty(t, "libonnxruntime.so.1"), "-check", testutil.Media(t, "vtest.avi"), "-check-frames", "1",
+		"-provider", "cuda")
+	if status != 1 || !strings.Contains(stderr, "compare: reference: ") || !strings.Contains(stderr, "provider cuda (device 0) unavailable") ||
+		!strings.Contains(stderr, out+" written, not checked") {
+		t.Fatalf("status %d, stderr %q", status, stderr)
+	}
+	if info, err := model.InspectFile(out); err != nil || info.Precision != model.FP16 {
+		t.Errorf("%s: %+v, %v", out, info, err)
 	}
 }
 

@@ -21,39 +21,47 @@ const (
 // ErrAlreadyConverted: the model is not fp32 (already fp16, or int8).
 var ErrAlreadyConverted = errors.New("not an fp32 model")
 
-// fp16Ops are the operators converted to float16: those whose float inputs and outputs
-// share one type variable that admits float16 (ONNX's operator schemas), so that feeding
-// them float16 makes them compute and return float16. Any other operator (Range,
+// fp16Op says whether operator op is converted to float16: one whose float inputs and
+// outputs share one type variable that admits float16 (ONNX's operator schemas), so that
+// feeding it float16 makes it compute and return float16. Any other operator (Range,
 // ConstantOfShape, NonMaxSuppression, the com.microsoft ones, ...) runs in float32, with
 // Casts around it.
-var fp16Ops = []string{
-	"Abs", "Add", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Ceil", "Clip",
-	"Concat", "Conv", "ConvTranspose", "Cos", "DepthToSpace", "Div", "Dropout", "Einsum", "Elu",
-	"Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "GatherElements", "GatherND",
-	"Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual",
-	"HardSigmoid", "HardSwish", "Identity", "InstanceNormalization", "LayerNormalization",
-	"LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean",
-	"Min", "Mish", "Mul", "Neg", "Pad", "Pow", "PRelu", "Reciprocal", "ReduceL2", "ReduceMax",
-	"ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Resize", "Selu",
-	"Shape", "Sigmoid", "Sign", "Sin", "Size", "Slice", "Softmax", "Softplus", "Softsign",
-	"SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "TopK",
-	"Transpose", "Unsqueeze", "Upsample", "Where",
+func fp16Op(op string) bool {
+	switch op {
+	case "Abs", "Add", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Ceil", "Clip",
+		"Concat", "Conv", "ConvTranspose", "Cos", "DepthToSpace", "Div", "Dropout", "Einsum", "Elu",
+		"Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "GatherElements", "GatherND",
+		"Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual",
+		"HardSigmoid", "HardSwish", "Identity", "InstanceNormalization", "LayerNormalization",
+		"LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean",
+		"Min", "Mish", "Mul", "Neg", "Pad", "Pow", "PRelu", "Reciprocal", "ReduceL2", "ReduceMax", "ReduceMean",
+		"ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Resize", "Selu", "Shape",
+		"Sigmoid", "Sign", "Sin", "Size", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth",
+		"Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "TopK", "Transpose", "Unsqueeze",
+		"Upsample", "Where":
+		return true
+	}
+	return false
 }
 
-// float32Inputs are the inputs that stay float32 in a converted operator, by position:
-// Resize's roi and scales, Upsample's scales (computed sizes: half precision would round
-// them).
-var float32Inputs = map[string][]int{
-	"Resize":   {1, 2},
-	"Upsample": {1},
+// float32Input says whether input i of a converted operator op stays float32: Resize's roi
+// and scales, Upsample's scales (computed sizes: half precision would round them).
+func float32Input(op string, i int) bool {
+	switch op {
+	case "Resize":
+		return i == 1 || i == 2
+	case "Upsample":
+		return i == 1
+	}
+	return false
 }
 
 // ConvertFP16 rewrites an fp32 detector m to compute in float16, for GPUs (the cuda and
 // tensorrt providers), keeping its float32 input and output: a Cast to float16 after the
 // input and one to float32 before the output. Float32 weights become float16 (half the
 // size); operators compute in float16 except
-//   - those not known to take float16 (fp16Ops): they run in float32, with Casts around them;
-//   - the inputs that must stay float32 (float32Inputs: Resize's scales and roi);
+//   - those not known to take float16 (fp16Op): they run in float32, with Casts around them;
+//   - the inputs that must stay float32 (float32Input: Resize's scales and roi);
 //   - shape computations (whatever is computed from Shape or Size and constants alone).
 //
 // The model's metadata (class names) is kept. ONNX Runtime's CPU provider runs the result
@@ -87,9 +95,13 @@ func convertFP16Graph(g *onnxpb.GraphProto) error {
 	return nil
 }
 
-// checkConvertible refuses what the converter does not handle: subgraphs and external data.
+// checkConvertible refuses what the converter does not handle: subgraphs, external data
+// and nodes without outputs (not valid ONNX).
 func checkConvertible(g *onnxpb.GraphProto) error {
 	for _, n := range g.GetNode() {
+		if len(n.GetOutput()) == 0 {
+			return fmt.Errorf("node %q (%s) has no output", n.GetName(), n.GetOpType())
+		}
 		for _, a := range n.GetAttribute() {
 			if a.GetType() == onnxpb.AttributeProto_GRAPH || a.GetType() == onnxpb.AttributeProto_GRAPHS {
 				return fmt.Errorf("node %q (%s) has a subgraph: control flow is not supported", n.GetName(), n.GetOpType())
@@ -292,7 +304,7 @@ func (c *converter) typeNow(t string) int32 {
 func (c *converter) convert() {
 	for _, n := range c.g.GetNode() {
 		op := n.GetOpType()
-		toHalf := n.GetDomain() == "" && slices.Contains(fp16Ops, op)
+		toHalf := n.GetDomain() == "" && fp16Op(op)
 		for _, o := range n.GetOutput() {
 			if c.shape[o] {
 				toHalf = false
@@ -309,7 +321,7 @@ func (c *converter) convert() {
 			if in == "" {
 				continue
 			}
-			want32 := !toHalf || slices.Contains(float32Inputs[op], i)
+			want32 := !toHalf || float32Input(op, i)
 			switch ty := c.typeNow(in); {
 			case ty == tFloat && !want32 && c.inits[in] != nil:
 				n.Input[i] = c.halfInit(in)

@@ -230,10 +230,15 @@ func TestConvertFP16KeepsFloat32(t *testing.T) {
 
 func TestConvertFP16Refuses(t *testing.T) {
 	m := loadYOLO(t)
-	m.GetGraph().Node = append(m.GetGraph().Node, &onnxpb.NodeProto{Name: "loop", OpType: "Loop",
+	m.GetGraph().Node = append(m.GetGraph().Node, &onnxpb.NodeProto{Name: "loop", OpType: "Loop", Output: []string{"looped"},
 		Attribute: []*onnxpb.AttributeProto{{Name: "body", Type: onnxpb.AttributeProto_GRAPH, G: &onnxpb.GraphProto{}}}})
 	if err := ConvertFP16(m); err == nil || !strings.Contains(err.Error(), `node "loop" (Loop) has a subgraph`) {
 		t.Errorf("subgraph: %v", err)
+	}
+	m = loadYOLO(t)
+	m.GetGraph().Node = append(m.GetGraph().Node, &onnxpb.NodeProto{Name: "nothing", OpType: "Cast", Input: []string{"images"}})
+	if err := ConvertFP16(m); err == nil || !strings.Contains(err.Error(), `node "nothing" (Cast) has no output`) {
+		t.Errorf("node without output: %v", err)
 	}
 	m = loadYOLO(t)
 	m.GetGraph().GetInitializer()[0].DataLocation = onnxpb.TensorProto_EXTERNAL

@@ -235,16 +235,21 @@ func metadata(m *onnxpb.ModelProto, key string) (string, bool) {
 	return "", false
 }
 
-// quantOps are the operators of quantized models besides the QLinear* family.
-var quantOps = []string{"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger"}
+// quantOp says whether op is an operator of quantized models.
+func quantOp(op string) bool {
+	switch op {
+	case "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger":
+		return true
+	}
+	return strings.HasPrefix(op, "QLinear")
+}
 
 // precisionOf tells int8 by its operators (QDQ pairs, QLinearConv and the like, the
 // *Integer operators), fp16 when the float16 weights outnumber (in values) the float32
 // ones, else fp32.
 func precisionOf(g *onnxpb.GraphProto) Precision {
 	for _, n := range g.GetNode() {
-		op := n.GetOpType()
-		if strings.HasPrefix(op, "QLinear") || slices.Contains(quantOps, op) {
+		if quantOp(n.GetOpType()) {
 			return INT8
 		}
 	}

@@ -32,6 +32,13 @@ func (a Agreement) String() string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// CandidateError is Compare's error when the reference ran and the candidate failed (to
+// load, or on a frame): the candidate is at fault, not the options they share.
+type CandidateError struct{ Err error }
+
+func (e *CandidateError) Error() string { return e.Err.Error() }
+func (e *CandidateError) Unwrap() error { return e.Err }
+
 // Compare runs the reference and the candidate model on the same frames through the
 // Detector the workers use, one model after the other (never both at once, so that neither
 // slows the other), and scores the candidate's detections against the reference's
@@ -40,7 +47,8 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 //
 // Options with Threads 0 run on one thread, so that the speed ratio is that of one
 // saturated worker of the CPU pool's default shape; set Threads to compare otherwise. Both
-// models must take the same input size.
+// models must take the same input size. An error after the reference ran is a
+// *CandidateError.
 func Compare(ref, cand infer.DetectorOptions, frames [][]byte) (Agreement, error) {
 	if len(frames) == 0 {
 		return Agreement{}, errors.New("compare: no frames")
@@ -51,7 +59,7 @@ func Compare(ref, cand infer.DetectorOptions, frames [][]byte) (Agreement, error
 	}
 	candDets, candTime, _, _, err := detectAll("candidate", cand, frames, w, h)
 	if err != nil {
-		return Agreement{}, err
+		return Agreement{}, &CandidateError{Err: err}
 	}
 	a := Agreement{
 		MAP50:        model.MAP50(refDets, candDets),

@@ -1,13 +1,16 @@
 package worker
 
 import (
+	"errors"
 	"math"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gocv.io/x/gocv"
+	"golang.org/x/sys/unix"
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/internal/infertest"
@@ -140,6 +143,10 @@ func TestCompareBadInput(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want one containing %q", err, tc.want)
 			}
+			var ce *CandidateError
+			if errors.As(err, &ce) != strings.HasPrefix(tc.name, "missing candidate") {
+				t.Errorf("CandidateError %v for %q", errors.As(err, &ce), tc.name)
+			}
 		})
 	}
 }
@@ -147,18 +154,25 @@ func TestCompareBadInput(t *testing.T) {
 // convertedFP16 writes yolov8n.onnx converted by model.ConvertFP16 to a temporary file.
 func convertedFP16(tb testing.TB, a infertest.Assets) string {
 	tb.Helper()
-	m, err := model.Load(a.Model)
+	return convertFP16File(tb, a.Model)
+}
+
+// convertFP16File writes the model at path converted by model.ConvertFP16 to a temporary
+// file.
+func convertFP16File(tb testing.TB, path string) string {
+	tb.Helper()
+	m, err := model.Load(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if err := model.ConvertFP16(m); err != nil {
 		tb.Fatal(err)
 	}
-	path := filepath.Join(tb.TempDir(), "yolov8n-fp16.onnx")
-	if err := model.Save(m, path); err != nil {
+	out := filepath.Join(tb.TempDir(), "fp16-"+filepath.Base(path))
+	if err := model.Save(m, out); err != nil {
 		tb.Fatal(err)
 	}
-	return path
+	return out
 }
 
 // TestFP16Conversion: the model converted by model.ConvertFP16 loads in the Detector with
@@ -191,15 +205,34 @@ func TestFP16Conversion(t *testing.T) {
 	if ag.MAP50 < 0.99 {
 		t.Errorf("mAP@0.5 %v, want at least 0.99", ag.MAP50)
 	}
+
+	// The other layouts (testmodels_test.go: yolov8n's graph with a YOLOv5 or an
+	// end-to-end head: Transpose, Slice, Concat, ReduceMax, ArgMax, Cast, TopK, Gather).
+	for name, path := range map[string]string{"yolov5 layout": yolov5Model(t, a), "end-to-end layout": e2eModel(t, a)} {
+		ag, err := Compare(infer.DetectorOptions{Model: path, Library: a.Library}, infer.DetectorOptions{Model: convertFP16File(t, path), Library: a.Library}, frames[:3])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: fp16 against fp32: %s", name, ag)
+		if ag.MAP50 < 0.99 {
+			t.Errorf("%s: mAP@0.5 %v, want at least 0.99", name, ag.MAP50)
+		}
+	}
 }
 
 // BenchmarkDetectConverted: one Detect per frame of vtest.avi on one thread, the fp32
-// model against its model.ConvertFP16 conversion (ONNX Runtime's CPU provider).
+// model against its model.ConvertFP16 conversion, each also with the uint8 prelude
+// (model.AddUint8Prelude), on ONNX Runtime's CPU provider. pre-ms/op is the input
+// preparation in Go (infer.Timings.Pre); cpu-ms/op the CPU time of the process (user and system) per
+// frame, which other work on a shared machine inflates less than the wall time.
 func BenchmarkDetectConverted(b *testing.B) {
 	a := infertest.ThirdParty(b)
 	frames := videoFrames(b, 4, 15, 640)
 	lb := geom.NewLetterbox(640, 640, 640, 640)
-	for _, bc := range []struct{ name, model string }{{"fp32", a.Model}, {"fp16", convertedFP16(b, a)}} {
+	f16 := convertedFP16(b, a)
+	for _, bc := range []struct{ name, model string }{
+		{"fp32", a.Model}, {"fp16", f16}, {"fp32-uint8", withPrelude(b, a.Model)}, {"fp16-uint8", withPrelude(b, f16)},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			d, err := NewDetector(infer.DetectorOptions{Model: bc.model, Library: a.Library, Threads: 1})
 			if err != nil {
@@ -211,12 +244,18 @@ func BenchmarkDetectConverted(b *testing.B) {
 				b.Fatal(err)
 			}
 			i := 0
+			var pre time.Duration
+			cpu0 := compareCPUTime(b)
 			for b.Loop() {
-				if dets, _, err = d.Detect(frames[i%len(frames)], lb, dets); err != nil {
+				var tm infer.Timings
+				if dets, tm, err = d.Detect(frames[i%len(frames)], lb, dets); err != nil {
 					b.Fatal(err)
 				}
+				pre += tm.Pre
 				i++
 			}
+			b.ReportMetric(float64(pre)/float64(time.Millisecond)/float64(b.N), "pre-ms/op")
+			b.ReportMetric(float64(compareCPUTime(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 		})
 	}
 }
@@ -264,4 +303,13 @@ func TestUint8Prelude(t *testing.T) {
 			t.Errorf("%s: mAP@0.5 %v, want at least 0.99", cand, ag.MAP50)
 		}
 	}
+}
+
+// compareCPUTime is the CPU time (user and system) this process has used.
+func compareCPUTime(tb testing.TB) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
