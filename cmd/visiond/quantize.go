@@ -127,7 +127,7 @@ func modelQuantizeCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "wrote %s: %s, %.1f MiB (from %s, %s, %.1f MiB) in %v; %d nodes in int8 (%s), %d left in float (the head)\n",
 		*out, conv.Precision, conv.SizeMiB, *in, info.Precision, info.SizeMiB, time.Since(t0).Round(time.Second),
 		sum.Nodes, formatOps(sum.ByOp), sum.Float)
-	check := checkFlags{library: *lib, source: fmt.Sprintf("%s held out from calibration", *calib)}
+	check := checkFlags{library: *lib, source: fmt.Sprintf("%s held out from calibration", *calib), provider: string(infer.ProviderCPU)}
 	return check.print(stdout, heldOut, *in, *out, minAgreementINT8,
 		"ONNX Runtime fuses the QDQ pairs into its int8 kernels at load")
 }

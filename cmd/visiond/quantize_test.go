@@ -37,7 +37,7 @@ func TestModelQuantize(t *testing.T) {
 		"calibrating on 8 frames of " + testutil.Media(t, "vtest.avi") + " (percentile)",
 		"wrote " + out + ": int8, 3.4 MiB (from " + in + ", fp32, 12.2 MiB)",
 		"220 nodes in int8 (63 Conv, 57 Mul, 57 Sigmoid, 6 Add, 16 Concat, 3 MaxPool, 2 Resize, 16 Slice), 22 left in float (the head)",
-		"agreement on 4 frames of " + testutil.Media(t, "vtest.avi") + " held out from calibration",
+		"agreement on 4 frames of " + testutil.Media(t, "vtest.avi") + " held out from calibration (CPU provider, one thread; ",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q", want)
