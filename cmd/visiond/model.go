@@ -26,6 +26,9 @@ commands:
                            tensorrt), float32 input and output kept; prints its agreement
   prelude -model IN -out OUT  make a model take the letterboxed uint8 frame as it is and
                            convert it to float inside the graph; prints its agreement
+  quantize -model IN -out OUT -calib SOURCE  static INT8 (QDQ) quantization calibrated on the
+                           site's frames (video, folder of images, visiond config); prints its
+                           agreement on held-out frames
 
 "visiond model <command> -h" lists a command's flags. docs/models.md tells more.
 `
@@ -43,6 +46,8 @@ func modelCmd(args []string, stdout, stderr io.Writer) error {
 		return modelConvertCmd("fp16", args[1:], stdout, stderr)
 	case "prelude":
 		return modelConvertCmd("prelude", args[1:], stdout, stderr)
+	case "quantize":
+		return modelQuantizeCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, modelUsage)
 		return nil

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"gocv.io/x/gocv"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/infer/worker"
+	"github.com/visiond/visiond/sources"
+)
+
+// siteFrames reads n frames of source, letterboxed to w x h RGB24 exactly as the daemon
+// draws them for a model of that input:
+//   - a visiond config file (.yaml, .yml): frames of its enabled cameras, through the
+//     daemon's own sources (RTSP, GStreamer, file), one per camera per analysed interval
+//     (the camera's fps), shared evenly among the cameras; the built-in sample camera is
+//     started when the config enables it. Within timeout, or what came is used (an error
+//     when nothing did);
+//   - a folder: its images (.jpg, .jpeg, .png, .bmp) in name order, n spread evenly over them,
+//     letterboxed by worker.LetterboxImage as the daemon does still images;
+//   - anything else: a video file, n frames spread evenly over it (sources.SampleFile: a
+//     camera of kind file's decoding and letterbox, unpaced).
+//
+// Fewer than n frames come back when the source has fewer.
+func siteFrames(ctx context.Context, source string, n, w, h int, timeout time.Duration, log *slog.Logger) ([][]byte, error) {
+	st, err := os.Stat(source)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	if st.IsDir() {
+		return folderFrames(source, n, w, h)
+	}
+	switch strings.ToLower(filepath.Ext(source)) {
+	case ".yaml", ".yml":
+		return cameraFrames(ctx, source, n, w, h, timeout, log)
+	}
+	frames, _, err := sources.SampleFile(ctx, source, w, h, n)
+	return frames, err
+}
+
+// folderFrames reads n images spread evenly over the folder's images in name order.
+func folderFrames(dir string, n, w, h int) ([][]byte, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, e := range ents {
+		if !e.IsDir() && slices.Contains(imageExts, strings.ToLower(filepath.Ext(e.Name()))) {
+			paths = append(paths, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%s: no images (%s) in the folder", dir, strings.Join(imageExts, ", "))
+	}
+	var frames [][]byte
+	for _, i := range spread(len(paths), n) {
+		img := gocv.IMRead(paths[i], gocv.IMReadColor)
+		if img.Empty() {
+			img.Close()
+			return nil, fmt.Errorf("%s: not an image OpenCV reads", paths[i])
+		}
+		pix := make([]byte, w*h*3)
+		_, err := worker.LetterboxImage(img, w, h, pix)
+		img.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", paths[i], err)
+		}
+		frames = append(frames, pix)
+	}
+	return frames, nil
+}
+
+// spread returns min(n, total) indexes spread evenly over 0..total-1.
+func spread(total, n int) []int {
+	n = min(n, total)
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i * total / n
+	}
+	return idx
+}
+
+// cameraFrames takes frames from the enabled cameras of the config file at path.
+func cameraFrames(ctx context.Context, path string, n, w, h int, timeout time.Duration, log *slog.Logger) ([][]byte, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	var cams []config.Camera
+	for _, c := range cfg.Cameras {
+		if c.Enabled {
+			cams = append(cams, c)
+		}
+	}
+	if len(cams) == 0 {
+		return nil, fmt.Errorf("%s: no enabled camera to take frames from", path)
+	}
+	if cfg.Sample.Enabled {
+		s, err := startSample(cfg.Sample, log)
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close()
+	}
+	per := (n + len(cams) - 1) / len(cams)
+	g := &frameGather{per: per, got: map[string][][]byte{}, due: map[string]time.Time{}, full: make(chan struct{})}
+	for _, c := range cams {
+		g.every = append(g.every, time.Duration(float64(time.Second)/c.FPS))
+	}
+	var started []*sources.Camera
+	defer func() {
+		for _, s := range started {
+			s.Close()
+		}
+	}()
+	g.left = len(cams)
+	for i, c := range cams {
+		src := c.Source()
+		src.InputW, src.InputH = w, h
+		src.Logger = log
+		every := g.every[i]
+		src.OnFrame = func(f *sources.Frame) { g.take(f, every) }
+		src.Start()
+		started = append(started, src)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-g.full:
+	case <-timer.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for _, s := range started {
+		s.Close()
+	}
+	started = nil
+	var frames [][]byte
+	var short []string
+	for _, c := range cams {
+		got := g.got[c.ID]
+		if len(got) < per {
+			short = append(short, fmt.Sprintf("%s %d", c.ID, len(got)))
+		}
+		frames = append(frames, got...)
+	}
+	if len(short) > 0 {
+		if len(frames) == 0 {
+			return nil, fmt.Errorf("%s: no camera delivered a frame within %v", path, timeout)
+		}
+		log.Warn("cameras delivered fewer frames than asked within the time allowed", "want_per_camera", per,
+			"got", strings.Join(short, ", "), "timeout", timeout)
+	}
+	return frames[:min(n, len(frames))], nil
+}
+
+// frameGather keeps copies of the cameras' frames, one per camera per interval, until each
+// camera has per of them.
+type frameGather struct {
+	per   int
+	every []time.Duration
+
+	mu   sync.Mutex
+	got  map[string][][]byte
+	due  map[string]time.Time
+	left int           // cameras still short
+	full chan struct{} // closed when left reaches 0
+}
+
+// take is a camera's OnFrame: it copies the frame if the camera is due one, and releases it.
+func (g *frameGather) take(f *sources.Frame, every time.Duration) {
+	defer f.Release()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	have := g.got[f.Camera]
+	if len(have) >= g.per || f.Received.Before(g.due[f.Camera]) {
+		return
+	}
+	g.due[f.Camera] = f.Received.Add(every)
+	g.got[f.Camera] = append(have, slices.Clone(f.Pix))
+	if len(have)+1 == g.per {
+		g.left--
+		if g.left == 0 {
+			close(g.full)
+		}
+	}
+}
