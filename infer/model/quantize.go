@@ -335,11 +335,19 @@ func dataInputs(n *onnxpb.NodeProto, op qOp) []int {
 func (q *quantizer) choose() error {
 	nodes := q.m.GetGraph().GetNode()
 	q.quant = make([]bool, len(nodes))
+	names, err := CalibrationTensors(q.m)
+	if err != nil {
+		return err
+	}
+	float := map[string]bool{}
+	for _, n := range names {
+		float[n] = true
+	}
 	missing := 0
-	head := q.headTensors(&missing)
+	head := q.headTensors(float, &missing)
 	for i, n := range nodes {
 		op, ok := qdqOps[n.GetOpType()]
-		if !ok || slices.Contains(q.opts.KeepFloat, n.GetName()) {
+		if !ok || slices.Contains(q.opts.KeepFloat, n.GetName()) || !q.floatData(n, op, float) {
 			continue
 		}
 		q.quant[i] = !q.inHead(n, op, head)
@@ -386,10 +394,25 @@ func (q *quantizer) choose() error {
 	return nil
 }
 
+// floatData says whether every activation n reads as data and writes is a float32 one
+// (float, from CalibrationTensors): a Mul or Concat of a shape computation is not quantized.
+func (q *quantizer) floatData(n *onnxpb.NodeProto, op qOp, float map[string]bool) bool {
+	for _, k := range dataInputs(n, op) {
+		if k >= len(n.GetInput()) {
+			continue
+		}
+		in := n.GetInput()[k]
+		if _, isInit := q.inits[in]; !isInit && in != "" && !float[in] {
+			return false
+		}
+	}
+	return !slices.ContainsFunc(n.GetOutput(), func(o string) bool { return o != "" && !float[o] })
+}
+
 // headTensors returns the activations of the head: those whose rank (as calibration saw
-// it) is not 4, and every tensor computed from one. missing counts activations read by a
-// quantizable node that the calibration never saw.
-func (q *quantizer) headTensors(missing *int) map[string]bool {
+// it) is not 4, and every tensor computed from one. missing counts float activations
+// (float) read by a quantizable node that the calibration never saw.
+func (q *quantizer) headTensors(float map[string]bool, missing *int) map[string]bool {
 	head := map[string]bool{}
 	notMap := func(name string) bool {
 		shape, seen := q.cal.Shape(name)
@@ -402,7 +425,7 @@ func (q *quantizer) headTensors(missing *int) map[string]bool {
 			if _, isInit := q.inits[in]; isInit || in == "" {
 				continue
 			}
-			if _, seen := q.cal.Shape(in); !seen && quantizable {
+			if _, seen := q.cal.Shape(in); !seen && quantizable && float[in] {
 				*missing++
 			}
 			fromHead = fromHead || head[in] || notMap(in)
