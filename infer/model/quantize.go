@@ -66,18 +66,19 @@ type qOp struct {
 	sameAsIn   bool
 }
 
-// qdqOps are the operators quantized, as ONNX Runtime's CPU provider fuses their QDQ
-// form (Conv, the binary and unary operators, Concat) or runs them on uint8 (the rest).
-var qdqOps = map[string]qOp{
-	"Conv":    {dataInputs: []int{0}}, // weights and bias handled apart
-	"Mul":     {},
-	"Add":     {},
-	"Sigmoid": {},
-	"Concat":  {},
-	"MaxPool": {dataInputs: []int{0}, sameAsIn: true},
-	"Resize":  {dataInputs: []int{0}, sameAsIn: true},
-	"Slice":   {dataInputs: []int{0}, sameAsIn: true},
-	"Split":   {dataInputs: []int{0}, sameAsIn: true},
+// qdqOp says whether op is quantized and how: ONNX Runtime's CPU provider fuses the QDQ
+// form of Conv, the binary and unary operators and Concat, and runs the others (which move
+// or select values) on uint8 directly.
+func qdqOp(op string) (qOp, bool) {
+	switch op {
+	case "Conv": // weights and bias handled apart
+		return qOp{dataInputs: []int{0}}, true
+	case "Mul", "Add", "Sigmoid", "Concat":
+		return qOp{}, true
+	case "MaxPool", "Resize", "Slice", "Split":
+		return qOp{dataInputs: []int{0}, sameAsIn: true}, true
+	}
+	return qOp{}, false
 }
 
 // CheckQuantizable says why m cannot be quantized: it is already quantized, its input is
@@ -103,9 +104,15 @@ func CheckQuantizable(m *onnxpb.ModelProto) error {
 	return nil
 }
 
-// nonFloatOps produce no float tensor from float inputs.
-var nonFloatOps = []string{"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Less",
-	"Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"}
+// nonFloat says whether operator op produces no float tensor from float inputs.
+func nonFloat(op string) bool {
+	switch op {
+	case "Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual",
+		"GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf":
+		return true
+	}
+	return false
+}
 
 // CalibrationTensors returns the float32 activations of m whose statistics Quantize needs:
 // the graph's input and every float node output, in graph order. A tensor is float when it
@@ -133,7 +140,7 @@ func CalibrationTensors(m *onnxpb.ModelProto) ([]string, error) {
 		if !fromInput {
 			continue
 		}
-		keeps := !slices.Contains(nonFloatOps, n.GetOpType())
+		keeps := !nonFloat(n.GetOpType())
 		if n.GetOpType() == "Cast" {
 			keeps = qAttrInt(n, "to", 0) == int64(onnxpb.TensorProto_FLOAT)
 		}
@@ -346,7 +353,7 @@ func (q *quantizer) choose() error {
 	missing := 0
 	head := q.headTensors(float, &missing)
 	for i, n := range nodes {
-		op, ok := qdqOps[n.GetOpType()]
+		op, ok := qdqOp(n.GetOpType())
 		if !ok || slices.Contains(q.opts.KeepFloat, n.GetName()) || !q.floatData(n, op, float) {
 			continue
 		}
@@ -359,7 +366,7 @@ func (q *quantizer) choose() error {
 		if !q.quant[i] {
 			continue
 		}
-		op := qdqOps[n.GetOpType()]
+		op, _ := qdqOp(n.GetOpType())
 		for _, k := range dataInputs(n, op) {
 			if k >= len(n.GetInput()) || n.GetInput()[k] == "" {
 				continue
@@ -419,7 +426,7 @@ func (q *quantizer) headTensors(float map[string]bool, missing *int) map[string]
 		return seen && len(shape) != 4
 	}
 	for _, n := range q.m.GetGraph().GetNode() {
-		_, quantizable := qdqOps[n.GetOpType()]
+		_, quantizable := qdqOp(n.GetOpType())
 		fromHead := false
 		for _, in := range n.GetInput() {
 			if _, isInit := q.inits[in]; isInit || in == "" {
@@ -510,7 +517,8 @@ func (q *quantizer) rewrite() error {
 				head = append(head, nodes...)
 			}
 			// Constant inputs read as activations get their pair up front.
-			for _, k := range dataInputs(n, qdqOps[n.GetOpType()]) {
+			op, _ := qdqOp(n.GetOpType())
+			for _, k := range dataInputs(n, op) {
 				if k >= len(n.GetInput()) {
 					continue
 				}
