@@ -32,7 +32,7 @@ func modelQuantizeCmd(args []string, stdout, stderr io.Writer) error {
 	holdout := fs.Int("holdout", 40, "further frames of the source, not used for calibration, for the agreement check")
 	method := fs.String("method", string(model.MethodPercentile), "activation ranges: percentile, entropy or minmax")
 	pct := fs.Float64("percentile", model.DefaultPercentile, "the percentile of -method percentile, in percent")
-	reduce := fs.Bool("reduce-range", true, "7-bit weights: ONNX Runtime's u8s8 kernels on x86 without VNNI add pairs of products in 16 bits, which 8-bit weights can saturate; -reduce-range=false for TensorRT or VNNI CPUs")
+	reduce := fs.Bool("reduce-range", true, "7-bit weights: ONNX Runtime's u8s8 kernels on x86 CPUs without VNNI can saturate with 8-bit ones; -reduce-range=false for 8-bit (e.g. for TensorRT): compare the agreement")
 	lib := fs.String("library", config.Default().Workers.Library, "ONNX Runtime `library` to calibrate and check with")
 	threads := fs.Int("threads", runtime.NumCPU(), "threads of the calibration runs (the agreement check runs on one)")
 	timeout := fs.Duration("calib-timeout", 5*time.Minute, "a config's cameras: the longest to wait for their frames")

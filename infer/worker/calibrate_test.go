@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	ort "github.com/yalue/onnxruntime_go"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/model"
@@ -350,5 +351,30 @@ func TestQuantizedModelFuses(t *testing.T) {
 	if ops["QuantizeLinear"] > 1 || ops["DequantizeLinear"] > 3 {
 		t.Errorf("%d QuantizeLinear and %d DequantizeLinear left unfused, want the input's and the head's (1 and 3)",
 			ops["QuantizeLinear"], ops["DequantizeLinear"])
+	}
+}
+
+// TestQuantizeLeavesShapeMath: a Mul of integers (a shape computation, as exports with
+// dynamic reshapes have) is not an activation: it is neither asked of the calibration nor
+// quantized, and the rest is quantized as before.
+func TestQuantizeLeavesShapeMath(t *testing.T) {
+	cal, fp32, _ := calibrateYOLO(t)
+	m := proto.Clone(fp32).(*onnxpb.ModelProto)
+	g := m.GetGraph()
+	g.Node = append([]*onnxpb.NodeProto{
+		{Name: "shape", OpType: "Shape", Input: []string{"images"}, Output: []string{"dims"}},
+		{Name: "dims2", OpType: "Mul", Input: []string{"dims", "dims"}, Output: []string{"dims_squared"}},
+	}, g.Node...)
+	q, sum, err := model.Quantize(m, cal, model.QuantizeOptions{ReduceRange: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.ByOp["Mul"] != 57 || sum.ByOp["Conv"] != 63 {
+		t.Errorf("quantized %v, want the 57 SiLU Muls and 63 Convs, not the shape's Mul", sum.ByOp)
+	}
+	for _, n := range q.GetGraph().GetNode() {
+		if n.GetName() == "dims2" && (n.GetInput()[0] != "dims" || n.GetInput()[1] != "dims") {
+			t.Errorf("the shape's Mul reads %v", n.GetInput())
+		}
 	}
 }
