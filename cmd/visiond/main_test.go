@@ -203,8 +203,17 @@ func TestCheckExitStatus(t *testing.T) {
 // NATS server and a worker process; people are printed; SIGINT stops it with status 0.
 func TestRunPrintsDetections(t *testing.T) {
 	rtspAddr := testutil.FreeAddr(t)
-	cfg := writeConfig(t, demoConfig(t, rtspAddr))
+	stderr := runPrintsPerson(t, writeConfig(t, demoConfig(t, rtspAddr)))
+	if !strings.Contains(stderr, "msg=stopped") {
+		t.Fatalf("no clean stop logged; stderr:\n%s", stderr)
+	}
+}
 
+// runPrintsPerson runs `visiond run -print -config cfg` (this test binary, and so its
+// workers) until it prints a person on the demo's sample camera, then stops it with SIGINT
+// and checks that it exits with status 0. It returns the daemon's stderr.
+func runPrintsPerson(t *testing.T, cfg string) string {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "run", "-print", "-config", cfg)
 	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1") // its workers inherit it
 	var stderr bytes.Buffer
@@ -248,9 +257,7 @@ func TestRunPrintsDetections(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("visiond run after SIGINT: %v, want exit status 0; stderr:\n%s", err, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "msg=stopped") {
-		t.Fatalf("no clean stop logged; stderr:\n%s", stderr.String())
-	}
+	return stderr.String()
 }
 
 func TestFormatEvent(t *testing.T) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/visiond/visiond/infer/model"
 	"github.com/visiond/visiond/infer/model/onnxpb"
@@ -171,51 +169,9 @@ func TestConvertedModelThroughDaemon(t *testing.T) {
 		t.Fatalf("demo config names no model %s:\n%s", in, yaml)
 	}
 	cfg := writeConfig(t, strings.Replace(yaml, fmt.Sprintf("model: %q", in), fmt.Sprintf("model: %q", out), 1))
-
-	cmd := exec.Command(os.Args[0], "run", "-print", "-config", cfg)
-	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1") // its workers inherit it
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	timeout := time.After(2 * time.Minute) // the daemon's start, a worker's, an RTSP session, a detection
-	for found := false; !found; {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("visiond run exited before printing a person; stderr:\n%s", stderr.String())
-			}
-			found = strings.Contains(l, "demo/sample frame") && strings.Contains(l, " person 0.")
-		case <-timeout:
-			t.Fatalf("no person printed in 2 minutes; stderr:\n%s", stderr.String())
-		}
-	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for range lines { // drain until exit
-		}
-	}()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("visiond run after SIGINT: %v; stderr:\n%s", err, stderr.String())
-	}
-	if !strings.Contains(stderr.String(), out) {
-		t.Errorf("the log does not name the converted model %s:\n%s", out, stderr.String())
+	stderr := runPrintsPerson(t, cfg)
+	if !strings.Contains(stderr, out) {
+		t.Errorf("the log does not name the converted model %s:\n%s", out, stderr)
 	}
 }
 

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -68,38 +66,8 @@ func TestModelQuantize(t *testing.T) {
 	if !strings.Contains(testutil.ReadFile(t, cfg), out) {
 		t.Fatalf("config does not name the quantized model:\n%s", testutil.ReadFile(t, cfg))
 	}
-	cmd := exec.Command(os.Args[0], "run", "-print", "-config", cfg)
-	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			if l := sc.Text(); strings.Contains(l, "demo/sample frame") && strings.Contains(l, " person 0.") {
-				select {
-				case found <- l:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case l := <-found:
-		t.Logf("the daemon with the int8 model: %s", l)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("no person printed in 2 minutes with the int8 model; stderr:\n%s", errb.String())
+	if stderr := runPrintsPerson(t, cfg); !strings.Contains(stderr, out) {
+		t.Errorf("the log does not name the quantized model %s:\n%s", out, stderr)
 	}
 }
 
