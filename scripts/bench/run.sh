@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${BENCH_OUT:-build/bench}
 BENCH_TIME=${BENCH_TIME:-10x}
-cpu_workers=$(nproc) && [ "$cpu_workers" -gt 8 ] && cpu_workers=8
+cpu_workers=$(nproc) # the pipeline bench: one one-thread worker per CPU, against as many bare loops
 PIPE_SECONDS=${PIPE_SECONDS:-20} PIPE_CAMERAS=${PIPE_CAMERAS:-4} PIPE_WORKERS=${PIPE_WORKERS:-$cpu_workers}
 WORKERS=${WORKERS:-auto} THREADS=${THREADS:-auto}
 INT8_MODEL=${INT8_MODEL:-build/models/yolov8n-int8.onnx} SCALE_START=${SCALE_START:-1} PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-}
