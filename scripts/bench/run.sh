@@ -66,7 +66,7 @@ if has decode; then
 fi
 if has pipeline; then
   rm -f "$OUT/pipeline.txt"
-  step pipeline "$GO test -c -o $OUT/pipeline.test ./pipeline && cd pipeline && VISIOND_BENCH_SECONDS=$PIPE_SECONDS VISIOND_BENCH_CAMERAS=$PIPE_CAMERAS VISIOND_BENCH_WORKERS=$PIPE_WORKERS VISIOND_BENCH_THREADS=$THREADS $rel/pipeline.test -test.run '^\$' -test.bench ThroughputVsBareLoop -test.benchtime 1x | sed 's/^Benchmark/provider=cpu workers=$PIPE_WORKERS threads=$THREADS cameras=$PIPE_CAMERAS: Benchmark/' | tee $rel/pipeline.txt"
+  step pipeline "$GO test -c -o $OUT/pipeline.test ./pipeline && cd pipeline && VISIOND_BENCH_SECONDS=$PIPE_SECONDS VISIOND_BENCH_CAMERAS=$PIPE_CAMERAS VISIOND_BENCH_WORKERS=$PIPE_WORKERS VISIOND_BENCH_THREADS=${THREADS#auto} $rel/pipeline.test -test.run '^\$' -test.bench ThroughputVsBareLoop -test.benchtime 1x | sed 's/^Benchmark/provider=cpu workers=$PIPE_WORKERS threads=$THREADS cameras=$PIPE_CAMERAS: Benchmark/' | tee $rel/pipeline.txt"
 fi
 daemon="-workers $WORKERS -threads $THREADS -provider cpu"
 if has scale; then
