@@ -52,6 +52,7 @@ type run struct {
 	tag, dir   string
 	env, end   *envInfo
 	commands   []string
+	calls      []time.Time // when each call of gpu.sh began, from its commands-<UTC time>.txt
 	knobs      map[string]string
 	decode     []benchLine
 	skip       []benchLine // BenchmarkSkipNonRef (skip.go)
@@ -129,6 +130,9 @@ func loadRun(dir, tag string) (*run, error) {
 	var cmdText string
 	for _, f := range cmdFiles {
 		cmdText += readFile(f) + "\n"
+		if t, err := time.Parse("20060102T150405", strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "commands-"), ".txt")); err == nil {
+			r.calls = append(r.calls, t)
+		}
 	}
 	for _, l := range strings.Split(cmdText, "\n") {
 		if strings.TrimSpace(l) == "" {
@@ -308,7 +312,14 @@ func (r *report) write() (string, error) {
 	r.p("")
 	r.p("Written by `make bench` (`scripts/bench/run.sh`, then `bin/visiond-bench report`) from the run of %s;", taken)
 	if gpu != nil && gpu.env != nil {
-		r.p("the GPU machine's figures come from `scripts/bench/gpu.sh`, run there on %s, merged from its raw output.", gpu.env.Taken.UTC().Format("2006-01-02 15:04 UTC"))
+		if c := gpu.calls; len(c) > 1 && c[len(c)-1].Sub(c[0]) > 12*time.Hour {
+			// Parts rerun on another day keep the older parts' results beside them: say so.
+			r.p("the GPU machine's figures come from `scripts/bench/gpu.sh`, run there in %d calls from %s to %s (its environment read on %s), merged from their raw output;",
+				len(c), c[0].Format("2006-01-02 15:04"), c[len(c)-1].Format("2006-01-02 15:04 UTC"), gpu.env.Taken.UTC().Format("2006-01-02 15:04 UTC"))
+			r.p("each part's figures come from one call (the commands of each call, with its time, are in the GPU results' commands-*.txt and under How to reproduce).")
+		} else {
+			r.p("the GPU machine's figures come from `scripts/bench/gpu.sh`, run there on %s, merged from its raw output.", gpu.env.Taken.UTC().Format("2006-01-02 15:04 UTC"))
+		}
 	} else {
 		r.p("no GPU machine's results were given (`make bench GPU=DIR`), so its rows say \"not run\".")
 	}

@@ -73,6 +73,12 @@ func TestReportCamerasPerBox(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(local, "scale.failed"), []byte("exit status 1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Two calls of gpu.sh a day apart: the header says the results span them.
+	for _, name := range []string{"commands-20261130T080518.txt", "commands-20261201T053452.txt"} {
+		if err := os.WriteFile(filepath.Join(gpu, name), []byte("bin/visiond-bench env\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	out := filepath.Join(dir, "BENCHMARKS.md")
 	hand := "## Tracking on a video with known truth\n\n*Written by hand from the logs.*\n\n```sh\n## not a heading inside code\n```\n\nLast line.\n"
 	old := "# visiond benchmarks\n\n## Summary\n\nold figures\n\n" + hand + "\n## How to reproduce\n\nold commands\n"
@@ -98,6 +104,7 @@ func TestReportCamerasPerBox(t *testing.T) {
 		"| scale-cuda-s4 | **160** (162 failed) | 260 | 3480 | 21.8 | 16.00 | 20.0 | 3.0 |",
 		"| 1 | 5.0 | 5.00 | 0 | 101 | 0 | 0 | 0.10 | 20.0 | 3003 | 0.0 | (for the curve, not the search) pass |",
 		"## Cameras per box, side by side",
+		"run there in 2 calls from 2026-11-30 08:05 to 2026-12-01 05:34 UTC",
 		"(every camera ≥ 4.75 fps, all ≥ 0.95 × cameras × 5 fps, p99 < 300 ms",
 		"| scale | 2-CPU box | failed: exit status 1 |",
 		"BENCHMARKS-growth-gpu-machine-cpu.png", "BENCHMARKS-growth-gpu-machine-gpu.png",
