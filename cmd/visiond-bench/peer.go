@@ -168,19 +168,7 @@ func peerScaleCmd(args []string) error {
 		logStep("peer-scale", step)
 		return step, nil
 	}
-	if res.Curve, err = curveSteps(curve, measure); err != nil {
-		return err
-	}
-	steps, lo, hi, err := search(o, measure)
-	res.Steps = steps
-	if err != nil {
-		return err
-	}
-	res.Capacity, res.FirstFail = lo, hi
-	res.Load = readLoad()
-	res.Seconds = time.Since(res.Started).Seconds()
-	logf("peer-scale: capacity %d cameras at %g fps (p99 < %v) in %.0f s", lo, *fps, *p99, res.Seconds)
-	return writeJSON(*out, res)
+	return res.measure("peer-scale", o, curve, measure, *out)
 }
 
 // peerCommand is the command line of one peer.py run on n cameras.

@@ -214,6 +214,13 @@ func scaleCmd(args []string) error {
 		logStep("scale", step)
 		return step, nil
 	}
+	return res.measure("scale", o, curve, measure, *out)
+}
+
+// measure runs the curve's steps and the search with measure, fills in res with what they
+// found and writes it to out; what names the command in the log.
+func (res *scaleResult) measure(what string, o searchOpts, curve cameraList, measure func(n int) (scaleStep, error), out string) error {
+	var err error
 	if res.Curve, err = curveSteps(curve, measure); err != nil {
 		return err
 	}
@@ -225,8 +232,9 @@ func scaleCmd(args []string) error {
 	res.Capacity, res.FirstFail = lo, hi
 	res.Load = readLoad()
 	res.Seconds = time.Since(res.Started).Seconds()
-	logf("scale: capacity %d cameras at %g fps (p99 < %v) in %.0f s", lo, f.FPS, *p99, res.Seconds)
-	return writeJSON(*out, res)
+	logf("%s: capacity %d cameras at %g fps (p99 < %v) in %.0f s", what, lo, res.Criterion.FPS,
+		time.Duration(res.Criterion.P99MS*float64(time.Millisecond)), res.Seconds)
+	return writeJSON(out, res)
 }
 
 func logStep(what string, st scaleStep) {
