@@ -18,6 +18,19 @@ import (
 	"github.com/visiond/visiond/internal/testutil"
 )
 
+// runBadCLI runs the command of args, which must fail with status and a stderr that says
+// want, and leave nothing written at out.
+func runBadCLI(t *testing.T, args []string, status int, want, out string) {
+	t.Helper()
+	got, stdout, stderr := runCLI(t, args...)
+	if got != status || !strings.Contains(stderr, want) {
+		t.Fatalf("status %d, stderr %q; want %d and %q (stdout %q)", got, stderr, status, want, stdout)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatalf("%s written", out)
+	}
+}
+
 func runCLI(t *testing.T, args ...string) (status int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -239,15 +252,7 @@ func TestModelBadInput(t *testing.T) {
 		{"fp16: check folder without images", fp16("-model", in, "-out", out, "-check", dir), 1, dir + ": no images"},
 		{"fp16: check not a video", fp16("-model", in, "-out", out, "-check", text), 1, text + ": not a video OpenCV reads"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			status, stdout, stderr := runCLI(t, tc.args...)
-			if status != tc.status || !strings.Contains(stderr, tc.want) {
-				t.Fatalf("status %d, stderr %q; want %d and %q (stdout %q)", status, stderr, tc.status, tc.want, stdout)
-			}
-			if _, err := os.Stat(out); err == nil {
-				t.Fatalf("%s written", out)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { runBadCLI(t, tc.args, tc.status, tc.want, out) })
 	}
 }
 
