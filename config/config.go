@@ -353,7 +353,8 @@ type WorkerPool struct {
 }
 
 // CUDA holds options of ONNX Runtime's CUDA execution provider; zero values
-// keep ONNX Runtime's defaults.
+// keep ONNX Runtime's defaults, except the arena's growth and cuDNN's
+// workspace, which default to flatter memory (the fields say how).
 type CUDA struct {
 	// GPUMemLimitMiB caps the provider's memory arena, >= 0; 0: no cap.
 	GPUMemLimitMiB int `yaml:"gpu_mem_limit_mib"`
