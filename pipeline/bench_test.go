@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -71,7 +73,8 @@ cameras:
 // (4), VISIOND_BENCH_WORKERS (1), VISIOND_BENCH_SESSIONS per worker (the provider's
 // default, infer.DefaultSessions), VISIOND_BENCH_JETSTREAM (true; false publishes on core
 // NATS), VISIOND_BENCH_PROVIDER (cpu), VISIOND_BENCH_THREADS (the provider's default),
-// ONNXRUNTIME_SHARED_LIBRARY_PATH (third_party's).
+// ONNXRUNTIME_SHARED_LIBRARY_PATH (third_party's), VISIOND_BENCH_CPUPROFILE (a file for a CPU
+// profile of this process over the daemon's counted window).
 func BenchmarkThroughputVsBareLoop(b *testing.B) {
 	seconds, ncams, nworkers := 20, 4, 1
 	for v, p := range map[string]*int{"VISIOND_BENCH_SECONDS": &seconds, "VISIOND_BENCH_CAMERAS": &ncams, "VISIOND_BENCH_WORKERS": &nworkers} {
@@ -163,9 +166,20 @@ cameras:
 	for len(events) > 0 {
 		<-events
 	}
+	stopProfile := func() {}
+	if f := os.Getenv("VISIOND_BENCH_CPUPROFILE"); f != "" { // the counted window only
+		stop, err := startCPUProfile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer stop()
+		stopProfile = stop
+	}
 	start := time.Now()
 	cpu0 := benchCPU(b, d)
+	src0 := benchSources(d)
 	var lat []float64
+	var parts sinks.Latency // sums of the events' latency parts
 	for deadline := time.After(window); ; {
 		select {
 		case m := <-events:
@@ -174,6 +188,9 @@ cameras:
 				b.Fatal(err)
 			}
 			lat = append(lat, ev.LatencyMS.Total)
+			l := ev.LatencyMS
+			parts.Queue, parts.Pre, parts.Infer, parts.Post = parts.Queue+l.Queue, parts.Pre+l.Pre, parts.Infer+l.Infer, parts.Post+l.Post
+			parts.Total += l.Total - l.Queue - l.Pre - l.Infer - l.Post
 			continue
 		case <-deadline:
 		}
@@ -181,6 +198,8 @@ cameras:
 	}
 	elapsed := time.Since(start)
 	cpu1 := benchCPU(b, d)
+	src1 := benchSources(d)
+	stopProfile()
 	daemon := float64(len(lat)) / elapsed.Seconds()
 	slices.Sort(lat)
 	pct := func(q float64) float64 {
@@ -206,6 +225,49 @@ cameras:
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(rss, "MiB-rss/worker")
 	b.ReportMetric(gpu, "MiB-gpu/worker")
+	// Where an event's time went, on average: capture to dispatch (decode, scaling, the
+	// mailbox), the worker's preparation, run and decoding, and the rest (the slot's copy,
+	// the pipes, waiting for a session, the result's callback and publishing).
+	if n := float64(len(lat)); n > 0 {
+		b.ReportMetric(parts.Queue/n, "queue-ms")
+		b.ReportMetric(parts.Pre/n, "pre-ms")
+		b.ReportMetric(parts.Infer/n, "run-ms")
+		b.ReportMetric(parts.Post/n, "post-ms")
+		b.ReportMetric(parts.Total/n, "rest-ms")
+	}
+	// The cameras' work: frames decoded and scaled (letterboxed) per second.
+	b.ReportMetric(float64(src1.Frames-src0.Frames)/elapsed.Seconds(), "decoded/s")
+	b.ReportMetric(float64(src1.Delivered-src0.Delivered)/elapsed.Seconds(), "scaled/s")
+}
+
+// startCPUProfile writes a CPU profile of this process (the daemon, the bench's RTSP and NATS
+// servers) to file until stop is called.
+func startCPUProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}), nil
+}
+
+// benchSources returns the counters of the daemon's cameras, summed.
+func benchSources(d *Daemon) sources.Status {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	var sum sources.Status
+	for _, c := range d.cams {
+		st := c.src.Status()
+		sum.Frames += st.Frames
+		sum.Delivered += st.Delivered
+	}
+	return sum
 }
 
 // benchCPU returns the CPU time used so far by this process (the daemon, the bench's RTSP

@@ -4,6 +4,7 @@ package sources
 // #include <string.h>
 // #include <libavcodec/avcodec.h>
 // #include <libavutil/frame.h>
+// #include <libavutil/imgutils.h>
 // #include <libavutil/log.h>
 // #include <libswscale/swscale.h>
 //
@@ -33,6 +34,27 @@ package sources
 // 	uint8_t *planes[4] = {dst, NULL, NULL, NULL};
 // 	int strides[4] = {stride, 0, 0, 0};
 // 	return sws_scale(sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
+// }
+//
+// // scale_via converts the whole decoded frame in two sws_scale calls: resize into mid, a
+// // planar picture of the frame's own format at the scaled size, then convert mid into packed
+// // RGB24 at dst with the given stride. libswscale has SIMD code for both steps (planar
+// // resizing, and YUV 4:2:0 to RGB at equal sizes) but writes RGB24 from its resizing path with
+// // generic C code: two steps cost about a third of one.
+// static int scale_via(struct SwsContext *resize, struct SwsContext *convert, const AVFrame *f,
+// 		uint8_t **mid, int *midStrides, int midH, uint8_t *dst, int stride) {
+// 	int res = sws_scale(resize, (const uint8_t *const *)f->data, f->linesize, 0, f->height, mid, midStrides);
+// 	if (res <= 0) return res;
+// 	uint8_t *planes[4] = {dst, NULL, NULL, NULL};
+// 	int strides[4] = {stride, 0, 0, 0};
+// 	return sws_scale(convert, (const uint8_t *const *)mid, midStrides, 0, midH, planes, strides);
+// }
+//
+// // two_step says whether frames of this pixel format scaled to this width are scaled by
+// // scale_via: 4:2:0, and a width that is a multiple of 16, since the SIMD conversion writes
+// // whole blocks of 16 pixels (past the row's end otherwise, into the padding or past the buffer).
+// static int two_step(int fmt, int scaledW) {
+// 	return (fmt == AV_PIX_FMT_YUV420P || fmt == AV_PIX_FMT_YUVJ420P) && scaledW % 16 == 0;
 // }
 //
 // static int frame_width(const AVFrame *f) { return f->width; }
@@ -65,7 +87,13 @@ type decoder struct {
 	pkt   *C.AVPacket
 	frame *C.AVFrame
 
+	// The scaler, for the source size, format and geometry in sws*: one context from the
+	// frame to RGB24 (sws), or for most 4:2:0 frames two (scale_via, two_step): sws resizes into mid, a
+	// picture of the frame's format at the scaled size, and swsRGB converts mid to RGB24.
 	sws       *C.struct_SwsContext
+	swsRGB    *C.struct_SwsContext
+	mid       [4]*C.uint8_t
+	midStride [4]C.int
 	swsSrcW   int
 	swsSrcH   int
 	swsSrcFmt int
@@ -121,10 +149,7 @@ func newDecoder(codecName string) (*decoder, error) {
 }
 
 func (d *decoder) close() {
-	if d.sws != nil {
-		C.sws_freeContext(d.sws)
-		d.sws = nil
-	}
+	d.freeScaler()
 	if d.frame != nil {
 		C.av_frame_free(&d.frame)
 	}
@@ -191,17 +216,20 @@ func (d *decoder) skipNonRef(on bool) {
 	d.skipping = on
 }
 
+// format returns the current frame's pixel format (an AVPixelFormat).
+func (d *decoder) format() int { return int(C.frame_format(d.frame)) }
+
 // geometry returns the letterbox of the current frame into a dstW x dstH input.
 func (d *decoder) geometry(dstW, dstH int) geom.Letterbox {
 	return geom.NewLetterbox(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), dstW, dstH)
 }
 
 // scaleInto converts the current frame (valid inside decode's onFrame) from YUV to RGB24 at
-// lb's offset in dst, which is lb.DstW*lb.DstH*3 bytes, in one sws_scale call. The scaler is
-// rebuilt when the source size, pixel format or geometry changes. It does not touch the
+// lb's offset in dst, which is lb.DstW*lb.DstH*3 bytes (libswscale: scale_via where
+// two_step allows, scale_into otherwise). The scaler is rebuilt when the source size, pixel format or geometry changes. It does not touch the
 // padding: the caller fills it once per buffer and geometry.
 func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
-	w, h, fmtID := int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), int(C.frame_format(d.frame))
+	w, h, fmtID := int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), d.format()
 	if w != lb.SrcW || h != lb.SrcH {
 		return fmt.Errorf("frame is %dx%d, geometry is for %dx%d", w, h, lb.SrcW, lb.SrcH)
 	}
@@ -209,23 +237,66 @@ func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
 		return fmt.Errorf("buffer of %d bytes is too small for %dx%d RGB24", len(dst), lb.DstW, lb.DstH)
 	}
 	if d.sws == nil || d.swsSrcW != w || d.swsSrcH != h || d.swsSrcFmt != fmtID || d.swsLB != lb {
-		if d.sws != nil {
-			C.sws_freeContext(d.sws)
+		if err := d.newScaler(w, h, fmtID, lb, C.two_step(C.int(fmtID), C.int(lb.ScaledW)) != 0); err != nil {
+			return err
 		}
-		d.sws = C.sws_getContext(C.int(w), C.int(h), int32(fmtID),
-			C.int(lb.ScaledW), C.int(lb.ScaledH), C.AV_PIX_FMT_RGB24,
-			C.SWS_BILINEAR, nil, nil, nil)
-		if d.sws == nil {
-			return fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d RGB24 failed", w, h, fmtID, lb.ScaledW, lb.ScaledH)
-		}
-		d.swsSrcW, d.swsSrcH, d.swsSrcFmt, d.swsLB = w, h, fmtID, lb
 	}
 	off := (lb.PadY*lb.DstW + lb.PadX) * 3
-	res := C.scale_into(d.sws, d.frame, (*C.uint8_t)(unsafe.Pointer(&dst[off])), C.int(lb.DstW*3))
+	out, stride := (*C.uint8_t)(unsafe.Pointer(&dst[off])), C.int(lb.DstW*3)
+	var res C.int
+	if d.swsRGB != nil {
+		res = C.scale_via(d.sws, d.swsRGB, d.frame, &d.mid[0], &d.midStride[0], C.int(lb.ScaledH), out, stride)
+	} else {
+		res = C.scale_into(d.sws, d.frame, out, stride)
+	}
 	if res <= 0 {
 		return fmt.Errorf("sws_scale: %w", averror(res))
 	}
 	return nil
+}
+
+// newScaler replaces the scaler with one for w x h frames of pixel format fmtID, letterboxed
+// as lb: in two steps (scale_via; only where two_step allows) or in one.
+func (d *decoder) newScaler(w, h, fmtID int, lb geom.Letterbox, twoStep bool) error {
+	d.freeScaler()
+	if twoStep {
+		d.sws = C.sws_getContext(C.int(w), C.int(h), int32(fmtID),
+			C.int(lb.ScaledW), C.int(lb.ScaledH), int32(fmtID), C.SWS_BILINEAR, nil, nil, nil)
+		d.swsRGB = C.sws_getContext(C.int(lb.ScaledW), C.int(lb.ScaledH), int32(fmtID),
+			C.int(lb.ScaledW), C.int(lb.ScaledH), C.AV_PIX_FMT_RGB24, C.SWS_BILINEAR, nil, nil, nil)
+		if d.sws == nil || d.swsRGB == nil {
+			d.freeScaler()
+			return fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d -> RGB24 failed", w, h, fmtID, lb.ScaledW, lb.ScaledH)
+		}
+		if res := C.av_image_alloc(&d.mid[0], &d.midStride[0], C.int(lb.ScaledW), C.int(lb.ScaledH), int32(fmtID), 64); res < 0 {
+			d.freeScaler()
+			return fmt.Errorf("av_image_alloc %dx%d: %w", lb.ScaledW, lb.ScaledH, averror(res))
+		}
+	} else {
+		d.sws = C.sws_getContext(C.int(w), C.int(h), int32(fmtID),
+			C.int(lb.ScaledW), C.int(lb.ScaledH), C.AV_PIX_FMT_RGB24, C.SWS_BILINEAR, nil, nil, nil)
+		if d.sws == nil {
+			return fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d RGB24 failed", w, h, fmtID, lb.ScaledW, lb.ScaledH)
+		}
+	}
+	d.swsSrcW, d.swsSrcH, d.swsSrcFmt, d.swsLB = w, h, fmtID, lb
+	return nil
+}
+
+// freeScaler frees the scaler's contexts and picture; the next scaleInto makes new ones.
+func (d *decoder) freeScaler() {
+	if d.sws != nil {
+		C.sws_freeContext(d.sws)
+		d.sws = nil
+	}
+	if d.swsRGB != nil {
+		C.sws_freeContext(d.swsRGB)
+		d.swsRGB = nil
+	}
+	if d.mid[0] != nil {
+		C.av_freep(unsafe.Pointer(&d.mid[0])) // one allocation holds every plane
+		d.mid, d.midStride = [4]*C.uint8_t{}, [4]C.int{}
+	}
 }
 
 // averror turns a negative libav return code into an error carrying FFmpeg's message.

@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"math"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
@@ -186,7 +187,7 @@ func TestScaleGeometries(t *testing.T) {
 	}
 	aus, _ := sampleAUs(t, 3)
 
-	for _, size := range [][2]int{{640, 640}, {1000, 640}, {500, 900}, {768, 576}} {
+	for _, size := range [][2]int{{640, 640}, {1000, 640}, {500, 900}, {768, 576}, {900, 480}} {
 		var frames []*Frame
 		l := testLoop(t, size[0], size[1], &frames)
 		var checked []geom.Letterbox
@@ -244,6 +245,60 @@ func FuzzDecodeAccessUnit(f *testing.F) {
 			})
 		}
 	})
+}
+
+// TestScaleTwoSteps checks that the two-step scaler (resize in YUV, then convert; used for
+// 4:2:0 frames scaled to a width that is a multiple of 16) draws the picture that the one-step
+// scaler draws, within rounding, and leaves the padding alone.
+func TestScaleTwoSteps(t *testing.T) {
+	aus, _ := sampleAUs(t, 1)
+	dec, err := newDecoder(codecH264)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.close()
+	ran := false
+	if err := dec.decode(aus[0].data, 0, func(w, h int, _ int64) {
+		ran = true
+		for _, dst := range [][2]int{{640, 640}, {900, 480}, {800, 640}} {
+			lb := geom.NewLetterbox(w, h, dst[0], dst[1])
+			one, two := make([]byte, dst[0]*dst[1]*3), make([]byte, dst[0]*dst[1]*3)
+			fillPad(one)
+			fillPad(two)
+			fmtID := dec.format()
+			if err := dec.newScaler(w, h, fmtID, lb, false); err != nil {
+				t.Fatal(err)
+			}
+			if err := dec.scaleInto(one, lb); err != nil {
+				t.Fatal(err)
+			}
+			if err := dec.newScaler(w, h, fmtID, lb, true); err != nil {
+				t.Fatal(err)
+			}
+			if dec.swsRGB == nil {
+				t.Fatalf("%dx%d: no two-step scaler", dst[0], dst[1])
+			}
+			if err := dec.scaleInto(two, lb); err != nil {
+				t.Fatal(err)
+			}
+			checkLetterboxed(t, two, lb)
+			var sum, n float64
+			for y := lb.PadY; y < lb.PadY+lb.ScaledH; y++ {
+				for x := lb.PadX * 3; x < (lb.PadX+lb.ScaledW)*3; x++ {
+					i := (y*lb.DstW)*3 + x
+					sum += math.Abs(float64(one[i]) - float64(two[i]))
+					n++
+				}
+			}
+			if mean := sum / n; mean > 2 {
+				t.Errorf("%dx%d: two steps differ from one by %.2f per byte on average", dst[0], dst[1], mean)
+			} else {
+				t.Logf("%dx%d: two steps differ from one by %.2f per byte on average", dst[0], dst[1], mean)
+			}
+		}
+	}); err != nil || !ran {
+		t.Fatalf("no frame: %v", err)
+	}
 }
 
 // BenchmarkDecode measures H.264 decoding of the 768x576 sample, per frame.
