@@ -8,8 +8,8 @@ import (
 )
 
 // The option types of a Camera and its states. Each is a string type whose valid values are
-// the constants below, listed by Kinds, Transports, DecodeModes and States and checked by
-// ParseKind, ParseTransport, ParseDecodeMode and ParseState; a Camera field left at "" takes
+// the constants below, listed by Kinds, Transports, DecodeModes, Decoders and States and
+// checked by ParseKind, ParseTransport, ParseDecodeMode, ParseDecoder and ParseState; a Camera field left at "" takes
 // the default named here.
 
 // Kind is the kind of a camera's source: which of Camera's URL, Pipeline and File is read.
@@ -43,6 +43,20 @@ const (
 	DecodeKeyframes DecodeMode = "keyframes"
 )
 
+// Decoder is what decodes an RTSP stream's video.
+type Decoder string
+
+// Decoders.
+const (
+	DecoderCPU Decoder = "cpu" // libavcodec on the CPU
+	// DecoderCUDA decodes on an NVIDIA GPU's video decoder (NVDEC, through libavcodec's
+	// CUDA hardware acceleration, on the device's primary CUDA context) and copies only the
+	// frames to be analysed back to the host; a session that cannot open it fails with an
+	// error that says so (no GPU, a driver without libnvcuvid, a codec or size the decoder
+	// does not take).
+	DecoderCUDA Decoder = "cuda"
+)
+
 // State is a camera's state, as reported by Status and StatusChange.
 type State string
 
@@ -59,6 +73,7 @@ const (
 	DefaultKind         = KindRTSP
 	DefaultTransport    = TransportTCP
 	DefaultDecode       = DecodeAll
+	DefaultDecoder      = DecoderCPU
 	DefaultStallTimeout = 10 * time.Second
 	DefaultInputW       = 640
 	DefaultInputH       = 640
@@ -73,6 +88,9 @@ func Transports() []Transport { return []Transport{TransportTCP, TransportUDP, T
 // DecodeModes returns the decode modes, the default first.
 func DecodeModes() []DecodeMode { return []DecodeMode{DecodeAll, DecodeKeyframes} }
 
+// Decoders returns the decoders, the default first.
+func Decoders() []Decoder { return []Decoder{DecoderCPU, DecoderCUDA} }
+
 // States returns the camera states, in the order a camera meets them.
 func States() []State {
 	return []State{StateConnecting, StateOnline, StateOffline, StateUnauthorized}
@@ -86,6 +104,9 @@ func ParseTransport(s string) (Transport, error) { return parse("transport", s, 
 
 // ParseDecodeMode returns the decode mode named s.
 func ParseDecodeMode(s string) (DecodeMode, error) { return parse("decode mode", s, DecodeModes()) }
+
+// ParseDecoder returns the decoder named s.
+func ParseDecoder(s string) (Decoder, error) { return parse("decoder", s, Decoders()) }
 
 // ParseState returns the state named s, as a status event or /api/cameras carries it.
 func ParseState(s string) (State, error) { return parse("camera state", s, States()) }

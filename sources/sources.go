@@ -114,6 +114,8 @@ type Camera struct {
 	Transport Transport
 	// Decode is which access units are decoded, for kind rtsp. Default DefaultDecode (all).
 	Decode DecodeMode
+	// Decoder is what decodes the video, for kind rtsp. Default DefaultDecoder (cpu).
+	Decoder Decoder
 	// Pipeline is a GStreamer pipeline ending in appsink, for kind gstreamer. Required for
 	// kind gstreamer.
 	Pipeline string
@@ -205,6 +207,9 @@ func (c *Camera) init() {
 	}
 	if c.Decode == "" {
 		c.Decode = DefaultDecode
+	}
+	if c.Decoder == "" {
+		c.Decoder = DefaultDecoder
 	}
 	c.invalid = c.checkOptions()
 	setDefault(&c.retryMin, retryMin)
@@ -354,7 +359,10 @@ func (c *Camera) checkOptions() error {
 	if _, err := ParseTransport(string(c.Transport)); err != nil {
 		return err
 	}
-	_, err := ParseDecodeMode(string(c.Decode))
+	if _, err := ParseDecodeMode(string(c.Decode)); err != nil {
+		return err
+	}
+	_, err := ParseDecoder(string(c.Decoder))
 	return err
 }
 
