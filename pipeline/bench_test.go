@@ -72,7 +72,7 @@ cameras:
 // b.N is ignored. Environment: VISIOND_BENCH_SECONDS per side (20), VISIOND_BENCH_CAMERAS
 // (4), VISIOND_BENCH_WORKERS (1), VISIOND_BENCH_SESSIONS per worker (the provider's
 // default, infer.DefaultSessions), VISIOND_BENCH_JETSTREAM (true; false publishes on core
-// NATS), VISIOND_BENCH_PROVIDER (cpu), VISIOND_BENCH_THREADS (the provider's default),
+// NATS), VISIOND_BENCH_PROVIDER (cpu), VISIOND_BENCH_DECODER (the cameras' decoder: cpu), VISIOND_BENCH_THREADS (the provider's default),
 // ONNXRUNTIME_SHARED_LIBRARY_PATH (third_party's), VISIOND_BENCH_CPUPROFILE (a file for a CPU
 // profile of this process over the daemon's counted window).
 func BenchmarkThroughputVsBareLoop(b *testing.B) {
@@ -119,9 +119,10 @@ site: bench
 http: {listen: ""}
 nats: {listen: "127.0.0.1:0", jetstream: %s}
 workers: {model: %q, library: %q, pools: [{count: %d, provider: %s, sessions: %d%s}]}
-camera_defaults: {fps: 10}
+camera_defaults: {fps: 10, decoder: %s}
 cameras:
-%s`, cmp.Or(os.Getenv("VISIOND_BENCH_JETSTREAM"), "true"), model, library, nworkers, provider, sessions, threads, cams.String())))
+%s`, cmp.Or(os.Getenv("VISIOND_BENCH_JETSTREAM"), "true"), model, library, nworkers, provider, sessions, threads,
+		cmp.Or(os.Getenv("VISIOND_BENCH_DECODER"), "cpu"), cams.String())))
 	if err != nil {
 		b.Fatal(err)
 	}

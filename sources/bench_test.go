@@ -119,7 +119,7 @@ func decodeCPU(b *testing.B, codec string, aus []accessUnit, n int, keyOnly bool
 func cameraCPU(b *testing.B, codec string, aus []accessUnit, n int, keyOnly, skipNonRef bool, interval int64) (time.Duration, int, int) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	dec, err := newDecoder(codec)
+	dec, err := newDecoder(codec, DecoderCPU)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ package sources
 // #include <string.h>
 // #include <libavcodec/avcodec.h>
 // #include <libavutil/frame.h>
+// #include <libavutil/hwcontext.h>
 // #include <libavutil/imgutils.h>
 // #include <libavutil/log.h>
 // #include <libswscale/swscale.h>
@@ -50,12 +51,42 @@ package sources
 // 	return sws_scale(convert, (const uint8_t *const *)mid, midStrides, 0, midH, planes, strides);
 // }
 //
-// // two_step says whether frames of this pixel format scaled to this width are scaled by
-// // scale_via: 4:2:0, and a width that is a multiple of 16, since the SIMD conversion writes
-// // whole blocks of 16 pixels (past the row's end otherwise, into the padding or past the buffer).
-// static int two_step(int fmt, int scaledW) {
-// 	return (fmt == AV_PIX_FMT_YUV420P || fmt == AV_PIX_FMT_YUVJ420P) && scaledW % 16 == 0;
+// // mid_format is the format of scale_via's resized picture for frames of format fmt scaled
+// // to scaledW, or AV_PIX_FMT_NONE when they are scaled in one step: 4:2:0 (planar, or NV12 as
+// // NVDEC outputs) and a width that is a multiple of 16, since the SIMD conversion writes whole
+// // blocks of 16 pixels (past the row's end otherwise, into the padding or past the buffer).
+// static int mid_format(int fmt, int scaledW) {
+// 	if (scaledW % 16 != 0) return AV_PIX_FMT_NONE;
+// 	switch (fmt) {
+// 	case AV_PIX_FMT_YUV420P:
+// 	case AV_PIX_FMT_YUVJ420P:
+// 		return fmt;
+// 	case AV_PIX_FMT_NV12:
+// 		return AV_PIX_FMT_YUV420P;
+// 	}
+// 	return AV_PIX_FMT_NONE;
 // }
+//
+// // open_cuda makes ctx decode on the GPU's video decoder: a CUDA device on the device's primary
+// // context (shared with every other user of the GPU in this process), frames in CUDA memory.
+// static enum AVPixelFormat pick_cuda(AVCodecContext *ctx, const enum AVPixelFormat *fmts) {
+// 	for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++) {
+// 		if (*p == AV_PIX_FMT_CUDA) return *p;
+// 	}
+// 	return AV_PIX_FMT_NONE; // not for this stream (profile, size): the decode fails
+// }
+// static int open_cuda(AVCodecContext *ctx) {
+// 	AVDictionary *opts = NULL;
+// 	av_dict_set(&opts, "primary_ctx", "1", 0);
+// 	AVBufferRef *dev = NULL;
+// 	int res = av_hwdevice_ctx_create(&dev, AV_HWDEVICE_TYPE_CUDA, NULL, opts, 0);
+// 	av_dict_free(&opts);
+// 	if (res < 0) return res;
+// 	ctx->hw_device_ctx = dev; // the context owns the reference now
+// 	ctx->get_format = pick_cuda;
+// 	return 0;
+// }
+// static int on_gpu(const AVFrame *f) { return f->format == AV_PIX_FMT_CUDA; }
 //
 // static int frame_width(const AVFrame *f) { return f->width; }
 // static int frame_height(const AVFrame *f) { return f->height; }
@@ -86,9 +117,13 @@ type decoder struct {
 	ctx   *C.AVCodecContext
 	pkt   *C.AVPacket
 	frame *C.AVFrame
+	// host is the current frame copied from the GPU, for a decoder on it (DecoderCUDA): the
+	// frame scaleInto reads. Unused (nil) on the CPU.
+	host *C.AVFrame
+	gpu  bool // DecoderCUDA
 
 	// The scaler, for the source size, format and geometry in sws*: one context from the
-	// frame to RGB24 (sws), or for most 4:2:0 frames two (scale_via, two_step): sws resizes into mid, a
+	// frame to RGB24 (sws), or for most 4:2:0 frames two (scale_via, mid_format): sws resizes into mid, a
 	// picture of the frame's format at the scaled size, and swsRGB converts mid to RGB24.
 	sws       *C.struct_SwsContext
 	swsRGB    *C.struct_SwsContext
@@ -108,10 +143,11 @@ const (
 	codecH265 = "H.265"
 )
 
-// newDecoder returns an H.264 or H.265 decoder (codecH264, codecH265). It decodes on the
-// calling goroutine's thread only (thread_count 1): many cameras share a few cores, and
-// frame threads would add latency.
-func newDecoder(codecName string) (*decoder, error) {
+// newDecoder returns an H.264 or H.265 decoder (codecH264, codecH265) of the kind named by
+// hw (DecoderCPU, DecoderCUDA). On the CPU it decodes on the calling goroutine's thread only
+// (thread_count 1): many cameras share a few cores, and frame threads would add latency.
+// On the GPU (NVDEC) every frame stays in GPU memory until scaleInto copies it to the host.
+func newDecoder(codecName string, hw Decoder) (*decoder, error) {
 	// FFmpeg logs every concealed macroblock to stderr; errors reach us as return values.
 	// The level is process-wide; setting it again is harmless.
 	C.av_log_set_level(C.AV_LOG_QUIET)
@@ -135,6 +171,22 @@ func newDecoder(codecName string) (*decoder, error) {
 	}
 	d.ctx.thread_count = 1
 	d.ctx.flags |= C.AV_CODEC_FLAG_LOW_DELAY
+	switch hw {
+	case DecoderCPU, "":
+	case DecoderCUDA:
+		if res := C.open_cuda(d.ctx); res < 0 {
+			d.close()
+			return nil, fmt.Errorf("decoder cuda: no CUDA device for NVDEC (%w): is there an NVIDIA GPU and driver here?", averror(res))
+		}
+		d.gpu = true
+		if d.host = C.av_frame_alloc(); d.host == nil {
+			d.close()
+			return nil, errors.New("av_frame_alloc failed")
+		}
+	default:
+		d.close()
+		return nil, fmt.Errorf("unknown decoder %q", hw)
+	}
 	if res := C.avcodec_open2(d.ctx, codec, nil); res < 0 {
 		d.close()
 		return nil, fmt.Errorf("avcodec_open2: %w", averror(res))
@@ -152,6 +204,9 @@ func (d *decoder) close() {
 	d.freeScaler()
 	if d.frame != nil {
 		C.av_frame_free(&d.frame)
+	}
+	if d.host != nil {
+		C.av_frame_free(&d.host)
 	}
 	if d.pkt != nil {
 		C.av_packet_free(&d.pkt)
@@ -193,6 +248,9 @@ func (d *decoder) decode(annexb []byte, pts int64, onFrame func(w, h int, pts in
 			onFrame(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), int64(C.frame_pts(d.frame)))
 		}
 		C.av_frame_unref(d.frame)
+		if d.host != nil {
+			C.av_frame_unref(d.host)
+		}
 	}
 	if corrupt {
 		return errCorruptFrame
@@ -216,8 +274,30 @@ func (d *decoder) skipNonRef(on bool) {
 	d.skipping = on
 }
 
-// format returns the current frame's pixel format (an AVPixelFormat).
-func (d *decoder) format() int { return int(C.frame_format(d.frame)) }
+// format returns the pixel format (an AVPixelFormat) of the current frame as scaleInto reads
+// it: for a frame in GPU memory, that of its copy on the host (after download).
+func (d *decoder) format() int { return int(C.frame_format(d.source())) }
+
+// source is the current frame as scaleInto reads it: the decoder's, or its copy on the host
+// (download) when it is in GPU memory.
+func (d *decoder) source() *C.AVFrame {
+	if C.on_gpu(d.frame) != 0 {
+		return d.host
+	}
+	return d.frame
+}
+
+// download copies the current frame from GPU memory to d.host, once per frame; a frame
+// decoded on the CPU needs none.
+func (d *decoder) download() error {
+	if C.on_gpu(d.frame) == 0 || C.frame_width(d.host) != 0 {
+		return nil
+	}
+	if res := C.av_hwframe_transfer_data(d.host, d.frame, 0); res < 0 {
+		return fmt.Errorf("decoder cuda: copy of the frame to the host: %w", averror(res))
+	}
+	return nil
+}
 
 // geometry returns the letterbox of the current frame into a dstW x dstH input.
 func (d *decoder) geometry(dstW, dstH int) geom.Letterbox {
@@ -226,10 +306,14 @@ func (d *decoder) geometry(dstW, dstH int) geom.Letterbox {
 
 // scaleInto converts the current frame (valid inside decode's onFrame) from YUV to RGB24 at
 // lb's offset in dst, which is lb.DstW*lb.DstH*3 bytes (libswscale: scale_via where
-// two_step allows, scale_into otherwise). The scaler is rebuilt when the source size, pixel format or geometry changes. It does not touch the
+// mid_format allows, scale_into otherwise); a frame in GPU memory is first copied to the host. The scaler is rebuilt when the source size, pixel format or geometry changes. It does not touch the
 // padding: the caller fills it once per buffer and geometry.
 func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
-	w, h, fmtID := int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), d.format()
+	if err := d.download(); err != nil {
+		return err
+	}
+	src := d.source()
+	w, h, fmtID := int(C.frame_width(src)), int(C.frame_height(src)), int(C.frame_format(src))
 	if w != lb.SrcW || h != lb.SrcH {
 		return fmt.Errorf("frame is %dx%d, geometry is for %dx%d", w, h, lb.SrcW, lb.SrcH)
 	}
@@ -237,7 +321,7 @@ func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
 		return fmt.Errorf("buffer of %d bytes is too small for %dx%d RGB24", len(dst), lb.DstW, lb.DstH)
 	}
 	if d.sws == nil || d.swsSrcW != w || d.swsSrcH != h || d.swsSrcFmt != fmtID || d.swsLB != lb {
-		if err := d.newScaler(w, h, fmtID, lb, C.two_step(C.int(fmtID), C.int(lb.ScaledW)) != 0); err != nil {
+		if err := d.newScaler(w, h, fmtID, lb, C.mid_format(C.int(fmtID), C.int(lb.ScaledW)) != C.AV_PIX_FMT_NONE); err != nil {
 			return err
 		}
 	}
@@ -245,9 +329,9 @@ func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
 	out, stride := (*C.uint8_t)(unsafe.Pointer(&dst[off])), C.int(lb.DstW*3)
 	var res C.int
 	if d.swsRGB != nil {
-		res = C.scale_via(d.sws, d.swsRGB, d.frame, &d.mid[0], &d.midStride[0], C.int(lb.ScaledH), out, stride)
+		res = C.scale_via(d.sws, d.swsRGB, src, &d.mid[0], &d.midStride[0], C.int(lb.ScaledH), out, stride)
 	} else {
-		res = C.scale_into(d.sws, d.frame, out, stride)
+		res = C.scale_into(d.sws, src, out, stride)
 	}
 	if res <= 0 {
 		return fmt.Errorf("sws_scale: %w", averror(res))
@@ -256,19 +340,20 @@ func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
 }
 
 // newScaler replaces the scaler with one for w x h frames of pixel format fmtID, letterboxed
-// as lb: in two steps (scale_via; only where two_step allows) or in one.
+// as lb: in two steps (scale_via; only where mid_format allows) or in one.
 func (d *decoder) newScaler(w, h, fmtID int, lb geom.Letterbox, twoStep bool) error {
 	d.freeScaler()
 	if twoStep {
+		mid := C.mid_format(C.int(fmtID), C.int(lb.ScaledW))
 		d.sws = C.sws_getContext(C.int(w), C.int(h), int32(fmtID),
-			C.int(lb.ScaledW), C.int(lb.ScaledH), int32(fmtID), C.SWS_BILINEAR, nil, nil, nil)
-		d.swsRGB = C.sws_getContext(C.int(lb.ScaledW), C.int(lb.ScaledH), int32(fmtID),
+			C.int(lb.ScaledW), C.int(lb.ScaledH), int32(mid), C.SWS_BILINEAR, nil, nil, nil)
+		d.swsRGB = C.sws_getContext(C.int(lb.ScaledW), C.int(lb.ScaledH), int32(mid),
 			C.int(lb.ScaledW), C.int(lb.ScaledH), C.AV_PIX_FMT_RGB24, C.SWS_BILINEAR, nil, nil, nil)
 		if d.sws == nil || d.swsRGB == nil {
 			d.freeScaler()
 			return fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d -> RGB24 failed", w, h, fmtID, lb.ScaledW, lb.ScaledH)
 		}
-		if res := C.av_image_alloc(&d.mid[0], &d.midStride[0], C.int(lb.ScaledW), C.int(lb.ScaledH), int32(fmtID), 64); res < 0 {
+		if res := C.av_image_alloc(&d.mid[0], &d.midStride[0], C.int(lb.ScaledW), C.int(lb.ScaledH), int32(mid), 64); res < 0 {
 			d.freeScaler()
 			return fmt.Errorf("av_image_alloc %dx%d: %w", lb.ScaledW, lb.ScaledH, averror(res))
 		}

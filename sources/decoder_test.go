@@ -23,7 +23,7 @@ func testLoop(t testing.TB, w, h int, got *[]*Frame) *decodeLoop {
 		f.Release() // keep the pool from running dry; tests copy what they check first
 	}
 	c.init()
-	dec, err := newDecoder(codecH264)
+	dec, err := newDecoder(codecH264, DecoderCPU)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestDecodeLoopNoFreeBuffer(t *testing.T) {
 	var held []*Frame
 	c.OnFrame = func(f *Frame) { held = append(held, f) } // never released
 	c.init()
-	dec, err := newDecoder(codecH264)
+	dec, err := newDecoder(codecH264, DecoderCPU)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func FuzzDecodeAccessUnit(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 0x65, 0x88, 0x84, 0x00})
 	pix := make([]byte, 320*320*3)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dec, err := newDecoder(codecH264)
+		dec, err := newDecoder(codecH264, DecoderCPU)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func FuzzDecodeAccessUnit(f *testing.F) {
 // scaler draws, within rounding, and leaves the padding alone.
 func TestScaleTwoSteps(t *testing.T) {
 	aus, _ := sampleAUs(t, 1)
-	dec, err := newDecoder(codecH264)
+	dec, err := newDecoder(codecH264, DecoderCPU)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestScaleTwoSteps(t *testing.T) {
 // BenchmarkDecode measures H.264 decoding of the 768x576 sample, per frame.
 func BenchmarkDecode(b *testing.B) {
 	aus, _ := sampleAUs(b, 100) // ten whole GOPs: looping restarts at an IDR
-	dec, err := newDecoder(codecH264)
+	dec, err := newDecoder(codecH264, DecoderCPU)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func BenchmarkDecode(b *testing.B) {
 // 640x640, per frame.
 func BenchmarkScaleLetterbox(b *testing.B) {
 	aus, _ := sampleAUs(b, 1)
-	dec, err := newDecoder(codecH264)
+	dec, err := newDecoder(codecH264, DecoderCPU)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func FuzzDepacketizeDecode(f *testing.F) {
 		}
 		cam := &Camera{ID: "fuzz", InputW: 160, InputH: 160, Logger: (&testutil.LogBuffer{}).Logger()}
 		cam.init()
-		dec, err := newDecoder(track.codec)
+		dec, err := newDecoder(track.codec, DecoderCPU)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,7 +92,7 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		return time.Time{}, fmt.Errorf("SETUP: %w", err)
 	}
 
-	dec, err := newDecoder(track.codec)
+	dec, err := newDecoder(track.codec, c.Decoder)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -177,7 +177,7 @@ func TestSkipNonRefFrames(t *testing.T) {
 	if nonRef == 0 {
 		t.Fatal("the clip has no non-reference frames: was it encoded with B-frames?")
 	}
-	dec, err := newDecoder(codecH264)
+	dec, err := newDecoder(codecH264, DecoderCPU)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,8 @@ type daemonFlags struct {
 	Threads  setting `json:"threads"`            // ONNX Runtime intra-op threads per session (-1: the daemon's default)
 	Sessions setting `json:"sessions,omitempty"` // sessions per worker process (-1 or 0: the daemon's default)
 	FPS      float64 `json:"fps"`
-	CPUs     string  `json:"cpus,omitempty"` // taskset -c list for the daemon and its workers; "" all
+	Decoder  string  `json:"decoder,omitempty"` // camera_defaults.decoder ("": not written, the daemon's default)
+	CPUs     string  `json:"cpus,omitempty"`    // taskset -c list for the daemon and its workers; "" all
 	Video    string  `json:"video"`
 	Phases   int     `json:"phases"`                // camera servers started 1/phases of a frame apart
 	URLs     string  `json:"camera_urls,omitempty"` // cameras served by another process (visiond-bench serve)
@@ -59,6 +60,7 @@ func (f *daemonFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.Threads, "threads", "ONNX Runtime intra-op threads per session (`N`, 0 = ONNX Runtime's default; auto: not written, the daemon's default)")
 	fs.Var(&f.Sessions, "sessions", "ONNX Runtime sessions per worker process, the pool's `sessions: N` (auto or 0: not written, the daemon's default)")
 	fs.Float64Var(&f.FPS, "fps", 5, "frames analysed per second per camera")
+	fs.StringVar(&f.Decoder, "decoder", "", "the cameras' `decoder`: cpu or cuda (\"\": not written, the daemon's default)")
 	fs.StringVar(&f.CPUs, "cpus", "", "run the daemon and its workers under `taskset -c CPUS` (\"\": every CPU)")
 	fs.StringVar(&f.Video, "video", "third_party/media/vtest.h264.ts", "the MPEG-TS file every camera plays (looped, in real time)")
 	fs.IntVar(&f.Phases, "phases", 4, "camera servers, started a fraction of a frame apart so that cameras are not all in phase; camera i reads server i mod phases")
@@ -308,7 +310,11 @@ func (d *daemon) writeConfig(ids []string) error {
 	fmt.Fprintf(&b, "# written by visiond-bench\nsite: %s\nlog_level: warn\nstate_dir: %q\n", site, filepath.Join(d.dir, "state"))
 	fmt.Fprintf(&b, "http: {listen: %q}\nnats: {listen: %q}\n", d.httpAddr, d.natsAddr)
 	fmt.Fprintf(&b, "workers: {model: %q, library: %q, pools: [{%s}]}\n", abs(f.Model), abs(f.Library), f.pool())
-	fmt.Fprintf(&b, "camera_defaults: {fps: %g}\ncameras:\n", f.FPS)
+	decoder := ""
+	if f.Decoder != "" {
+		decoder = ", decoder: " + f.Decoder
+	}
+	fmt.Fprintf(&b, "camera_defaults: {fps: %g%s}\ncameras:\n", f.FPS, decoder)
 	if len(ids) == 0 {
 		b.WriteString("  []\n")
 	}

@@ -23,7 +23,8 @@
 #   peer-scale  peer.py, the Python loop (a thread per camera, one ONNX Runtime session with
 #               its default threads), analysing 5 fps of each camera (peer-scale.json); ~2-3 min
 #   gpu-scale   one CUDA worker of N sessions for each N of GPU_SESSIONS (scale-cuda-sN.json),
-#               then GPU_FP16's sessions with GPU_FP16_MODEL (scale-cuda-sN-fp16.json); ~2 min each
+#               then GPU_FP16's sessions with GPU_FP16_MODEL (scale-cuda-sN-fp16.json), then
+#               GPU_NVDEC's with the cameras decoded on the GPU (decoder: cuda; scale-cuda-sN-nvdec.json); ~2 min each
 #   overload  twice the scale's capacity for GPU_OVERLOAD (not in the default list)
 #   soak      GPU_SOAK with config edits every GPU_SOAK_EDIT, GPU memory per worker (not in the default list)
 # Each part takes: env, selftest ~15 s; pipeline ~80 s per worker count; scale ~3-5 min;
@@ -44,6 +45,7 @@
 # measured before each search for the low end of the cost plot only; "" none), CPU_SCALE_GROW=1.25, CPU_SCALE_WINDOW=10s,
 # CPU_SCALE_SETTLE=3s; GPU_SESSIONS="1:56 4:140" (sessions per worker, each with the cameras of
 # its search's first step), GPU_FP16="4:140" (the same for the FP16 model; "" skips it),
+# GPU_NVDEC="" (the same with decoder: cuda, e.g. "8:150"; "" skips it),
 # GPU_FP16_MODEL=build/models/yolov8n-fp16.onnx, GPU_SCALE_GROW=1.25, GPU_SCALE_RES=2 (bisect
 # to within this many cameras), GPU_SCALE_SETTLE=3s, GPU_SCALE_WARMUP=20s (more settling before a search's first step: the
 # sessions' first runs, cuDNN's algorithm search) and GPU_SCALE_WINDOW (also the scale part's).
@@ -58,7 +60,7 @@ GPU_OVERLOAD=${GPU_OVERLOAD:-2m} GPU_SOAK=${GPU_SOAK:-3m} GPU_SOAK_EDIT=${GPU_SO
 PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-} PEER_VISIOND=${PEER_VISIOND:-1x4 2x2}
 CPU_INT8_MODEL=${CPU_INT8_MODEL:-build/models/yolov8n-int8.onnx} CPU_SCALE_START=${CPU_SCALE_START:-16} CPU_INT8_START=${CPU_INT8_START:-24}
 PEER_SCALE_START=${PEER_SCALE_START:-16} CPU_SCALE_GROW=${CPU_SCALE_GROW:-1.25} CPU_SCALE_WINDOW=${CPU_SCALE_WINDOW:-10s}
-CPU_SCALE_SETTLE=${CPU_SCALE_SETTLE:-3s} CPU_CURVE=${CPU_CURVE-1} GPU_CURVE=${GPU_CURVE-1 32} GPU_SESSIONS=${GPU_SESSIONS-1:56 4:140} GPU_FP16=${GPU_FP16-4:140}
+CPU_SCALE_SETTLE=${CPU_SCALE_SETTLE:-3s} CPU_CURVE=${CPU_CURVE-1} GPU_CURVE=${GPU_CURVE-1 32} GPU_SESSIONS=${GPU_SESSIONS-1:56 4:140} GPU_FP16=${GPU_FP16-4:140} GPU_NVDEC=${GPU_NVDEC-}
 GPU_FP16_MODEL=${GPU_FP16_MODEL:-build/models/yolov8n-fp16.onnx} GPU_SCALE_GROW=${GPU_SCALE_GROW:-1.25}
 GPU_SCALE_RES=${GPU_SCALE_RES:-2} GPU_SCALE_SETTLE=${GPU_SCALE_SETTLE:-3s} GPU_SCALE_WARMUP=${GPU_SCALE_WARMUP:-20s}
 parts=("${@:-env selftest pipeline scale peer}")
@@ -76,7 +78,7 @@ done
 lib=$ONNXRUNTIME_SHARED_LIBRARY_PATH
 cmds=$RESULTS/commands-$(date -u +%Y%m%dT%H%M%S).txt # one file per call: the report reads them all, in order
 for k in GPU_WORKERS GPU_SCALE_START GPU_SCALE_WINDOW GPU_PIPE_WORKERS GPU_PIPE_CAMERAS GPU_PIPE_SECONDS PEER_CAMERAS PEER_CPUS PEER_VISIOND PEER_SECONDS PEER_WARMUP GPU_OVERLOAD GPU_SOAK GPU_SOAK_EDIT \
-  CPU_INT8_MODEL CPU_SCALE_START CPU_INT8_START PEER_SCALE_START CPU_CURVE GPU_CURVE CPU_SCALE_GROW CPU_SCALE_WINDOW CPU_SCALE_SETTLE GPU_SESSIONS GPU_FP16 GPU_FP16_MODEL GPU_SCALE_GROW GPU_SCALE_RES GPU_SCALE_SETTLE GPU_SCALE_WARMUP; do
+  CPU_INT8_MODEL CPU_SCALE_START CPU_INT8_START PEER_SCALE_START CPU_CURVE GPU_CURVE CPU_SCALE_GROW CPU_SCALE_WINDOW CPU_SCALE_SETTLE GPU_SESSIONS GPU_FP16 GPU_NVDEC GPU_FP16_MODEL GPU_SCALE_GROW GPU_SCALE_RES GPU_SCALE_SETTLE GPU_SCALE_WARMUP; do
   echo "# knob $k=${!k}" >>"$cmds"
 done
 echo "# scripts/bench/gpu.sh ${parts[*]}   (after source /tmp/gpustage/activate.sh; these are the commands it ran:)" >>"$cmds"
@@ -183,6 +185,12 @@ for part in "${parts[@]}"; do
       else
         echo "$GPU_FP16_MODEL missing: make it with bin/visiond model fp16 (scripts/bench/gpu-pack.sh stages it)" | tee "$RESULTS/scale-cuda-s$s-fp16.failed" >&2
       fi
+    done
+    for ss in $GPU_NVDEC; do
+      s=${ss%%:*} start=${ss#*:}
+      [ "$start" = "$ss" ] && start=$GPU_SCALE_START
+      rm -f "$RESULTS/scale-cuda-s$s-nvdec.json"
+      step scale-cuda-s$s-nvdec "bin/visiond-bench scale $gpu -sessions $s -start $start -decoder cuda -label '1 CUDA worker, $s session(s), FP32, cameras decoded on the GPU (decoder: cuda)' -o $RESULTS/scale-cuda-s$s-nvdec.json"
     done
     ;;
   *)

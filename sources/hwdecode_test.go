@@ -1,0 +1,128 @@
+package sources
+
+import (
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/sources/samplecam"
+)
+
+// cudaRequired makes the tests of DecoderCUDA fail, rather than check the error of a machine
+// without one, when this machine cannot decode on an NVIDIA GPU (set it where there is one).
+const cudaRequired = "VISIOND_TEST_CUDA"
+
+// haveCUDA reports whether a CUDA decoder opens here; without one, it returns the error,
+// unless cudaRequired is set, which fails the test.
+func haveCUDA(t *testing.T) (bool, error) {
+	t.Helper()
+	dec, err := newDecoder(codecH264, DecoderCUDA)
+	if err != nil {
+		if os.Getenv(cudaRequired) != "" {
+			t.Fatalf("%s is set, but: %v", cudaRequired, err)
+		}
+		return false, err
+	}
+	dec.close()
+	return true, nil
+}
+
+// TestCameraDecoderCUDA runs a camera of decoder cuda against a real RTSP server: where the
+// GPU's decoder opens, frames arrive letterboxed as on the CPU; where none does (no GPU, no
+// driver), the camera goes offline with an error that says why, and keeps trying.
+func TestCameraDecoderCUDA(t *testing.T) {
+	var logs testutil.LogBuffer
+	srv := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"v": testutil.Media(t, sampleFile)}, Logger: logs.Logger()}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	frames := make(chan *Frame, 8)
+	cam := &Camera{ID: "gpu", URL: srv.URL("v"), Decoder: DecoderCUDA, InputW: 640, InputH: 640, Logger: logs.Logger(),
+		OnFrame: func(f *Frame) {
+			select {
+			case frames <- f:
+			default:
+				f.Release()
+			}
+		}}
+	have, openErr := haveCUDA(t)
+	if !have {
+		cam.retryMin = time.Hour // one session is enough to see its error
+	}
+	cam.Start()
+	defer cam.Close()
+
+	if !have {
+		t.Logf("no CUDA decoder here (%v): checking the error", openErr)
+		testutil.WaitFor(t, time.Minute, "offline", func() bool { return cam.Status().State == StateOffline })
+		st := cam.Status()
+		if !strings.Contains(st.LastError, "decoder cuda") || st.Frames != 0 {
+			t.Fatalf("status %+v: want no frame and an error naming decoder cuda", st)
+		}
+		return
+	}
+	want := geom.Letterbox{SrcW: 768, SrcH: 576, DstW: 640, DstH: 640, ScaledW: 640, ScaledH: 480, PadY: 80}
+	var lastSeq uint64
+	for i := range 8 {
+		select {
+		case f := <-frames:
+			lastSeq = checkFrame(t, i, f, "gpu", want, lastSeq)
+			f.Release()
+		case <-time.After(time.Minute):
+			t.Fatalf("frame %d did not arrive; status %+v\nlogs:\n%s", i, cam.Status(), logs.String())
+		}
+	}
+}
+
+// TestDecoderCUDAMatchesCPU decodes the same access units on the GPU and on the CPU: H.264
+// decoding is exact, so the letterboxed pictures differ only by the scaler's input layout
+// (NV12 from NVDEC, planar 4:2:0 from libavcodec), within rounding.
+func TestDecoderCUDAMatchesCPU(t *testing.T) {
+	if have, err := haveCUDA(t); !have {
+		t.Skipf("no CUDA decoder here: %v", err)
+	}
+	aus, _ := sampleAUs(t, 20)
+	lb := geom.NewLetterbox(768, 576, 640, 640)
+	pictures := func(hw Decoder) [][]byte {
+		dec, err := newDecoder(codecH264, hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dec.close()
+		var out [][]byte
+		for i, au := range aus {
+			if err := dec.decode(au.data, int64(i), func(w, h int, _ int64) {
+				pix := make([]byte, 640*640*3)
+				fillPad(pix)
+				if err := dec.scaleInto(pix, lb); err != nil {
+					t.Fatalf("%s: %v", hw, err)
+				}
+				out = append(out, pix)
+			}); err != nil {
+				t.Fatalf("%s: access unit %d: %v", hw, i, err)
+			}
+		}
+		return out
+	}
+	gpu, cpu := pictures(DecoderCUDA), pictures(DecoderCPU)
+	// NVDEC may hold a frame or two back until more units come (its own delay).
+	if len(gpu) < len(cpu)-3 || len(gpu) == 0 {
+		t.Fatalf("%d frames from the GPU, %d from the CPU", len(gpu), len(cpu))
+	}
+	for i := range gpu {
+		checkLetterboxed(t, gpu[i], lb)
+		var sum float64
+		for k := range gpu[i] {
+			sum += math.Abs(float64(gpu[i][k]) - float64(cpu[i][k]))
+		}
+		if mean := sum / float64(len(gpu[i])); mean > 2 {
+			t.Fatalf("frame %d: GPU and CPU pictures differ by %.2f per byte on average", i, mean)
+		}
+	}
+	t.Logf("%d frames alike", len(gpu))
+}
