@@ -419,6 +419,10 @@ type CameraDefaults struct {
 	// units: far less CPU when fps is at or below the stream's keyframe rate).
 	// Default sources.DefaultDecode (all).
 	Decode sources.DecodeMode `yaml:"decode"`
+	// Decoder is what decodes an RTSP stream's video: cpu (libavcodec), or
+	// cuda (the NVIDIA GPU's video decoder, NVDEC). Default
+	// sources.DefaultDecoder (cpu).
+	Decoder sources.Decoder `yaml:"decoder"`
 	// StallTimeout is how long a camera may deliver no frame before its session
 	// is closed and reopened, > 0. Default sources.DefaultStallTimeout (10s).
 	StallTimeout time.Duration `yaml:"stall_timeout"`
@@ -437,8 +441,9 @@ type CameraDefaults struct {
 
 // Camera is one camera, in resolved form: after Parse every field holds its
 // effective value, taken from camera_defaults where the camera does not set it.
-// Kind, Transport and Decode hold the sources package's values, checked by
-// Validate, so that a camera's source is built from them as they are (Source).
+// Kind, Transport, Decode and Decoder hold the sources package's values,
+// checked by Validate, so that a camera's source is built from them as they are
+// (Source).
 type Camera struct {
 	// ID names the camera; it is a token of NATS subjects. Required, unique,
 	// letters, digits, '_' and '-' only, at most 64 characters.
@@ -470,6 +475,8 @@ type Camera struct {
 	Transport sources.Transport `yaml:"transport"`
 	// Decode is all or keyframes.
 	Decode sources.DecodeMode `yaml:"decode"`
+	// Decoder is cpu or cuda.
+	Decoder sources.Decoder `yaml:"decoder"`
 	// StallTimeout closes and reopens a session that delivers no frame for this long.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// Weight is the camera's share of the workers under overload.
@@ -507,6 +514,7 @@ type rawCamera struct {
 	Enabled      *bool               `yaml:"enabled"`
 	Transport    *sources.Transport  `yaml:"transport"`
 	Decode       *sources.DecodeMode `yaml:"decode"`
+	Decoder      *sources.Decoder    `yaml:"decoder"`
 	StallTimeout *time.Duration      `yaml:"stall_timeout"`
 	Weight       *float64            `yaml:"weight"`
 	Objects      *rawObjects         `yaml:"objects"`
@@ -531,6 +539,7 @@ func (r rawCamera) resolve(d CameraDefaults) Camera {
 		Enabled:      or(r.Enabled, d.Enabled == nil || *d.Enabled),
 		Transport:    or(r.Transport, d.Transport),
 		Decode:       or(r.Decode, d.Decode),
+		Decoder:      or(r.Decoder, d.Decoder),
 		StallTimeout: or(r.StallTimeout, d.StallTimeout),
 		Weight:       or(r.Weight, d.Weight),
 		Objects:      r.Objects.resolve(d.Objects),
@@ -593,6 +602,7 @@ func Default() *Config {
 			Enabled:      &enabled,
 			Transport:    sources.DefaultTransport,
 			Decode:       sources.DefaultDecode,
+			Decoder:      sources.DefaultDecoder,
 			StallTimeout: sources.DefaultStallTimeout,
 			Weight:       1,
 			Events:       Events{Detections: DefaultDetectionEvents},

@@ -42,7 +42,7 @@ func TestShippedConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config.Camera{ID: "sample", Kind: "rtsp", URL: "rtsp://127.0.0.1:8554/sample", FPS: 5, Enabled: true,
-		Transport: "tcp", Decode: "all", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}}
+		Transport: "tcp", Decode: "all", Decoder: "cpu", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}}
 	if cfg.Site != "demo" || !cfg.Sample.Enabled || len(cfg.Cameras) != 1 {
 		t.Fatalf("default.yaml: got site %q, sample %v, cameras %+v", cfg.Site, cfg.Sample.Enabled, cfg.Cameras)
 	}
@@ -82,7 +82,8 @@ func TestDefaults(t *testing.T) {
 			cfg.Pipeline != (config.Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second}) ||
 			cfg.Sample != (config.Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"}) ||
 			cfg.CameraDefaults.FPS != 5 || cfg.CameraDefaults.Transport != "tcp" ||
-			cfg.CameraDefaults.Decode != "all" || cfg.CameraDefaults.StallTimeout != 10*time.Second ||
+			cfg.CameraDefaults.Decode != "all" || cfg.CameraDefaults.Decoder != "cpu" ||
+			cfg.CameraDefaults.StallTimeout != 10*time.Second ||
 			cfg.CameraDefaults.Weight != 1 ||
 			cfg.CameraDefaults.Enabled == nil || !*cfg.CameraDefaults.Enabled ||
 			len(cfg.Cameras) != 0 {
@@ -136,6 +137,7 @@ camera_defaults:
   fps: 2
   transport: udp
   decode: keyframes
+  decoder: cuda
 cameras:
   - id: inherits
     url: rtsp://cam1/stream
@@ -147,6 +149,7 @@ cameras:
     transport: auto
     enabled: true
     decode: all
+    decoder: cpu
     stall_timeout: 3s
     weight: 2
   - id: off
@@ -158,11 +161,11 @@ cameras:
 	}
 	want := []config.Camera{
 		{ID: "inherits", Kind: "rtsp", URL: "rtsp://cam1/stream", FPS: 2, Enabled: true, Transport: "udp",
-			Decode: "keyframes", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}},
+			Decode: "keyframes", Decoder: "cuda", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}},
 		{ID: "overrides", Kind: "rtsp", URL: "rtsps://cam2:322/live", Username: "user", Password: "pw", FPS: 12.5,
-			Enabled: true, Transport: "auto", Decode: "all", StallTimeout: 3 * time.Second, Weight: 2, Events: config.Events{Detections: "all"}},
+			Enabled: true, Transport: "auto", Decode: "all", Decoder: "cpu", StallTimeout: 3 * time.Second, Weight: 2, Events: config.Events{Detections: "all"}},
 		{ID: "off", Kind: "rtsp", URL: "rtsp://cam3", FPS: 2, Enabled: false, Transport: "udp",
-			Decode: "keyframes", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}},
+			Decode: "keyframes", Decoder: "cuda", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}},
 	}
 	if !reflect.DeepEqual(cfg.Cameras, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg.Cameras, want)
@@ -173,8 +176,23 @@ cameras:
 	src := cfg.Cameras[1].Source()
 	if src.ID != "overrides" || src.Kind != sources.KindRTSP || src.URL != "rtsps://cam2:322/live" ||
 		src.Username != "user" || src.Password != "pw" || src.Transport != sources.TransportAuto ||
-		src.Decode != sources.DecodeAll || src.StallTimeout != 3*time.Second {
+		src.Decode != sources.DecodeAll || src.Decoder != sources.DecoderCPU || src.StallTimeout != 3*time.Second {
 		t.Errorf("Source() = %+v", src)
+	}
+	if src := cfg.Cameras[0].Source(); src.Decoder != sources.DecoderCUDA {
+		t.Errorf("Source() of a camera inheriting decoder cuda: decoder %q", src.Decoder)
+	}
+
+	// Like decode, decoder is for kind rtsp, and not refused for the other kinds: a
+	// gstreamer or file camera under camera_defaults.decoder cuda, or setting it, is valid.
+	cfg, err = config.Parse([]byte(`
+camera_defaults: {decoder: cuda}
+cameras:
+  - {id: g, kind: gstreamer, pipeline: videotestsrc ! appsink}
+  - {id: f, kind: file, file: a.mp4, decoder: cuda}
+`))
+	if err != nil || cfg.Cameras[0].Decoder != sources.DecoderCUDA || cfg.Cameras[1].Decoder != sources.DecoderCUDA {
+		t.Errorf("decoder for kinds gstreamer and file: %v, %+v", err, cfg)
 	}
 
 	cfg, err = config.Parse([]byte("camera_defaults:\n  enabled: false\ncameras:\n  - {id: a, url: rtsp://a}\n  - {id: b, url: rtsp://b, enabled: true}\n"))
@@ -298,6 +316,9 @@ var badCases = []struct {
 	{"password without user", "cameras:\n  - id: a\n    url: rtsp://h/x\n    password: hunter2\n", "cameras[0].username", 2, "missing: password is set", "hunter2"},
 	{"bad decode", "cameras:\n  - id: a\n    url: rtsp://h\n    decode: some\n", "cameras[0].decode", 4, `unknown value "some": want one of all, keyframes`, ""},
 	{"bad default decode", "camera_defaults:\n  decode: iframes\n", "camera_defaults.decode", 2, `unknown value "iframes"`, ""},
+	{"bad decoder", "cameras:\n  - id: a\n    url: rtsp://h\n    decoder: nvdec\n", "cameras[0].decoder", 4, `unknown value "nvdec": want one of cpu, cuda`, ""},
+	{"bad default decoder", "camera_defaults:\n  decoder: gpu\n", "camera_defaults.decoder", 2, `unknown value "gpu": want one of cpu, cuda`, ""},
+	{"decoder in capitals", "cameras:\n  - id: a\n    url: rtsp://h\n    decoder: CUDA\n", "cameras[0].decoder", 4, `unknown value "CUDA"`, ""},
 	{"zero weight", "cameras:\n  - id: a\n    url: rtsp://h\n    weight: 0\n", "cameras[0].weight", 4, "must be a finite number > 0, got 0", ""},
 	{"zero stall timeout", "cameras:\n  - id: a\n    url: rtsp://h\n    stall_timeout: 0s\n", "cameras[0].stall_timeout", 4, "must be > 0", ""},
 	{"bad port", "nats:\n  listen: 127.0.0.1:99999\n", "nats.listen", 2, "not a number in 0..65535", ""},
@@ -422,7 +443,7 @@ line 8: cameras[0].url: scheme "http" not supported: want rtsp:// or rtsps://
 line 9: cameras[1].id: duplicate id "a" (first at cameras[0], line 7)
 line 9: cameras[1].url: missing
 line 10: cameras[1].fps: must be a finite number > 0, got -1
-line 11: cameras[1].colour: unknown key "colour" (known here: decode, enabled, events, file, fps, id, kind, lines, masks, objects, password, password_file, pipeline, stall_timeout, transport, url, username, weight, zones)`
+line 11: cameras[1].colour: unknown key "colour" (known here: decode, decoder, enabled, events, file, fps, id, kind, lines, masks, objects, password, password_file, pipeline, stall_timeout, transport, url, username, weight, zones)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
 	}
@@ -430,7 +451,7 @@ line 11: cameras[1].colour: unknown key "colour" (known here: decode, enabled, e
 
 func TestValidateGoConfig(t *testing.T) {
 	cfg := config.Default()
-	cam := config.Camera{ID: "a", Kind: "rtsp", URL: "rtsp://h", FPS: 5, Transport: "tcp", Decode: "all", StallTimeout: time.Second, Weight: 1}
+	cam := config.Camera{ID: "a", Kind: "rtsp", URL: "rtsp://h", FPS: 5, Transport: "tcp", Decode: "all", Decoder: "cpu", StallTimeout: time.Second, Weight: 1}
 	cam2 := cam
 	cam2.FPS = 0
 	cfg.Cameras = []config.Camera{cam, cam2}

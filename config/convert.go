@@ -23,6 +23,7 @@ func (c Camera) Source() *sources.Camera {
 		Password:     c.Password,
 		Transport:    c.Transport,
 		Decode:       c.Decode,
+		Decoder:      c.Decoder,
 		Pipeline:     c.Pipeline,
 		File:         c.File,
 		StallTimeout: c.StallTimeout,

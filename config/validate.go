@@ -172,6 +172,7 @@ func (c *Config) Validate() error {
 	v.fps("camera_defaults.fps", c.CameraDefaults.FPS)
 	oneOfValues(&v, "camera_defaults.transport", c.CameraDefaults.Transport, sources.Transports())
 	oneOfValues(&v, "camera_defaults.decode", c.CameraDefaults.Decode, sources.DecodeModes())
+	oneOfValues(&v, "camera_defaults.decoder", c.CameraDefaults.Decoder, sources.Decoders())
 	v.positive("camera_defaults.stall_timeout", c.CameraDefaults.StallTimeout)
 	v.fps("camera_defaults.weight", c.CameraDefaults.Weight)
 
@@ -200,6 +201,7 @@ func (c *Config) Validate() error {
 		v.fps(p+".fps", cam.FPS)
 		oneOfValues(&v, p+".transport", cam.Transport, sources.Transports())
 		oneOfValues(&v, p+".decode", cam.Decode, sources.DecodeModes())
+		oneOfValues(&v, p+".decoder", cam.Decoder, sources.Decoders())
 		v.positive(p+".stall_timeout", cam.StallTimeout)
 		v.fps(p+".weight", cam.Weight)
 	}
