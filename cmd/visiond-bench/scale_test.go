@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/sources"
 )
 
 // passUpTo is a step that passes with at most capacity cameras.
@@ -146,6 +147,14 @@ func TestPoolSettings(t *testing.T) {
 // config package.
 func loadPool(t *testing.T, f daemonFlags) config.WorkerPool {
 	t.Helper()
+	pool, _ := writeAndLoad(t, f)
+	return pool
+}
+
+// writeAndLoad writes the daemon's config as the bench does, for one camera, and loads it
+// with the daemon's config package: its one pool, and the whole config.
+func writeAndLoad(t *testing.T, f daemonFlags) (config.WorkerPool, *config.Config) {
+	t.Helper()
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libonnxruntime.so.1")
 	model := filepath.Join(dir, "model.onnx")
@@ -165,10 +174,25 @@ func loadPool(t *testing.T, f daemonFlags) config.WorkerPool {
 	if err != nil {
 		t.Fatalf("the config the bench writes does not load: %v\n%s", err, data)
 	}
-	if len(cfg.Workers.Pools) != 1 {
-		t.Fatalf("pools %+v", cfg.Workers.Pools)
+	if len(cfg.Workers.Pools) != 1 || len(cfg.Cameras) != 1 {
+		t.Fatalf("pools %+v, cameras %+v", cfg.Workers.Pools, cfg.Cameras)
 	}
-	return cfg.Workers.Pools[0]
+	return cfg.Workers.Pools[0], cfg
+}
+
+// TestBenchDecoder checks that -decoder reaches the cameras of the config the bench writes.
+func TestBenchDecoder(t *testing.T) {
+	for _, dec := range []string{"", "cpu", "cuda"} {
+		f := daemonFlags{Provider: "cpu", Workers: unset, Threads: unset, Sessions: unset, Decoder: dec}
+		_, cfg := writeAndLoad(t, f)
+		want := sources.Decoder(dec)
+		if dec == "" {
+			want = sources.DefaultDecoder
+		}
+		if got := cfg.Cameras[0].Decoder; got != want {
+			t.Errorf("-decoder %q: camera decoder %q, want %q", dec, got, want)
+		}
+	}
 }
 
 func TestParseGPUApps(t *testing.T) {
