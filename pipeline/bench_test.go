@@ -141,7 +141,11 @@ cameras:
 	// The same in one process: one Detector per session of every worker, each in its own
 	// goroutine (on a GPU, sessions of one process share one context; those of several
 	// processes take turns).
-	shared, err := bareLoopRuns(nworkers*sessions, spec, nil)
+	// In a child process too, so that this one (the daemon's) holds no CUDA context of its
+	// own, as visiond's does not: decoder cuda shares the device's primary context.
+	one := spec
+	one.Sessions = nworkers * sessions
+	shared, err := bareLoops(1, one)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -201,6 +205,9 @@ cameras:
 	cpu1 := benchCPU(b, d)
 	src1 := benchSources(d)
 	stopProfile()
+	for _, e := range benchErrors(d) {
+		b.Logf("a camera's error: %s", e)
+	}
 	daemon := float64(len(lat)) / elapsed.Seconds()
 	slices.Sort(lat)
 	pct := func(q float64) float64 {
@@ -256,6 +263,17 @@ func startCPUProfile(file string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}), nil
+}
+
+// benchErrors returns the distinct last errors of the daemon's cameras.
+func benchErrors(d *Daemon) []string {
+	var errs []string
+	for _, c := range d.Cameras() {
+		if c.LastError != "" && !slices.Contains(errs, c.LastError) {
+			errs = append(errs, c.LastError)
+		}
+	}
+	return errs
 }
 
 // benchSources returns the counters of the daemon's cameras, summed.
