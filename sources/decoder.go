@@ -67,14 +67,17 @@ package sources
 // 	return AV_PIX_FMT_NONE;
 // }
 //
-// // open_cuda makes ctx decode on the GPU's video decoder: a CUDA device on the device's primary
-// // context (shared with every other user of the GPU in this process), frames in CUDA memory.
+// // pick_cuda is the get_format of a decoder on the GPU: frames in CUDA memory, or none.
 // static enum AVPixelFormat pick_cuda(AVCodecContext *ctx, const enum AVPixelFormat *fmts) {
 // 	for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++) {
 // 		if (*p == AV_PIX_FMT_CUDA) return *p;
 // 	}
 // 	return AV_PIX_FMT_NONE; // not for this stream (profile, size): the decode fails
 // }
+//
+// // open_cuda makes ctx decode on the GPU's video decoder (NVDEC): a CUDA device on the
+// // device's primary context (shared with every other user of the GPU in this process; it
+// // fails when that context is already active with other flags), frames in CUDA memory.
 // static int open_cuda(AVCodecContext *ctx) {
 // 	AVDictionary *opts = NULL;
 // 	av_dict_set(&opts, "primary_ctx", "1", 0);
@@ -97,6 +100,7 @@ package sources
 // 	ctx->skip_frame = on ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
 // }
 // static int err_again(void) { return AVERROR(EAGAIN); }
+// static int err_notsup(void) { return AVERROR(ENOTSUP); }
 // static int err_eof(void) { return AVERROR_EOF; }
 import "C"
 
@@ -120,11 +124,11 @@ type decoder struct {
 	// host is the current frame copied from the GPU, for a decoder on it (DecoderCUDA): the
 	// frame scaleInto reads. Unused (nil) on the CPU.
 	host *C.AVFrame
-	gpu  bool // DecoderCUDA
 
 	// The scaler, for the source size, format and geometry in sws*: one context from the
-	// frame to RGB24 (sws), or for most 4:2:0 frames two (scale_via, mid_format): sws resizes into mid, a
-	// picture of the frame's format at the scaled size, and swsRGB converts mid to RGB24.
+	// frame to RGB24 (sws), or for most 4:2:0 frames two (scale_via, mid_format): sws
+	// resizes into mid, a planar 4:2:0 picture at the scaled size, and swsRGB converts mid
+	// to RGB24.
 	sws       *C.struct_SwsContext
 	swsRGB    *C.struct_SwsContext
 	mid       [4]*C.uint8_t
@@ -176,9 +180,11 @@ func newDecoder(codecName string, hw Decoder) (*decoder, error) {
 	case DecoderCUDA:
 		if res := C.open_cuda(d.ctx); res < 0 {
 			d.close()
+			if res == C.err_notsup() { // libavutil: the primary context is active with other flags
+				return nil, fmt.Errorf("decoder cuda: this process already holds the GPU's primary CUDA context with other flags (%w)", averror(res))
+			}
 			return nil, fmt.Errorf("decoder cuda: no CUDA device for NVDEC (%w): is there an NVIDIA GPU and driver here?", averror(res))
 		}
-		d.gpu = true
 		if d.host = C.av_frame_alloc(); d.host == nil {
 			d.close()
 			return nil, errors.New("av_frame_alloc failed")
@@ -306,8 +312,9 @@ func (d *decoder) geometry(dstW, dstH int) geom.Letterbox {
 
 // scaleInto converts the current frame (valid inside decode's onFrame) from YUV to RGB24 at
 // lb's offset in dst, which is lb.DstW*lb.DstH*3 bytes (libswscale: scale_via where
-// mid_format allows, scale_into otherwise); a frame in GPU memory is first copied to the host. The scaler is rebuilt when the source size, pixel format or geometry changes. It does not touch the
-// padding: the caller fills it once per buffer and geometry.
+// mid_format allows, scale_into otherwise); a frame in GPU memory is first copied to the
+// host. The scaler is rebuilt when the source size, pixel format or geometry changes. It
+// does not touch the padding: the caller fills it once per buffer and geometry.
 func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
 	if err := d.download(); err != nil {
 		return err

@@ -232,12 +232,12 @@ func (r *report) camerasSection() error {
 			s := ru.scales[k]
 			if s == nil {
 				if why, ok := ru.failed[k]; ok {
-					cpuRows = append(cpuRows, []string{strings.TrimPrefix(k, "scale-"), "failed: " + oneLine(why), "", "", "", "", "", "", ""})
+					cpuRows = append(cpuRows, []string{strings.TrimPrefix(k, "scale-"), "failed: " + oneLine(why), "", "", "", "", "", "", "", ""})
 				}
 				continue
 			}
 			st := capStep(s)
-			row := []string{setup(s) + modelNote(s), sustained(s), "-", "-", "-", "-", "-", "-", "-"}
+			row := []string{setup(s) + modelNote(s), sustained(s), "-", "-", "-", "-", "-", "-", "-", runAt(s)}
 			if peer != nil && s != peer {
 				row[2] = ratio(float64(s.Capacity), float64(peer.Capacity))
 			}
@@ -254,12 +254,12 @@ func (r *report) camerasSection() error {
 			r.p("%s, CPU provider on every core (`visiond-bench scale -provider cpu`, the pool's count and threads left to the daemon):", ru.name())
 			r.p("")
 			r.table([]string{"setup", "cameras sustained", fmt.Sprintf("÷ the loop's (aim ≥ %g)", aimCamerasVsPeer), "CPU ms per analysed frame",
-				fmt.Sprintf("÷ the loop's (aim ≤ %g)", aimCPUVsPeer), "cores busy", "p99 ms", "slowest camera /s", "MiB RSS"}, cpuRows)
+				fmt.Sprintf("÷ the loop's (aim ≤ %g)", aimCPUVsPeer), "cores busy", "p99 ms", "slowest camera /s", "MiB RSS", "started (UTC)"}, cpuRows)
 		}
 		var gpuRows [][]string
 		for _, k := range ru.gpuKeys() {
 			s := ru.scales[k]
-			row := []string{setup(s) + modelNote(s), sustained(s), "-", "-", "-", "-", "-", "-"}
+			row := []string{setup(s) + modelNote(s), sustained(s), "-", "-", "-", "-", "-", "-", runAt(s)}
 			if st := capStep(s); st != nil {
 				g := gpuMiB(st)
 				row[2], row[3], row[4], row[5], row[6] = f0(st.Window.TotalP99), f0(g), f1(g/float64(st.Cameras)), f2(st.Cost.CoresBusy), f1(st.Cost.CPUPerFrameMS)
@@ -279,7 +279,7 @@ func (r *report) camerasSection() error {
 			r.p("%s, one CUDA worker process (`visiond-bench scale -provider cuda -workers 1 -sessions N`):", ru.name())
 			r.p("")
 			r.table([]string{"setup", fmt.Sprintf("cameras sustained (aim %d)", aimGPUCameras), "p99 ms", "GPU MiB (daemon and worker)", "GPU MiB per camera",
-				"cores busy", "CPU ms per analysed frame", "GPU MiB per added camera (least squares over the steps)"}, gpuRows)
+				"cores busy", "CPU ms per analysed frame", "GPU MiB per added camera (least squares over the steps)", "started (UTC)"}, gpuRows)
 		}
 		for _, fam := range []string{"cpu", "gpu"} {
 			name, err := r.growthPlot(ru, fam)
@@ -293,6 +293,14 @@ func (r *report) camerasSection() error {
 		}
 	}
 	return nil
+}
+
+// runAt is when the search started, "-" if it did not say.
+func runAt(s *scaleResult) string {
+	if s.Started.IsZero() {
+		return "-"
+	}
+	return s.Started.UTC().Format("2006-01-02 15:04")
 }
 
 // peer0 is s, or an empty result (no steps) when s is nil.
@@ -356,6 +364,9 @@ func (r *report) growthPlot(ru *run, fam string) (string, error) {
 		bound = math.Max(bound, s.Criterion.P99MS)
 		col := palette[i%len(palette)]
 		name := setup(s)
+		if !s.Started.IsZero() { // searches of one setup in several calls differ by their time
+			name += s.Started.UTC().Format(" (15:04)")
+		}
 		cores.series = append(cores.series, series{name: name, x: x, y: c, col: col})
 		gpu.series = append(gpu.series, series{name: name, x: x, y: g, col: col})
 		lat.series = append(lat.series, series{name: name, x: x, y: l, col: col})

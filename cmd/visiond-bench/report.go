@@ -369,8 +369,12 @@ func (r *report) summary(local, gpu *run) {
 	rows = append(rows, r.skipSummary(local)...)
 	for _, ru := range r.runs {
 		for _, b := range ru.pipeline {
-			rows = append(rows, []string{fmt.Sprintf("pipeline: detections/s through the daemon ÷ bare `Detect` loops (workers=%s, threads=%s, cameras=%s, %s)",
-				b.prefix["workers"], or(b.prefix["threads"], "default"), b.prefix["cameras"], b.prefix["provider"]), ru.name(),
+			sessions := "1" // lines from before sessions per worker: one each
+			if n := b.metrics["sessions"]; n > 0 {
+				sessions = f0(n)
+			}
+			rows = append(rows, []string{fmt.Sprintf("pipeline: detections/s through the daemon ÷ bare `Detect` loops (workers=%s, sessions=%s, threads=%s, cameras=%s, %s, decoder %s)",
+				b.prefix["workers"], sessions, or(b.prefix["threads"], "default"), b.prefix["cameras"], b.prefix["provider"], or(b.prefix["decoder"], "cpu")), ru.name(),
 				fmt.Sprintf("%s (%s ÷ %s per second)", f2(b.metrics["ratio"]), f1(b.metrics["daemon-events/s"]), f1(b.metrics["bare-runs/s"]))})
 		}
 		if len(ru.pipeline) == 0 && (ru.tag == "cpu" || ru.failed["pipeline"] != "") {
