@@ -38,19 +38,8 @@ for kind in int8 fp16; do
   fi
   if [ -f "$dst" ]; then models+=("$dst"); fi
 done
-rm -rf .gpubench[0-9]*
-pack=$(mktemp)
-tar -cf - bin/visiond bin/visiond-bench bin/pipeline.test third_party/yolov8n.onnx \
-  third_party/media/vtest.h264.ts third_party/media/messi5.jpg third_party/media/basketball1.png "${models[@]}" |
-  xz -T0 -6 >"$pack"
-split -b 55000000 -d -a 1 "$pack" "$pack.part"
-m=0
-for part in "$pack".part*; do
-  m=$((m + 1))
-  mkdir -p ".gpubench$m"
-  mv "$part" ".gpubench$m/part$m"
-done
-rm -f "$pack"
+m=$(scripts/bench/pack-parts.sh .gpubench bin/visiond bin/visiond-bench bin/pipeline.test third_party/yolov8n.onnx \
+  third_party/media/vtest.h264.ts third_party/media/messi5.jpg third_party/media/basketball1.png "${models[@]}")
 n=$( (ls -d .gpu[0-9]* 2>/dev/null || true) | wc -l)
 echo "gpu-pack: $n library part(s) in .gpu1..$n, $m bench part(s) in .gpubench1..$m ($(du -ch .gpubench* | tail -1 | cut -f1))"
 echo "On the GPU machine, one call per folder, back to back (the machine goes back when idle):"

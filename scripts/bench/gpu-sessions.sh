@@ -28,19 +28,9 @@ if [ "${1:-}" = pack ]; then
   for p in ${PACK:-infer/worker infer/pool pipeline}; do
     $GO test -c -ldflags='-s -w' -o "bin/$(basename $p).test" ./$p || exit 1
   done
-  rm -rf .gpupool[0-9]*
-  pack=$(mktemp)
-  tar -chf - bin/worker.test bin/pool.test bin/pipeline.test third_party/yolov8n.onnx \
-    third_party/media/vtest.h264.ts third_party/media/messi5.jpg | xz -T0 -6 >"$pack"
-  split -b 55000000 -d -a 1 "$pack" "$pack.part"
-  m=0
-  for part in "$pack".part*; do
-    m=$((m + 1))
-    mkdir -p ".gpupool$m"
-    mv "$part" ".gpupool$m/part$m"
-  done
+  m=$(scripts/bench/pack-parts.sh .gpupool bin/worker.test bin/pool.test bin/pipeline.test third_party/yolov8n.onnx \
+    third_party/media/vtest.h264.ts third_party/media/messi5.jpg) || exit 1
   cp scripts/bench/gpu-sessions.sh .gpupool1/
-  rm -f "$pack"
   echo "gpu-sessions: $m part(s) in .gpupool1..$m ($(du -ch .gpupool* | tail -1 | cut -f1))"
   exit 0
 fi
