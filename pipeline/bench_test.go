@@ -184,7 +184,7 @@ cameras:
 	cpu0 := benchCPU(b, d)
 	src0 := benchSources(d)
 	var lat []float64
-	var parts sinks.Latency // sums of the events' latency parts
+	var queue, pre, run, post, rest float64 // sums of the events' latency parts, ms
 	for deadline := time.After(window); ; {
 		select {
 		case m := <-events:
@@ -194,8 +194,8 @@ cameras:
 			}
 			lat = append(lat, ev.LatencyMS.Total)
 			l := ev.LatencyMS
-			parts.Queue, parts.Pre, parts.Infer, parts.Post = parts.Queue+l.Queue, parts.Pre+l.Pre, parts.Infer+l.Infer, parts.Post+l.Post
-			parts.Total += l.Total - l.Queue - l.Pre - l.Infer - l.Post
+			queue, pre, run, post = queue+l.Queue, pre+l.Pre, run+l.Infer, post+l.Post
+			rest += l.Total - l.Queue - l.Pre - l.Infer - l.Post
 			continue
 		case <-deadline:
 		}
@@ -237,11 +237,11 @@ cameras:
 	// mailbox), the worker's preparation, run and decoding, and the rest (the slot's copy,
 	// the pipes, waiting for a session, the result's callback and publishing).
 	if n := float64(len(lat)); n > 0 {
-		b.ReportMetric(parts.Queue/n, "queue-ms")
-		b.ReportMetric(parts.Pre/n, "pre-ms")
-		b.ReportMetric(parts.Infer/n, "run-ms")
-		b.ReportMetric(parts.Post/n, "post-ms")
-		b.ReportMetric(parts.Total/n, "rest-ms")
+		b.ReportMetric(queue/n, "queue-ms")
+		b.ReportMetric(pre/n, "pre-ms")
+		b.ReportMetric(run/n, "run-ms")
+		b.ReportMetric(post/n, "post-ms")
+		b.ReportMetric(rest/n, "rest-ms")
 	}
 	// The cameras' work: frames decoded and scaled (letterboxed) per second.
 	b.ReportMetric(float64(src1.Frames-src0.Frames)/elapsed.Seconds(), "decoded/s")

@@ -320,7 +320,7 @@ func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
 		return err
 	}
 	src := d.source()
-	w, h, fmtID := int(C.frame_width(src)), int(C.frame_height(src)), int(C.frame_format(src))
+	w, h, fmtID := int(C.frame_width(src)), int(C.frame_height(src)), d.format()
 	if w != lb.SrcW || h != lb.SrcH {
 		return fmt.Errorf("frame is %dx%d, geometry is for %dx%d", w, h, lb.SrcW, lb.SrcH)
 	}
