@@ -103,6 +103,15 @@ func threadCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// processCPU is the CPU time this process has used, on every thread (a GPU driver's too).
+func processCPU(tb testing.TB) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // decodeCPU decodes the access units (key ones only if keyOnly) n times over and returns
 // the CPU time and the number of frames decoded.
 func decodeCPU(b *testing.B, codec string, aus []accessUnit, n int, keyOnly bool) (time.Duration, int) {

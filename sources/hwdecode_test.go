@@ -18,7 +18,7 @@ const cudaRequired = "VISIOND_TEST_CUDA"
 
 // haveCUDA reports whether a CUDA decoder opens here; without one, it returns the error,
 // unless cudaRequired is set, which fails the test.
-func haveCUDA(t *testing.T) (bool, error) {
+func haveCUDA(t testing.TB) (bool, error) {
 	t.Helper()
 	dec, err := newDecoder(codecH264, DecoderCUDA)
 	if err != nil {
@@ -125,4 +125,41 @@ func TestDecoderCUDAMatchesCPU(t *testing.T) {
 		}
 	}
 	t.Logf("%d frames alike", len(gpu))
+}
+
+// BenchmarkDecodeCUDA measures a frame decoded on the GPU (NVDEC), copied to the host and
+// letterboxed into 640x640, per frame, with the CPU time it takes (the point of decoding
+// there); the CPU's decode and letterbox are BenchmarkDecode and BenchmarkScaleLetterbox.
+// It skips where no CUDA decoder opens.
+func BenchmarkDecodeCUDA(b *testing.B) {
+	if have, err := haveCUDA(b); !have {
+		b.Skipf("no CUDA decoder here: %v", err)
+	}
+	aus, _ := sampleAUs(b, 100) // ten whole GOPs: looping restarts at an IDR
+	dec, err := newDecoder(codecH264, DecoderCUDA)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dec.close()
+	lb := geom.NewLetterbox(768, 576, 640, 640)
+	pix := make([]byte, 640*640*3)
+	fillPad(pix)
+	frames := 0
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := dec.decode(aus[i%len(aus)].data, int64(i), func(int, int, int64) {
+			if err := dec.scaleInto(pix, lb); err != nil {
+				b.Fatal(err)
+			}
+			frames++
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if frames == 0 {
+		b.Fatal("no frame")
+	}
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/1000/float64(frames), "ms-cpu/frame")
 }
