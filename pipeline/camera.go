@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/analytics"
+	"github.com/visiond/visiond/analytics/track"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
@@ -46,12 +47,14 @@ type camera struct {
 	fps      rate    // analysed frames per second
 	snap     snapshot
 
-	// The camera's analytics, used by the slicer's finish only (one job of a camera at a
-	// time): its scene, and the settings the scene has applied.
-	scene      *scene
+	// The camera's analytics, used by the result stage only (one job of a camera at a
+	// time): its scene, the settings the scene has applied, and a buffer for its evidence.
+	scene      *analytics.Scene
 	sceneFor   *analyticsSettings
+	evidence   []track.Track
 	objects    atomic.Pointer[[]liveObject] // the followed objects after the latest frame, for the API
 	sceneState atomic.Pointer[sceneState]   // occupancy, line counts and tracks after the latest frame, for /metrics
+	filtered   filterCounts                 // detections the camera's filter dropped, by reason
 
 	mu       sync.Mutex   // guards the fields below
 	latency  stageLatency // per-stage latency histograms of the analysed frames
@@ -219,6 +222,18 @@ func (c *camera) countResult(ev *sinks.DetectionEvent) {
 	}
 	c.lastSeen = ev.CapturedAt
 	c.mu.Unlock()
+}
+
+// filterCounts count the detections a camera's filter dropped, indexed by analytics.Drop.
+type filterCounts [len(analytics.Dropped{})]atomic.Uint64
+
+// countFiltered adds a frame's drops.
+func (c *camera) countFiltered(d analytics.Dropped) {
+	for reason, n := range d {
+		if analytics.Drop(reason) != analytics.Keep && n > 0 {
+			c.filtered[reason].Add(uint64(n))
+		}
+	}
 }
 
 func (c *camera) noteError(err error) {

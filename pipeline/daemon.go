@@ -8,8 +8,6 @@ package pipeline
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
@@ -52,19 +50,15 @@ type Daemon struct {
 	WorkerEnv     []string
 
 	log            *slog.Logger
-	instance       string
 	natsServer     *sinks.Server
 	pub            *sinks.Publisher
 	state          *sinks.State     // with JetStream: the analytics' key-value bucket
 	snapshots      *sinks.Snapshots // with JetStream: the tracked objects' evidence
 	pools          *workerPools
-	slicer         *slicer // dispatches the cameras' frames to the pools, publishes the results
+	slicer         *slicer // dispatches the cameras' frames to the pools; its result stage publishes the results
 	httpSrv        *http.Server
 	httpAddr       net.Addr
-	model          infer.ModelInfo
 	cams           []*camera
-	site           string        // fixed at Start: a new site needs a restart
-	slice          time.Duration // the slicer's period (run goroutine)
 	reloads        chan reloadRequest
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
 	retiring       sync.WaitGroup // pools replaced by a reload, closing
@@ -74,15 +68,17 @@ type Daemon struct {
 	leaf           leafLink     // the embedded server's link to the hub, when it has one
 	heartbeat      atomic.Int64 // unix ns of the slicer's last round
 	started        time.Time
-	healthEvery    time.Duration           // nats.health_interval
 	lastHealth     time.Time               // run goroutine
 	healthPrev     map[string]healthCounts // run goroutine
 	flushTimeout   time.Duration           // how long Close waits for events to be acknowledged
 	stateLock      *os.File                // the state directory's lock file (statelock.go); nil when unused
 
-	running   atomic.Pointer[config.Config] // the config in force: Config, with what reloads applied
-	reloadMu  sync.Mutex                    // one reload at a time
-	reloadNow chan string                   // to the config goroutine: reload ConfigPath, for this trigger
+	// running is the config in force: Config, with what reloads applied. It is the one
+	// place the daemon reads its settings from once started (no copies in fields), so a
+	// reload is seen whole, by every goroutine, at once.
+	running   atomic.Pointer[config.Config]
+	reloadMu  sync.Mutex  // one reload at a time
+	reloadNow chan string // to the config goroutine: reload ConfigPath, for this trigger
 
 	wake       chan struct{}
 	ctx        context.Context // ends with Close
@@ -104,7 +100,6 @@ func (d *Daemon) Start() (err error) {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	d.instance = newInstanceID()
 	d.started = time.Now()
 	d.lastReload.Store(d.started.UnixNano())
 	d.lastReloadOK.Store(true)
@@ -127,35 +122,32 @@ func (d *Daemon) Start() (err error) {
 		return err
 	}
 
-	d.site = cfg.Site
-	d.slice = cfg.Pipeline.Slice
 	d.reloads = make(chan reloadRequest)
 	d.pools = &workerPools{}
 	if err := d.pools.start(ctx, cfg.Workers, d.WorkerCommand, d.WorkerEnv, d.log.With("component", "infer")); err != nil {
 		return err
 	}
-	d.model = d.pools.model()
-	if err := checkClasses(cfg, d.model); err != nil {
+	model := d.pools.model()
+	if err := checkClasses(cfg, model); err != nil {
 		return err
 	}
 
 	for _, cc := range cfg.Cameras {
 		if cc.Enabled {
-			d.cams = append(d.cams, d.startCamera(cc, cfg.Pipeline.Slice))
+			d.cams = append(d.cams, d.startCamera(cc, cfg.Pipeline.Slice, model))
 		}
+	}
+	rs := &results{pub: d.pub, log: d.log}
+	if d.state != nil { // a nil pointer in the interface would not be nil
+		rs.state, rs.snapshots = d.state, d.snapshots
 	}
 	d.slicer = &slicer{
 		jobs:    d.pools,
-		pub:     d.pub,
-		origin:  eventOrigin{instance: d.instance, site: d.site, model: modelName(d.model)},
+		results: rs,
 		resized: func() { d.pools.shrinkArenas() }, // the pools in force (run goroutine), not those at start
 		wake:    d.wakeUp,
 		log:     d.log,
 		cams:    d.cams,
-		maxAge:  cfg.Pipeline.MaxFrameAge,
-	}
-	if d.state != nil { // a nil pointer in the interface would not be nil
-		d.slicer.state, d.slicer.snapshots = d.state, d.snapshots
 	}
 
 	if cfg.HTTP.Listen != "" {
@@ -167,7 +159,7 @@ func (d *Daemon) Start() (err error) {
 	// Logged before the run and config goroutines start: a reload may change cams, pools and
 	// model from then on.
 	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
-		"model", filepath.Base(d.model.Path), "provider", d.model.Provider, "nats", redact.URL(d.NATSURL()))
+		"model", filepath.Base(model.Path), "provider", model.Provider, "nats", redact.URL(d.NATSURL()))
 	d.heartbeat.Store(time.Now().UnixNano()) // healthy from the start: the first round comes within a slice
 	go d.run(ctx)
 	if d.ConfigPath != "" {
@@ -176,11 +168,12 @@ func (d *Daemon) Start() (err error) {
 	return nil
 }
 
-// startCamera starts a camera's source and returns the camera, ready for the slicer.
-func (d *Daemon) startCamera(cc config.Camera, slice time.Duration) *camera {
+// startCamera starts a camera's source, scaling its frames to the input of model, and
+// returns the camera, ready for the slicer.
+func (d *Daemon) startCamera(cc config.Camera, slice time.Duration, model infer.ModelInfo) *camera {
 	c := newCamera(cc, slice, d.wakeUp)
 	c.src = cc.Source()
-	c.src.InputW, c.src.InputH = d.model.InputW, d.model.InputH
+	c.src.InputW, c.src.InputH = model.InputW, model.InputH
 	c.src.OnFrame, c.src.OnStatus = c.onFrame, d.publishStatus
 	c.src.Logger = d.log // the camera adds its id and redacted URL
 	c.src.Start()
@@ -237,7 +230,7 @@ func (d *Daemon) Close() {
 // Healthy reports whether the slicer went round within the last few seconds (it ticks every
 // slice): the systemd watchdog is fed only while it does.
 func (d *Daemon) Healthy() bool {
-	return time.Since(time.Unix(0, d.heartbeat.Load())) < max(5*time.Second, 10*d.slice)
+	return time.Since(time.Unix(0, d.heartbeat.Load())) < max(5*time.Second, 10*d.Running().Pipeline.Slice)
 }
 
 // drainTimeout bounds how long Close waits for jobs in flight: a job's own deadline.
@@ -270,6 +263,13 @@ func (d *Daemon) NATSURL() string {
 // HTTPAddr is the address the HTTP endpoint listens on, or nil when it is disabled.
 func (d *Daemon) HTTPAddr() net.Addr { return d.httpAddr }
 
+// model describes the model that the workers in force loaded.
+func (d *Daemon) model() infer.ModelInfo {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.pools.model()
+}
+
 // Workers reports the inference workers.
 func (d *Daemon) Workers() []infer.WorkerStatus {
 	d.mu.RLock()
@@ -279,13 +279,13 @@ func (d *Daemon) Workers() []infer.WorkerStatus {
 
 func (d *Daemon) run(ctx context.Context) {
 	defer close(d.done)
-	tick := time.NewTicker(d.slice)
+	tick := time.NewTicker(d.Running().Pipeline.Slice)
 	defer tick.Stop()
 	summary := time.NewTicker(summaryEvery)
 	defer summary.Stop()
 	var healthC <-chan time.Time
-	if d.healthEvery > 0 && d.pub != nil {
-		health := time.NewTicker(d.healthEvery)
+	if every := d.Running().NATS.HealthInterval; every > 0 && d.pub != nil {
+		health := time.NewTicker(every)
 		defer health.Stop()
 		healthC = health.C
 	}
@@ -310,19 +310,19 @@ func (d *Daemon) run(ctx context.Context) {
 			continue
 		case req := <-d.reloads:
 			req.done <- d.apply(req)
-			tick.Reset(d.slice)
+			tick.Reset(d.Running().Pipeline.Slice)
 		case <-tick.C:
 		case <-d.wake:
 		}
 		now := time.Now()
 		d.heartbeat.Store(now.UnixNano())
-		d.slicer.dispatch(now)
+		d.slicer.dispatch(now, d.Running().Pipeline.MaxFrameAge)
 	}
 }
 
 // publishStatus publishes a camera's change of state; it runs on the camera's goroutines.
 func (d *Daemon) publishStatus(ch sources.StatusChange) {
-	ev := &sinks.StatusEvent{Version: sinks.Version, Site: d.site, Camera: ch.Camera, State: string(ch.State),
+	ev := &sinks.StatusEvent{Camera: ch.Camera, State: string(ch.State),
 		Previous: string(ch.Previous), Reason: ch.Reason, At: ch.At.UTC(), GapMS: ms(ch.Gap)}
 	if err := d.pub.PublishStatus(ev); err != nil {
 		d.log.Warn("status event not published", "camera", ch.Camera, "state", ch.State, "error", err)
@@ -355,14 +355,6 @@ func (d *Daemon) logSummary() {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func newInstanceID() string {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	return hex.EncodeToString(b[:])
-}
 
 // modelName is the model's name in events: its file name without the extension.
 func modelName(m infer.ModelInfo) string {

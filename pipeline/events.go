@@ -13,7 +13,7 @@ import (
 func (d *Daemon) startNATS(cfg *config.Config) error {
 	n := cfg.NATS
 	d.pub = cfg.NATSPublisher()
-	d.pub.Instance, d.pub.Logger = d.instance, d.log.With("component", "nats")
+	d.pub.Logger = d.log.With("component", "nats") // it makes the instance id of this run
 	if n.URL == "" {
 		srv, err := cfg.NATSServer()
 		if err != nil {
@@ -44,7 +44,6 @@ func (d *Daemon) startNATS(cfg *config.Config) error {
 			return err
 		}
 	}
-	d.healthEvery = n.HealthInterval
 	d.flushTimeout = 5 * time.Second
 	return nil
 }
@@ -59,7 +58,7 @@ func (d *Daemon) publishHealth(now time.Time) {
 	if d.lastHealth.IsZero() {
 		interval = now.Sub(d.started)
 	}
-	ev := &sinks.HealthEvent{Version: sinks.Version, Site: d.site, Instance: d.instance, At: now.UTC(),
+	ev := &sinks.HealthEvent{At: now.UTC(),
 		Interval: interval.Seconds(), UptimeS: now.Sub(d.started).Seconds(), Cameras: []sinks.CameraHealth{}}
 	prev := d.healthPrev
 	d.healthPrev = make(map[string]healthCounts, len(prev))
@@ -109,5 +108,5 @@ func (d *Daemon) StreamName() string {
 	if cfg == nil || !cfg.NATS.JetStream {
 		return ""
 	}
-	return cfg.NATS.StreamName(d.site)
+	return cfg.NATS.StreamName(cfg.Site)
 }

@@ -660,17 +660,17 @@ func TestLostTrackTakesNewcomer(t *testing.T) {
 }
 
 // TestObjectEndBoxIsLastSighting: an object event's box is "the latest matched detection's"
-// (sinks.ObjectEvent), but objectEvent (analyse.go) writes the track's Box, which for a lost
+// (sinks.ObjectEvent), but objectEvent (then in pipeline/analyse.go) wrote the track's Box, which for a lost
 // track, as every track is at its `end`, is the tracker's prediction: a walker that
 // vanishes mid-frame ends with a box carried on at its last velocity for the lost timeout,
 // outside the frame at worst, and box_norm then breaks the objects.json schema's 0..1
 // (TestDeliveryAcrossUplinkOutage fails so on this box: box_norm x 1.0098, y -0.0904).
-// The scene keeps the latest matched box (sceneObject.lastBox).
+// The scene keeps the latest matched box.
 //
-// Fixed: objectReport.box is the latest matched box.
+// Fixed: analytics.ObjectReport.Box is the latest matched box.
 func TestObjectEndBoxIsLastSighting(t *testing.T) {
 	const w, h, fps = 768, 576, 5
-	sc, err := newScene(analytics.Config{}, 1)
+	sc, err := analytics.NewScene(analytics.Config{}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,20 +681,20 @@ func TestObjectEndBoxIsLastSighting(t *testing.T) {
 	i := 0
 	for ; i <= 2*fps; i++ {
 		last = geom.Box{X: 200 - 16*float64(i), Y: 250, W: 40, H: 80}
-		if _, err := sc.step(at(i), w, h, []infer.Detection{{Label: "person", Score: 0.85, Box: last}}); err != nil {
+		if _, err := sc.Step(at(i), w, h, []infer.Detection{{Label: "person", Score: 0.85, Box: last}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for ; i < 20*fps; i++ {
-		res, err := sc.step(at(i), w, h, nil)
+		res, err := sc.Step(at(i), w, h, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, rep := range res.objects {
-			if rep.change != sinks.ObjectEnd {
+		for _, rep := range res.Objects {
+			if rep.Change != analytics.ObjectEnd {
 				continue
 			}
-			ev := objectEvent(eventOrigin{instance: "x", site: "s", model: "m"}, "cam", rep, w, h)
+			ev := sinks.NewObjectEvent("cam", rep, w, h)
 			b := ev.BoxNorm
 			if b.X < 0 || b.Y < 0 || b.X+b.W > 1 || b.Y+b.H > 1 || ev.Box != (sinks.Box{X: last.X, Y: last.Y, W: last.W, H: last.H}) {
 				t.Fatalf("end event at %v: box %+v (normalized %+v), want the last sighting %+v", at(i).Sub(t0), ev.Box, b, last)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/internal/version"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
@@ -25,7 +26,7 @@ type metricsCollector struct {
 	camState, camFPS, camFPSTarget                                                          *prometheus.Desc
 	camAgeMean, camAgeMax, camInferMean, camLatencyMean                                     *prometheus.Desc
 	stageLatency                                                                            *prometheus.Desc
-	camTracked, zoneObjects, zoneClassObjects, lineCrossings                                *prometheus.Desc
+	camTracked, zoneObjects, zoneClassObjects, lineCrossings, camFiltered                   *prometheus.Desc
 
 	wJobs, wLost, wRestarts, wRecycles, wInFlight, wRSS, wGPU *prometheus.Desc
 
@@ -69,6 +70,8 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		zoneObjects:      desc("zone_objects", "Objects in the zone now (after its debounce).", "camera", "zone"),
 		zoneClassObjects: desc("zone_class_objects", "Objects of a class in the zone now; classes with none have no series.", "camera", "zone", "class"),
 		lineCrossings:    desc("line_crossings_total", "Crossings of the line by direction (in, out) and class, kept across restarts in the state bucket.", "camera", "line", "direction", "class"),
+		camFiltered: desc("filtered_detections_total", "Detections the camera's filter dropped before tracking, by reason: class (a class it does not track), "+
+			"score (below its class's min_score), area (outside its min_area..max_area), mask (its anchor in a mask).", "camera", "reason"),
 
 		wJobs:     desc("worker_jobs_total", "Jobs the worker answered (successfully or rejected).", wrk...),
 		wLost:     desc("worker_jobs_lost_total", "Jobs lost to a worker crash, protocol break or timeout.", wrk...),
@@ -108,7 +111,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		m.camDecoded, m.camNotDecoded, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck,
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
-		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings,
+		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings, m.camFiltered,
 		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU,
 		m.published, m.publishFailed, m.reloadFailures, m.publishRetried, m.publishDropped, m.publishPending,
 		m.buildInfo, m.lastReload, m.lastReloadOK, m.leafUp, m.leafChanged,
@@ -163,6 +166,11 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		for stage := range nStages {
 			count, sum, buckets := cm.latency.get(stage)
 			ch <- prometheus.MustNewConstHistogram(m.stageLatency, count, sum, buckets, id, stageName(stage))
+		}
+		for reason, n := range cm.filtered {
+			if d := analytics.Drop(reason); d != analytics.Keep {
+				counter(m.camFiltered, n, id, d.String())
+			}
 		}
 		if sc := cm.scene; sc != nil {
 			gauge(m.camTracked, float64(sc.tracked), id)
@@ -224,9 +232,10 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // cameraMetrics is a camera's status with its latency histograms, read together.
 type cameraMetrics struct {
-	status  CameraStatus
-	latency stageLatency
-	scene   *sceneState // nil before its first analysed frame
+	status   CameraStatus
+	latency  stageLatency
+	scene    *sceneState // nil before its first analysed frame
+	filtered [len(filterCounts{})]uint64
 }
 
 // cameraMetrics reports every enabled camera for a scrape. A removed camera's series go with
@@ -238,6 +247,9 @@ func (d *Daemon) cameraMetrics() []cameraMetrics {
 	for i, c := range d.cams {
 		out[i].status, out[i].latency = c.statusLatency()
 		out[i].scene = c.sceneState.Load()
+		for reason := range c.filtered {
+			out[i].filtered[reason] = c.filtered[reason].Load()
+		}
 	}
 	return out
 }

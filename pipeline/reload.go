@@ -159,6 +159,7 @@ func (d *Daemon) reload(file *config.Config) (ReloadResult, error) {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	running := d.Running()
+	model := d.model() // the previous apply, which alone changes it, has ended (reloadMu)
 	cfg, restart := inForce(running, file)
 	req := reloadRequest{cfg: cfg, done: make(chan reloadReply, 1)}
 	if !reflect.DeepEqual(cfg.Workers, running.Workers) {
@@ -170,14 +171,13 @@ func (d *Daemon) reload(file *config.Config) (ReloadResult, error) {
 			np.close()
 			return ReloadResult{}, fmt.Errorf("new workers did not start; the running ones stay: %w", err)
 		}
-		if m := np.model(); m.InputW != d.model.InputW || m.InputH != d.model.InputH {
+		if m := np.model(); m.InputW != model.InputW || m.InputH != model.InputH {
 			np.close()
 			return ReloadResult{}, fmt.Errorf("the new model's input is %dx%d, the running one's %dx%d: restart visiond to change it",
-				m.InputW, m.InputH, d.model.InputW, d.model.InputH)
+				m.InputW, m.InputH, model.InputW, model.InputH)
 		}
 		req.pools = np
 	}
-	model := d.model // the previous apply, which alone changes it, has ended (reloadMu)
 	if req.pools != nil {
 		model = req.pools.model()
 	}
@@ -202,7 +202,8 @@ func (d *Daemon) reload(file *config.Config) (ReloadResult, error) {
 
 // apply runs on the slicer goroutine, between dispatch rounds, and puts req.cfg in force.
 func (d *Daemon) apply(req reloadRequest) reloadReply {
-	cfg := req.cfg
+	cfg, old := req.cfg, d.Running()
+	model := d.pools.model() // the run goroutine's own: it alone changes d.pools
 	var res ReloadResult
 
 	d.mu.Lock() // readers of cams see the old set or the new one, and no camera mid-change
@@ -219,11 +220,11 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 		delete(byID, cc.ID)
 		switch {
 		case !ok:
-			cams = append(cams, d.startCamera(cc, cfg.Pipeline.Slice))
+			cams = append(cams, d.startCamera(cc, cfg.Pipeline.Slice, model))
 			res.Added = append(res.Added, cc.ID)
 		case sameSource(c.cfg, cc):
 			// The same session: a new schedule, new analytics settings, or neither.
-			rescheduled := c.cfg.FPS != cc.FPS || c.cfg.Weight != cc.Weight || d.slice != cfg.Pipeline.Slice
+			rescheduled := c.cfg.FPS != cc.FPS || c.cfg.Weight != cc.Weight || old.Pipeline.Slice != cfg.Pipeline.Slice
 			if rescheduled {
 				c.reschedule(cc, cfg.Pipeline.Slice)
 			}
@@ -235,7 +236,7 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 			}
 		default:
 			stop = append(stop, c)
-			cams = append(cams, d.startCamera(cc, cfg.Pipeline.Slice))
+			cams = append(cams, d.startCamera(cc, cfg.Pipeline.Slice, model))
 			res.Restarted = append(res.Restarted, cc.ID)
 		}
 	}
@@ -250,13 +251,10 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 	var retired *workerPools
 	if req.pools != nil {
 		retired, d.pools, d.slicer.jobs = d.pools, req.pools, req.pools
-		d.model = req.pools.model() // same input size (reload checked); the file may differ
-		d.slicer.origin.model = modelName(d.model)
 		res.Workers = true
 	}
 	d.mu.Unlock()
-	d.running.Store(cfg)
-	d.slice, d.slicer.maxAge = cfg.Pipeline.Slice, cfg.Pipeline.MaxFrameAge
+	d.running.Store(cfg) // the run goroutine reads the slice and max_frame_age from here from its next round
 
 	for _, c := range stop {
 		c.src.Close()
@@ -374,7 +372,7 @@ func (d *Daemon) reloadFile(trigger string) {
 }
 
 func (d *Daemon) publishReload(res ReloadResult, err error) {
-	ev := &sinks.ConfigEvent{Version: sinks.Version, Site: d.site, Result: "applied", At: time.Now().UTC(),
+	ev := &sinks.ConfigEvent{Result: "applied", At: time.Now().UTC(),
 		Added: res.Added, Removed: res.Removed, Restarted: res.Restarted, Updated: res.Updated,
 		WorkersReplaced: res.Workers, NeedsRestart: res.NeedsRestart}
 	if err != nil {

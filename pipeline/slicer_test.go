@@ -33,6 +33,8 @@ func (w *workers) TryDispatch(job infer.Job, _ []byte, done func(infer.Result)) 
 	return true
 }
 
+func (w *workers) modelName() string { return "sim" }
+
 func (w *workers) complete(err error) {
 	for _, done := range w.inflight {
 		done(infer.Result{Err: err})
@@ -55,8 +57,8 @@ type sim struct {
 
 func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
 	s := &sim{w: &workers{n: nworkers}, slice: slice, now: time.Unix(1_000_000, 0), wake: make(chan struct{}, 1)}
-	s.sl = &slicer{jobs: s.w, pub: s, maxAge: time.Second, origin: eventOrigin{instance: "sim", site: "sim"},
-		log: slog.New(slog.DiscardHandler), resized: func() { s.resized++ }, wake: s.wakeUp}
+	log := slog.New(slog.DiscardHandler)
+	s.sl = &slicer{jobs: s.w, results: &results{pub: s, log: log}, log: log, resized: func() { s.resized++ }, wake: s.wakeUp}
 	for i, f := range fps {
 		cc := config.Camera{ID: fmt.Sprintf("cam%d", i), FPS: f, Enabled: true}
 		s.sl.cams = append(s.sl.cams, newCamera(cc, slice, s.wakeUp))
@@ -105,11 +107,11 @@ func (s *sim) run(total, jitter time.Duration) {
 	slice := s.slice
 	for end := s.now.Add(total); s.now.Before(end); {
 		s.feed()
-		s.sl.dispatch(s.now.Add(jitter))
+		s.sl.dispatch(s.now.Add(jitter), time.Second)
 		s.w.complete(nil)
 		s.now = s.now.Add(slice / 2)
 		s.feed()
-		s.sl.dispatch(s.now) // the wake-up after completions
+		s.sl.dispatch(s.now, time.Second) // the wake-up after completions
 		s.w.complete(nil)
 		s.now = s.now.Add(slice / 2)
 		jitter = -jitter // ticks land a little late, then a little early
@@ -171,7 +173,7 @@ func TestSlicerDropsStaleFrames(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5)
 	c := s.sl.cams[0]
 	c.box.Put(&sources.Frame{Camera: "cam0", Received: s.now.Add(-2 * time.Second)})
-	s.sl.dispatch(s.now)
+	s.sl.dispatch(s.now, time.Second)
 	if len(s.w.jobs) != 0 || c.stale.Load() != 1 {
 		t.Fatalf("frame 2 s old with max_frame_age 1 s: %d jobs, %d stale; want 0 jobs, 1 stale", len(s.w.jobs), c.stale.Load())
 	}
@@ -180,7 +182,7 @@ func TestSlicerDropsStaleFrames(t *testing.T) {
 func TestSlicerKeepsFrameWhenNoWorkerIsIdle(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5, 5)
 	s.feed()
-	s.sl.dispatch(s.now)
+	s.sl.dispatch(s.now, time.Second)
 	if len(s.w.jobs) != 1 || s.w.jobs[0].Camera != "cam0" {
 		t.Fatalf("jobs %+v, want one for cam0", s.w.jobs)
 	}
@@ -194,7 +196,7 @@ func TestSlicerKeepsFrameWhenNoWorkerIsIdle(t *testing.T) {
 	s.w.complete(nil)
 	s.now = s.now.Add(200 * time.Millisecond)
 	s.sl.cams[0].box.Put(&sources.Frame{Camera: "cam0", Captured: s.now, Received: s.now})
-	s.sl.dispatch(s.now)
+	s.sl.dispatch(s.now, time.Second)
 	if len(s.w.jobs) != 2 || s.w.jobs[1].Camera != "cam1" {
 		t.Fatalf("jobs %+v, want cam1 second", s.w.jobs)
 	}
@@ -203,7 +205,7 @@ func TestSlicerKeepsFrameWhenNoWorkerIsIdle(t *testing.T) {
 func TestSlicerCountsLostJobs(t *testing.T) {
 	s := newSim(1, 200*time.Millisecond, 5)
 	s.feed()
-	s.sl.dispatch(s.now)
+	s.sl.dispatch(s.now, time.Second)
 	s.w.complete(infer.ErrWorkerLost)
 	c := s.sl.cams[0]
 	if c.lost.Load() != 1 || c.analysed.Load() != 0 || len(s.events) != 0 {
@@ -276,7 +278,7 @@ func TestSlicerReturningCameraDoesNotStarveOthers(t *testing.T) {
 		for _, c := range s.sl.cams[:2] {
 			c.box.Put(&sources.Frame{Camera: c.cfg.ID, Captured: s.now, Received: s.now})
 		}
-		s.sl.dispatch(s.now)
+		s.sl.dispatch(s.now, time.Second)
 		s.w.complete(nil)
 	}
 	before := s.perCamera()
@@ -289,30 +291,13 @@ func TestSlicerReturningCameraDoesNotStarveOthers(t *testing.T) {
 	}
 }
 
-// The event of a result names where it came from, the frame, its boxes in source pixels and
-// normalized, and its latencies from when the frame was decoded.
-func TestDetectionEventOfResult(t *testing.T) {
+// A detection event's latencies are measured from when the frame was decoded: queue to its
+// dispatch, the worker's stages, total to its publishing.
+func TestJobLatency(t *testing.T) {
 	received := time.Unix(1_000_000, 0)
-	r := infer.Result{
-		Job: infer.Job{Camera: "door", Seq: 7, Captured: received.Add(-40 * time.Millisecond),
-			Letterbox: geom.NewLetterbox(800, 400, 640, 640)},
-		Detections: []infer.Detection{{ClassID: 0, Label: "person", Score: 0.9, Box: geom.Box{X: 200, Y: 100, W: 80, H: 200}}},
-		Pre:        time.Millisecond, Run: 5 * time.Millisecond, Post: 500 * time.Microsecond,
-	}
-	o := eventOrigin{instance: "abcd", site: "hq", model: "yolov8n"}
-	ev := newDetectionEvent(o, "door", r, r.Detections, []uint64{42}, received, received.Add(2*time.Millisecond), received.Add(10*time.Millisecond))
-	if ev.ID != "abcd.door.7" || ev.Site != "hq" || ev.Camera != "door" || ev.Model != "yolov8n" || ev.Version != sinks.Version {
-		t.Errorf("event %+v: want id abcd.door.7, site hq, camera door, model yolov8n", ev)
-	}
-	if ev.Frame != (sinks.FrameInfo{Seq: 7, Width: 800, Height: 400}) || !ev.CapturedAt.Equal(r.Job.Captured) {
-		t.Errorf("frame %+v captured %v: want seq 7, 800x400, captured %v", ev.Frame, ev.CapturedAt, r.Job.Captured)
-	}
-	want := sinks.Detection{Label: "person", ClassID: 0, Score: 0.9, TrackID: 42, Box: sinks.Box{X: 200, Y: 100, W: 80, H: 200},
-		BoxNorm: sinks.Box{X: 0.25, Y: 0.25, W: 0.1, H: 0.5}}
-	if len(ev.Detections) != 1 || ev.Detections[0] != want {
-		t.Errorf("detections %+v, want [%+v]", ev.Detections, want)
-	}
-	if l := ev.LatencyMS; l != (sinks.Latency{Queue: 2, Pre: 1, Infer: 5, Post: 0.5, Total: 10}) {
+	j := jobRun{received: received, dispatched: received.Add(2 * time.Millisecond)}
+	r := infer.Result{Pre: time.Millisecond, Run: 5 * time.Millisecond, Post: 500 * time.Microsecond}
+	if l := j.latency(r, received.Add(10*time.Millisecond)); l != (sinks.Latency{Queue: 2, Pre: 1, Infer: 5, Post: 0.5, Total: 10}) {
 		t.Errorf("latency %+v: want queue 2, pre 1, infer 5, post 0.5, total 10 ms", l)
 	}
 }
@@ -325,7 +310,7 @@ func TestSlicerShrinksArenasWhenResolutionChanges(t *testing.T) {
 	for i, size := range [][2]int{{768, 576}, {768, 576}, {1280, 720}, {1280, 720}} {
 		c.box.Put(&sources.Frame{Camera: "cam0", Captured: s.now, Received: s.now,
 			Letterbox: geom.NewLetterbox(size[0], size[1], 640, 640)})
-		s.sl.dispatch(s.now)
+		s.sl.dispatch(s.now, time.Second)
 		s.w.complete(nil)
 		if len(s.w.jobs) != i+1 {
 			t.Fatalf("frame %d (%dx%d) not dispatched", i, size[0], size[1])

@@ -18,6 +18,7 @@ import (
 // first: list faster devices first.
 type workerPools struct {
 	pools []*pool.Pool
+	name  string // the model's name in events, set by start
 }
 
 // start starts every pool; all must load a model of the same input size.
@@ -34,11 +35,17 @@ func (w *workerPools) start(ctx context.Context, cfg config.Workers, command, en
 			return fmt.Errorf("workers.pools[%d]: model input %dx%d differs from pool 0's %dx%d", i, m.InputW, m.InputH, first.InputW, first.InputH)
 		}
 	}
+	if len(w.pools) > 0 {
+		w.name = modelName(w.model())
+	}
 	return nil
 }
 
 // model describes the model the workers loaded.
 func (w *workerPools) model() infer.ModelInfo { return w.pools[0].Model() }
+
+// modelName is the model's name in events: its file name without the extension.
+func (w *workerPools) modelName() string { return w.name }
 
 // TryDispatch hands the job to the worker, across pools, expected to answer it first, or
 // returns false if every worker is full.

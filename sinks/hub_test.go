@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks/natstest"
 )
@@ -53,7 +54,7 @@ func TestObjectsStateSnapshotsReachHub(t *testing.T) {
 		line := sampleLine()
 		line.TrackID = track
 		for _, err := range []error{p.PublishObject(obj), p.PublishZone(zone), p.PublishLine(line),
-			st.PutLineCounts("door", []LineCount{{Line: "gate", Fingerprint: "f1", Direction: "in", Class: "person", N: track}}),
+			st.PutLineCounts("door", []analytics.Count{{Line: "gate", Fingerprint: "f1", Direction: "in", Class: "person", N: track}}),
 			sn.PutSnapshot(SnapshotName("door", track), fakeJPEG(200<<10, track))} {
 			if err != nil {
 				t.Fatal(err)

@@ -88,6 +88,9 @@ type ObjectEvent struct {
 	// Snapshot is the name of the object's best frame (a JPEG) in the site's snapshot store
 	// (SnapshotName), once stored; omitted before.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Seq numbers the track's events from 1: the last part of the event's id, which is how
+	// it travels (not a field of the JSON). Required.
+	Seq uint64 `json:"-"`
 }
 
 // Best is the best detection of a track: the highest score at a good size.

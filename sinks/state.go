@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/visiond/visiond/analytics"
 )
 
 // DefaultStateKeys bounds the keys waiting to be written to the state bucket: State.MaxPending.
@@ -71,18 +73,6 @@ type Occupancy struct {
 	Total   int            `json:"total"`
 	ByClass map[string]int `json:"by_class"` // classes with at least one object
 	At      time.Time      `json:"at"`       // when it was put
-}
-
-// LineCount is a line's count of crossings in one direction by one class: the counts that
-// PutLineCounts stores and LineCounts gives back (analytics.Count, field for field).
-type LineCount struct {
-	Line string
-	// Fingerprint is the line's definition when counted (analytics.Line.Fingerprint), so
-	// counts go back only into a line drawn the same.
-	Fingerprint string
-	Direction   string // "in" or "out"
-	Class       string
-	N           uint64
 }
 
 // LineState is a line's counts, the value of key lines.<camera>.<line>.
@@ -191,9 +181,10 @@ func (s *State) PutOccupancy(camera, zone string, byClass map[string]int) error 
 	return s.put(occupancyKey(camera, zone), o)
 }
 
-// PutLineCounts stores the counts of camera's lines: one value per line named in counts,
-// replacing that line's stored counts (lines not named keep theirs; DeleteLine removes one).
-func (s *State) PutLineCounts(camera string, counts []LineCount) error {
+// PutLineCounts stores the counts of camera's lines (analytics.LineSet.Counts): one value per
+// line named in counts, replacing that line's stored counts (lines not named keep theirs;
+// DeleteLine removes one).
+func (s *State) PutLineCounts(camera string, counts []analytics.Count) error {
 	if err := checkToken("camera", camera); err != nil {
 		return fmt.Errorf("state: line counts: %w", err)
 	}
@@ -203,29 +194,23 @@ func (s *State) PutLineCounts(camera string, counts []LineCount) error {
 		if err := checkToken("line", c.Line); err != nil {
 			return fmt.Errorf("state: line counts[%d]: %w", i, err)
 		}
-		if c.Direction != DirectionIn && c.Direction != DirectionOut {
+		if _, ok := direction(c.Direction); !ok {
 			return fmt.Errorf("state: line counts[%d] (line %s): direction %q, want %q or %q", i, c.Line, c.Direction, DirectionIn, DirectionOut)
 		}
 		if c.Class == "" {
 			return fmt.Errorf("state: line counts[%d] (line %s): no class", i, c.Line)
 		}
-		ls := byLine[c.Line]
-		if ls == nil {
-			ls = &LineState{Camera: camera, Line: c.Line, Fingerprint: c.Fingerprint, Counts: map[string]map[string]uint64{}}
-			byLine[c.Line] = ls
+		if ls := byLine[c.Line]; ls == nil {
+			byLine[c.Line] = &LineState{Camera: camera, Line: c.Line, Fingerprint: c.Fingerprint}
 			order = append(order, c.Line)
 		} else if ls.Fingerprint != c.Fingerprint {
 			return fmt.Errorf("state: line counts[%d] (line %s): fingerprint %q, but %q before it", i, c.Line, c.Fingerprint, ls.Fingerprint)
 		}
-		if ls.Counts[c.Direction] == nil {
-			ls.Counts[c.Direction] = map[string]uint64{}
-		}
-		ls.Counts[c.Direction][c.Class] += c.N
 	}
 	now := ms(time.Now())
 	for _, line := range order {
 		ls := byLine[line]
-		ls.At = now
+		ls.Counts, ls.At = lineCounts(line, counts), now
 		if err := s.put(lineKey(camera, line), ls); err != nil {
 			return err
 		}
@@ -453,7 +438,7 @@ func (s *State) keys(ctx context.Context, prefix string) ([]string, error) {
 
 // LineCounts reads camera's stored line counts, to restore them at start
 // (analytics.LineSet.Restore), sorted by line, direction and class.
-func (s *State) LineCounts(ctx context.Context, camera string) ([]LineCount, error) {
+func (s *State) LineCounts(ctx context.Context, camera string) ([]analytics.Count, error) {
 	if err := checkToken("camera", camera); err != nil {
 		return nil, fmt.Errorf("state: line counts: %w", err)
 	}
@@ -461,7 +446,7 @@ func (s *State) LineCounts(ctx context.Context, camera string) ([]LineCount, err
 	if err != nil {
 		return nil, err
 	}
-	var out []LineCount
+	var out []analytics.Count
 	for _, k := range keys {
 		data, err := s.get(ctx, k)
 		if err != nil {
@@ -475,13 +460,17 @@ func (s *State) LineCounts(ctx context.Context, camera string) ([]LineCount, err
 			return nil, fmt.Errorf("state: %s: %w", k, err)
 		}
 		for dir, byClass := range ls.Counts {
+			d, ok := fromDirection(dir)
+			if !ok {
+				return nil, fmt.Errorf("state: %s: direction %q, want %q or %q", k, dir, DirectionIn, DirectionOut)
+			}
 			for class, n := range byClass {
-				out = append(out, LineCount{Line: ls.Line, Fingerprint: ls.Fingerprint, Direction: dir, Class: class, N: n})
+				out = append(out, analytics.Count{Line: ls.Line, Fingerprint: ls.Fingerprint, Direction: d, Class: class, N: n})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b LineCount) int {
-		return strings.Compare(a.Line+"\x00"+a.Direction+"\x00"+a.Class, b.Line+"\x00"+b.Direction+"\x00"+b.Class)
+	slices.SortFunc(out, func(a, b analytics.Count) int {
+		return strings.Compare(a.Line+"\x00"+string(a.Direction)+"\x00"+a.Class, b.Line+"\x00"+string(b.Direction)+"\x00"+b.Class)
 	})
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks/natstest"
 )
@@ -29,7 +30,7 @@ func ctxMinute(t *testing.T) context.Context {
 	return ctx
 }
 
-var sampleCounts = []LineCount{
+var sampleCounts = []analytics.Count{
 	{Line: "gate", Fingerprint: "f1", Direction: "in", Class: "person", N: 17},
 	{Line: "gate", Fingerprint: "f1", Direction: "in", Class: "traffic light", N: 1},
 	{Line: "gate", Fingerprint: "f1", Direction: "out", Class: "person", N: 12},
@@ -255,11 +256,11 @@ func TestStateBadInput(t *testing.T) {
 		{"camera with a space", st.PutOccupancy("front door", "z", nil), `camera id "front door": ' ' is not allowed`},
 		{"zone with a dot", st.PutOccupancy("door", "a.b", nil), `zone id "a.b": '.' is not allowed`},
 		{"empty zone", st.DeleteZone("door", ""), "zone id is empty"},
-		{"line with a wildcard", st.PutLineCounts("door", []LineCount{{Line: "gate*", Direction: "in", Class: "car"}}), `line counts[0]: line id "gate*": '*' is not allowed`},
+		{"line with a wildcard", st.PutLineCounts("door", []analytics.Count{{Line: "gate*", Direction: "in", Class: "car"}}), `line counts[0]: line id "gate*": '*' is not allowed`},
 		{"long camera", st.PutNextTrackID(strings.Repeat("c", 65), 1), "65 characters, at most 64"},
-		{"direction", st.PutLineCounts("door", []LineCount{{Line: "gate", Direction: "up", Class: "car"}}), `direction "up", want "in" or "out"`},
-		{"no class", st.PutLineCounts("door", []LineCount{{Line: "gate", Direction: "in"}}), "line gate): no class"},
-		{"two fingerprints", st.PutLineCounts("door", []LineCount{{Line: "g", Fingerprint: "a", Direction: "in", Class: "car"},
+		{"direction", st.PutLineCounts("door", []analytics.Count{{Line: "gate", Direction: "up", Class: "car"}}), `direction "up", want "in" or "out"`},
+		{"no class", st.PutLineCounts("door", []analytics.Count{{Line: "gate", Direction: "in"}}), "line gate): no class"},
+		{"two fingerprints", st.PutLineCounts("door", []analytics.Count{{Line: "g", Fingerprint: "a", Direction: "in", Class: "car"},
 			{Line: "g", Fingerprint: "b", Direction: "out", Class: "car"}}), `fingerprint "b", but "a" before it`},
 		{"read with a dot", lineErr, `camera id "front.door"`},
 	} {

@@ -1,14 +1,13 @@
-package pipeline
+package analytics
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
-	"github.com/visiond/visiond/sinks"
 )
 
 // walker is a person box walking from left to right across a 1000x500 frame at 5 fps, its
@@ -27,20 +26,20 @@ func walkerFrames(t0 time.Time, fps float64) (times []time.Time, boxes []geom.Bo
 
 func TestSceneWalker(t *testing.T) {
 	minSec := 0.5
-	settings := analytics.Config{
-		Zones: []analytics.Zone{{ID: "lower", Polygon: analytics.Points{{0, 0.5}, {1, 0.5}, {1, 1}, {0, 1}}, MinSeconds: &minSec}},
-		Lines: []analytics.Line{{ID: "middle", Points: analytics.Points{{0.5, 0}, {0.5, 1}}}},
+	settings := Config{
+		Zones: []Zone{{ID: "lower", Polygon: Points{{0, 0.5}, {1, 0.5}, {1, 1}, {0, 1}}, MinSeconds: &minSec}},
+		Lines: []Line{{ID: "middle", Points: Points{{0.5, 0}, {0.5, 1}}}},
 	}
 	for _, fps := range []float64{2, 5, 10} {
-		s, err := newScene(settings, 1)
+		s, err := NewScene(settings, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 		times, boxes := walkerFrames(t0, fps)
-		var changes []string
-		var zones []analytics.ZoneEventType
-		var lines []analytics.Direction
+		var changes []fmt.Stringer
+		var zones []ZoneEventType
+		var lines []Direction
 		tracked, ids := 0, map[uint64]bool{}
 		last := times[len(times)-1]
 		// Frames go on with nobody for longer than the tracker's lost buffer.
@@ -53,33 +52,35 @@ func TestSceneWalker(t *testing.T) {
 			if boxes[i].W > 0 {
 				dets = []infer.Detection{{ClassID: 0, Label: "person", Score: 0.9, Box: boxes[i]}}
 			}
-			res, err := s.step(at, 1000, 500, dets)
+			res, err := s.Step(at, 1000, 500, dets)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, id := range res.ids {
+			for _, id := range res.IDs {
 				if id != 0 {
 					tracked++
 					ids[id] = true
 				}
 			}
-			for _, o := range res.objects {
-				if o.change == sinks.ObjectUpdate {
-					changes = append(changes, o.why...)
+			for _, o := range res.Objects {
+				if o.Change == ObjectUpdate {
+					for _, w := range o.Why {
+						changes = append(changes, w)
+					}
 				} else {
-					changes = append(changes, o.change)
+					changes = append(changes, o.Change)
 				}
-				if o.box.X < 0 || o.box.X+o.box.W > 1000 {
-					t.Errorf("%v fps: %s event with box %+v outside the frame", fps, o.change, o.box)
+				if o.Box.X < 0 || o.Box.X+o.Box.W > 1000 {
+					t.Errorf("%v fps: %s event with box %+v outside the frame", fps, o.Change, o.Box)
 				}
-				if o.change == sinks.ObjectEnd && (o.start.X > 0.2 || o.end.X < 0.9 || o.end.X > 1) {
-					t.Errorf("%v fps: end event path %v -> %v, want from near the left edge (where it was confirmed) to the right edge", fps, o.start, o.end)
+				if o.Change == ObjectEnd && (o.Start.X > 0.2 || o.End.X < 0.9 || o.End.X > 1) {
+					t.Errorf("%v fps: end event path %v -> %v, want from near the left edge (where it was confirmed) to the right edge", fps, o.Start, o.End)
 				}
 			}
-			for _, z := range res.zones {
+			for _, z := range res.Zones {
 				zones = append(zones, z.Type)
 			}
-			for _, l := range res.lines {
+			for _, l := range res.Lines {
 				lines = append(lines, l.Direction)
 			}
 		}
@@ -87,17 +88,17 @@ func TestSceneWalker(t *testing.T) {
 		if len(ids) != 1 {
 			t.Errorf("%v fps: track ids %v, want one", fps, ids)
 		}
-		if changes[0] != sinks.ObjectNew || changes[len(changes)-1] != sinks.ObjectEnd {
+		if changes[0] != ObjectNew || changes[len(changes)-1] != ObjectEnd {
 			t.Errorf("%v fps: object events %v, want new first and end last", fps, changes)
 		}
-		if !slices.Contains(changes, sinks.WhyZoneEnter) {
+		if !slices.Contains(changes, fmt.Stringer(WhyZoneEnter)) {
 			t.Errorf("%v fps: object events %v, want an update for entering the zone", fps, changes)
 		}
-		if !slices.Equal(zones, []analytics.ZoneEventType{analytics.ZoneEnter, analytics.ZoneExit}) {
+		if !slices.Equal(zones, []ZoneEventType{ZoneEnter, ZoneExit}) {
 			t.Errorf("%v fps: zone events %v, want enter, exit", fps, zones)
 		}
 		// The line is drawn from top to bottom: left to right is `in`.
-		if !slices.Equal(lines, []analytics.Direction{analytics.In}) {
+		if !slices.Equal(lines, []Direction{In}) {
 			t.Errorf("%v fps: line events %v, want one crossing in", fps, lines)
 		}
 	}
@@ -105,8 +106,8 @@ func TestSceneWalker(t *testing.T) {
 
 // A reload's new settings keep the tracks and the counts of an unchanged line.
 func TestSceneApplyKeepsTracks(t *testing.T) {
-	line := analytics.Line{ID: "middle", Points: analytics.Points{{0.5, 0}, {0.5, 1}}}
-	s, err := newScene(analytics.Config{Lines: []analytics.Line{line}}, 100)
+	line := Line{ID: "middle", Points: Points{{0.5, 0}, {0.5, 1}}}
+	s, err := NewScene(Config{Lines: []Line{line}}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,27 +118,27 @@ func TestSceneApplyKeepsTracks(t *testing.T) {
 	for i, at := range times {
 		if i == len(times)/3 {
 			// Add a zone and a class filter; the line stays as it was.
-			if err := s.apply(analytics.Config{
-				Objects: analytics.Objects{Track: []string{"person"}},
-				Zones:   []analytics.Zone{{ID: "all", Polygon: analytics.Points{{0, 0}, {1, 0}, {1, 1}, {0, 1}}}},
-				Lines:   []analytics.Line{line},
+			if err := s.Apply(Config{
+				Objects: Objects{Track: []string{"person"}},
+				Zones:   []Zone{{ID: "all", Polygon: Points{{0, 0}, {1, 0}, {1, 1}, {0, 1}}}},
+				Lines:   []Line{line},
 			}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		res, err := s.step(at, 1000, 500, []infer.Detection{
+		res, err := s.Step(at, 1000, 500, []infer.Detection{
 			{Label: "person", Score: 0.9, Box: boxes[i]},
 			{Label: "car", ClassID: 2, Score: 0.9, Box: geom.Box{X: 100, Y: 50, W: 80, H: 40}},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j, id := range res.ids {
-			if res.dets[j].Label == "person" && id != 0 {
+		for j, id := range res.IDs {
+			if res.Dets[j].Label == "person" && id != 0 {
 				ids = append(ids, id)
 			}
 		}
-		crossings += len(res.lines)
+		crossings += len(res.Lines)
 	}
 	if ids[0] < 100 {
 		t.Errorf("first track id %d, want at least the first id given, 100", ids[0])
@@ -150,7 +151,7 @@ func TestSceneApplyKeepsTracks(t *testing.T) {
 	if crossings != 1 {
 		t.Errorf("%d crossings, want 1", crossings)
 	}
-	if got := s.lines.Counts(); len(got) != 1 || got[0].N != 1 {
+	if got := s.Counts(); len(got) != 1 || got[0].N != 1 {
 		t.Errorf("line counts %+v, want one crossing counted", got)
 	}
 }
@@ -158,7 +159,7 @@ func TestSceneApplyKeepsTracks(t *testing.T) {
 // A camera whose capture clock goes back by more than the slack (a reconnect to a camera
 // whose clock was reset) ends its tracks and starts again, instead of failing every frame.
 func TestSceneClockBack(t *testing.T) {
-	s, err := newScene(analytics.Config{}, 1)
+	s, err := NewScene(Config{}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,50 +167,50 @@ func TestSceneClockBack(t *testing.T) {
 	det := []infer.Detection{{Label: "person", Score: 0.9, Box: geom.Box{X: 100, Y: 100, W: 40, H: 100}}}
 	var first uint64
 	for i := range 5 {
-		res, err := s.step(t0.Add(time.Duration(i)*200*time.Millisecond), 1000, 500, slices.Clone(det))
+		res, err := s.Step(t0.Add(time.Duration(i)*200*time.Millisecond), 1000, 500, slices.Clone(det))
 		if err != nil {
 			t.Fatal(err)
 		}
-		first = max(first, res.ids[0])
+		first = max(first, res.IDs[0])
 	}
 	// The same time again: nudged forward, the track goes on.
-	res, err := s.step(t0.Add(800*time.Millisecond), 1000, 500, slices.Clone(det))
-	if err != nil || res.ids[0] != first {
-		t.Fatalf("a repeated time: ids %v, err %v; want track %d to go on", res.ids, err, first)
+	res, err := s.Step(t0.Add(800*time.Millisecond), 1000, 500, slices.Clone(det))
+	if err != nil || res.IDs[0] != first {
+		t.Fatalf("a repeated time: ids %v, err %v; want track %d to go on", res.IDs, err, first)
 	}
 	// An hour back: the track ends, a new one starts.
-	res, err = s.step(t0.Add(-time.Hour), 1000, 500, slices.Clone(det))
+	res, err = s.Step(t0.Add(-time.Hour), 1000, 500, slices.Clone(det))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.objects) != 1 || res.objects[0].change != sinks.ObjectEnd || res.objects[0].track.ID != first {
-		t.Fatalf("after the clock went back an hour: objects %+v, want the end of track %d", res.objects, first)
+	if len(res.Objects) != 1 || res.Objects[0].Change != ObjectEnd || res.Objects[0].Track.ID != first {
+		t.Fatalf("after the clock went back an hour: objects %+v, want the end of track %d", res.Objects, first)
 	}
 }
 
 // An object nothing happens to gets an `interval` update every objects.update_interval.
 func TestSceneUpdateInterval(t *testing.T) {
-	s, err := newScene(analytics.Config{Objects: analytics.Objects{UpdateInterval: 5 * time.Second}}, 1)
+	s, err := NewScene(Config{Objects: Objects{UpdateInterval: 5 * time.Second}}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	car := infer.Detection{Label: "car", ClassID: 2, Score: 0.9, Box: geom.Box{X: 300, Y: 200, W: 120, H: 60}}
-	var why []string
+	var why []Why
 	for i := range 5 * 60 { // a minute at 5 fps
-		res, err := s.step(t0.Add(time.Duration(i)*200*time.Millisecond), 1000, 500, []infer.Detection{car})
+		res, err := s.Step(t0.Add(time.Duration(i)*200*time.Millisecond), 1000, 500, []infer.Detection{car})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, o := range res.objects {
-			if o.change == sinks.ObjectUpdate {
-				why = append(why, o.why...)
+		for _, o := range res.Objects {
+			if o.Change == ObjectUpdate {
+				why = append(why, o.Why...)
 			}
 		}
 	}
 	intervals := 0
 	for _, w := range why {
-		if w == sinks.WhyInterval {
+		if w == WhyInterval {
 			intervals++
 		}
 	}

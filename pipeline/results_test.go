@@ -104,7 +104,8 @@ func (e *sceneEvents) counts() (dets, objects, zones, lines int) {
 // they were and track ids are not given again.
 func TestAnalyticsOnSampleCamera(t *testing.T) {
 	cams := strings.Replace(sampleCameras(t, 1), "- {id: cam0,",
-		"- {id: cam0, zones: [{id: lower, polygon: [[0, 0.5], [1, 0.5], [1, 1], [0, 1]], min_seconds: 0.2}], lines: [{id: middle, points: [[0.5, 0], [0.5, 1]]}],", 1)
+		"- {id: cam0, zones: [{id: lower, polygon: [[0, 0.5], [1, 0.5], [1, 1], [0, 1]], min_seconds: 0.2}], lines: [{id: middle, points: [[0.5, 0], [0.5, 1]]}], "+
+			"objects: {filters: [{class: person, min_score: 0.3}]},", 1) // the workers' confidence is 0.25: the filter drops some for their score
 	body := fmt.Sprintf("site: test\nnats: {listen: \"127.0.0.1:0\"}\nhttp: {listen: \"127.0.0.1:0\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
 		testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), cams)
 	stateDir := t.TempDir()
@@ -198,6 +199,21 @@ func TestAnalyticsOnSampleCamera(t *testing.T) {
 	if n := m.get(fmt.Sprintf(`visiond_line_crossings_total{camera="cam0",class=%q,direction=%q,line="middle"}`, l.Label, l.Direction)); !(n >= 1) {
 		t.Errorf("visiond_line_crossings_total for the first crossing (%s, %s): %v, want at least 1", l.Label, l.Direction, n)
 	}
+	for _, reason := range []string{"class", "score", "area", "mask"} {
+		m.mustHave(t, fmt.Sprintf(`visiond_filtered_detections_total{camera="cam0",reason=%q}`, reason))
+	}
+	if n := m.get(`visiond_filtered_detections_total{camera="cam0",reason="score"}`); !(n > 0) {
+		t.Errorf("visiond_filtered_detections_total for score: %v, want some dropped below the camera's min_score 0.3", n)
+	}
+	ev.mu.Lock()
+	for _, de := range ev.dets {
+		for _, det := range de.Detections {
+			if det.Label == "person" && det.Score < 0.3 {
+				t.Errorf("a person of score %v was published, below the camera's min_score 0.3", det.Score)
+			}
+		}
+	}
+	ev.mu.Unlock()
 
 	// Restart on the same state directory: counts and ids carry on.
 	maxID := uint64(0)
