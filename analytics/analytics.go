@@ -8,9 +8,19 @@
 //
 // # Use, per camera
 //
-// The daemon keeps one Filter, ZoneSet, LineSet and Motion per camera, fed in the camera's
-// frame order from one goroutine; they hold no locks, so calls on one value must not overlap.
-// For each analysed frame:
+// The daemon keeps one Scene per camera (scene.go), which holds the camera's Filter,
+// tracker, ZoneSet, LineSet and Motion and the life of its objects, and feeds it the
+// camera's results in frame order from one goroutine:
+//
+//	sc, _ := analytics.NewScene(settings, nextID) // nextID kept across restarts: ids never repeat
+//	step, _ := sc.Step(captured, w, h, result.Detections)
+//	// step.Dets, step.IDs: the detections kept, with their track ids
+//	// step.Objects: ObjectNew / ObjectUpdate (with Why) / ObjectEnd reports -> .objects
+//	// step.Zones, step.Lines: -> .zones, .lines; step.Dropped: the filter's drops by reason
+//	sc.Apply(newSettings)                          // a hot reload: tracks go on
+//
+// The parts can be used on their own; they hold no locks, so calls on one value must not
+// overlap. For each analysed frame, a Scene does:
 //
 //	dets, dropped := filter.Apply(result.Detections, w, h) // before the tracker
 //	... tracker ...                                       // package analytics/track

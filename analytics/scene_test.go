@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/visiond/visiond/analytics/track"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
 )
@@ -218,5 +219,66 @@ func TestSceneUpdateInterval(t *testing.T) {
 	// the interval again): about one interval update per 5 s of the minute.
 	if intervals < 9 || intervals > 12 {
 		t.Errorf("%d interval updates in a minute with update_interval 5s (updates %v), want about 11", intervals, why)
+	}
+}
+
+// Evidence: an object is wanted as soon as it is confirmed inside the frame; once taken, again
+// only for a detection better by EvidenceBetter, at most once per EvidenceEvery; never where
+// its box touches the frame's edge. Its later reports name what was taken.
+func TestSceneEvidence(t *testing.T) {
+	s, err := NewScene(Config{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	step := func(i int, score float32, box geom.Box) StepResult {
+		t.Helper()
+		res, err := s.Step(t0.Add(time.Duration(i)*200*time.Millisecond), 1000, 500,
+			[]infer.Detection{{Label: "person", Score: score, Box: box}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	inside := geom.Box{X: 100, Y: 100, W: 40, H: 100}
+	var wanted []track.Track
+	i := 0
+	for ; len(wanted) == 0 && i < 10; i++ {
+		step(i, 0.7, inside)
+		wanted = s.EvidenceWanted(wanted[:0], 1000, 500)
+	}
+	if len(wanted) != 1 || wanted[0].ID == 0 {
+		t.Fatalf("no evidence wanted of a confirmed person within %d frames: %+v", i, wanted)
+	}
+	s.Evidenced(wanted[0], "cam/t1.jpg")
+	if res := step(i, 0.9, inside); len(s.EvidenceWanted(nil, 1000, 500)) != 0 {
+		t.Errorf("a better detection %v after taking evidence: wanted again before %v", res.Dets, EvidenceEvery)
+	}
+	i++
+	for ; i < 40; i++ { // 6 s on, a detection only slightly better
+		step(i, 0.72, inside)
+	}
+	if got := s.EvidenceWanted(nil, 1000, 500); len(got) != 0 {
+		t.Errorf("a detection better by 0.02 wanted as evidence: %+v", got)
+	}
+	step(i, 0.9, geom.Box{X: 0, Y: 100, W: 40, H: 100})
+	if got := s.EvidenceWanted(nil, 1000, 500); len(got) != 0 {
+		t.Errorf("a detection at the frame's edge wanted as evidence: %+v", got)
+	}
+	i++
+	step(i, 0.9, inside)
+	if got := s.EvidenceWanted(nil, 1000, 500); len(got) != 1 {
+		t.Errorf("a detection better by 0.2, 6 s later, not wanted as evidence: %+v", got)
+	}
+	var ended []ObjectReport
+	for i++; len(ended) == 0 && i < 100; i++ { // nobody: the track ends
+		r, err := s.Step(t0.Add(time.Duration(i)*200*time.Millisecond), 1000, 500, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended = r.Objects
+	}
+	if len(ended) != 1 || ended[0].Change != ObjectEnd || ended[0].Evidence != "cam/t1.jpg" {
+		t.Errorf("the reports when the person left: %+v, want its end naming its evidence cam/t1.jpg", ended)
 	}
 }
