@@ -24,7 +24,6 @@ import (
 	"github.com/visiond/visiond/infer/pool"
 	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
-	"github.com/visiond/visiond/sources"
 )
 
 // summaryEvery is how often per-camera counters are summarized in the log.
@@ -317,15 +316,6 @@ func (d *Daemon) run(ctx context.Context) {
 		now := time.Now()
 		d.heartbeat.Store(now.UnixNano())
 		d.slicer.dispatch(now, d.Running().Pipeline.MaxFrameAge)
-	}
-}
-
-// publishStatus publishes a camera's change of state; it runs on the camera's goroutines.
-func (d *Daemon) publishStatus(ch sources.StatusChange) {
-	ev := &sinks.StatusEvent{Camera: ch.Camera, State: string(ch.State),
-		Previous: string(ch.Previous), Reason: ch.Reason, At: ch.At.UTC(), GapMS: ms(ch.Gap)}
-	if err := d.pub.PublishStatus(ev); err != nil {
-		d.log.Warn("status event not published", "camera", ch.Camera, "state", ch.State, "error", err)
 	}
 }
 

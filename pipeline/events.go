@@ -6,6 +6,7 @@ import (
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources"
 )
 
 // startNATS starts the embedded NATS server (unless nats.url names external servers) and the
@@ -46,6 +47,37 @@ func (d *Daemon) startNATS(cfg *config.Config) error {
 	}
 	d.flushTimeout = 5 * time.Second
 	return nil
+}
+
+// publishStatus publishes a camera's change of state; it runs on the camera's goroutines.
+func (d *Daemon) publishStatus(ch sources.StatusChange) {
+	ev := &sinks.StatusEvent{Camera: ch.Camera, State: string(ch.State),
+		Previous: string(ch.Previous), Reason: ch.Reason, At: ch.At.UTC(), GapMS: ms(ch.Gap)}
+	if err := d.pub.PublishStatus(ev); err != nil {
+		d.log.Warn("status event not published", "camera", ch.Camera, "state", ch.State, "error", err)
+	}
+}
+
+// publishReload publishes the outcome of a reload (applied, with what changed, or rejected,
+// with why), and logs and counts it.
+func (d *Daemon) publishReload(res ReloadResult, err error) {
+	ev := &sinks.ConfigEvent{Result: "applied", At: time.Now().UTC(),
+		Added: res.Added, Removed: res.Removed, Restarted: res.Restarted, Updated: res.Updated,
+		WorkersReplaced: res.Workers, NeedsRestart: res.NeedsRestart}
+	if err != nil {
+		ev.Result, ev.Error = "rejected", err.Error()
+		d.reloadFailures.Add(1)
+		d.lastReloadOK.Store(false)
+		d.log.Error("config reload rejected; the running config stays", "error", err)
+	} else {
+		d.lastReload.Store(time.Now().UnixNano())
+		d.lastReloadOK.Store(true)
+		d.log.Info("config reloaded", "added", res.Added, "removed", res.Removed, "restarted", res.Restarted,
+			"updated", res.Updated, "kept", len(res.Kept), "workers_replaced", res.Workers, "needs_restart", res.NeedsRestart)
+	}
+	if perr := d.pub.PublishConfig(ev); perr != nil {
+		d.log.Warn("config event not published", "error", perr)
+	}
 }
 
 // healthCounts are a camera's totals at the last health event.

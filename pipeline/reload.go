@@ -11,7 +11,6 @@ import (
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
-	"github.com/visiond/visiond/sinks"
 )
 
 // ReloadResult says what a reload changed.
@@ -368,26 +367,6 @@ func (d *Daemon) reloadFile(trigger string) {
 	}
 	if d.Reloaded != nil {
 		d.Reloaded(res, err)
-	}
-}
-
-func (d *Daemon) publishReload(res ReloadResult, err error) {
-	ev := &sinks.ConfigEvent{Result: "applied", At: time.Now().UTC(),
-		Added: res.Added, Removed: res.Removed, Restarted: res.Restarted, Updated: res.Updated,
-		WorkersReplaced: res.Workers, NeedsRestart: res.NeedsRestart}
-	if err != nil {
-		ev.Result, ev.Error = "rejected", err.Error()
-		d.reloadFailures.Add(1)
-		d.lastReloadOK.Store(false)
-		d.log.Error("config reload rejected; the running config stays", "error", err)
-	} else {
-		d.lastReload.Store(time.Now().UnixNano())
-		d.lastReloadOK.Store(true)
-		d.log.Info("config reloaded", "added", res.Added, "removed", res.Removed, "restarted", res.Restarted,
-			"updated", res.Updated, "kept", len(res.Kept), "workers_replaced", res.Workers, "needs_restart", res.NeedsRestart)
-	}
-	if perr := d.pub.PublishConfig(ev); perr != nil {
-		d.log.Warn("config event not published", "error", perr)
 	}
 }
 
