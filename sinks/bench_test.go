@@ -36,7 +36,6 @@ func BenchmarkPublish(b *testing.B) {
 			start := time.Now()
 			b.ResetTimer()
 			for i := range b.N {
-				ev.ID = EventID("bench", "door", uint64(i))
 				ev.Frame.Seq = uint64(i)
 				if err := p.PublishDetections(ev); err != nil {
 					b.Fatal(err)

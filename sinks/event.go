@@ -2,7 +2,8 @@
 // embedded NATS server that the daemon starts when no external server is configured.
 //
 // The events are documented in docs/events.md; their JSON field names are part of the public
-// interface and change only with a new Version.
+// interface and change only with a new Version. Callers fill in what an event says; the
+// Publisher stamps every event's version, site and id (ids.go says how ids are made).
 //
 // # Tracked objects (issue 14)
 //
@@ -10,9 +11,9 @@
 // Publisher (its outbox, acknowledgements, retries and counters), and keeps two stores on the
 // box, both in the box's JetStream domain so that a hub reaches them over the leaf link:
 //
-//	p.PublishObject(&sinks.ObjectEvent{ID: sinks.ObjectEventID(instance, cam, track, n), ...}) // .objects
-//	p.PublishZone(&sinks.ZoneEvent{...})  // .zones; id made from zone, track, type and Since
-//	p.PublishLine(&sinks.LineEvent{...})  // .lines; id made from line, track and At
+//	p.PublishObject(&sinks.ObjectEvent{Camera: cam, TrackID: track, Seq: n, ...}) // .objects
+//	p.PublishZone(&sinks.ZoneEvent{...})  // .zones
+//	p.PublishLine(&sinks.LineEvent{...})  // .lines
 //
 //	state := &sinks.State{Publisher: p}            // key-value bucket <prefix>-<site>-state
 //	state.Start()
@@ -51,7 +52,7 @@ const Version = 1
 // nothing, so subscribers can tell "nothing seen" from "camera not analysed".
 type DetectionEvent struct {
 	Version     int         `json:"version"`
-	ID          string      `json:"id"` // <instance>.<camera>.<seq>: stable for one frame of one daemon run
+	ID          string      `json:"id"` // stamped by the Publisher: <instance>.<camera>.<frame seq>
 	Site        string      `json:"site"`
 	Camera      string      `json:"camera"`
 	CapturedAt  time.Time   `json:"captured_at"`
@@ -145,7 +146,7 @@ type Latency struct {
 // state: connecting, online, offline or unauthorized.
 type StatusEvent struct {
 	Version  int       `json:"version"`
-	ID       string    `json:"id"` // <instance>.<camera>.status.<n>
+	ID       string    `json:"id"` // stamped by the Publisher: <instance>.<camera>.status.<n>
 	Site     string    `json:"site"`
 	Camera   string    `json:"camera"`
 	State    string    `json:"state"`
@@ -162,7 +163,7 @@ type StatusEvent struct {
 // stays in force).
 type ConfigEvent struct {
 	Version         int       `json:"version"`
-	ID              string    `json:"id"` // <instance>.config.<n>
+	ID              string    `json:"id"` // stamped by the Publisher: <instance>.config.<n>
 	Site            string    `json:"site"`
 	Result          string    `json:"result"` // "applied" or "rejected"
 	Error           string    `json:"error,omitempty"`
@@ -180,9 +181,9 @@ type ConfigEvent struct {
 // the detections they received (and notice a silent box by the absence of this event).
 type HealthEvent struct {
 	Version   int            `json:"version"`
-	ID        string         `json:"id"` // <instance>.health.<n>
+	ID        string         `json:"id"` // stamped by the Publisher: <instance>.health.<n>
 	Site      string         `json:"site"`
-	Instance  string         `json:"instance"` // this daemon run
+	Instance  string         `json:"instance"` // this daemon run (Publisher.Instance), stamped by the Publisher
 	At        time.Time      `json:"at"`
 	Interval  float64        `json:"interval_s"` // seconds covered by the counts below
 	UptimeS   float64        `json:"uptime_s"`
@@ -216,7 +217,7 @@ type PublishHealth struct {
 // full; a hub that was linked when they were published may have them).
 type GapEvent struct {
 	Version int       `json:"version"`
-	ID      string    `json:"id"` // <instance>.gap.<n>
+	ID      string    `json:"id"` // stamped by the Publisher: <instance>.gap.<n>
 	Site    string    `json:"site"`
 	Reason  string    `json:"reason"` // "outbox_full" or "store_full"
 	Events  uint64    `json:"events"` // how many
@@ -248,9 +249,4 @@ func StatusSubject(prefix, site, camera string) string {
 // DetectionSubject is the subject that carries a camera's detection events.
 func DetectionSubject(prefix, site, camera string) string {
 	return fmt.Sprintf("%s.%s.%s.detections", prefix, site, camera)
-}
-
-// EventID is the id of the event for frame seq of camera, in the daemon run named instance.
-func EventID(instance, camera string, seq uint64) string {
-	return fmt.Sprintf("%s.%s.%d", instance, camera, seq)
 }

@@ -48,7 +48,7 @@ func TestObjectsStateSnapshotsReachHub(t *testing.T) {
 	publish := func(track uint64) {
 		t.Helper()
 		obj := sampleObject(ObjectNew)
-		obj.ID, obj.TrackID, obj.Why, obj.Snapshot = ObjectEventID("inst", "door", track, 1), track, nil, ""
+		obj.Seq, obj.TrackID, obj.Why, obj.Snapshot = 1, track, nil, ""
 		zone := sampleZone(ZoneEnter)
 		zone.TrackID = track
 		line := sampleLine()

@@ -103,7 +103,6 @@ func receive(t *testing.T, p *Publisher, sub *mosquittoSub) string {
 			return true
 		}
 		ev.Frame.Seq++
-		ev.ID = EventID("inst", "door", ev.Frame.Seq)
 		if err := p.PublishDetections(ev); err != nil {
 			t.Fatal(err)
 		}

@@ -57,8 +57,7 @@ const (
 // consumer that missed one loses nothing it cannot read from the next.
 type ObjectEvent struct {
 	Version int `json:"version"`
-	// ID is ObjectEventID: <instance>.<camera>.t<track_id>.<n>, n numbering this track's
-	// events from 1. Required: the publisher does not make it.
+	// ID is stamped by the Publisher: <instance>.<camera>.t<track_id>.<Seq>.
 	ID     string `json:"id"`
 	Site   string `json:"site"`
 	Camera string `json:"camera"`
@@ -185,9 +184,8 @@ func ms(t time.Time) time.Time {
 // <prefix>.<site>.<camera>.zones.
 type ZoneEvent struct {
 	Version int `json:"version"`
-	// ID is ZoneEventID (<instance>.<camera>.<zone>.t<track_id>.<type>.<since in Unix
-	// ms>): one visit's enter, loiter and exit each have their own. PublishZone makes it
-	// when empty.
+	// ID is stamped by the Publisher: <instance>.<camera>.<zone>.t<track_id>.<type>.<since
+	// in Unix ms>; one visit's enter, loiter and exit each have their own.
 	ID      string `json:"id"`
 	Site    string `json:"site"`
 	Camera  string `json:"camera"`
@@ -228,8 +226,8 @@ func (e ZoneEvent) MarshalJSON() ([]byte, error) {
 // LineEvent is an object crossing a line, published on <prefix>.<site>.<camera>.lines.
 type LineEvent struct {
 	Version int `json:"version"`
-	// ID is LineEventID (<instance>.<camera>.<line>.t<track_id>.<at in Unix ms>).
-	// PublishLine makes it when empty.
+	// ID is stamped by the Publisher: <instance>.<camera>.<line>.t<track_id>.<at in Unix
+	// ms>; a track crosses a line at most once per frame.
 	ID        string    `json:"id"`
 	Site      string    `json:"site"`
 	Camera    string    `json:"camera"`
@@ -278,22 +276,4 @@ func ZoneSubject(prefix, site, camera string) string {
 // LineSubject is the subject that carries a camera's line crossing events.
 func LineSubject(prefix, site, camera string) string {
 	return fmt.Sprintf("%s.%s.%s.lines", prefix, site, camera)
-}
-
-// ObjectEventID is the id of the n-th event (from 1) of track on camera, in the daemon run
-// named instance. Stable for one event: a retry, or the same event made again after a
-// reconnect, carries the same id, and the stream keeps one copy.
-func ObjectEventID(instance, camera string, track, n uint64) string {
-	return fmt.Sprintf("%s.%s.t%d.%d", instance, camera, track, n)
-}
-
-// ZoneEventID is the id of a zone event: one visit (known by its Since) of track to zone has
-// one enter, at most one loiter and one exit.
-func ZoneEventID(instance, camera, zone string, track uint64, typ string, since time.Time) string {
-	return fmt.Sprintf("%s.%s.%s.t%d.%s.%d", instance, camera, zone, track, typ, since.UnixMilli())
-}
-
-// LineEventID is the id of a line crossing: a track crosses a line at most once per frame.
-func LineEventID(instance, camera, line string, track uint64, at time.Time) string {
-	return fmt.Sprintf("%s.%s.%s.t%d.%d", instance, camera, line, track, at.UnixMilli())
 }

@@ -19,7 +19,7 @@ var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 // sampleObject is an object event with realistic values: a person walking down and left on a
 // 768x576 frame for 12.4 s, in one zone, with unrounded numbers as the tracker makes them.
 func sampleObject(typ string) *ObjectEvent {
-	ev := &ObjectEvent{Version: Version, ID: ObjectEventID("k3x9a2", "door", 1042, 3), Site: "lab", Camera: "door",
+	ev := &ObjectEvent{Camera: "door", Seq: 3,
 		Type: typ, TrackID: 1042, Label: "person", ClassID: 0,
 		FirstSeen: t0.Add(-12400*time.Millisecond + 123456), LastSeen: t0.Add(987654),
 		Box:     Box{X: 412.53779785, Y: 120.0001, W: 60.2219, H: 170.9337},
@@ -39,7 +39,7 @@ func sampleObject(typ string) *ObjectEvent {
 }
 
 func sampleZone(typ string) *ZoneEvent {
-	ev := &ZoneEvent{Version: Version, Site: "lab", Camera: "door", Type: typ, Zone: "entrance", TrackID: 1042,
+	ev := &ZoneEvent{Camera: "door", Type: typ, Zone: "entrance", TrackID: 1042,
 		Label: "person", At: t0.Add(1234567), Since: t0.Add(-4*time.Second + 7654321),
 		Occupancy: map[string]int{"person": 2, "car": 0}}
 	if typ != ZoneEnter {
@@ -49,7 +49,7 @@ func sampleZone(typ string) *ZoneEvent {
 }
 
 func sampleLine() *LineEvent {
-	return &LineEvent{Version: Version, Site: "lab", Camera: "door", Line: "gate", TrackID: 1042, Label: "person",
+	return &LineEvent{Camera: "door", Line: "gate", TrackID: 1042, Label: "person",
 		Direction: DirectionIn, At: t0.Add(1234567), Point: Point{X: 0.5000001, Y: 0.7312345},
 		Counts: map[string]map[string]uint64{DirectionIn: {"person": 17, "car": 0}, DirectionOut: {"person": 12}}}
 }
@@ -67,9 +67,9 @@ func TestObjectEventsMatchSchemas(t *testing.T) {
 		{Label: "person", Score: 0.2, Box: Box{X: 1, Y: 2, W: 3, H: 4}, BoxNorm: Box{X: 0.1, Y: 0.1, W: 0.1, H: 0.1}},
 	}
 	newEv, upd, end := sampleObject(ObjectNew), sampleObject(ObjectUpdate), sampleObject(ObjectEnd)
-	upd.ID, end.ID = ObjectEventID("k3x9a2", "door", 1042, 4), ObjectEventID("k3x9a2", "door", 1042, 5)
+	upd.Seq, end.Seq = 4, 5
 	end.Zones, end.Stationary = nil, true
-	newEv.ID, newEv.Snapshot, newEv.ZoneSeconds = ObjectEventID("k3x9a2", "door", 1042, 1), "", nil
+	newEv.Seq, newEv.Snapshot, newEv.ZoneSeconds = 1, "", nil
 	enter, exit, loiter := sampleZone(ZoneEnter), sampleZone(ZoneExit), sampleZone(ZoneLoiter)
 	exit.Ended, exit.Occupancy = true, nil
 	line := sampleLine()
@@ -87,10 +87,10 @@ func TestObjectEventsMatchSchemas(t *testing.T) {
 
 	since := t0.Add(-4*time.Second + 7654321).UnixMilli()
 	wantIDs := map[string]string{
-		"inst.door.9":         "visiond.lab.door.detections",
-		"k3x9a2.door.t1042.1": "visiond.lab.door.objects",
-		"k3x9a2.door.t1042.4": "visiond.lab.door.objects",
-		"k3x9a2.door.t1042.5": "visiond.lab.door.objects",
+		"inst.door.9":       "visiond.lab.door.detections",
+		"inst.door.t1042.1": "visiond.lab.door.objects",
+		"inst.door.t1042.4": "visiond.lab.door.objects",
+		"inst.door.t1042.5": "visiond.lab.door.objects",
 		"inst.door.gate.t1042." + itoa(t0.Add(1234567).UnixMilli()): "visiond.lab.door.lines",
 	}
 	for _, typ := range []string{"enter", "exit", "loiter"} {
@@ -248,32 +248,6 @@ func TestNewPath(t *testing.T) {
 	}
 }
 
-// An object event must bring its id; zone and line events get a stable one, the same when
-// the event is made again (after a reconnect), so the stream keeps one copy.
-func TestObjectEventIDs(t *testing.T) {
-	s := startServer(t)
-	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
-	ev := sampleObject(ObjectNew)
-	ev.ID = ""
-	if err := p.PublishObject(ev); err == nil || !strings.Contains(err.Error(), "track 1042: no id") {
-		t.Errorf("object event without id: %v", err)
-	}
-	for range 2 {
-		for _, err := range []error{p.PublishZone(sampleZone(ZoneEnter)), p.PublishLine(sampleLine()), p.PublishObject(sampleObject(ObjectEnd))} {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	testutil.WaitFor(t, time.Minute, "6 acknowledgements", func() bool { return p.Stats().Published == 6 })
-	if st := p.Stats(); st.Duplicates != 3 || st.Failed != 1 {
-		t.Errorf("stats %+v, want 3 duplicates and 1 failed", st)
-	}
-	if ids := streamIDs(t, natstest.ConnectJS(t, s.ClientURL()), "visiond-lab"); len(ids) != 3 {
-		t.Errorf("stream holds %v, want 3 events", ids)
-	}
-}
-
 // Object, zone and line events made while the server is away wait in the outbox and arrive
 // exactly once when it returns, counted like detections.
 func TestObjectEventsRideOutServerRestart(t *testing.T) {
@@ -287,7 +261,7 @@ func TestObjectEventsRideOutServerRestart(t *testing.T) {
 	publish := func(track uint64) {
 		t.Helper()
 		obj := sampleObject(ObjectEnd)
-		obj.ID, obj.TrackID = ObjectEventID("inst", "door", track, 2), track
+		obj.Seq, obj.TrackID = 2, track
 		zone, line := sampleZone(ZoneExit), sampleLine()
 		zone.TrackID, line.TrackID = track, track
 		for _, err := range []error{p.PublishObject(obj), p.PublishZone(zone), p.PublishLine(line)} {

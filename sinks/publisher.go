@@ -18,13 +18,15 @@ import (
 
 // Publisher delivers events to NATS without ever blocking the pipeline.
 //
-// Publish* encode the event and put it in a bounded outbox (OutboxBytes); one goroutine takes
-// events from there and publishes them. With JetStream, each event goes into the site's stream
-// with its id as Nats-Msg-Id, up to Window at once, and is forgotten only when the server
-// acknowledges it; an error or a missing acknowledgement (AckTimeout) sends it again, and the
-// server drops a copy of an id it already holds, so retries never duplicate. While the server
-// is unreachable events wait in the outbox; when it is full the oldest go first, and a gap event
-// says how many and when. Without JetStream, events are published with core NATS once.
+// Publish* stamp the event with the version, the site and its id, whatever the caller put
+// there (ids.go says how ids are made), encode it and put it in a bounded outbox
+// (OutboxBytes); one goroutine takes events from there and publishes them. With JetStream,
+// each event goes into the site's stream with its id as Nats-Msg-Id, up to Window at once, and
+// is forgotten only when the server acknowledges it; an error or a missing acknowledgement
+// (AckTimeout) sends it again, and the server drops a copy of an id it already holds, so
+// retries never duplicate. While the server is unreachable events wait in the outbox; when it
+// is full the oldest go first, and a gap event says how many and when. Without JetStream,
+// events are published with core NATS once.
 //
 // The lifecycle is Start, then Publish* from any goroutine, then Close, which waits.
 type Publisher struct {
@@ -44,7 +46,9 @@ type Publisher struct {
 	Prefix string
 	// Site is the second token of every subject. Required.
 	Site string
-	// Instance names this daemon run: a part of the ids of the events it makes. Default "".
+	// Instance names this daemon run: the first part of every event's id, and the instance
+	// of health events. Default: Start makes a random one (8 hex digits), which InstanceID
+	// returns.
 	Instance string
 
 	// JetStream publishes every event into Stream and waits for its acknowledgement;
@@ -77,7 +81,7 @@ type Publisher struct {
 	quit   chan struct{} // closed by Close past its timeout: return now
 	done   chan struct{}
 	closed sync.Once
-	seq    atomic.Uint64 // numbers the ids of events other than detections
+	seq    atomic.Uint64 // numbers the ids of the kinds that have no key of their own (ids.go)
 
 	published  atomic.Uint64
 	failed     atomic.Uint64 // could not be encoded, or came after Close
@@ -117,6 +121,9 @@ func (p *Publisher) Start() error {
 	p.log = p.Logger
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.Instance == "" {
+		p.Instance = newInstance()
 	}
 	if p.OutboxBytes <= 0 {
 		p.OutboxBytes = DefaultOutboxBytes
@@ -250,6 +257,10 @@ func (p *Publisher) setStreamStats(info *jetstream.StreamInfo) {
 		MaxBytes: info.Config.MaxBytes, At: time.Now()})
 }
 
+// InstanceID names this daemon run, as its events' ids and health events do: Instance, or the
+// one Start made. Valid after Start.
+func (p *Publisher) InstanceID() string { return p.Instance }
+
 // StreamStats returns the stream's state as last read; false without JetStream or before the
 // first read.
 func (p *Publisher) StreamStats() (StreamStats, bool) {
@@ -261,81 +272,82 @@ func (p *Publisher) StreamStats() (StreamStats, bool) {
 
 // PublishDetections publishes ev on its camera's detection subject.
 func (p *Publisher) PublishDetections(ev *DetectionEvent) error {
-	return p.publish(DetectionSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
+	return p.publish(DetectionSubject(p.Prefix, p.Site, ev.Camera), ev)
 }
 
-// PublishObject publishes ev on its camera's object subject. Its ID is required
-// (ObjectEventID).
+// PublishObject publishes ev on its camera's object subject. Its Seq is required: it numbers
+// the track's events, and two events of a track with the same number would be one to
+// JetStream.
 func (p *Publisher) PublishObject(ev *ObjectEvent) error {
-	if ev.ID == "" {
+	if ev.Seq == 0 {
 		p.failed.Add(1)
-		return fmt.Errorf("object event of camera %q, track %d: no id (want ObjectEventID)", ev.Camera, ev.TrackID)
+		return fmt.Errorf("object event of camera %q, track %d: no Seq (the track's event number, from 1)", ev.Camera, ev.TrackID)
 	}
-	return p.publish(ObjectSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
+	return p.publish(ObjectSubject(p.Prefix, p.Site, ev.Camera), ev)
 }
 
-// PublishZone publishes ev on its camera's zone subject, giving it its ZoneEventID when it
-// has no id.
+// PublishZone publishes ev on its camera's zone subject.
 func (p *Publisher) PublishZone(ev *ZoneEvent) error {
-	if ev.ID == "" {
-		ev.ID = ZoneEventID(p.Instance, ev.Camera, ev.Zone, ev.TrackID, ev.Type, ev.Since)
-	}
-	return p.publish(ZoneSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
+	return p.publish(ZoneSubject(p.Prefix, p.Site, ev.Camera), ev)
 }
 
-// PublishLine publishes ev on its camera's line subject, giving it its LineEventID when it
-// has no id.
+// PublishLine publishes ev on its camera's line subject.
 func (p *Publisher) PublishLine(ev *LineEvent) error {
-	if ev.ID == "" {
-		ev.ID = LineEventID(p.Instance, ev.Camera, ev.Line, ev.TrackID, ev.At)
-	}
-	return p.publish(LineSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
+	return p.publish(LineSubject(p.Prefix, p.Site, ev.Camera), ev)
 }
 
-// PublishStatus publishes ev on its camera's status subject, giving it an id.
+// PublishStatus publishes ev on its camera's status subject.
 func (p *Publisher) PublishStatus(ev *StatusEvent) error {
-	ev.ID = fmt.Sprintf("%s.%s.status.%d", p.Instance, ev.Camera, p.seq.Add(1))
-	return p.publish(StatusSubject(p.Prefix, p.Site, ev.Camera), ev.ID, ev)
+	return p.publish(StatusSubject(p.Prefix, p.Site, ev.Camera), ev)
 }
 
-// PublishConfig publishes ev on the site's config subject, giving it an id.
+// PublishConfig publishes ev on the site's config subject.
 func (p *Publisher) PublishConfig(ev *ConfigEvent) error {
-	ev.ID = fmt.Sprintf("%s.config.%d", p.Instance, p.seq.Add(1))
-	return p.publish(ConfigSubject(p.Prefix, p.Site), ev.ID, ev)
+	return p.publish(ConfigSubject(p.Prefix, p.Site), ev)
 }
 
-// PublishHealth publishes ev on the site's health subject, giving it an id and the
-// publisher's own counts.
+// PublishHealth publishes ev on the site's health subject, with the publisher's own counts.
 func (p *Publisher) PublishHealth(ev *HealthEvent) error {
-	ev.ID = fmt.Sprintf("%s.health.%d", p.Instance, p.seq.Add(1))
 	s := p.Stats()
 	ev.Publisher = PublishHealth{Published: s.Published, Retried: s.Retried, Dropped: s.Dropped, Pending: s.Pending}
-	return p.publish(HealthSubject(p.Prefix, p.Site), ev.ID, ev)
+	return p.publish(HealthSubject(p.Prefix, p.Site), ev)
 }
 
-// gapMessage encodes a gap event. It goes out before anything waiting, and takes no room in
-// the outbox: it must not push out another event.
+// gapMessage makes the message of a gap event. It goes out before anything waiting, and takes
+// no room in the outbox: it must not push out another event.
 func (p *Publisher) gapMessage(ev *GapEvent) *message {
-	ev.Version, ev.Site, ev.At = Version, p.Site, time.Now().UTC()
-	ev.ID = fmt.Sprintf("%s.gap.%d", p.Instance, p.seq.Add(1))
-	data, err := json.Marshal(ev)
+	ev.At = time.Now().UTC()
+	m, err := p.message(GapSubject(p.Prefix, p.Site), ev)
 	if err != nil {
 		panic(err) // a GapEvent always encodes
 	}
-	return &message{subject: GapSubject(p.Prefix, p.Site), id: ev.ID, data: data, at: time.Now()}
+	return m
 }
 
-func (p *Publisher) publish(subject, id string, ev any) error {
-	data, err := json.Marshal(ev)
+// publish puts ev, stamped and encoded, in the outbox.
+func (p *Publisher) publish(subject string, ev event) error {
+	m, err := p.message(subject, ev)
 	if err != nil {
 		p.failed.Add(1)
-		return fmt.Errorf("encode event %s: %w", id, err)
+		return err
 	}
-	if !p.out.put(&message{subject: subject, id: id, data: data, at: time.Now()}) {
+	if !p.out.put(m) {
 		p.failed.Add(1)
-		return fmt.Errorf("event %s: the publisher is closed", id)
+		return fmt.Errorf("event %s: the publisher is closed", m.id)
 	}
 	return nil
+}
+
+// message stamps ev with the version, the site and its id (<instance>.<key>, ids.go), and
+// encodes it: the one way from an event of any kind to a message.
+func (p *Publisher) message(subject string, ev event) (*message, error) {
+	id := eventID(p.Instance, ev.key(&p.seq))
+	ev.stamp(origin{site: p.Site, instance: p.Instance, id: id})
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", id, err)
+	}
+	return &message{subject: subject, id: id, data: data, at: time.Now()}, nil
 }
 
 // Stats returns the publisher's counters.

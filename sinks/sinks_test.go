@@ -3,6 +3,7 @@ package sinks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os/exec"
 	"strings"
@@ -45,9 +46,12 @@ func startPublisher(t *testing.T, p *Publisher) *Publisher {
 }
 
 func detection(camera string, seq uint64) *DetectionEvent {
-	return &DetectionEvent{Version: Version, ID: EventID("inst", camera, seq), Site: "lab", Camera: camera,
-		Frame: FrameInfo{Seq: seq, Width: 640, Height: 480}, Detections: []Detection{}}
+	return &DetectionEvent{Camera: camera, Frame: FrameInfo{Seq: seq, Width: 640, Height: 480}, Detections: []Detection{}}
 }
+
+// detectionID is the id the publisher of startPublisher gives the detection event of frame
+// seq of camera.
+func detectionID(camera string, seq uint64) string { return fmt.Sprintf("inst.%s.%d", camera, seq) }
 
 // streamMsgs reads every message of stream name, in order.
 func streamMsgs(t *testing.T, js jetstream.JetStream, name string) []*jetstream.RawStreamMsg {
@@ -83,7 +87,7 @@ func TestPublishDetections(t *testing.T) {
 
 	captured := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	ev := &DetectionEvent{
-		Version: Version, ID: EventID("abcd", "door", 7), Site: "lab", Camera: "door",
+		Camera:     "door",
 		CapturedAt: captured, PublishedAt: captured.Add(80 * time.Millisecond),
 		Frame: FrameInfo{Seq: 7, Width: 640, Height: 480}, Model: "yolov8n",
 		Detections: []Detection{{Label: "person", ClassID: 0, Score: 0.9,
@@ -109,7 +113,7 @@ func TestPublishDetections(t *testing.T) {
 			t.Errorf("event JSON lacks %q: %s", k, m.Data)
 		}
 	}
-	if wire["id"] != "abcd.door.7" || wire["captured_at"] != "2026-11-30T10:00:00Z" {
+	if wire["id"] != "inst.door.7" || wire["version"] != 1.0 || wire["site"] != "lab" || wire["captured_at"] != "2026-11-30T10:00:00Z" {
 		t.Errorf("event JSON: id %v captured_at %v", wire["id"], wire["captured_at"])
 	}
 	det := wire["detections"].([]any)[0].(map[string]any)
@@ -119,8 +123,8 @@ func TestPublishDetections(t *testing.T) {
 	// It is in the stream, with its id as Nats-Msg-Id, and counted once acknowledged.
 	testutil.WaitFor(t, time.Minute, "the acknowledgement", func() bool { return p.Stats().Published == 1 })
 	js, _ := jetstream.New(nc)
-	if ids := streamIDs(t, js, "visiond-lab"); len(ids) != 1 || ids[0] != "abcd.door.7" {
-		t.Errorf("stream holds %v, want [abcd.door.7]", ids)
+	if ids := streamIDs(t, js, "visiond-lab"); len(ids) != 1 || ids[0] != "inst.door.7" {
+		t.Errorf("stream holds %v, want [inst.door.7]", ids)
 	}
 	if st := p.Stats(); st.Failed != 0 || st.Pending != 0 || st.Retried != 0 {
 		t.Errorf("stats %+v", st)
@@ -216,7 +220,7 @@ func checkExactlyOnce(t *testing.T, ids []string, camera string, n int) {
 		seen[id]++
 	}
 	for i := 1; i <= n; i++ {
-		id := EventID("inst", camera, uint64(i))
+		id := detectionID(camera, uint64(i))
 		if seen[id] != 1 {
 			t.Errorf("event %s stored %d times, want once", id, seen[id])
 		}
@@ -235,7 +239,9 @@ func TestOutboxFullGapEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := strings.TrimPrefix(s.ClientURL(), "nats://")
-	size := len(mustJSON(t, detection("door", 100)))
+	stamped := detection("door", 100) // as published, its size that of the 30 below
+	stamped.Version, stamped.Site, stamped.ID = Version, "lab", detectionID("door", 100)
+	size := len(mustJSON(t, stamped))
 	p := startPublisher(t, &Publisher{URL: s.ClientURL(), JetStream: true, Stream: testStream(), OutboxBytes: 10 * size})
 	s.Close()
 	testutil.WaitFor(t, time.Minute, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
@@ -277,10 +283,10 @@ func TestOutboxFullGapEvent(t *testing.T) {
 	}
 	var want []string
 	if len(kept) == 11 {
-		want = append(want, EventID("inst", "door", 100)) // the one taken before the outage was noticed
+		want = append(want, detectionID("door", 100)) // the one taken before the outage was noticed
 	}
 	for i := uint64(120); i < 130; i++ {
-		want = append(want, EventID("inst", "door", i))
+		want = append(want, detectionID("door", i))
 	}
 	if strings.Join(kept, " ") != strings.Join(want, " ") {
 		t.Errorf("stream holds %v, want %v", kept, want)

@@ -25,52 +25,46 @@ func TestEventSizes(t *testing.T) {
 	}{
 		{"object new", 680, func(i int) any {
 			e := sampleObject(ObjectNew)
-			e.ID, e.Site, e.TrackID, e.Snapshot, e.ZoneSeconds, e.Zones = ObjectEventID("3f9a1c2e", "door", uint64(1000+i), 1), "demo", uint64(1000+i), "", nil, nil
+			e.Seq, e.TrackID, e.Snapshot, e.ZoneSeconds, e.Zones = 1, uint64(1000+i), "", nil, nil
 			return e
 		}},
 		{"object update", 750, func(i int) any {
 			e := sampleObject(ObjectUpdate)
-			e.ID, e.Site, e.TrackID, e.Snapshot = ObjectEventID("3f9a1c2e", "door", uint64(1000+i), 2), "demo", uint64(1000+i), ""
+			e.Seq, e.TrackID, e.Snapshot = 2, uint64(1000+i), ""
 			delete(e.ZoneSeconds, "lobby")
 			return e
 		}},
 		{"object end", 750, func(i int) any {
 			e := sampleObject(ObjectEnd)
-			e.ID, e.Site, e.TrackID, e.Snapshot = ObjectEventID("3f9a1c2e", "door", uint64(1000+i), 3), "demo", uint64(1000+i), SnapshotName("door", uint64(1000+i))
+			e.Seq, e.TrackID, e.Snapshot = 3, uint64(1000+i), SnapshotName("door", uint64(1000+i))
 			e.Zones = nil
 			delete(e.ZoneSeconds, "lobby")
 			return e
 		}},
 		{"zone enter", 290, func(i int) any {
 			e := sampleZone(ZoneEnter)
-			e.Site, e.TrackID, e.At, e.Since = "demo", uint64(1000+i), now, now.Add(-time.Second)
-			e.ID = ZoneEventID("3f9a1c2e", "door", e.Zone, e.TrackID, e.Type, e.Since)
+			e.TrackID, e.At, e.Since = uint64(1000+i), now, now.Add(-time.Second)
 			return e
 		}},
 		{"zone exit", 300, func(i int) any {
 			e := sampleZone(ZoneExit)
-			e.Site, e.TrackID, e.At, e.Since = "demo", uint64(1000+i), now, now.Add(-4*time.Second)
-			e.ID = ZoneEventID("3f9a1c2e", "door", e.Zone, e.TrackID, e.Type, e.Since)
+			e.TrackID, e.At, e.Since = uint64(1000+i), now, now.Add(-4*time.Second)
 			return e
 		}},
 		{"line", 300, func(i int) any {
 			e := sampleLine()
-			e.Site, e.TrackID, e.At = "demo", uint64(1000+i), now
-			e.ID = LineEventID("3f9a1c2e", "door", e.Line, e.TrackID, e.At)
+			e.TrackID, e.At = uint64(1000+i), now
 			return e
 		}},
 	}
+	var example any // an object end event as published
 	for _, k := range kinds {
 		s := startServer(t)
 		p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream(), Prefix: "visiond", Site: "demo", Instance: "3f9a1c2e"})
 		jsonBytes := 0
 		for i := range n {
 			ev := k.make(i)
-			data, err := json.Marshal(ev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			jsonBytes += len(data)
+			var err error
 			switch ev := ev.(type) {
 			case *ObjectEvent:
 				err = p.PublishObject(ev)
@@ -81,6 +75,14 @@ func TestEventSizes(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			data, err := json.Marshal(ev) // as published: stamped with its id and site
+			if err != nil {
+				t.Fatal(err)
+			}
+			jsonBytes += len(data)
+			if k.name == "object end" {
+				example = ev
 			}
 		}
 		testutil.WaitFor(t, time.Minute, "acknowledgements", func() bool { return p.Stats().Published == n })
@@ -101,6 +103,5 @@ func TestEventSizes(t *testing.T) {
 			t.Errorf("%s: %d JSON bytes per event, over %d", k.name, perEvent, k.max)
 		}
 	}
-	one, _ := json.Marshal(sampleObject(ObjectEnd))
-	t.Logf("example object end event:\n%s", one)
+	t.Logf("example object end event:\n%s", mustJSON(t, example))
 }
