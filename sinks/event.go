@@ -11,9 +11,9 @@
 // Publisher (its outbox, acknowledgements, retries and counters), and keeps two stores on the
 // box, both in the box's JetStream domain so that a hub reaches them over the leaf link:
 //
-//	p.PublishObject(&sinks.ObjectEvent{Camera: cam, TrackID: track, Seq: n, ...}) // .objects
-//	p.PublishZone(&sinks.ZoneEvent{...})  // .zones
-//	p.PublishLine(&sinks.LineEvent{...})  // .lines
+//	p.PublishObject(sinks.NewObjectEvent(cam, report, w, h)) // .objects, from an analytics.ObjectReport
+//	p.PublishZone(sinks.NewZoneEvent(cam, zoneEvent, occupancy)) // .zones
+//	p.PublishLine(sinks.NewLineEvent(cam, lineEvent, counts))    // .lines
 //
 //	state := &sinks.State{Publisher: p}            // key-value bucket <prefix>-<site>-state
 //	state.Start()
@@ -32,9 +32,12 @@
 // Close them (State, Snapshots) before the Publisher. Put* and PutSnapshot never block: they
 // check the names (camera, zone and line ids are tokens, as config requires; a bad one is an
 // error naming it), queue, and one goroutine each writes; the state coalesces (the latest value
-// per key wins), the snapshot queue is bounded by bytes and drops (counted) when full. The
-// wire types do not import package analytics: sinks.LineCount is analytics.Count field for
-// field, and NewPath computes an object's path from its first and latest anchor points.
+// per key wins), the snapshot queue is bounded by bytes and drops (counted) when full.
+//
+// convert.go is the one place where sinks meets packages infer and analytics: it maps
+// analytics' kinds (changes, reasons, zone event types, directions) to the wire's strings and
+// holds the constructor of each event made from a result (NewDetectionEvent, NewObjectEvent,
+// NewZoneEvent, NewLineEvent). Package analytics does not import sinks.
 package sinks
 
 import (

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync/atomic"
-	"time"
 )
 
 // Event ids: one rule for every kind, applied by the Publisher alone (Publisher.message).
@@ -90,39 +89,4 @@ func newInstance() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	return hex.EncodeToString(b[:])
-}
-
-// EventID is the id of the detection event of frame seq of camera, in the daemon run named
-// instance.
-//
-// Deprecated: the Publisher stamps every event's id; kept until package pipeline stops
-// calling it.
-func EventID(instance, camera string, seq uint64) string {
-	return eventID(instance, (&DetectionEvent{Camera: camera, Frame: FrameInfo{Seq: seq}}).key(nil))
-}
-
-// ObjectEventID is the id of the n-th event (from 1) of track on camera, in the daemon run
-// named instance.
-//
-// Deprecated: the Publisher stamps every event's id from ObjectEvent.Seq; kept until package
-// pipeline stops calling it.
-func ObjectEventID(instance, camera string, track, n uint64) string {
-	return eventID(instance, (&ObjectEvent{Camera: camera, TrackID: track, Seq: n}).key(nil))
-}
-
-// ZoneEventID is the id of a zone event: one visit (known by its Since) of track to zone has
-// one enter, at most one loiter and one exit.
-//
-// Deprecated: the Publisher stamps every event's id; kept until package pipeline stops
-// calling it.
-func ZoneEventID(instance, camera, zone string, track uint64, typ string, since time.Time) string {
-	return eventID(instance, (&ZoneEvent{Camera: camera, Zone: zone, TrackID: track, Type: typ, Since: since}).key(nil))
-}
-
-// LineEventID is the id of a line crossing: a track crosses a line at most once per frame.
-//
-// Deprecated: the Publisher stamps every event's id; kept until package pipeline stops
-// calling it.
-func LineEventID(instance, camera, line string, track uint64, at time.Time) string {
-	return eventID(instance, (&LineEvent{Camera: camera, Line: line, TrackID: track, At: at}).key(nil))
 }

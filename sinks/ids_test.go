@@ -164,18 +164,3 @@ func TestPublisherInstance(t *testing.T) {
 		t.Errorf("two runs, one instance %q", seen[0])
 	}
 }
-
-// The id helpers that package pipeline still calls give the ids the publisher stamps.
-func TestIDHelpersFollowTheRule(t *testing.T) {
-	z, l := sampleZone(ZoneExit), sampleLine()
-	for _, tc := range []struct{ got, want string }{
-		{EventID("inst", "door", 7), "inst.door.7"},
-		{ObjectEventID("inst", "door", 1042, 3), "inst.door.t1042.3"},
-		{ZoneEventID("inst", "door", z.Zone, z.TrackID, z.Type, z.Since), "inst.door.entrance.t1042.exit." + itoa(z.Since.UnixMilli())},
-		{LineEventID("inst", "door", l.Line, l.TrackID, l.At), "inst.door.gate.t1042." + itoa(l.At.UnixMilli())},
-	} {
-		if tc.got != tc.want {
-			t.Errorf("%s, want %s", tc.got, tc.want)
-		}
-	}
-}
