@@ -103,9 +103,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	case "capture":
 		err = capture.Main(args[1:])
 	case "worker":
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		defer stop()
-		err = worker.Main(ctx, args[1:])
+		worker.IgnoreStopSignals() // the daemon's to act on: it ends the worker's job stream
+		err = worker.Main(context.Background(), args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -433,6 +433,42 @@ func TestRunReloadsEditedConfig(t *testing.T) {
 	}
 }
 
+// Ctrl-C on `make run` in a terminal (and `timeout -s INT 30 make run`): one SIGINT to each
+// process of the daemon's process group, its worker processes included. The daemon stops
+// cleanly (status 0, "stopped") and logs no warning, no error and no worker restart, so that
+// a newcomer's first stop does not look like a crash (issue 21). The workers used to end on
+// the signal themselves while the daemon drained their jobs, and the pool logged "worker
+// ended ... signal: killed" and "restarting worker".
+func TestCtrlCStopsWithoutWarnings(t *testing.T) {
+	path := writeConfig(t, demoConfig(t, testutil.FreeAddr(t)))
+	cmd := exec.Command(os.Args[0], "run", "-print", "-config", path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as a shell's job
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, logs := startCommand(t, cmd)
+	events := followLog(t, stdout)
+	events.wait(t, `demo/sample frame`) // frames analysed: jobs in flight, as in the demo
+	// The terminal's Ctrl-C: SIGINT to the group, the daemon and its workers.
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range events.lines {
+		}
+	}()
+	stopsCleanly(t, cmd, logs)
+	if w := testutil.Warnings(logs.all.String()); len(w) > 0 {
+		t.Errorf("Ctrl-C logged %d warnings:\n%s", len(w), strings.Join(w, "\n"))
+	}
+	for _, bad := range []string{`msg="worker ended"`, `msg="restarting worker"`} {
+		if strings.Contains(logs.all.String(), bad) {
+			t.Errorf("Ctrl-C logged %s:\n%s", bad, logs.all.String())
+		}
+	}
+}
+
 // Under GNU timeout, which passes a SIGTERM it receives to the daemon and then to its whole
 // process group, the daemon may see SIGTERM twice within microseconds (or once: the kernel
 // merges a signal sent while the same one is pending): either way one stop request, so it

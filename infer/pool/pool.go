@@ -50,7 +50,7 @@ type Config struct {
 	// DefaultJobTimeout.
 	JobTimeout   time.Duration
 	StartTimeout time.Duration // from exec to hello (model load); default 2 min
-	StopTimeout  time.Duration // SIGTERM to SIGKILL on Close; default 5 s
+	StopTimeout  time.Duration // end of a worker's job stream to SIGKILL on Close; default 5 s
 	// RestartDelay is the delay before restarting a worker whose replacement failed to
 	// start or ended within a minute, doubled per further failure, jittered; default
 	// 250 ms. The first restart after a healthy run is immediate (supervise).
@@ -362,8 +362,11 @@ func (p *Pool) ShrinkArenas() {
 	}
 }
 
-// Close stops the workers (SIGTERM, SIGKILL after StopTimeout), reports jobs in flight
-// with infer.ErrPoolClosed and waits for every goroutine of the pool. Safe to call twice.
+// Close stops the workers: it ends their job streams, at the end of which each answers the
+// jobs it holds and exits, and SIGKILLs one still running after StopTimeout. A job in flight
+// that its worker did not answer ends with infer.ErrPoolClosed. A worker that ends once Close
+// has begun is neither restarted nor logged as ended. Close waits for every goroutine of the
+// pool. Safe to call twice.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	first := !p.closed

@@ -266,6 +266,46 @@ func TestPoolWorkerLost(t *testing.T) {
 	}
 }
 
+// Ctrl-C in a terminal sends SIGINT to the daemon's whole process group, and GNU timeout and
+// a service manager may send SIGTERM the same way: the workers get the signal too. The stop
+// it asks for is the daemon's to make (issue 21): a worker keeps serving through it (here a
+// job in flight when the signals come, and jobs sent after them), and Close then stops it
+// with no warning, no error and no restart logged. The worker used to end on the signal
+// while the daemon was still draining its jobs: the pool logged a crash ("worker ended ...
+// signal: killed") and restarted it.
+func TestPoolStopSignalsToWorker(t *testing.T) {
+	a := infertest.ThirdParty(t)
+	cfg, log := testPoolConfig(t, a)
+	p := startPool(t, cfg)
+	pix, lb, _, _ := messiFrame(t, a)
+	pid := p.Workers()[0].PID
+	ch := dispatch(t, p, infer.Job{Seq: 1, Letterbox: lb}, pix)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const jobs = 3
+	for seq := uint64(1); seq <= jobs; seq++ {
+		if seq > 1 {
+			ch = dispatch(t, p, infer.Job{Seq: seq, Letterbox: lb}, pix)
+		}
+		if r := waitResult(t, ch); r.Err != nil || r.PID != pid || len(r.Detections) == 0 {
+			t.Fatalf("job %d, after SIGINT and SIGTERM to worker %d: %+v", seq, pid, r)
+		}
+	}
+	p.Close()
+	if s := p.Workers()[0]; s.Jobs != jobs || s.Lost != 0 || s.Restarts != 0 || s.State != infer.WorkerStopped {
+		t.Errorf("after Close: %+v", s)
+	}
+	if w := testutil.Warnings(log.String()); len(w) > 0 {
+		t.Errorf("a clean stop logged %d warnings:\n%s", len(w), strings.Join(w, "\n"))
+	}
+	if strings.Contains(log.String(), "restart") {
+		t.Errorf("a clean stop logged a restart:\n%s", log)
+	}
+}
+
 // restartDelays returns the delays of the "restarting worker" lines of a pool's log.
 func restartDelays(t *testing.T, log string) []time.Duration {
 	t.Helper()
@@ -427,7 +467,7 @@ func TestPoolPrefersIdle(t *testing.T) {
 	a := infertest.ThirdParty(t)
 	cfg, _ := testPoolConfig(t, a)
 	cfg.Count = 2
-	cfg.StopTimeout = 200 * time.Millisecond // a hung worker ignores SIGTERM
+	cfg.StopTimeout = 200 * time.Millisecond // a hung worker outlives its job stream: killed after this
 	cfg.Env = append(cfg.Env, workertest.HangEnv+"=1")
 	p := startPool(t, cfg)
 	pix, lb, _, _ := messiFrame(t, a)

@@ -184,23 +184,13 @@ func (pr *proc) awaitExit(bound time.Duration) {
 	}
 }
 
-// terminate asks the worker to stop (end of its job stream, SIGTERM) and kills it if it
-// has not exited within bound.
+// terminate asks the worker to stop by ending its job stream, at the end of which it
+// answers the jobs it holds and exits, and kills it if it has not exited within bound. No
+// signal asks it: a worker ignores SIGINT and SIGTERM, which reach it when they are sent to
+// the daemon's process group (worker.IgnoreStopSignals).
 func (pr *proc) terminate(bound time.Duration) {
 	pr.jobsW.Close()
-	select {
-	case <-pr.exited:
-		return
-	default:
-	}
-	_ = pr.cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-pr.exited:
-	case <-t.C:
-		_ = pr.cmd.Process.Kill()
-	}
+	pr.awaitExit(bound)
 }
 
 // close waits for the process and its log, then closes the daemon's pipe ends.

@@ -175,7 +175,7 @@ func TestPoolSessionsHang(t *testing.T) {
 	cfg, log := testPoolConfig(t, a)
 	cfg.Sessions, cfg.Threads = 2, 1
 	cfg.JobTimeout = 15 * time.Second        // far above a run on a loaded 2-core box under -race
-	cfg.StopTimeout = 200 * time.Millisecond // a hung worker ignores SIGTERM
+	cfg.StopTimeout = 200 * time.Millisecond // a hung worker outlives its job stream: killed after this
 	cfg.Env = append(cfg.Env, workertest.HangEnv+"=2")
 	p := startPool(t, cfg)
 	pix, lb, w, h := messiFrame(t, a)

@@ -117,8 +117,10 @@ func (p *Pool) serve(w *worker) error {
 	w.state = infer.WorkerRestarting // no new job for this process
 	recycling, why := w.recycling, w.recycle
 	p.mu.Unlock()
-	if recycling {
-		pr.awaitExit(p.cfg.StopTimeout) // it stops at the end of its job stream
+	if recycling || p.ctx.Err() != nil {
+		// It stops at the end of its job stream (recycled, or ended by Close through
+		// terminate): a worker that has closed its results is exiting, not to be killed.
+		pr.awaitExit(p.cfg.StopTimeout)
 	} else {
 		pr.kill() // no-op if it already exited
 	}

@@ -20,8 +20,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -34,10 +36,10 @@ import (
 // these from its environment. They exist for tests only: Main, the production entry point,
 // runs with none and reads no test environment. The zero value changes nothing.
 type Hooks struct {
-	// HangAt makes the worker sleep forever, ignoring SIGTERM, in the session run of its
-	// HangAt-th job (counting from 1), as a worker stuck in the runtime or the GPU driver
-	// would; it keeps reading and preparing the jobs behind it until its pipeline is full.
-	// Tests use it to exercise the pool's job timeout. 0: never.
+	// HangAt makes the worker sleep forever, past the end of its job stream, in the session
+	// run of its HangAt-th job (counting from 1), as a worker stuck in the runtime or the GPU
+	// driver would; it keeps reading and preparing the jobs behind it until its pipeline is
+	// full. Tests use it to exercise the pool's job timeout. 0: never.
 	HangAt int
 	// Slow is added to each session run (and to the run time reported), as a slower device
 	// would. Tests use it to tell pools apart by speed.
@@ -56,6 +58,18 @@ type Hooks struct {
 // flags of infer.WorkerFlags.
 func Main(ctx context.Context, args []string) error {
 	return Serve(ctx, args, Hooks{})
+}
+
+// IgnoreStopSignals makes this process ignore SIGINT and SIGTERM; a worker process calls it
+// first. Those signals reach a worker only as a member of the daemon's process group (Ctrl-C
+// in a terminal, GNU timeout) or control group (a service manager), and the stop they ask for
+// is the daemon's to make: it lets the jobs in flight finish, then ends each worker's job
+// stream, at the end of which the worker exits, and kills one that does not (infer/pool:
+// Pool.Close). A worker that ended on them itself would end while the daemon still sends it
+// jobs, which the daemon cannot tell from a crash. None outlives the daemon: its death ends
+// the job stream too, and the kernel kills the worker (the pool starts it with Pdeathsig).
+func IgnoreStopSignals() {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
 }
 
 // Serve is Main with test hooks: for tests only (Hooks).

@@ -1,8 +1,9 @@
 // Package testutil holds the helpers that the tests of every visiond package share: the
 // files scripts/setup.sh fetches into third_party/, waiting for a condition, loggers that
-// write to the test's log or to a buffer, free loopback addresses, files in temporary
-// directories, and a check that goroutines end. It imports only the standard library (no
-// cgo), so that any package's tests can use it; it is imported by tests only.
+// write to the test's log or to a buffer, the warnings of a log, free loopback addresses,
+// files in temporary directories, and a check that goroutines end. It imports only the
+// standard library (no cgo), so that any package's tests can use it; it is imported by tests
+// only.
 //
 // Waits take generous timeouts: a test must pass on a machine slowed 5-10 times by other
 // work, and a wait that succeeds returns as soon as its condition holds, so a long timeout
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -160,6 +162,17 @@ func (b *LogBuffer) String() string {
 // Logger returns a text logger at debug level that writes to b.
 func (b *LogBuffer) Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// warnRecord is a text log record (slog.TextHandler) at level WARN or ERROR, or above.
+var warnRecord = regexp.MustCompile(`(?m)^(?:time=\S+ )?level=(?:WARN|ERROR)\S* .*$`)
+
+// Warnings returns the records of log, the lines of a slog.TextHandler (a LogBuffer's, a
+// daemon's stderr), logged at level WARN or above: what a clean run logs none of. A record
+// that quotes another log's line (the pool forwards each line of a worker's stderr at INFO)
+// counts at its own level, not the quoted one's.
+func Warnings(log string) []string {
+	return warnRecord.FindAllString(log, -1)
 }
 
 // FreeAddr returns a loopback address (127.0.0.1:port) that nothing listened on a moment

@@ -1,7 +1,9 @@
 package testutil
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -122,4 +124,27 @@ func (r *recorder) Fatalf(format string, args ...any) {
 func (r *recorder) Fatal(args ...any) {
 	r.fatal = fmt.Sprint(args...)
 	runtime.Goexit()
+}
+
+func TestWarnings(t *testing.T) {
+	var b LogBuffer
+	log := b.Logger()
+	log.Info("worker log", "line", `time=2026-12-01T21:01:17.649Z level=WARN msg="quoted, not a warning"`)
+	log.Warn("worker ended", "err", "exit: signal: killed")
+	log.Debug("level=ERROR in a message is not a level")
+	log.Error("restart failed")
+	log.Log(context.Background(), slog.LevelError+2, "above error")
+	got := Warnings(b.String())
+	want := []string{`msg="worker ended"`, `msg="restart failed"`, `msg="above error"`}
+	if len(got) != len(want) {
+		t.Fatalf("Warnings = %q, want %d records: %q\nlog:\n%s", got, len(want), want, b.String())
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("warning %d: %q, want %s", i, got[i], w)
+		}
+	}
+	if got := Warnings(""); len(got) != 0 {
+		t.Errorf("Warnings of no log: %q", got)
+	}
 }

@@ -16,9 +16,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/visiond/visiond/infer/worker"
@@ -42,20 +40,19 @@ const (
 
 // Main returns at once unless the environment has Enable. Then the process is a worker:
 // Main serves with the hooks HangEnv, SlowEnv and OverlapEnv ask for until the daemon (the test) stops
-// it, and exits: status 0 after an orderly stop, 1 after an error, 2 for a bad hook value.
+// it, and exits: status 0 after an orderly stop, 1 after an error, 2 for a bad hook value. It
+// ignores SIGINT and SIGTERM, as `visiond worker` does (worker.IgnoreStopSignals).
 func Main() {
 	if os.Getenv(enableVar) != "1" {
 		return
 	}
+	worker.IgnoreStopSignals() // as `visiond worker` does
 	hooks, err := hooksFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err = worker.Serve(ctx, os.Args[1:], hooks)
-	stop()
-	if err != nil {
+	if err := worker.Serve(context.Background(), os.Args[1:], hooks); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
