@@ -32,68 +32,189 @@ const (
 	needRestart                        // the value from start stays in force; a file that differs says so in NeedsRestart
 )
 
-// reloadClasses classifies every field of config.Config for Reload, by its YAML path: a
-// field takes the class of its longest listed prefix, a section, or a sub-field where a
-// section is partly live. TestReloadClassesCoverConfig fails on a field that has none, so
-// that a new section is never silently taken for applied; one missed all the same is
-// treated as needing a restart.
+// reloadClasses classifies every leaf field of config.Config for Reload, by its YAML path,
+// in which a list's element is "[]" ("cameras[].url", "workers.pools[].count"). A leaf is
+// applied live only when it is listed here itself: applyLive is never given to a section,
+// so a field added under a live section is not taken for applied until someone lists it
+// (TestReloadLiveLeavesListed then wants a test of it in liveLeafShows). needRestart may be given
+// to a section, for every leaf under it. TestReloadClassesCoverConfig fails on a leaf that
+// has no class; one missed all the same is treated as needing a restart.
 var reloadClasses = map[string]reloadClass{
-	"site":            needRestart, // a token of every subject and of the stream's name
-	"log_level":       needRestart, // the logger is built by main
-	"log_format":      needRestart,
-	"state_dir":       needRestart, // the embedded NATS server's store
-	"http":            needRestart, // its listener, and its handler (pprof)
-	"nats":            needRestart, // the server, the publisher, its stream, the health ticker
-	"sample":          needRestart, // the sample camera, served by main
-	"workers":         applyLive,   // new pools started and swapped in (a model of another input size is rejected)
-	"pipeline":        applyLive,   // the slicer's period and the frames' maximum age
-	"camera_defaults": applyLive,   // resolved into the cameras by config
-	"cameras":         applyLive,   // compared one by one: a new source restarts; fps, weight and the analytics settings apply live
+	"site":       needRestart, // a token of every subject and of the stream's name
+	"log_level":  needRestart, // the logger is built by main
+	"log_format": needRestart,
+	"state_dir":  needRestart, // the embedded NATS server's store
+	"http":       needRestart, // its listener, and its handler (pprof)
+	"nats":       needRestart, // the server, the publisher, its stream, the health ticker
+	"sample":     needRestart, // the sample camera, served by main
+
+	// workers: a change of any leaf starts new pools, built from the whole section
+	// (Workers.PoolConfig), and swaps them in; a model of another input size is rejected.
+	"workers.model":                                 applyLive,
+	"workers.labels":                                applyLive,
+	"workers.library":                               applyLive,
+	"workers.confidence":                            applyLive,
+	"workers.iou":                                   applyLive,
+	"workers.job_timeout":                           applyLive,
+	"workers.memory_limit_mib":                      applyLive,
+	"workers.gpu_memory_limit_mib":                  applyLive,
+	"workers.gpu_memory_command":                    applyLive,
+	"workers.pools[].count":                         applyLive,
+	"workers.pools[].provider":                      applyLive,
+	"workers.pools[].device":                        applyLive,
+	"workers.pools[].sessions":                      applyLive,
+	"workers.pools[].threads":                       applyLive,
+	"workers.pools[].spin":                          applyLive,
+	"workers.pools[].fallback":                      applyLive,
+	"workers.pools[].cuda.gpu_mem_limit_mib":        applyLive,
+	"workers.pools[].cuda.arena_extend_strategy":    applyLive,
+	"workers.pools[].cuda.cudnn_conv_algo_search":   applyLive,
+	"workers.pools[].cuda.cudnn_conv_max_workspace": applyLive,
+	"workers.pools[].tensorrt.fp16":                 applyLive,
+	"workers.pools[].tensorrt.int8":                 applyLive,
+	"workers.pools[].tensorrt.engine_cache":         applyLive,
+	"workers.pools[].tensorrt.workspace_mib":        applyLive,
+
+	"pipeline.slice":         applyLive, // the slicer's period; every camera takes the schedule of it
+	"pipeline.max_frame_age": applyLive, // the slicer drops older frames from its next round
+
+	// camera_defaults: config resolves them into every camera that does not set the key,
+	// where they apply as the camera's own (below); nothing reads them from the section.
+	"camera_defaults.fps":                         applyLive,
+	"camera_defaults.enabled":                     applyLive,
+	"camera_defaults.transport":                   applyLive,
+	"camera_defaults.decode":                      applyLive,
+	"camera_defaults.decoder":                     applyLive,
+	"camera_defaults.stall_timeout":               applyLive,
+	"camera_defaults.weight":                      applyLive,
+	"camera_defaults.objects.track":               applyLive,
+	"camera_defaults.objects.filters[].class":     applyLive,
+	"camera_defaults.objects.filters[].min_score": applyLive,
+	"camera_defaults.objects.filters[].min_area":  applyLive,
+	"camera_defaults.objects.filters[].max_area":  applyLive,
+	"camera_defaults.objects.anchor":              applyLive,
+	"camera_defaults.objects.update_interval":     applyLive,
+	"camera_defaults.events.detections":           applyLive,
+
+	// cameras are matched by id: a new id starts a camera and the old one stops, and so do
+	// enabled true and false.
+	"cameras[].id":      applyLive,
+	"cameras[].enabled": applyLive,
+	// The source: a change restarts the camera (sameSource) on a source built from it.
+	"cameras[].kind":          applyLive,
+	"cameras[].url":           applyLive,
+	"cameras[].username":      applyLive,
+	"cameras[].password":      applyLive,
+	"cameras[].password_file": applyLive, // read into password by config
+	"cameras[].pipeline":      applyLive,
+	"cameras[].file":          applyLive,
+	"cameras[].transport":     applyLive,
+	"cameras[].decode":        applyLive,
+	"cameras[].decoder":       applyLive,
+	"cameras[].stall_timeout": applyLive,
+	// The schedule: the camera keeps its session and takes the new one (reschedule).
+	"cameras[].fps":    applyLive,
+	"cameras[].weight": applyLive,
+	// The analytics settings: the camera keeps its session and takes them
+	// (camera.setAnalytics), which its scene applies before its next result.
+	"cameras[].objects.track":               applyLive,
+	"cameras[].objects.filters[].class":     applyLive,
+	"cameras[].objects.filters[].min_score": applyLive,
+	"cameras[].objects.filters[].min_area":  applyLive,
+	"cameras[].objects.filters[].max_area":  applyLive,
+	// objects.anchor: the masks' test point and the object events' paths take it at once;
+	// the scene's stationary test (analytics.Motion) keeps the anchor the camera started
+	// with, as scene.apply does not pass it on.
+	"cameras[].objects.anchor":          applyLive,
+	"cameras[].objects.update_interval": applyLive,
+	"cameras[].masks":                   applyLive,
+	"cameras[].zones[].id":              applyLive,
+	"cameras[].zones[].polygon":         applyLive,
+	"cameras[].zones[].classes":         applyLive,
+	"cameras[].zones[].min_seconds":     applyLive,
+	"cameras[].zones[].loiter_seconds":  applyLive,
+	"cameras[].zones[].anchor":          applyLive,
+	"cameras[].lines[].id":              applyLive,
+	"cameras[].lines[].points":          applyLive,
+	"cameras[].lines[].classes":         applyLive,
+	"cameras[].lines[].band":            applyLive,
+	"cameras[].lines[].anchor":          applyLive,
+	"cameras[].events.detections":       applyLive,
 }
 
-// reloadClassOf returns the class of the field at path (a dotted YAML path) and the entry
-// of reloadClasses that gives it; 0 and "" when none does.
+// reloadClassOf returns the class of the leaf at path (a YAML path, as in reloadClasses)
+// and the entry of reloadClasses that gives it: the leaf's own, else the nearest section
+// above it listed as needRestart; 0 and "" when neither. A section listed as applyLive
+// gives nothing.
 func reloadClassOf(path string) (reloadClass, string) {
+	if c, ok := reloadClasses[path]; ok {
+		return c, path
+	}
 	for p := path; ; {
-		if c, ok := reloadClasses[p]; ok {
-			return c, p
-		}
-		i := strings.LastIndexByte(p, '.')
+		i := strings.LastIndexAny(p, ".[")
 		if i < 0 {
 			return 0, ""
 		}
 		p = p[:i]
+		if reloadClasses[p] == needRestart {
+			return needRestart, p
+		}
 	}
 }
 
 // inForce returns the config in force after a reload of file: running, with the fields
-// that apply live taken from file. restart lists, in the order of config.Config, the
-// entries of reloadClasses whose fields differ between file and running (a field without
-// an entry is named by its own path). Neither running nor file is changed; the result
-// shares their slices, which no one changes.
+// that apply live taken from file. It takes or keeps each value of config.Config whole: a
+// leaf, or a list of structs (cameras, workers.pools), which is taken when all the leaves of
+// its elements apply live and kept otherwise. restart lists, in the order of config.Config, the
+// entries of reloadClasses that give the values kept that differ between file and running
+// (a value without one, or a list whose leaves have different entries, is named by its own
+// path). Neither running nor file is changed; the result shares their slices, which no one
+// changes.
 func inForce(running, file *config.Config) (next *config.Config, restart []string) {
+	type value struct {
+		path  string
+		index []int
+		class reloadClass
+		name  string // the entry that gives class
+	}
+	var values []value
+	eachConfigField(reflect.TypeFor[config.Config](), "", nil, false, func(path string, index []int) {
+		class, name := reloadClassOf(path)
+		if n := len(values) - 1; n >= 0 && slices.Equal(values[n].index, index) { // a list's next leaf
+			if v := &values[n]; v.class != class {
+				v.class, v.name = needRestart, "" // mixed: kept, named by its path
+			} else if v.name != name {
+				v.name = ""
+			}
+			return
+		}
+		path, _, _ = strings.Cut(path, "[]")
+		values = append(values, value{path, index, class, name})
+	})
 	n := *running
 	nv, fv := reflect.ValueOf(&n).Elem(), reflect.ValueOf(file).Elem()
-	eachConfigField(nv.Type(), "", nil, func(path string, index []int) {
-		to, from := nv.FieldByIndex(index), fv.FieldByIndex(index)
-		class, name := reloadClassOf(path)
+	for _, v := range values {
+		to, from := nv.FieldByIndex(v.index), fv.FieldByIndex(v.index)
 		switch {
-		case class == applyLive:
+		case v.class == applyLive:
 			to.Set(from)
 		case reflect.DeepEqual(to.Interface(), from.Interface()):
-		case name == "":
-			restart = appendNew(restart, path)
+		case v.name == "":
+			restart = appendNew(restart, v.path)
 		default:
-			restart = appendNew(restart, name)
+			restart = appendNew(restart, v.name)
 		}
-	})
+	}
 	return &n, restart
 }
 
-// eachConfigField calls f with the YAML path and the index of every field of the struct
-// type t that holds a value (a struct field is walked into, a list or pointer is one
-// value), in the order of their declaration; fields YAML leaves out are left out.
-func eachConfigField(t reflect.Type, prefix string, index []int, f func(path string, index []int)) {
+// eachConfigField calls f with the YAML path of every leaf field of the struct type t, in
+// the order of their declaration, and the index in t of the field that holds the leaf's
+// value: the leaf itself, or the list it is in. A struct is walked into, and so is the
+// element of a list of structs, whose leaves' paths say "[]" ("cameras[].url"); any other
+// field is a leaf (a scalar, a list of scalars, a pointer); fields YAML leaves out are left
+// out. inList says that t is the element of the list at index.
+func eachConfigField(t reflect.Type, prefix string, index []int, inList bool, f func(path string, index []int)) {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
@@ -103,16 +224,36 @@ func eachConfigField(t reflect.Type, prefix string, index []int, f func(path str
 		if name == "" {
 			name = strings.ToLower(sf.Name) // yaml.v3's default
 		}
-		path, idx := name, append(slices.Clip(index), i)
+		path, idx := name, index
 		if prefix != "" {
 			path = prefix + "." + name
 		}
-		if sf.Type.Kind() == reflect.Struct {
-			eachConfigField(sf.Type, path, idx, f)
-			continue
+		if !inList {
+			idx = append(slices.Clip(index), i)
 		}
-		f(path, idx)
+		switch ft := sf.Type; {
+		case walkable(ft):
+			eachConfigField(ft, path, idx, inList, f)
+		case (ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array) && walkable(ft.Elem()):
+			eachConfigField(ft.Elem(), path+"[]", idx, true, f)
+		default:
+			f(path, idx)
+		}
 	}
+}
+
+// walkable reports whether eachConfigField walks into t: a struct with exported fields (one
+// without, such as time.Time, is a leaf).
+func walkable(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		if t.Field(i).IsExported() {
+			return true
+		}
+	}
+	return false
 }
 
 // appendNew appends v to list unless it is there already.

@@ -157,19 +157,19 @@ func nextConfigEvent(t *testing.T, msgs chan *nats.Msg) sinks.ConfigEvent {
 	return ev
 }
 
-// Every field of config.Config, at any depth, is classified by reloadClasses (directly or
-// through a section above it), and every entry names a field: a new section cannot be
-// silently taken for applied.
+// Every leaf of config.Config, at any depth and in the elements of its lists, has a class:
+// its own entry in reloadClasses, or needRestart from a section above it. Every entry names
+// a leaf or a section, applyLive a leaf only (so that a field added under a live section
+// fails here until it is classified), and no entry repeats its section's class. The leaves
+// of a list share one class: inForce takes or keeps a list whole. eachConfigField, which
+// inForce walks, walks every leaf.
 func TestReloadClassesCoverConfig(t *testing.T) {
-	fields := map[string]bool{}
+	leaves, sections := map[string]bool{}, map[string]bool{}
+	section := func(t reflect.Type) bool { // a struct with fields to walk into
+		return t.Kind() == reflect.Struct && slices.ContainsFunc(reflect.VisibleFields(t), func(f reflect.StructField) bool { return f.IsExported() })
+	}
 	var walk func(t reflect.Type, prefix string)
 	walk = func(t reflect.Type, prefix string) {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Time]() {
-			return
-		}
 		for i := range t.NumField() {
 			f := t.Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
@@ -179,55 +179,83 @@ func TestReloadClassesCoverConfig(t *testing.T) {
 			if name == "" {
 				name = strings.ToLower(f.Name) // yaml.v3's default
 			}
-			path := strings.TrimPrefix(prefix+"."+name, ".")
-			fields[path] = true
-			walk(f.Type, path)
+			path, ft := strings.TrimPrefix(prefix+"."+name, "."), f.Type
+			if (ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array) && section(ft.Elem()) {
+				sections[path], sections[path+"[]"] = true, true
+				walk(ft.Elem(), path+"[]")
+				continue
+			}
+			if section(ft) {
+				sections[path] = true
+				walk(ft, path)
+				continue
+			}
+			leaves[path] = true
 		}
 	}
 	walk(reflect.TypeFor[config.Config](), "")
-	if len(fields) < 50 {
-		t.Fatalf("walked %d fields of config.Config: the walk is broken", len(fields))
+	if len(leaves) < 100 {
+		t.Fatalf("walked %d leaves of config.Config: the walk is broken", len(leaves))
 	}
-	for _, path := range slices.Sorted(maps.Keys(fields)) {
-		if class, _ := reloadClassOf(path); class != applyLive && class != needRestart {
+	var walked []string
+	eachConfigField(reflect.TypeFor[config.Config](), "", nil, false, func(path string, _ []int) { walked = append(walked, path) })
+	if want := slices.Sorted(maps.Keys(leaves)); !slices.Equal(slices.Sorted(slices.Values(walked)), want) {
+		t.Errorf("eachConfigField walks %q,\nwant the leaves %q", walked, want)
+	}
+	lists := map[string]reloadClass{}
+	for _, path := range slices.Sorted(maps.Keys(leaves)) {
+		class, _ := reloadClassOf(path)
+		if class != applyLive && class != needRestart {
 			t.Errorf("config field %s is neither applied by a reload nor listed as needing a restart: classify it in reloadClasses", path)
+		}
+		if list, _, ok := strings.Cut(path, "[]"); ok {
+			if c, seen := lists[list]; seen && c != class {
+				t.Errorf("reloadClasses: the leaves of %s have different classes (%s: %d, another %d): inForce takes or keeps a list whole", list, path, class, c)
+			}
+			lists[list] = class
 		}
 	}
 	for path, class := range reloadClasses {
-		if !fields[path] {
+		switch {
+		case class == applyLive && !leaves[path]:
+			t.Errorf("reloadClasses gives applyLive to %s, which is no leaf of config.Config: list a live section's leaves one by one", path)
+		case !leaves[path] && !sections[path]:
 			t.Errorf("reloadClasses names %s, which is no field of config.Config", path)
 		}
-		if i := strings.LastIndexByte(path, '.'); i > 0 {
-			if parent, _ := reloadClassOf(path[:i]); parent == class {
+		if i := strings.LastIndexAny(path, ".["); i > 0 {
+			if parent, _ := reloadClassOf(path[:i]); class == needRestart && parent == needRestart {
 				t.Errorf("reloadClasses: %s has the class of its section already", path)
 			}
 		}
 	}
 }
 
-// For every field, a file that changes only that field either puts it in force (applied
-// live, nothing to restart) or keeps the running value and names its section in
-// NeedsRestart, as reloadClasses says; never neither.
+// For every leaf, including those of a list's element, a file that changes only that leaf
+// either puts it in force (applied live, nothing to restart) or keeps the running value and
+// names its section in NeedsRestart, as reloadClasses says; never neither. The running
+// config is left as it was.
 func TestInForceFollowsClasses(t *testing.T) {
-	running, err := config.Parse([]byte("cameras:\n  - {id: a, url: rtsp://h/1}\n"))
+	const yaml = "workers: {pools: [{count: 1}]}\ncamera_defaults: {objects: {filters: [{class: car, min_score: 0.5}]}}\ncameras:\n" +
+		"  - {id: a, url: rtsp://h/1, objects: {filters: [{class: person}]}, zones: [{id: z, polygon: [[0, 0], [1, 0], [1, 1]]}], lines: [{id: l, points: [[0, 0], [1, 1]]}]}\n"
+	running, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	eachConfigField(reflect.TypeFor[config.Config](), "", nil, func(path string, index []int) {
+	eachConfigField(reflect.TypeFor[config.Config](), "", nil, false, func(path string, _ []int) {
 		n++
 		file := *running
-		changeValue(t, path, reflect.ValueOf(&file).Elem().FieldByIndex(index))
+		changeValue(t, path, leafOf(t, reflect.ValueOf(&file).Elem(), path, true))
 		next, restart := inForce(running, &file)
-		got := reflect.ValueOf(next).Elem().FieldByIndex(index).Interface()
-		want := reflect.ValueOf(running).Elem().FieldByIndex(index).Interface()
+		got := leafOf(t, reflect.ValueOf(next).Elem(), path, false).Interface()
+		want := leafOf(t, reflect.ValueOf(running).Elem(), path, false).Interface()
 		class, section := reloadClassOf(path)
 		if class == 0 {
 			t.Errorf("%s: not in reloadClasses (changed, it is reported as %q)", path, restart)
 			return
 		}
 		if class == applyLive {
-			want = reflect.ValueOf(&file).Elem().FieldByIndex(index).Interface()
+			want = leafOf(t, reflect.ValueOf(&file).Elem(), path, false).Interface()
 			section = ""
 		}
 		if !reflect.DeepEqual(got, want) {
@@ -241,8 +269,11 @@ func TestInForceFollowsClasses(t *testing.T) {
 			t.Errorf("%s: the running config as the file: needs restart %q", path, restart)
 		}
 	})
-	if n < 50 {
-		t.Fatalf("changed %d fields of config.Config: the walk is broken", n)
+	if n < 100 {
+		t.Fatalf("changed %d leaves of config.Config: the walk is broken", n)
+	}
+	if fresh, _ := config.Parse([]byte(yaml)); !reflect.DeepEqual(running, fresh) {
+		t.Fatal("changing the copies changed the running config")
 	}
 }
 
