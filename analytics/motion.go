@@ -48,7 +48,7 @@ type Motion struct {
 type mover struct {
 	label      string
 	ref        geom.Point // mean anchor since it settled, normalized (so a resolution change moves nothing)
-	n          int        // anchors in the mean, at most meanLen
+	n          int        // anchors in the mean, at most meanLen; 0: take ref from the next sighting
 	settled    time.Time  // the first frame within radius of ref
 	stationary bool
 	lastSeen   time.Time
@@ -78,6 +78,22 @@ func NewMotion(window time.Duration, radius float64, anchor Anchor) (*Motion, er
 	return &Motion{window: window, radius: radius, anchor: anchorOr(anchor), tracks: map[uint64]*mover{}}, nil
 }
 
+// SetAnchor makes the motion test use anchor a ("" is DefaultAnchor) from the next Update (a
+// hot reload): each object keeps its state, and where it settled is taken again from its next
+// sighting, in the new anchor's terms, so the change itself moves nothing.
+func (m *Motion) SetAnchor(a Anchor) error {
+	if a != "" && a != AnchorBottomCenter && a != AnchorCenter {
+		return fmt.Errorf("analytics: unknown anchor %q (want bottom_center or center)", a)
+	}
+	if a = anchorOr(a); a != m.anchor {
+		m.anchor = a
+		for _, v := range m.tracks {
+			v.n = 0
+		}
+	}
+	return nil
+}
+
 // Update takes one frame and returns the changes it decided, in the order of its objects.
 // Ended tracks are forgotten. The slice is reused by the next Update. It fails only on a frame
 // without a size.
@@ -97,6 +113,10 @@ func (m *Motion) Update(f Frame) ([]MotionEvent, error) {
 			continue
 		}
 		v.lastSeen = t
+		if v.n == 0 { // the anchor changed (SetAnchor): settled where it is now, in its terms
+			v.ref, v.n = p, 1
+			continue
+		}
 		if math.Hypot((p.X-v.ref.X)*w, (p.Y-v.ref.Y)*h) > m.radius*diag {
 			// Moved: it settles afresh from here.
 			v.ref, v.n, v.settled = p, 1, t

@@ -138,3 +138,45 @@ func TestNewMotionBad(t *testing.T) {
 		t.Error("Update accepted a frame without a size")
 	}
 }
+
+// A reload's new anchor (Motion.SetAnchor) is tested from the next frame: the change itself
+// moves no one, and then a box whose bottom edge stays put while it grows upwards (someone
+// standing up) moves by its centre, where by its feet it did not.
+func TestMotionSetAnchor(t *testing.T) {
+	m := newMotion(t)
+	step := func(ms int, b geom.Box) []string {
+		t.Helper()
+		evs, err := m.Update(Frame{Time: t0.Add(time.Duration(ms) * time.Millisecond), W: 1000, H: 500,
+			Objects: []Object{{TrackID: 1, Label: "person", Box: b}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return motionEvs(evs)
+	}
+	low := geom.Box{X: 500, Y: 300, W: 40, H: 60} // feet at y 360
+	var got []string
+	ms := 0
+	for ; ms <= 6000; ms += 200 {
+		got = append(got, step(ms, low)...)
+	}
+	if !slices.Equal(got, []string{"1 person stationary @5000 since 0"}) {
+		t.Fatalf("before the reload: %v, want stationary after the window", got)
+	}
+	if err := m.SetAnchor(AnchorCenter); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetAnchor("top"); err == nil || !m.Stationary(1) {
+		t.Fatalf("anchor top: %v, stationary %v; want an error and the state kept", err, m.Stationary(1))
+	}
+	got = nil
+	for ; ms <= 9000; ms += 200 { // the same box: its centre is 30 px above its feet
+		got = append(got, step(ms, low)...)
+	}
+	if len(got) != 0 || !m.Stationary(1) {
+		t.Fatalf("the anchor changed, the box did not: %v, stationary %v; want no event", got, m.Stationary(1))
+	}
+	tall := geom.Box{X: 500, Y: 160, W: 40, H: 200} // the same feet, the centre 70 px higher
+	if got := step(ms, tall); !slices.Equal(got, []string{fmt.Sprintf("1 person moving @%d since %d", ms, ms)}) {
+		t.Fatalf("grown upwards, tested by its centre: %v, want it moving", got)
+	}
+}

@@ -147,7 +147,7 @@ func NewScene(settings Config, firstID uint64) (*Scene, error) {
 
 // Apply changes the scene's settings (a hot reload): the filter is rebuilt, zones and
 // lines whose definition is unchanged keep their state (ZoneSet.Apply, LineSet.Apply), the
-// tracks go on.
+// motion test takes the objects' anchor (Motion.SetAnchor), the tracks go on.
 func (s *Scene) Apply(settings Config) error {
 	f, err := NewFilter(settings.Objects, settings.Masks)
 	if err != nil {
@@ -167,6 +167,9 @@ func (s *Scene) Apply(settings Config) error {
 		if err := s.lines.Apply(settings.Lines); err != nil {
 			return err
 		}
+	}
+	if err := s.motion.SetAnchor(settings.Objects.Anchor); err != nil {
+		return err
 	}
 	s.filter, s.settings = f, settings
 	return nil

@@ -9,21 +9,8 @@ import (
 	"github.com/visiond/visiond/analytics/track"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 )
-
-// walker is a person box walking from left to right across a 1000x500 frame at 5 fps, its
-// feet at y = 400: through the lower-half zone (which covers the whole width) and across
-// the vertical line at x = 0.5, then out of the frame.
-func walkerFrames(t0 time.Time, fps float64) (times []time.Time, boxes []geom.Box) {
-	for i := 0; ; i++ {
-		x := float64(i) * 150 / fps // 150 px/s
-		if x > 960 {                // the box leaves the frame
-			return times, boxes
-		}
-		times = append(times, t0.Add(time.Duration(float64(i)/fps*float64(time.Second))))
-		boxes = append(boxes, geom.Box{X: x, Y: 300, W: 40, H: 100})
-	}
-}
 
 func TestSceneWalker(t *testing.T) {
 	minSec := 0.5
@@ -37,7 +24,7 @@ func TestSceneWalker(t *testing.T) {
 			t.Fatal(err)
 		}
 		t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-		times, boxes := walkerFrames(t0, fps)
+		times, boxes := testutil.WalkerFrames(t0, fps)
 		var changes []fmt.Stringer
 		var zones []ZoneEventType
 		var lines []Direction
@@ -113,7 +100,7 @@ func TestSceneApplyKeepsTracks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	times, boxes := walkerFrames(t0, 5)
+	times, boxes := testutil.WalkerFrames(t0, 5)
 	var ids []uint64
 	crossings := 0
 	for i, at := range times {

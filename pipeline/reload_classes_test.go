@@ -146,8 +146,8 @@ func liveLeafShows() map[string]leafShow {
 			}),
 		"cameras[].objects.filters[].min_area": settings(filter("class: car, min_area: 0.001"), filter("class: car, min_area: 0.002")),
 		"cameras[].objects.filters[].max_area": settings(filter("class: car, max_area: 0.5"), filter("class: car, max_area: 0.4")),
-		// The masks' test point and the object events' paths take it; the scene's
-		// stationary test (analytics.Motion) keeps the anchor the camera started with.
+		// The masks' test point, the object events' paths and the stationary test
+		// (analytics.Motion.SetAnchor, TestMotionSetAnchor) take it.
 		"cameras[].objects.anchor":          settings("objects: {anchor: bottom_center}", "objects: {anchor: center}"),
 		"cameras[].objects.update_interval": settings("objects: {update_interval: 30s}", "objects: {update_interval: 5s}"),
 		"cameras[].masks": withBehaviour(settings("masks: [[[0, 0], [0.1, 0], [0.1, 0.1]]]", "masks: [[[0, 0.7], [1, 0.7], [1, 1], [0, 1]]]"),
@@ -426,10 +426,13 @@ func newPools(t *testing.T, h *leafDaemon, s leafStep) {
 	}
 }
 
-// reslices: every camera takes a schedule of the new slice, as does the slicer.
+// reslices: every camera takes a schedule of the new slice (its slack, how early it may go,
+// is half a slice at most), as does the run loop, which reads the slice in force.
 func reslices(t *testing.T, h *leafDaemon, s leafStep) {
-	if !slices.Equal(s.res.Updated, []string{"live", "cam"}) || h.slice != s.to.Pipeline.Slice {
-		t.Fatalf("updated %q, slice %v: want both cameras rescheduled and the slicer at %v", s.res.Updated, h.slice, s.to.Pipeline.Slice)
+	c, slice := h.camera("live"), s.to.Pipeline.Slice
+	if !slices.Equal(s.res.Updated, []string{"live", "cam"}) || c.slack != min(slice/2, c.interval/4) || h.Running().Pipeline.Slice != slice {
+		t.Fatalf("updated %q, live's slack %v, slice in force %v: want both cameras rescheduled to the slice %v",
+			s.res.Updated, c.slack, h.Running().Pipeline.Slice, slice)
 	}
 }
 
@@ -563,7 +566,7 @@ func (p published) crossed(line, label string) bool {
 }
 
 // analysedAcross runs a person walking across a 1000x500 frame from left to right at 5 fps,
-// its feet at y 0.8 (scene_test's walker), and a car standing still at the top right (score
+// its feet at y 0.8 (testutil.WalkerFrames), and a car standing still at the top right (score
 // 0.5), through camera cam on the slicer with stand-in workers: under from's analytics
 // settings until the person is a third of the way, then under to's, put in force as a reload
 // does (camera.setAnalytics). It returns what the camera published under each.
@@ -571,7 +574,7 @@ func analysedAcross(t *testing.T, from, to config.Camera) (before, after publish
 	s := newSim(1, 200*time.Millisecond)
 	c := newCamera(from, s.slice, s.wakeUp)
 	s.sl.cams = []*camera{c}
-	times, boxes := walkerFrames(s.now, 5)
+	times, boxes := testutil.WalkerFrames(s.now, 5)
 	car := infer.Detection{Label: "car", ClassID: 2, Score: 0.5, Box: geom.Box{X: 800, Y: 150, W: 80, H: 40}}
 	part := func() published { return published{s.events, s.zones, s.lines} }
 	for i, at := range times {
@@ -581,7 +584,7 @@ func analysedAcross(t *testing.T, from, to config.Camera) (before, after publish
 			c.setAnalytics(to)
 		}
 		c.box.Put(&sources.Frame{Camera: c.cfg.ID, Seq: uint64(i + 1), Captured: at, Received: at, Letterbox: geom.NewLetterbox(1000, 500, 640, 640)})
-		s.sl.dispatch(at)
+		s.sl.dispatch(at, time.Second)
 		if len(s.w.inflight) != 1 {
 			t.Fatalf("frame %d not dispatched", i)
 		}
