@@ -122,9 +122,8 @@ var reloadClasses = map[string]reloadClass{
 	"cameras[].objects.filters[].min_score": applyLive,
 	"cameras[].objects.filters[].min_area":  applyLive,
 	"cameras[].objects.filters[].max_area":  applyLive,
-	// objects.anchor: the masks' test point and the object events' paths take it at once;
-	// the scene's stationary test (analytics.Motion) keeps the anchor the camera started
-	// with, as scene.apply does not pass it on.
+	// objects.anchor: the masks' test point, the object events' paths and the stationary
+	// test (analytics.Motion.SetAnchor) take it at once.
 	"cameras[].objects.anchor":          applyLive,
 	"cameras[].objects.update_interval": applyLive,
 	"cameras[].masks":                   applyLive,
