@@ -187,6 +187,10 @@ type Config struct {
 	Masks   []Points `yaml:"masks,omitempty"`
 	Zones   []Zone   `yaml:"zones,omitempty"`
 	Lines   []Line   `yaml:"lines,omitempty"`
+	// FrameInterval is the time between the camera's analysed frames (1/fps; not a key of
+	// its own): the tracker's times that stand for frames stretch with it
+	// (track.Config.FrameInterval). 0: not known.
+	FrameInterval time.Duration `yaml:"-"`
 }
 
 // Problem is one thing wrong in analytics settings. Elem is the element at fault, as a path

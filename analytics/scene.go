@@ -130,7 +130,7 @@ type StepResult struct {
 // NewScene returns the scene of settings (checked as NewFilter, NewZoneSet and NewLineSet
 // check them), with track ids from firstID.
 func NewScene(settings Config, firstID uint64) (*Scene, error) {
-	tr, err := track.New(track.Config{}, firstID)
+	tr, err := track.New(track.Config{FrameInterval: settings.FrameInterval}, firstID)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +147,8 @@ func NewScene(settings Config, firstID uint64) (*Scene, error) {
 
 // Apply changes the scene's settings (a hot reload): the filter is rebuilt, zones and
 // lines whose definition is unchanged keep their state (ZoneSet.Apply, LineSet.Apply), the
-// motion test takes the objects' anchor (Motion.SetAnchor), the tracks go on.
+// motion test takes the objects' anchor (Motion.SetAnchor), the tracker the camera's rate
+// (FrameInterval), the tracks go on.
 func (s *Scene) Apply(settings Config) error {
 	f, err := NewFilter(settings.Objects, settings.Masks)
 	if err != nil {
@@ -170,6 +171,12 @@ func (s *Scene) Apply(settings Config) error {
 	}
 	if err := s.motion.SetAnchor(settings.Objects.Anchor); err != nil {
 		return err
+	}
+	if tc := s.tracker.Config(); tc.FrameInterval != settings.FrameInterval {
+		tc.FrameInterval = settings.FrameInterval
+		if err := s.tracker.SetConfig(tc); err != nil {
+			return err
+		}
 	}
 	s.filter, s.settings = f, settings
 	return nil

@@ -78,7 +78,11 @@ func (e Events) DetectionMode() DetectionEvents {
 // Analytics returns the camera's analytics settings (objects, masks, zones, lines) as
 // package analytics takes them.
 func (c Camera) Analytics() analytics.Config {
-	return analytics.Config{Objects: c.Objects, Masks: c.Masks, Zones: c.Zones, Lines: c.Lines}
+	a := analytics.Config{Objects: c.Objects, Masks: c.Masks, Zones: c.Zones, Lines: c.Lines}
+	if c.FPS > 0 {
+		a.FrameInterval = time.Duration(float64(time.Second) / c.FPS)
+	}
+	return a
 }
 
 // rawObjects and rawEvents are a camera's objects and events as written: a nil field takes

@@ -59,7 +59,8 @@ cameras:
 	}
 	plain, door := cfg.Cameras[0], cfg.Cameras[1]
 	wantPlain := analytics.Config{Objects: analytics.Objects{Track: []string{"person", "car"}, UpdateInterval: time.Minute,
-		Filters: []analytics.ClassFilter{{Class: "car", MinScore: 0.5, MinArea: 0.001}}}}
+		Filters: []analytics.ClassFilter{{Class: "car", MinScore: 0.5, MinArea: 0.001}}},
+		FrameInterval: 200 * time.Millisecond} // fps 5, the default
 	if !reflect.DeepEqual(plain.Analytics(), wantPlain) || plain.Events.Detections != config.DetectionsTracked {
 		t.Errorf("plain inherits: got %+v, events %+v", plain.Analytics(), plain.Events)
 	}
@@ -70,7 +71,8 @@ cameras:
 		Masks: []analytics.Points{{{0, 0}, {0.3, 0}, {0.3, 0.2}}},
 		Zones: []analytics.Zone{{ID: "lower-half", Polygon: analytics.Points{{0, 0.5}, {1, 0.5}, {1, 1}, {0, 1}},
 			Classes: []string{"person"}, MinSeconds: &zero, LoiterSeconds: 30}},
-		Lines: []analytics.Line{{ID: "middle", Points: analytics.Points{{0.5, 0}, {0.5, 1}}, Band: 0.05, Anchor: analytics.AnchorCenter}},
+		Lines:         []analytics.Line{{ID: "middle", Points: analytics.Points{{0.5, 0}, {0.5, 1}}, Band: 0.05, Anchor: analytics.AnchorCenter}},
+		FrameInterval: 200 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(door.Analytics(), wantDoor) || door.Events.Detections != config.DetectionsOff {
 		t.Errorf("door:\ngot  %+v\nwant %+v\nevents %+v", door.Analytics(), wantDoor, door.Events)
@@ -81,7 +83,7 @@ cameras:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := cfg.Cameras[0].Analytics(); !reflect.DeepEqual(a, analytics.Config{}) || cfg.Cameras[0].Events.Detections != config.DetectionsAll {
+	if a := cfg.Cameras[0].Analytics(); !reflect.DeepEqual(a, analytics.Config{FrameInterval: 200 * time.Millisecond}) || cfg.Cameras[0].Events.Detections != config.DetectionsAll {
 		t.Errorf("defaults: %+v, events %+v", a, cfg.Cameras[0].Events)
 	}
 	if m := (config.Events{}).DetectionMode(); m != config.DetectionsAll {

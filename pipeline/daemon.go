@@ -159,6 +159,9 @@ func (d *Daemon) Start() (err error) {
 	// model from then on.
 	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
 		"model", filepath.Base(model.Path), "provider", model.Provider, "nats", redact.URL(d.NATSURL()))
+	for _, w := range cfg.Warnings() {
+		d.log.Warn("config: " + w)
+	}
 	d.heartbeat.Store(time.Now().UnixNano()) // healthy from the start: the first round comes within a slice
 	go d.run(ctx)
 	if d.ConfigPath != "" {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
@@ -59,6 +60,8 @@ func TestReloadAnalyticsLive(t *testing.T) {
 		Masks:   []analytics.Points{{{0, 0}, {0.2, 0}, {0.2, 0.2}}},
 		Zones:   []analytics.Zone{{ID: "lower", Polygon: analytics.Points{{0, 0.6}, {1, 0.6}, {1, 1}, {0, 1}}, Classes: []string{"person", "car"}}},
 		Lines:   []analytics.Line{{ID: "middle", Points: analytics.Points{{0.5, 0}, {0.5, 1}}}},
+		// fps 5, the default: the tracker's frame interval
+		FrameInterval: 200 * time.Millisecond,
 	}
 	if fmt.Sprint(after.Analytics) != fmt.Sprint(want) || after.Events.Detections != config.DetectionsOff {
 		t.Fatalf("cam0's settings after the reload:\n%+v\nwant\n%+v, events off", after, want)
@@ -106,7 +109,8 @@ func TestReloadAnalyticsLive(t *testing.T) {
 }
 
 // A change of camera_defaults.events reaches the cameras that inherit it; a reload that
-// changes only a camera's fps keeps its settings; one that changes its source restarts it
+// changes only a camera's fps keeps its settings (but the tracker's frame interval, which
+// follows the fps); one that changes its source restarts it
 // with its new settings.
 func TestReloadAnalyticsWithSchedule(t *testing.T) {
 	fd := startFileDaemon(t, analyticsBase(t))
@@ -132,8 +136,11 @@ func TestReloadAnalyticsWithSchedule(t *testing.T) {
 	if fd.camera("cam1").analytics().Events.Detections != config.DetectionsAll {
 		t.Fatalf("cam1 after camera_defaults restored: %+v", fd.camera("cam1").analytics())
 	}
-	if c := fd.camera("cam0"); c.analytics() != before || c.status().FPS != 2 {
-		t.Fatalf("cam0 after an fps change: fps %v, settings replaced: %v", c.status().FPS, c.analytics() != before)
+	// Its settings are the same but for the tracker's frame interval, which follows the fps.
+	if c, want := fd.camera("cam0"), before.Analytics; c.status().FPS != 2 ||
+		fmt.Sprint(c.analytics().Analytics) != fmt.Sprint(withInterval(want, 500*time.Millisecond)) {
+		t.Fatalf("cam0 after an fps change: fps %v, settings %+v; want those before (%+v) with a frame interval of 500ms",
+			c.status().FPS, c.analytics().Analytics, want)
 	}
 	moved := strings.Replace(body, "- {id: cam0,", "- {id: cam0, stall_timeout: 7s, zones: [{id: top, polygon: [[0, 0], [1, 0], [1, 0.5]]}], events: {detections: all},", 1)
 	moved = strings.Replace(moved, "events: {detections: tracked}, zones: [{id: lower, polygon: [[0, 0.5], [1, 0.5], [1, 1], [0, 1]], classes: [person]}],", "", 1)
@@ -176,4 +183,10 @@ func TestWithoutAnalyticsCoversSettings(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(config.Camera{ID: "a"}) {
 		t.Fatalf("withoutAnalytics left %+v", got)
 	}
+}
+
+// withInterval is a with the tracker's frame interval d.
+func withInterval(a analytics.Config, d time.Duration) analytics.Config {
+	a.FrameInterval = d
+	return a
 }

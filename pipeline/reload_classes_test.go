@@ -132,7 +132,12 @@ func liveLeafShows() map[string]leafShow {
 		"cameras[].decoder":       restart(cam("decoder: cuda"), func(s *sources.Camera) any { return s.Decoder }),
 		"cameras[].stall_timeout": restart(cam("stall_timeout: 7s"), func(s *sources.Camera) any { return s.StallTimeout }),
 
-		"cameras[].fps":    {to: cam("fps: 2"), effect: reschedules(func(c *camera) any { return c.status().FPS })},
+		"cameras[].fps": {to: cam("fps: 2"), effect: reschedules(func(c *camera) any {
+			if got := c.analytics().Analytics.FrameInterval; got != 500*time.Millisecond {
+				return fmt.Sprintf("the tracker's frame interval %v, not 1/fps", got)
+			}
+			return c.status().FPS
+		})},
 		"cameras[].weight": {to: cam("weight: 3"), effect: reschedules(func(c *camera) any { return c.cfg.Weight })}, // what dispatch shares by
 
 		"cameras[].objects.track": withBehaviour(settings("objects: {track: [person, car]}", "objects: {track: [car]}"),

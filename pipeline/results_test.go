@@ -276,3 +276,30 @@ func TestForMode(t *testing.T) {
 		t.Errorf("off: %v %v", got, ok)
 	}
 }
+
+// Issue 22, item 1: a camera analysed at 0.5 fps gets tracks and object events: the parked
+// car and truck at the top right of the sample video are confirmed at their third frame.
+// Before, the tracker's 2 s confirmation window passed before that frame came, and nothing
+// seen at 1 fps or slower ever got an id.
+func TestSlowCameraObjects(t *testing.T) {
+	cams := strings.Replace(sampleCameras(t, 1), "- {id: cam0,", "- {id: cam0, fps: 0.5,", 1)
+	body := fmt.Sprintf("site: test\nnats: {listen: \"127.0.0.1:0\"}\nhttp: {listen: \"\"}\nworkers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n%s",
+		testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"), cams)
+	d := startTestDaemon(t, body)
+	ev := subscribeScene(t, d.NATSURL(), "visiond.test.cam0")
+	var vehicle sinks.ObjectEvent
+	testutil.WaitFor(t, 3*time.Minute, "the new object event of a parked vehicle", func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		for _, o := range ev.objects {
+			if o.Type == sinks.ObjectNew && (o.Label == "car" || o.Label == "truck") {
+				vehicle = o
+				return true
+			}
+		}
+		return false
+	})
+	if first, confirmed := vehicle.FirstSeen, vehicle.LastSeen; confirmed.Sub(first) < 3*time.Second {
+		t.Errorf("%s %d: first seen %v, confirmed %v: want its third frame, 4 s after its first at 0.5 fps", vehicle.Label, vehicle.TrackID, first, confirmed)
+	}
+}

@@ -41,7 +41,10 @@
 //     ConfirmHits-th matched frame if that comes within ConfirmWindow of its first;
 //     otherwise it is dropped silently when the window has passed. (At f analysed frames
 //     per second, ConfirmHits hits take (ConfirmHits-1)/f seconds: the defaults, 3 hits in
-//     2 s, confirm at 1 fps with no miss, at 2 fps with up to two misses.)
+//     2 s, confirm at 2 fps with up to two misses. Given the camera's rate,
+//     Config.FrameInterval, the window is at least ConfirmHits intervals, so a camera
+//     analysed at 1 fps or slower confirms with up to one miss: down to 0.2 fps, 3 hits in
+//     15 s, and ever more slowly below.)
 //   - confirmed: matched in this frame; reported in Result.New in the frame it is
 //     confirmed. Its detections carry its id.
 //   - lost: a confirmed track not matched in this frame. Its box is the filter's prediction.
@@ -157,6 +160,14 @@ type Config struct {
 	// second (as for AccelNoise): the prior on how fast things move before a track has a second detection.
 	// Default 2.
 	InitVelocity float64
+	// FrameInterval is the time between the camera's analysed frames (1/fps). The times
+	// that stand for a number of frames stretch with it, so that a camera analysed slowly
+	// keeps the frames they give at the rates they were made for: a track has at least
+	// ConfirmHits intervals to confirm (ConfirmWindow), is ended only after at least two
+	// missed frames (LostTimeout at least 2.5 intervals), and a lost track is matched by
+	// its prediction and by distance (stages 1-3) for at least two intervals (one missed
+	// frame). Default 0: the times as they are (2 fps and faster need no stretching).
+	FrameInterval time.Duration
 }
 
 // Defaults of Config's fields.
@@ -239,8 +250,27 @@ func (c *Config) Check() error {
 		return fmt.Errorf("track: ConfirmWindow must be positive, got %v", c.ConfirmWindow)
 	case c.LostTimeout <= 0:
 		return fmt.Errorf("track: LostTimeout must be positive, got %v", c.LostTimeout)
+	case c.FrameInterval < 0:
+		return fmt.Errorf("track: FrameInterval must not be negative, got %v", c.FrameInterval)
 	}
 	return nil
+}
+
+// times are a Config's times in force, stretched to its FrameInterval.
+type times struct {
+	confirmWindow, lostTimeout, predictMaxLost, distanceMaxLost time.Duration
+}
+
+func (c *Config) times() times {
+	frames := func(d time.Duration, n float64) time.Duration {
+		return max(d, time.Duration(n*float64(c.FrameInterval)))
+	}
+	return times{
+		confirmWindow:   frames(c.ConfirmWindow, float64(c.ConfirmHits)),
+		lostTimeout:     frames(c.LostTimeout, 2.5),
+		predictMaxLost:  frames(predictMaxLost, 2),
+		distanceMaxLost: frames(distanceMaxLost, 2),
+	}
 }
 
 // State is where a track is in its life.
@@ -323,6 +353,7 @@ var ErrTimeOrder = errors.New("track: frame time not after the previous frame's"
 // Tracker follows the objects of one camera. Not safe for concurrent use.
 type Tracker struct {
 	cfg    Config
+	times  times // cfg's, stretched to its FrameInterval
 	nextID uint64
 	tracks []*track
 	free   []*track // ended tracks kept for reuse
@@ -357,7 +388,7 @@ func New(cfg Config, firstID uint64) (*Tracker, error) {
 	if firstID == 0 {
 		firstID = 1
 	}
-	return &Tracker{cfg: cfg, nextID: firstID}, nil
+	return &Tracker{cfg: cfg, times: cfg.times(), nextID: firstID}, nil
 }
 
 // SetConfig replaces the tracker's configuration (zero fields take defaults), keeping its
@@ -367,7 +398,7 @@ func (t *Tracker) SetConfig(cfg Config) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	t.cfg = cfg
+	t.cfg, t.times = cfg, cfg.times()
 	return nil
 }
 
@@ -420,7 +451,7 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	// Predict, and drop the tentative tracks whose window has passed.
 	live := t.tracks[:0]
 	for _, tr := range t.tracks {
-		if tr.State == Tentative && at.Sub(tr.FirstSeen) > t.cfg.ConfirmWindow {
+		if tr.State == Tentative && at.Sub(tr.FirstSeen) > t.times.confirmWindow {
 			t.free = append(t.free, tr)
 			continue
 		}
@@ -444,7 +475,7 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	}
 
 	isActive := func(tr *track) bool {
-		return tr.State == Confirmed || tr.State == Lost && at.Sub(tr.LastSeen) <= predictMaxLost
+		return tr.State == Confirmed || tr.State == Lost && at.Sub(tr.LastSeen) <= t.times.predictMaxLost
 	}
 	isTentative := func(tr *track) bool { return tr.State == Tentative }
 	gate := t.cfg.DistanceGate
@@ -455,7 +486,7 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	if gate > 0 {
 		// 3. high left against confirmed and recently lost left, by distance.
 		t.stage(dets, t.high, func(tr *track) bool {
-			return tr.State == Confirmed || tr.State == Lost && at.Sub(tr.LastSeen) <= distanceMaxLost
+			return tr.State == Confirmed || tr.State == Lost && at.Sub(tr.LastSeen) <= t.times.distanceMaxLost
 		}, byDistance, gate, at)
 	}
 	// 4. high and low left against lost, by overlap with where they were last seen.
@@ -490,7 +521,7 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 			tr.cw.stopRate()
 			tr.ch.stopRate()
 		}
-		if tr.State == Lost && (at.Sub(tr.LastSeen) > t.cfg.LostTimeout || t.outside(tr.Box)) {
+		if tr.State == Lost && (at.Sub(tr.LastSeen) > t.times.lostTimeout || t.outside(tr.Box)) {
 			tr.State = Ended
 			t.res.Ended = append(t.res.Ended, tr.Track)
 			t.free = append(t.free, tr)

@@ -601,3 +601,82 @@ func TestSetConfig(t *testing.T) {
 		t.Errorf("missed 1.1 s with LostTimeout 1 s: ended %v", res.Ended)
 	}
 }
+
+// Issue 22, item 1: a camera analysed slowly still gets tracks. A parked car seen every 2 s
+// or every 5 s, for 60 frames, with every 7th frame missed: without the camera's rate the
+// confirmation window (2 s) passes before the third hit and it never gets an id; given its
+// FrameInterval it is one track, confirmed at its third hit, never ended.
+func TestSlowCameraTracks(t *testing.T) {
+	car := infer.Detection{Label: "car", ClassID: 2, Score: 0.8, Box: geom.Box{X: 300, Y: 200, W: 120, H: 60}}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, fps := range []float64{0.5, 0.2} {
+		interval := time.Duration(float64(time.Second) / fps)
+		for _, given := range []bool{false, true} {
+			cfg := Config{}
+			if given {
+				cfg.FrameInterval = interval
+			}
+			tr, err := New(cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, ended, confirmedAt := map[uint64]bool{}, 0, -1
+			for i := range 60 {
+				var dets []infer.Detection
+				if i%7 != 6 {
+					dets = []infer.Detection{car}
+				}
+				res, err := tr.Update(t0.Add(time.Duration(i)*interval), 1000, 500, dets)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, id := range res.IDs {
+					if id != 0 {
+						ids[id] = true
+					}
+				}
+				if len(res.New) > 0 && confirmedAt < 0 {
+					confirmedAt = i
+				}
+				ended += len(res.Ended)
+			}
+			switch {
+			case !given && len(ids) != 0:
+				t.Errorf("%v fps without its rate: ids %v; want none (the window passes first), or this test shows nothing", fps, ids)
+			case given && (len(ids) != 1 || ended != 0 || confirmedAt != 2):
+				t.Errorf("%v fps given its rate: ids %v, %d ended, confirmed at frame %d; want one id, confirmed at the third frame, never ended",
+					fps, ids, ended, confirmedAt)
+			}
+		}
+	}
+}
+
+// A walker at 0.2 fps (a box width a frame) missed in one frame keeps its id: the lost track
+// is matched by its prediction in the next.
+func TestSlowCameraWalkerMissedOnce(t *testing.T) {
+	tr, err := New(Config{FrameInterval: 5 * time.Second}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ids := map[uint64]bool{}
+	for i := range 12 {
+		var dets []infer.Detection
+		if i != 6 { // a frame that saw nothing
+			dets = []infer.Detection{{Label: "person", Score: 0.85, Box: geom.Box{X: 50 + 60*float64(i), Y: 200, W: 50, H: 120}}}
+		}
+		res, err := tr.Update(t0.Add(time.Duration(i)*5*time.Second), 1000, 500, dets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Ended) > 0 {
+			t.Fatalf("frame %d: track %d ended", i, res.Ended[0].ID)
+		}
+		if len(res.IDs) > 0 && res.IDs[0] != 0 {
+			ids[res.IDs[0]] = true
+		}
+	}
+	if len(ids) != 1 {
+		t.Errorf("ids %v, want one through the missed frame", ids)
+	}
+}

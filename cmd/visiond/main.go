@@ -170,6 +170,9 @@ func checkCmd(args []string, stdout, stderr io.Writer) error {
 			enabled++
 		}
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stdout, "%s: warning: %s\n", name, w)
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d cameras, %d enabled)\n", name, len(cfg.Cameras), enabled)
 	return nil
 }

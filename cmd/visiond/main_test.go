@@ -73,6 +73,9 @@ func TestCheck(t *testing.T) {
 			`line 5: cameras[0].lines[0].classes: "bus" is not a class of the model (line "gate", camera "door") (workers.labels ` + labels + ": 2 classes)"},
 		{"no cameras key", []string{"check", writeConfig(t, "site: lab\n")}, 1, "cameras: no list of cameras"},
 		{"no cameras", []string{"check", writeConfig(t, "site: lab\ncameras: []\n")}, 0, "ok (0 cameras, 0 enabled)"},
+		// Issue 22: valid, with a warning.
+		{"slow camera", []string{"check", writeConfig(t, "cameras:\n  - {id: yard, url: rtsp://h/1, fps: 0.1}\n")}, 0,
+			`: warning: cameras[0].fps: 0.1 (camera "yard") is below 0.2`},
 		{"two files", []string{"check", good, good}, 2, "at most one config file"},
 		{"check unknown flag", []string{"check", "-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{"run unknown flag", []string{"run", "-bogus"}, 2, "flag provided but not defined: -bogus"},
