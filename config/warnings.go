@@ -25,7 +25,7 @@ func (c *Config) Warnings() []string {
 		interval := time.Duration(float64(time.Second) / cam.FPS)
 		out = append(out, fmt.Sprintf("cameras[%d].fps: %g (camera %q) is below %g: an object is tracked only once seen in %d frames, %v here, "+
 			"so one that passes quicker gets no track, object, zone or line events", i, cam.FPS, cam.ID, MinTrackedFPS,
-			track.DefaultConfirmHits, (time.Duration(track.DefaultConfirmHits-1) * interval).Round(time.Second)))
+			track.DefaultConfirmHits, (time.Duration(track.DefaultConfirmHits-1)*interval).Round(time.Second)))
 	}
 	return out
 }
