@@ -159,9 +159,7 @@ func (d *Daemon) Start() (err error) {
 	// model from then on.
 	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
 		"model", filepath.Base(model.Path), "provider", model.Provider, "nats", redact.URL(d.NATSURL()))
-	for _, w := range cfg.Warnings() {
-		d.log.Warn("config: " + w)
-	}
+	d.logWarnings(cfg)
 	d.heartbeat.Store(time.Now().UnixNano()) // healthy from the start: the first round comes within a slice
 	go d.run(ctx)
 	if d.ConfigPath != "" {
@@ -264,6 +262,14 @@ func (d *Daemon) NATSURL() string {
 
 // HTTPAddr is the address the HTTP endpoint listens on, or nil when it is disabled.
 func (d *Daemon) HTTPAddr() net.Addr { return d.httpAddr }
+
+// logWarnings logs what cfg, valid, will likely not do as meant (config.Config.Warnings): at
+// start and after each reload applied.
+func (d *Daemon) logWarnings(cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		d.log.Warn("config: " + w)
+	}
+}
 
 // model describes the model that the workers in force loaded.
 func (d *Daemon) model() infer.ModelInfo {

@@ -74,9 +74,7 @@ func (d *Daemon) publishReload(res ReloadResult, err error) {
 		d.lastReloadOK.Store(true)
 		d.log.Info("config reloaded", "added", res.Added, "removed", res.Removed, "restarted", res.Restarted,
 			"updated", res.Updated, "kept", len(res.Kept), "workers_replaced", res.Workers, "needs_restart", res.NeedsRestart)
-		for _, w := range d.Running().Warnings() {
-			d.log.Warn("config: " + w)
-		}
+		d.logWarnings(d.Running())
 	}
 	if perr := d.pub.PublishConfig(ev); perr != nil {
 		d.log.Warn("config event not published", "error", perr)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/analytics"
-	"github.com/visiond/visiond/analytics/track"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sinks"
@@ -271,7 +270,7 @@ type sceneState struct {
 type liveObject struct {
 	TrackID    uint64    `json:"track_id"`
 	Label      string    `json:"label"`
-	State      string    `json:"state"` // confirmed (seen in the latest frame) or lost
+	State      string    `json:"state"` // confirmed (seen in the latest frame) or lost (track.State)
 	Score      float32   `json:"score"`
 	Box        sinks.Box `json:"box"` // its latest matched detection
 	FirstSeen  time.Time `json:"first_seen"`
@@ -285,12 +284,8 @@ func liveObjects(live []analytics.LiveObject) []liveObject {
 	out := make([]liveObject, 0, len(live))
 	for _, o := range live {
 		t := o.Track
-		state := "confirmed"
-		if t.State == track.Lost {
-			state = "lost"
-		}
 		out = append(out, liveObject{
-			TrackID: t.ID, Label: t.Label, State: state, Score: t.Score, Box: sinks.PixelBox(o.Box),
+			TrackID: t.ID, Label: t.Label, State: t.State.String(), Score: t.Score, Box: sinks.PixelBox(o.Box),
 			FirstSeen: t.FirstSeen, LastSeen: t.LastSeen, Zones: o.Zones, Stationary: o.Stationary,
 		})
 	}
