@@ -32,7 +32,8 @@ func (c Change) String() string {
 	return fmt.Sprintf("Change(%d)", int(c))
 }
 
-// Why is a reason for an ObjectUpdate.
+// Why is a reason for an ObjectUpdate, or for an ObjectEnd (end.go: WhyLost and the camera's
+// reasons).
 type Why int
 
 // The reasons for an update, in the order a report lists them when several come in one
@@ -46,6 +47,9 @@ const (
 )
 
 func (w Why) String() string {
+	if name, ok := endWhyNames[w]; ok {
+		return name
+	}
 	switch w {
 	case WhyZoneEnter:
 		return "zone_enter"
@@ -106,7 +110,7 @@ const timeSlack = time.Second
 // changed, and what the scene knows of it. It becomes an object event.
 type ObjectReport struct {
 	Change Change
-	Why    []Why // an update's reasons; nil for new and end
+	Why    []Why // an update's reasons; an end's one reason (WhyLost, WhyCameraOffline...); nil for new
 	Track  track.Track
 	// Seq numbers the track's reports from 1: with the track id, it names the report.
 	Seq        uint64
@@ -189,7 +193,7 @@ func (s *Scene) Step(at time.Time, w, h int, dets []infer.Detection) (StepResult
 	res.Dets, res.Dropped = s.filter.Apply(dets, w, h)
 	if !at.After(s.last) && !s.last.IsZero() {
 		if s.last.Sub(at) > timeSlack {
-			res.Objects = s.endAll(w, h, res.Objects)
+			res.Objects, res.Zones = s.endAll(w, h, WhyClockBack, res.Objects)
 			s.last = time.Time{}
 		} else {
 			at = s.last.Add(time.Millisecond)
@@ -220,9 +224,12 @@ func (s *Scene) Step(at time.Time, w, h int, dets []infer.Detection) (StepResult
 	}
 	f.Ended = s.ended
 
-	if res.Zones, err = s.zones.Update(*f); err != nil {
+	zs, err := s.zones.Update(*f)
+	if err != nil {
 		return res, err
 	}
+	res.Zones = append(res.Zones, zs...) // after a clock jump's exits
+
 	if res.Lines, err = s.lines.Update(*f); err != nil {
 		return res, err
 	}
@@ -279,30 +286,13 @@ func (s *Scene) Step(at time.Time, w, h int, dets []infer.Detection) (StepResult
 	return res, nil
 }
 
-// endAll ends every track (the camera's clock went back), reporting their end.
-func (s *Scene) endAll(w, h int, out []ObjectReport) []ObjectReport {
-	ended := s.tracker.EndAll()
-	ids := make([]uint64, 0, len(ended))
-	for _, t := range ended {
-		ids = append(ids, t.ID)
-	}
-	f := Frame{Time: s.last, W: w, H: h, Ended: ids}
-	s.zones.Update(f)  //nolint:errcheck // the size is positive: only a bad size fails
-	s.lines.Update(f)  //nolint:errcheck
-	s.motion.Update(f) //nolint:errcheck
-	for _, t := range ended {
-		if s.objects[t.ID] != nil {
-			out = s.report(out, ObjectEnd, nil, t, w, h)
-			delete(s.objects, t.ID)
-		}
-	}
-	return out
-}
-
 // report appends the report of change (new, update or end) of t; why gives an update's
-// reasons.
+// reasons, or an end's one reason (WhyLost when none is given).
 func (s *Scene) report(out []ObjectReport, change Change, why []Why, t track.Track, w, h int) []ObjectReport {
 	o := s.objects[t.ID]
+	if change == ObjectEnd && len(why) == 0 {
+		why = []Why{WhyLost} // the tracker ended it
+	}
 	at := t.LastSeen
 	if change != ObjectEnd {
 		at = s.frame.Time

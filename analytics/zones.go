@@ -256,8 +256,8 @@ func (s *ZoneSet) exit(z *zoneState, id uint64, v *visitor, t, left time.Time, e
 	}
 }
 
-// forgetStale drops the tracks not seen for StaleAfter, without events, so that state stays
-// bounded when an end is missed. Their occupancy goes with them.
+// forgetStale drops the tracks not seen for StaleAfter, so that state stays bounded when an
+// end is missed. A member among them leaves with an exit (Ended), which lowers occupancy.
 func (s *ZoneSet) forgetStale(t time.Time) {
 	if since(t, s.last) < StaleAfter/10 && !s.last.IsZero() {
 		return // look a few times per StaleAfter, not every frame
@@ -266,10 +266,8 @@ func (s *ZoneSet) forgetStale(t time.Time) {
 	for _, z := range s.zones {
 		for id, v := range z.tracks {
 			if since(t, v.lastSeen) > StaleAfter {
-				if v.member {
-					if z.occupancy[v.label]--; z.occupancy[v.label] <= 0 {
-						delete(z.occupancy, v.label)
-					}
+				if v.member { // its exit, as for an ended track: occupancy never falls unsaid
+					s.exit(z, id, v, t, v.lastIn, true)
 				}
 				delete(z.tracks, id)
 			}
