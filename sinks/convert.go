@@ -29,6 +29,27 @@ func objectType(c analytics.Change) string {
 	panic(fmt.Sprintf("sinks: object change %v has no wire type", c))
 }
 
+// endReason is the wire name of an end's reason.
+func endReason(w analytics.Why) string {
+	switch w {
+	case analytics.WhyLost:
+		return EndLost
+	case analytics.WhyCameraOffline:
+		return EndCameraOffline
+	case analytics.WhyCameraRemoved:
+		return EndCameraRemoved
+	case analytics.WhyCameraDisabled:
+		return EndCameraDisabled
+	case analytics.WhySourceChanged:
+		return EndSourceChanged
+	case analytics.WhyShutdown:
+		return EndShutdown
+	case analytics.WhyClockBack:
+		return EndClockBack
+	}
+	panic(fmt.Sprintf("sinks: end reason %v has no wire name", w))
+}
+
 // whyOf is the wire form of an update's reasons; nil for none.
 func whyOf(why []analytics.Why) []string {
 	if len(why) == 0 {
@@ -129,7 +150,6 @@ func NewObjectEvent(camera string, r analytics.ObjectReport, w, h int) *ObjectEv
 	ev := &ObjectEvent{
 		Camera:    camera,
 		Type:      objectType(r.Change),
-		Why:       whyOf(r.Why),
 		TrackID:   t.ID,
 		Label:     t.Label,
 		ClassID:   t.ClassID,
@@ -146,6 +166,14 @@ func NewObjectEvent(camera string, r analytics.ObjectReport, w, h int) *ObjectEv
 		Path:       NewPath(Point{X: r.Start.X, Y: r.Start.Y}, Point{X: r.End.X, Y: r.End.Y}, w, h),
 		Snapshot:   r.Evidence,
 		Seq:        r.Seq,
+	}
+	if r.Change == analytics.ObjectEnd {
+		ev.Reason = EndLost // a report of the tracker's own end
+		if len(r.Why) > 0 {
+			ev.Reason = endReason(r.Why[0])
+		}
+	} else {
+		ev.Why = whyOf(r.Why)
 	}
 	for _, p := range r.Zones {
 		if p.Inside {

@@ -56,6 +56,24 @@ func TestAnalyticsKindsOnTheWire(t *testing.T) {
 	if whyOf(nil) != nil {
 		t.Error("no reasons: want none on the wire (omitted)")
 	}
+	ends := map[analytics.Why]string{analytics.WhyLost: "lost", analytics.WhyCameraOffline: "camera_offline",
+		analytics.WhyCameraRemoved: "camera_removed", analytics.WhyCameraDisabled: "camera_disabled",
+		analytics.WhySourceChanged: "source_changed", analytics.WhyShutdown: "shutdown", analytics.WhyClockBack: "clock_back"}
+	for w, want := range ends {
+		if got := endReason(w); got != want || w.String() != want || !w.IsEnd() {
+			t.Errorf("end reason %v: %q on the wire, want %q", w, got, want)
+		}
+		ev := NewObjectEvent("door", analytics.ObjectReport{Change: analytics.ObjectEnd, Why: []analytics.Why{w}, Seq: 2}, 640, 480)
+		if ev.Reason != want || ev.Why != nil {
+			t.Errorf("end for %v: reason %q why %v, want reason %q and no why", w, ev.Reason, ev.Why, want)
+		}
+	}
+	if ev := NewObjectEvent("door", analytics.ObjectReport{Change: analytics.ObjectEnd, Seq: 2}, 640, 480); ev.Reason != EndLost {
+		t.Errorf("an end without a reason: %q, want lost", ev.Reason)
+	}
+	if ev := NewObjectEvent("door", analytics.ObjectReport{Change: analytics.ObjectNew, Seq: 1}, 640, 480); ev.Reason != "" {
+		t.Errorf("a new object with reason %q", ev.Reason)
+	}
 	zones := map[analytics.ZoneEventType]string{analytics.ZoneEnter: "enter", analytics.ZoneExit: "exit", analytics.ZoneLoiter: "loiter"}
 	for z, want := range zones {
 		if got := zoneType(z); got != want {

@@ -17,17 +17,16 @@
 //
 //	state := &sinks.State{Publisher: p}            // key-value bucket <prefix>-<site>-state
 //	state.Start()
-//	next, _ := state.NextTrackID(ctx, cam)          // at start: track ids go on from here
+//	first, _ := state.ReserveTrackIDs(ctx, cam, 0, n) // a block of ids, acknowledged before use
 //	counts, _ := state.LineCounts(ctx, cam)         // at start: analytics.LineSet.Restore
 //	state.PutOccupancy(cam, zone, byClass)          // when a zone event changed it
 //	state.PutLineCounts(cam, counts)                // when a line event changed them
-//	state.PutNextTrackID(cam, tracker.NextID())     // when a track is confirmed
 //	state.DeleteZone(cam, zone); state.DeleteLine(cam, line) // removed by a reload
 //	state.ForgetCamera(ctx, cam)                    // a camera removed by a reload
 //
 //	snaps := &sinks.Snapshots{Publisher: p}         // object store <prefix>-<site>-snapshots
 //	snaps.Start()
-//	snaps.PutSnapshot(sinks.SnapshotName(cam, track), jpeg) // then name it in the object event
+//	snaps.PutSnapshot(sinks.SnapshotName(cam, track, firstSeen), jpeg) // then name it in the object event
 //
 // Close them (State, Snapshots) before the Publisher. Put* and PutSnapshot never block: they
 // check the names (camera, zone and line ids are tokens, as config requires; a bad one is an

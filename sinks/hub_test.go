@@ -55,7 +55,7 @@ func TestObjectsStateSnapshotsReachHub(t *testing.T) {
 		line.TrackID = track
 		for _, err := range []error{p.PublishObject(obj), p.PublishZone(zone), p.PublishLine(line),
 			st.PutLineCounts("door", []analytics.Count{{Line: "gate", Fingerprint: "f1", Direction: "in", Class: "person", N: track}}),
-			sn.PutSnapshot(SnapshotName("door", track), fakeJPEG(200<<10, track))} {
+			sn.PutSnapshot(SnapshotName("door", track, seen), fakeJPEG(200<<10, track))} {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestObjectsStateSnapshotsReachHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	for track := uint64(1); track <= 2; track++ {
-		data, err := obs.GetBytes(ctx, SnapshotName("door", track))
+		data, err := obs.GetBytes(ctx, SnapshotName("door", track, seen))
 		if err != nil || !bytes.Equal(data, fakeJPEG(200<<10, track)) {
 			t.Errorf("hub reading snapshot %d from the box: %d bytes, %v", track, len(data), err)
 		}

@@ -16,7 +16,18 @@ import (
 const (
 	ObjectNew    = "new"    // the track was confirmed
 	ObjectUpdate = "update" // something about it changed: ObjectEvent.Why says what
-	ObjectEnd    = "end"    // the track was lost for longer than the tracker's buffer
+	ObjectEnd    = "end"    // the object ended: ObjectEvent.Reason says why
+)
+
+// Reasons for an object's end (ObjectEvent.Reason).
+const (
+	EndLost           = "lost"            // unmatched for longer than the tracker's lost buffer, or gone out of the frame
+	EndCameraOffline  = "camera_offline"  // no frame of its camera analysed for the lost buffer
+	EndCameraRemoved  = "camera_removed"  // its camera was removed from the config by a reload
+	EndCameraDisabled = "camera_disabled" // its camera was disabled (enabled: false) by a reload
+	EndSourceChanged  = "source_changed"  // its camera restarted on another source (url, kind, ...) by a reload
+	EndShutdown       = "shutdown"        // the daemon stopped
+	EndClockBack      = "clock_back"      // its camera's capture clock went back (a new stream): tracking starts afresh
 )
 
 // Reasons for an object update (ObjectEvent.Why).
@@ -64,8 +75,10 @@ type ObjectEvent struct {
 	Type   string `json:"type"` // ObjectNew, ObjectUpdate or ObjectEnd
 	// Why lists what changed, for an update (Why* constants; several when they happened in
 	// one frame); empty for new and end.
-	Why     []string `json:"why,omitempty"`
-	TrackID uint64   `json:"track_id"` // unique per camera, not reused after a restart
+	Why []string `json:"why,omitempty"`
+	// Reason says why an end ended the object (End* constants); empty for new and update.
+	Reason  string `json:"reason,omitempty"`
+	TrackID uint64 `json:"track_id"` // unique per camera, never reused (docs/events.md, "Track ids")
 	Label   string   `json:"label"`
 	ClassID int      `json:"class_id"`
 	// FirstSeen and LastSeen are the capture times of the first and latest frames whose

@@ -30,10 +30,13 @@ func sampleObject(typ string) *ObjectEvent {
 		Zones:       []string{"entrance"},
 		ZoneSeconds: map[string]float64{"entrance": 4.3499999, "lobby": 2.06},
 		Path:        NewPath(Point{X: 0.612345, Y: 0.48123}, Point{X: 0.5754321, Y: 0.5050987}, 768, 576),
-		Snapshot:    SnapshotName("door", 1042),
+		Snapshot:    SnapshotName("door", 1042, seen),
 	}
-	if typ == ObjectUpdate {
+	switch typ {
+	case ObjectUpdate:
 		ev.Why = []string{WhyZoneEnter}
+	case ObjectEnd:
+		ev.Reason = EndCameraRemoved
 	}
 	return ev
 }
@@ -167,7 +170,7 @@ func TestObjectEventPrecision(t *testing.T) {
 		`"zone_seconds":{"entrance":4.3,"lobby":2.1}`,
 		`"path":{"start":{"x":0.6123,"y":0.4812},"end":{"x":0.5754,"y":0.5051},`,
 		`"direction":154.1,"distance":0.0328}`, // down and to the left,
-		`"snapshot":"door/t1042.jpg"`,
+		`"snapshot":"door/t1042-1764600000000.jpg"`,
 		`"why":["zone_enter"]`,
 		`"track_id":1042`,
 	} {

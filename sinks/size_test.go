@@ -36,7 +36,7 @@ func TestEventSizes(t *testing.T) {
 		}},
 		{"object end", 750, func(i int) any {
 			e := sampleObject(ObjectEnd)
-			e.Seq, e.TrackID, e.Snapshot = 3, uint64(1000+i), SnapshotName("door", uint64(1000+i))
+			e.Seq, e.TrackID, e.Snapshot = 3, uint64(1000+i), SnapshotName("door", uint64(1000+i), seen)
 			e.Zones = nil
 			delete(e.ZoneSeconds, "lobby")
 			return e

@@ -108,11 +108,13 @@ func SnapshotBucket(prefix, site string) string {
 	return strings.ReplaceAll(prefix, ".", "-") + "-" + site + "-snapshots"
 }
 
-// SnapshotName is the object name of the best frame of track on camera in the snapshot
-// store: <camera>/t<track>.jpg. Track ids are not reused on a camera, across restarts too,
-// so a name means one object.
-func SnapshotName(camera string, track uint64) string {
-	return fmt.Sprintf("%s/t%d.jpg", camera, track)
+// SnapshotName is the object name of the best frame of track on camera, first seen at
+// firstSeen, in the snapshot store: <camera>/t<track>-<first seen, unix ms>.jpg. Track ids
+// are not reused on a camera, but a camera removed and added again starts them again (and
+// the state bucket may be lost): the first-seen time keeps a name to one object, so no
+// object's evidence overwrites another's.
+func SnapshotName(camera string, track uint64, firstSeen time.Time) string {
+	return fmt.Sprintf("%s/t%d-%d.jpg", camera, track, firstSeen.UnixMilli())
 }
 
 // Start creates the store, or updates it to its limits, reads what it holds and starts the

@@ -19,6 +19,9 @@ import (
 	"github.com/visiond/visiond/sinks/natstest"
 )
 
+// seen is the first-seen time of the tracks whose snapshots the tests store.
+var seen = time.UnixMilli(1764600000000)
+
 func startSnapshots(t *testing.T, sn *Snapshots) *Snapshots {
 	t.Helper()
 	if err := sn.Start(); err != nil {
@@ -66,9 +69,9 @@ func TestSnapshotsPutAndRead(t *testing.T) {
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
 	sn := startSnapshots(t, &Snapshots{Publisher: p})
 	pics := map[string][]byte{
-		SnapshotName("door", 1042): realJPEG(t, 768, 576),
-		SnapshotName("door", 1043): fakeJPEG(300<<10, 1), // several chunks
-		SnapshotName("yard", 7):    fakeJPEG(1000, 2),
+		SnapshotName("door", 1042, seen): realJPEG(t, 768, 576),
+		SnapshotName("door", 1043, seen): fakeJPEG(300<<10, 1), // several chunks
+		SnapshotName("yard", 7, seen):    fakeJPEG(1000, 2),
 	}
 	for name, data := range pics {
 		if err := sn.PutSnapshot(name, data); err != nil {
@@ -99,7 +102,7 @@ func TestSnapshotsPutAndRead(t *testing.T) {
 			}
 		}
 	}
-	if _, err := jpeg.Decode(bytes.NewReader(pics["door/t1042.jpg"])); err != nil {
+	if _, err := jpeg.Decode(bytes.NewReader(pics[SnapshotName("door", 1042, seen)])); err != nil {
 		t.Errorf("the real JPEG: %v", err)
 	}
 	if _, err := sn.Get(ctx, "door/t9.jpg"); !errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -123,7 +126,7 @@ func TestSnapshotsSizeLimitOldestGo(t *testing.T) {
 	const maxBytes, size, n = 1 << 20, 150 << 10, 12 // room for 6
 	sn := startSnapshots(t, &Snapshots{Publisher: p, MaxBytes: maxBytes, MaxObjectBytes: 200 << 10})
 	for i := range n {
-		if err := sn.PutSnapshot(SnapshotName("door", uint64(i+1)), fakeJPEG(size, uint64(i))); err != nil {
+		if err := sn.PutSnapshot(SnapshotName("door", uint64(i+1), seen), fakeJPEG(size, uint64(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,7 +134,7 @@ func TestSnapshotsSizeLimitOldestGo(t *testing.T) {
 	ctx := ctxMinute(t)
 	var kept []int
 	for i := range n {
-		data, err := sn.Get(ctx, SnapshotName("door", uint64(i+1)))
+		data, err := sn.Get(ctx, SnapshotName("door", uint64(i+1), seen))
 		switch {
 		case err == nil:
 			if !bytes.Equal(data, fakeJPEG(size, uint64(i))) {
@@ -203,7 +206,7 @@ func TestSnapshotsQueueDuringOutage(t *testing.T) {
 	testutil.WaitFor(t, time.Minute, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
 	var full int
 	for i := range 5 {
-		err := sn.PutSnapshot(SnapshotName("door", uint64(i+1)), fakeJPEG(10000, uint64(i)))
+		err := sn.PutSnapshot(SnapshotName("door", uint64(i+1), seen), fakeJPEG(10000, uint64(i)))
 		switch {
 		case errors.Is(err, ErrSnapshotQueueFull):
 			full++
@@ -223,7 +226,7 @@ func TestSnapshotsQueueDuringOutage(t *testing.T) {
 	testutil.WaitFor(t, time.Minute, "the queue stored", func() bool { return sn.Stats().Stored == uint64(5-full) })
 	ctx := ctxMinute(t)
 	for i := range 5 - full {
-		if data, err := sn.Get(ctx, SnapshotName("door", uint64(i+1))); err != nil || !bytes.Equal(data, fakeJPEG(10000, uint64(i))) {
+		if data, err := sn.Get(ctx, SnapshotName("door", uint64(i+1), seen)); err != nil || !bytes.Equal(data, fakeJPEG(10000, uint64(i))) {
 			t.Errorf("snapshot %d after the outage: %d bytes, %v", i+1, len(data), err)
 		}
 	}
@@ -279,7 +282,7 @@ func TestSnapshotsSizeLimitAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if err := first.PutSnapshot(SnapshotName("door", uint64(i+1)), fakeJPEG(size, uint64(i))); err != nil {
+		if err := first.PutSnapshot(SnapshotName("door", uint64(i+1), seen), fakeJPEG(size, uint64(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,7 +292,7 @@ func TestSnapshotsSizeLimitAfterRestart(t *testing.T) {
 	}
 	second := startSnapshots(t, &Snapshots{Publisher: p, MaxBytes: maxBytes, MaxObjectBytes: 200 << 10})
 	for i := 5; i < 8; i++ {
-		if err := second.PutSnapshot(SnapshotName("door", uint64(i+1)), fakeJPEG(size, uint64(i))); err != nil {
+		if err := second.PutSnapshot(SnapshotName("door", uint64(i+1), seen), fakeJPEG(size, uint64(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -297,7 +300,7 @@ func TestSnapshotsSizeLimitAfterRestart(t *testing.T) {
 	ctx := ctxMinute(t)
 	var kept []int
 	for i := range 8 {
-		if _, err := second.Get(ctx, SnapshotName("door", uint64(i+1))); err == nil {
+		if _, err := second.Get(ctx, SnapshotName("door", uint64(i+1), seen)); err == nil {
 			kept = append(kept, i+1)
 		}
 	}

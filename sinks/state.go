@@ -88,7 +88,7 @@ type LineState struct {
 // tracks.<camera>.
 type TrackerState struct {
 	Camera string    `json:"camera"`
-	NextID uint64    `json:"next_id"` // the id the next confirmed track gets
+	NextID uint64    `json:"next_id"` // the first id not reserved (ReserveTrackIDs): no track has it or a later one
 	At     time.Time `json:"at"`
 }
 
@@ -218,13 +218,75 @@ func (s *State) PutLineCounts(camera string, counts []analytics.Count) error {
 	return nil
 }
 
-// PutNextTrackID stores the id the next confirmed track of camera gets (track.Tracker's
-// NextID), so ids are not reused after a restart.
+// PutNextTrackID queues next as the first id not reserved for camera's tracks, written
+// later like every Put: it reserves nothing, and a crash may lose it. The daemon reserves its
+// ids with ReserveTrackIDs and never calls this; it is here for tools that seed a bucket.
 func (s *State) PutNextTrackID(camera string, next uint64) error {
 	if err := checkToken("camera", camera); err != nil {
 		return fmt.Errorf("state: next track id: %w", err)
 	}
 	return s.put(trackerKey(camera), TrackerState{Camera: camera, NextID: next, At: ms(time.Now())})
+}
+
+// ReserveTrackIDs reserves n track ids of camera in the bucket and returns the first: the
+// block [first, first+n) is the caller's alone once it returns, and no later reservation (by
+// this daemon or the next one on the same bucket) gives any of it again. first is the
+// stored next id, or atLeast when that is higher (ids used that the bucket has not seen:
+// a block taken while it was unreachable), and at least 1. The write is synchronous, a
+// compare-and-set of tracks.<camera> (TrackerState.NextID: first+n), tried again when
+// another write came between the read and it; it bypasses the pending keys, so the id is
+// acknowledged by the server before any of the block is used. It fails when the bucket does
+// not answer within ctx.
+func (s *State) ReserveTrackIDs(ctx context.Context, camera string, atLeast, n uint64) (first uint64, err error) {
+	if err := checkToken("camera", camera); err != nil {
+		return 0, fmt.Errorf("state: reserve track ids: %w", err)
+	}
+	if n == 0 {
+		return 0, errors.New("state: reserve track ids: a block of 0")
+	}
+	key := trackerKey(camera)
+	for range 8 { // a conflict means another write came between: read again
+		var stored, rev uint64
+		e, err := s.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound): // none, or deleted: Create takes it
+		case err != nil:
+			return 0, fmt.Errorf("state: reserve track ids: read %s: %w", key, err)
+		default:
+			var ts TrackerState
+			if err := json.Unmarshal(e.Value(), &ts); err != nil {
+				return 0, fmt.Errorf("state: reserve track ids: %s: %w", key, err)
+			}
+			stored, rev = ts.NextID, e.Revision()
+		}
+		first = max(stored, atLeast, 1)
+		data, err := json.Marshal(TrackerState{Camera: camera, NextID: first + n, At: ms(time.Now())})
+		if err != nil {
+			return 0, fmt.Errorf("state: reserve track ids: %w", err)
+		}
+		if rev == 0 {
+			_, err = s.kv.Create(ctx, key, data)
+		} else {
+			_, err = s.kv.Update(ctx, key, data, rev)
+		}
+		if err == nil {
+			return first, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSequence(err) {
+			return 0, fmt.Errorf("state: reserve track ids: write %s: %w", key, err)
+		}
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("state: reserve track ids: %w", ctx.Err())
+		}
+	}
+	return 0, fmt.Errorf("state: reserve track ids: %s kept changing under the compare-and-set", key)
+}
+
+// isWrongSequence says whether err is the server's refusal of a compare-and-set whose
+// revision is no longer the key's last.
+func isWrongSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // DeleteZone removes the occupancy of a zone no longer configured.
@@ -243,9 +305,11 @@ func (s *State) DeleteLine(camera, line string) error {
 	return s.queue(lineKey(camera, line), nil)
 }
 
-// ForgetCamera removes the occupancy and line counts of a camera no longer configured. Its
-// next track id stays, so that a camera added again under the same id does not reuse track
-// ids (and snapshot names).
+// ForgetCamera removes every key of a camera no longer configured: its zones' occupancy,
+// its lines' counts and its next track id (written at once, not queued: a later
+// ReserveTrackIDs of a camera added again under the id must not be undone by a delete still
+// pending). A camera added again starts its ids at 1; its old objects' evidence names hold
+// their first_seen, so they are not overwritten (SnapshotName).
 func (s *State) ForgetCamera(ctx context.Context, camera string) error {
 	if err := checkToken("camera", camera); err != nil {
 		return fmt.Errorf("state: forget camera: %w", err)
@@ -260,6 +324,9 @@ func (s *State) ForgetCamera(ctx context.Context, camera string) error {
 				return err
 			}
 		}
+	}
+	if err := s.kv.Delete(ctx, trackerKey(camera)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("state: forget camera: delete %s: %w", trackerKey(camera), err)
 	}
 	return nil
 }
@@ -502,8 +569,8 @@ func (s *State) Occupancy(ctx context.Context, camera string) (map[string]Occupa
 	return out, nil
 }
 
-// NextTrackID reads the id the next confirmed track of camera gets: 0 when none is stored
-// (a camera never tracked: the tracker starts at 1).
+// NextTrackID reads the first id not reserved for camera's tracks (ReserveTrackIDs): 0
+// when none is stored (a camera never tracked, or forgotten).
 func (s *State) NextTrackID(ctx context.Context, camera string) (uint64, error) {
 	if err := checkToken("camera", camera); err != nil {
 		return 0, fmt.Errorf("state: next track id: %w", err)
