@@ -79,8 +79,8 @@ type ObjectEvent struct {
 	// Reason says why an end ended the object (End* constants); empty for new and update.
 	Reason  string `json:"reason,omitempty"`
 	TrackID uint64 `json:"track_id"` // unique per camera, never reused (docs/events.md, "Track ids")
-	Label   string   `json:"label"`
-	ClassID int      `json:"class_id"`
+	Label   string `json:"label"`
+	ClassID int    `json:"class_id"`
 	// FirstSeen and LastSeen are the capture times of the first and latest frames whose
 	// detections matched the track.
 	FirstSeen time.Time `json:"first_seen"`
