@@ -47,11 +47,19 @@ type camera struct {
 	fps      rate    // analysed frames per second
 	snap     snapshot
 
-	// The camera's analytics, used by the result stage only (one job of a camera at a
-	// time): its scene, the settings the scene has applied, and a buffer for its evidence.
+	// The camera's analytics, used by the result stage (one job of a camera at a time, and
+	// the ends of its objects from the run goroutine), under sceneMu: its scene, the settings
+	// the scene has applied, its track ids, a buffer for its evidence, when and at what size
+	// a frame was last analysed, and whether its life has ended (retired: no more analysis).
+	sceneMu    sync.Mutex
 	scene      *analytics.Scene
 	sceneFor   *analyticsSettings
+	ids        *trackIDs
 	evidence   []track.Track
+	stepped    time.Time // host clock
+	frameW     int
+	frameH     int
+	retired    bool
 	objects    atomic.Pointer[[]liveObject] // the followed objects after the latest frame, for the API
 	sceneState atomic.Pointer[sceneState]   // occupancy, line counts and tracks after the latest frame, for /metrics
 	filtered   filterCounts                 // detections the camera's filter dropped, by reason

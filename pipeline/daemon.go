@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/pool"
@@ -54,7 +55,8 @@ type Daemon struct {
 	state          *sinks.State     // with JetStream: the analytics' key-value bucket
 	snapshots      *sinks.Snapshots // with JetStream: the tracked objects' evidence
 	pools          *workerPools
-	slicer         *slicer // dispatches the cameras' frames to the pools; its result stage publishes the results
+	slicer         *slicer  // dispatches the cameras' frames to the pools; its result stage publishes the results
+	results        *results // the slicer's result stage: the run goroutine ends cameras' objects through it
 	httpSrv        *http.Server
 	httpAddr       net.Addr
 	cams           []*camera
@@ -140,6 +142,7 @@ func (d *Daemon) Start() (err error) {
 	if d.state != nil { // a nil pointer in the interface would not be nil
 		rs.state, rs.snapshots = d.state, d.snapshots
 	}
+	d.results = rs
 	d.slicer = &slicer{
 		jobs:    d.pools,
 		results: rs,
@@ -207,6 +210,14 @@ func (d *Daemon) Close() {
 		d.retiring.Wait()
 		if d.pools != nil {
 			d.pools.close()
+		}
+		// No result comes any more: every object ends, its zones' occupancy with it, and
+		// the reservations of ids end, before the state and the publisher flush.
+		if d.results != nil {
+			for _, c := range d.cams {
+				d.results.retire(c, analytics.WhyShutdown, false)
+			}
+			d.results.close()
 		}
 		for _, c := range d.cams {
 			c.box.Close()
@@ -325,6 +336,7 @@ func (d *Daemon) run(ctx context.Context) {
 		now := time.Now()
 		d.heartbeat.Store(now.UnixNano())
 		d.slicer.dispatch(now, d.Running().Pipeline.MaxFrameAge)
+		d.results.sweep(now, d.cams) // the objects of cameras that give no frames end
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 )
@@ -351,8 +352,11 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 		byID[c.cfg.ID] = c
 	}
 	var cams, stop []*camera
+	why := map[*camera]analytics.Why{} // why each camera stopped: its objects' end
+	disabled := map[string]bool{}
 	for _, cc := range cfg.Cameras {
 		if !cc.Enabled {
+			disabled[cc.ID] = true
 			continue
 		}
 		c, ok := byID[cc.ID]
@@ -375,6 +379,7 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 			}
 		default:
 			stop = append(stop, c)
+			why[c] = analytics.WhySourceChanged
 			cams = append(cams, d.startCamera(cc, cfg.Pipeline.Slice, model))
 			res.Restarted = append(res.Restarted, cc.ID)
 		}
@@ -382,6 +387,10 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 	for _, c := range d.cams {
 		if _, gone := byID[c.cfg.ID]; gone {
 			stop = append(stop, c)
+			why[c] = analytics.WhyCameraRemoved
+			if disabled[c.cfg.ID] {
+				why[c] = analytics.WhyCameraDisabled
+			}
 			res.Removed = append(res.Removed, c.cfg.ID)
 		}
 	}
@@ -398,6 +407,10 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 	for _, c := range stop {
 		c.src.Close()
 		c.box.Close()
+		// Its objects end now (a job in flight is published without analysis). A camera
+		// removed from the file leaves no key in the state bucket; a disabled one keeps its
+		// line counts and ids for when it is enabled again.
+		d.results.retire(c, why[c], why[c] == analytics.WhyCameraRemoved)
 	}
 	if retired != nil {
 		d.retiring.Add(1)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/visiond/visiond/analytics"
@@ -24,14 +25,18 @@ type publisher interface {
 }
 
 // sceneStore keeps what a camera's analytics must find again after a restart (line counts,
-// the next track id) and the present state a dashboard reads (zone occupancy): the site's
-// JetStream key-value bucket, *sinks.State. Its writes never block.
+// the track ids given) and the present state a dashboard reads (zone occupancy): the site's
+// JetStream key-value bucket, *sinks.State. Its Put and Delete writes never block;
+// ReserveTrackIDs and ForgetCamera wait for the server (within their ctx).
 type sceneStore interface {
+	idStore
 	PutOccupancy(camera, zone string, byClass map[string]int) error
 	PutLineCounts(camera string, counts []analytics.Count) error
-	PutNextTrackID(camera string, next uint64) error
+	DeleteZone(camera, zone string) error
+	DeleteLine(camera, line string) error
+	ForgetCamera(ctx context.Context, camera string) error
 	LineCounts(ctx context.Context, camera string) ([]analytics.Count, error)
-	NextTrackID(ctx context.Context, camera string) (uint64, error)
+	Occupancy(ctx context.Context, camera string) (map[string]sinks.Occupancy, error)
 }
 
 // snapshotStore keeps each tracked object's evidence, a JPEG of its best frame with its box:
@@ -46,12 +51,20 @@ type snapshotStore interface {
 // objects' evidence, builds the detection, object, zone and line events (package sinks'
 // constructors), publishes them and writes the camera's state. It runs on the pool's
 // goroutine that ends the job, one job of a camera at a time (the slicer dispatches one per
-// camera), so a camera's scene is only ever used by one goroutine at a time and holds no lock.
+// camera). The camera's life ends its objects from the daemon's run goroutine (endCamera,
+// retire, sweep: offline, removed, restarted, shutdown), so a camera's scene is guarded by its
+// sceneMu, held for a result's analysis and publication (no network wait: publishes and
+// state writes queue).
 type results struct {
 	pub       publisher
 	state     sceneStore    // nil without JetStream: the analytics' state is then not kept
 	snapshots snapshotStore // nil without JetStream: no evidence is kept
 	log       *slog.Logger
+
+	wg sync.WaitGroup // reservations of track ids and forgetting of removed cameras; close waits
+
+	mu         sync.Mutex
+	forgetting map[string]chan struct{} // by camera id: its keys are being deleted; closed when done
 }
 
 // jobRun is what the slicer knows of a job besides what its result carries.
@@ -90,8 +103,10 @@ func (rs *results) finish(c *camera, j jobRun, r infer.Result) {
 		c.noteError(r.Err)
 		return
 	}
+	c.sceneMu.Lock()
+	defer c.sceneMu.Unlock()
 	published := time.Now()
-	step, analysed := rs.analyse(c, &r)
+	step, analysed := rs.analyse(c, &r, published)
 	dets, ids := r.Detections, []uint64(nil)
 	if analysed {
 		dets, ids = step.Dets, step.IDs
@@ -117,71 +132,226 @@ func (rs *results) finish(c *camera, j jobRun, r infer.Result) {
 	}
 }
 
-// analyse runs a result of camera c through its scene. The kept detections are moved to
-// the front of r.Detections. ok is false when the scene could not run: the result then goes
-// out as it came, without track ids.
-func (rs *results) analyse(c *camera, r *infer.Result) (step analytics.StepResult, ok bool) {
+// analyse runs a result of camera c through its scene (under c.sceneMu), at now. The kept
+// detections are moved to the front of r.Detections. ok is false when the scene could not
+// run, or the camera's life has ended (retire): the result then goes out as it came,
+// without track ids.
+func (rs *results) analyse(c *camera, r *infer.Result, now time.Time) (step analytics.StepResult, ok bool) {
+	if c.retired {
+		return step, false
+	}
 	settings := c.analytics()
+	w, h := r.Job.Letterbox.SrcW, r.Job.Letterbox.SrcH
 	if c.scene == nil {
-		sc, err := rs.newScene(c.cfg.ID, settings.Analytics)
+		sc, ids, err := rs.newScene(c.cfg.ID, settings.Analytics, now)
 		if err != nil {
 			c.noteError(fmt.Errorf("analytics: %w", err))
 			return step, false
 		}
-		c.scene, c.sceneFor = sc, settings
+		c.scene, c.sceneFor, c.ids = sc, settings, ids
 	} else if c.sceneFor != settings {
-		if err := c.scene.Apply(settings.Analytics); err != nil {
+		left, err := c.scene.Reconfigure(settings.Analytics)
+		if err != nil {
 			// Checked before the reload put them in force: not expected.
 			c.noteError(fmt.Errorf("analytics: new settings: %w", err))
+		} else {
+			rs.publishScene(c, left, w, h) // the exits of a removed or changed zone's members
+			rs.forgetRemoved(c.cfg.ID, c.sceneFor.Analytics, settings.Analytics)
 		}
 		c.sceneFor = settings
 	}
-	w, h := r.Job.Letterbox.SrcW, r.Job.Letterbox.SrcH
+	c.ids.prepare(c.scene, len(r.Detections), now)
 	step, err := c.scene.Step(r.Job.Captured, w, h, r.Detections)
 	if err != nil {
 		c.noteError(fmt.Errorf("analytics: %w", err))
 		return step, false
 	}
+	c.stepped, c.frameW, c.frameH = now, w, h
 	c.countFiltered(step.Dropped)
+	rs.noteScene(c, len(step.Zones) > 0 || len(step.Lines) > 0)
+	return step, true
+}
+
+// noteScene stores camera c's followed objects for the API and, when they or its zones and
+// lines changed, its analytics state for /metrics and the snapshot.
+func (rs *results) noteScene(c *camera, changed bool) {
 	live := liveObjects(c.scene.Live())
 	c.objects.Store(&live)
 	st := c.sceneState.Load()
-	if st == nil || len(step.Zones) > 0 || len(step.Lines) > 0 || c.sceneFor != st.settings || st.tracked != len(live) {
+	if st == nil || changed || c.sceneFor != st.settings || st.tracked != len(live) {
 		st = &sceneState{settings: c.sceneFor, tracked: len(live), occupancy: c.scene.Occupancy(), counts: c.scene.Counts()}
 		c.sceneState.Store(st)
 	}
-	return step, true
+}
+
+// forgetRemoved deletes from the state bucket the keys of camera's zones and lines that a
+// reload removed (and of lines it changed, whose counts no longer apply).
+func (rs *results) forgetRemoved(camera string, old, now analytics.Config) {
+	if rs.state == nil {
+		return
+	}
+	var errs []error
+	for _, z := range old.Zones {
+		if !slices.ContainsFunc(now.Zones, func(n analytics.Zone) bool { return n.ID == z.ID }) {
+			errs = append(errs, rs.state.DeleteZone(camera, z.ID))
+		}
+	}
+	for _, l := range old.Lines {
+		if !slices.ContainsFunc(now.Lines, func(n analytics.Line) bool { return n.ID == l.ID && n.Fingerprint() == l.Fingerprint() }) {
+			errs = append(errs, rs.state.DeleteLine(camera, l.ID))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		rs.log.Warn("analytics: keys of removed zones or lines not deleted", "camera", camera, "err", err)
+	}
 }
 
 // sceneRestoreTimeout bounds the reads of a camera's saved state when its scene starts.
 const sceneRestoreTimeout = 2 * time.Second
 
-// newScene starts the scene of camera, its line counts and track ids carried on from the
-// state bucket (when there is one and it answers in time).
-func (rs *results) newScene(camera string, settings analytics.Config) (*analytics.Scene, error) {
-	var firstID uint64
-	var saved []analytics.Count
+// newScene starts the scene of camera at now: its first block of track ids reserved (from
+// the clock when the state bucket does not answer in time: trackIDs), its line counts carried
+// on from the bucket, and no ghost occupants: every zone's occupancy is written empty (it is
+// rebuilt from what is seen) and the keys of zones and lines no longer configured go.
+func (rs *results) newScene(camera string, settings analytics.Config, now time.Time) (*analytics.Scene, *trackIDs, error) {
+	var store idStore
 	if rs.state != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), sceneRestoreTimeout)
-		var err error
-		if firstID, err = rs.state.NextTrackID(ctx, camera); err != nil {
-			rs.log.Warn("analytics: next track id not read; ids start from 1", "camera", camera, "err", err)
-		}
-		if saved, err = rs.state.LineCounts(ctx, camera); err != nil {
-			rs.log.Warn("analytics: line counts not read; they start from 0", "camera", camera, "err", err)
-		}
-		cancel()
+		store = rs.state
 	}
+	ids := newTrackIDs(camera, store, rs.log, &rs.wg)
+	rs.mu.Lock()
+	forgetting := rs.forgetting[camera]
+	rs.mu.Unlock()
+	if forgetting != nil { // removed and added again: its old keys go first, then its new ones come
+		<-forgetting // bounded by the forget's timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sceneRestoreTimeout)
+	defer cancel()
+	firstID := ids.first(ctx, now)
 	sc, err := analytics.NewScene(settings, firstID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if rs.state == nil {
+		return sc, ids, nil
+	}
+	saved, err := rs.state.LineCounts(ctx, camera)
+	if err != nil {
+		rs.log.Warn("analytics: line counts not read; they start from 0", "camera", camera, "err", err)
 	}
 	if len(saved) > 0 {
 		n := sc.Restore(saved)
 		rs.log.Info("analytics: line counts restored", "camera", camera, "counts", n)
 	}
-	return sc, nil
+	var errs []error
+	for _, c := range saved {
+		if !slices.ContainsFunc(settings.Lines, func(l analytics.Line) bool { return l.ID == c.Line }) {
+			errs = append(errs, rs.state.DeleteLine(camera, c.Line))
+		}
+	}
+	for _, z := range settings.Zones {
+		errs = append(errs, rs.state.PutOccupancy(camera, z.ID, nil))
+	}
+	occ, err := rs.state.Occupancy(ctx, camera)
+	errs = append(errs, err)
+	for zone := range occ {
+		if !slices.ContainsFunc(settings.Zones, func(z analytics.Zone) bool { return z.ID == zone }) {
+			errs = append(errs, rs.state.DeleteZone(camera, zone))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		rs.log.Warn("analytics: the state of the camera's zones and lines not reset", "camera", camera, "err", err)
+	}
+	return sc, ids, nil
 }
+
+// endCamera ends every object of camera c's scene, for why (analytics.WhyCameraOffline, a
+// reload's reasons, WhyShutdown, or the end of a replayed video): their end events, their
+// zone exits (at the time of the scene's latest frame), the zones' occupancy written empty.
+// It takes c.sceneMu: call it from any goroutine but one stepping c's scene. The scene goes
+// on afterwards (a camera back online gets new objects); retire also stops it.
+func (rs *results) endCamera(c *camera, why analytics.Why) {
+	c.sceneMu.Lock()
+	defer c.sceneMu.Unlock()
+	rs.endLocked(c, why)
+}
+
+// endLocked is endCamera under c.sceneMu.
+func (rs *results) endLocked(c *camera, why analytics.Why) {
+	if c.scene == nil || c.scene.Objects() == 0 { // zone members are objects
+		return
+	}
+	step := c.scene.End(why)
+	if len(step.Objects)+len(step.Zones) == 0 {
+		return
+	}
+	rs.publishScene(c, step, c.frameW, c.frameH)
+	rs.noteScene(c, true)
+}
+
+// retire ends camera c's life in the result stage: its objects end for why (the camera
+// removed, disabled or restarted by a reload, or the daemon stopping), and a result that
+// comes for it afterwards (a job in flight) is published without analysis. forget also
+// removes its keys from the state bucket (a camera removed from the config), once its
+// reservation of ids in flight, if any, has ended; it runs on a goroutine of the stage's.
+func (rs *results) retire(c *camera, why analytics.Why, forget bool) {
+	c.sceneMu.Lock()
+	rs.endLocked(c, why)
+	c.retired = true
+	ids := c.ids
+	c.sceneMu.Unlock()
+	if !forget || rs.state == nil {
+		return
+	}
+	done := make(chan struct{})
+	rs.mu.Lock()
+	if rs.forgetting == nil {
+		rs.forgetting = map[string]chan struct{}{}
+	}
+	rs.forgetting[c.cfg.ID] = done
+	rs.mu.Unlock()
+	rs.wg.Add(1)
+	go func() {
+		defer rs.wg.Done()
+		defer func() {
+			rs.mu.Lock()
+			if rs.forgetting[c.cfg.ID] == done {
+				delete(rs.forgetting, c.cfg.ID)
+			}
+			rs.mu.Unlock()
+			close(done)
+		}()
+		if ids != nil {
+			ids.wait() // a block reserved after the forget would leave the key
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := rs.state.ForgetCamera(ctx, c.cfg.ID); err != nil {
+			rs.log.Warn("analytics: the state of a removed camera not deleted", "camera", c.cfg.ID, "err", err)
+		}
+	}()
+}
+
+// sweep ends, as camera_offline, the objects of each of cams that has had no frame analysed
+// for longer than its tracker's lost buffer (and a frame interval): without frames the
+// tracker's clock stands still, and its lost tracks would never end. It runs on the
+// daemon's run goroutine, every slice; a camera whose result is being analysed is skipped
+// (it is not offline).
+func (rs *results) sweep(now time.Time, cams []*camera) {
+	for _, c := range cams {
+		if !c.sceneMu.TryLock() {
+			continue
+		}
+		if c.scene != nil && !c.retired && c.scene.Objects() > 0 && now.Sub(c.stepped) > c.scene.LostAfter()+c.interval {
+			rs.endLocked(c, analytics.WhyCameraOffline)
+		}
+		c.sceneMu.Unlock()
+	}
+}
+
+// close waits for the stage's goroutines: reservations of ids and forgets in flight, each
+// bounded by its own timeout.
+func (rs *results) close() { rs.wg.Wait() }
 
 // takeEvidence stores the evidence of the objects of camera c for which the frame just
 // analysed (seq, kept by the snapshot) is better than what was taken, and names it in this
@@ -196,7 +366,7 @@ func (rs *results) takeEvidence(c *camera, seq uint64, w, h int, step *analytics
 			}
 			return // the frame is not there: none of its objects can be taken
 		}
-		name := sinks.SnapshotName(c.cfg.ID, t.ID)
+		name := sinks.SnapshotName(c.cfg.ID, t.ID, t.FirstSeen)
 		if err := rs.snapshots.PutSnapshot(name, data); err != nil {
 			c.noteError(err)
 			continue
@@ -212,7 +382,7 @@ func (rs *results) takeEvidence(c *camera, seq uint64, w, h int, step *analytics
 }
 
 // publishScene publishes what a frame changed in camera c's scene (object, zone and line
-// events) and stores the new state (next track id, occupancy, line counts).
+// events) and stores the new state (occupancy, line counts).
 func (rs *results) publishScene(c *camera, step analytics.StepResult, w, h int) {
 	id := c.cfg.ID
 	var errs []error
@@ -248,9 +418,6 @@ func (rs *results) publishScene(c *camera, step analytics.StepResult, w, h int) 
 		if rs.state != nil {
 			errs = append(errs, rs.state.PutLineCounts(id, all))
 		}
-	}
-	if rs.state != nil && slices.ContainsFunc(step.Objects, func(r analytics.ObjectReport) bool { return r.Change == analytics.ObjectNew }) {
-		errs = append(errs, rs.state.PutNextTrackID(id, c.scene.NextID()))
 	}
 	if err := errors.Join(errs...); err != nil {
 		c.noteError(err)
