@@ -354,4 +354,3 @@ func readObjects(t *testing.T, url, stream, subject string) []sinks.ObjectEvent 
 	}
 	return out
 }
-
