@@ -18,15 +18,29 @@ const (
 	WhyClockBack                       // its camera's capture clock went back more than timeSlack: a new stream
 )
 
-// endWhyNames are the end reasons' names, as String gives them.
-var endWhyNames = map[Why]string{
-	WhyLost: "lost", WhyCameraOffline: "camera_offline", WhyCameraRemoved: "camera_removed",
-	WhyCameraDisabled: "camera_disabled", WhySourceChanged: "source_changed", WhyShutdown: "shutdown",
-	WhyClockBack: "clock_back",
+// endName is the name of an end's reason w, as String gives it; false for another Why.
+func endName(w Why) (string, bool) {
+	switch w {
+	case WhyLost:
+		return "lost", true
+	case WhyCameraOffline:
+		return "camera_offline", true
+	case WhyCameraRemoved:
+		return "camera_removed", true
+	case WhyCameraDisabled:
+		return "camera_disabled", true
+	case WhySourceChanged:
+		return "source_changed", true
+	case WhyShutdown:
+		return "shutdown", true
+	case WhyClockBack:
+		return "clock_back", true
+	}
+	return "", false
 }
 
 // IsEnd reports whether w is the reason of an end (ObjectEnd), not of an update.
-func (w Why) IsEnd() bool { _, ok := endWhyNames[w]; return ok }
+func (w Why) IsEnd() bool { _, ok := endName(w); return ok }
 
 // End ends every followed object of the scene, for why (a reason of an end other than
 // WhyLost: the camera went offline, was removed or restarted, the daemon stops): their end

@@ -47,7 +47,7 @@ const (
 )
 
 func (w Why) String() string {
-	if name, ok := endWhyNames[w]; ok {
+	if name, ok := endName(w); ok {
 		return name
 	}
 	switch w {

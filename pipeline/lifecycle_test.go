@@ -159,18 +159,19 @@ func checkEnds(t *testing.T, e *sceneEvents, open map[uint64]bool, want string) 
 
 // A camera removed by a reload ends each of its objects (camera_removed), its zone's members
 // leave (occupancy to zero), and no key of it is left in the state bucket; a camera restarted
-// on another source by the same reload ends its objects with source_changed and keeps its
-// keys.
+// on another source by the same reload ends its objects with source_changed, one disabled
+// with camera_disabled, and both keep their track ids.
 func TestReloadEndsObjectsOfCamerasStopped(t *testing.T) {
-	fd := startFileDaemon(t, lifeConfig(t, withZone(sampleCameras(t, 2), "cam0")))
+	fd := startFileDaemon(t, lifeConfig(t, withZone(sampleCameras(t, 3), "cam0")))
 	ev0 := subscribeScene(t, fd.NATSURL(), "visiond.test.cam0")
 	ev1 := subscribeScene(t, fd.NATSURL(), "visiond.test.cam1")
-	testutil.WaitFor(t, 3*time.Minute, "objects open on both cameras, people in cam0's zone, its keys in the bucket", func() bool {
+	ev2 := subscribeScene(t, fd.NATSURL(), "visiond.test.cam2")
+	testutil.WaitFor(t, 3*time.Minute, "objects open on every camera, people in cam0's zone, its keys in the bucket", func() bool {
 		members, _ := ev0.inZone("lower")
-		return len(ev0.open()) > 0 && len(ev1.open()) > 0 && len(members) > 0 &&
+		return len(ev0.open()) > 0 && len(ev1.open()) > 0 && len(ev2.open()) > 0 && len(members) > 0 &&
 			len(keysOf(stateKeys(t, fd.NATSURL()), "cam0")) >= 2 // occupancy.cam0.lower, tracks.cam0
 	})
-	open0, open1 := ev0.open(), ev1.open()
+	open0, open1, open2 := ev0.open(), ev1.open(), ev2.open()
 	body := testutil.ReadFile(t, fd.path)
 	var kept []string
 	for _, line := range strings.Split(body, "\n") {
@@ -179,12 +180,14 @@ func TestReloadEndsObjectsOfCamerasStopped(t *testing.T) {
 		}
 	}
 	edited := strings.Replace(strings.Join(kept, "\n"), "- {id: cam1,", "- {id: cam1, stall_timeout: 7s,", 1)
+	edited = strings.Replace(edited, "- {id: cam2,", "- {id: cam2, enabled: false,", 1)
 	fd.save(t, edited)
-	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Equal(ev.Removed, []string{"cam0"}) || !slices.Equal(ev.Restarted, []string{"cam1"}) {
-		t.Fatalf("cam0 removed, cam1's source changed: config event %+v", ev)
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Equal(ev.Removed, []string{"cam0", "cam2"}) || !slices.Equal(ev.Restarted, []string{"cam1"}) {
+		t.Fatalf("cam0 removed, cam1's source changed, cam2 disabled: config event %+v", ev)
 	}
 	checkEnds(t, ev0, open0, sinks.EndCameraRemoved)
 	checkEnds(t, ev1, open1, sinks.EndSourceChanged)
+	checkEnds(t, ev2, open2, sinks.EndCameraDisabled)
 	testutil.WaitFor(t, time.Minute, "cam0's zone empty", func() bool {
 		members, occ := ev0.inZone("lower")
 		return len(members) == 0 && len(occ) == 0
@@ -192,8 +195,11 @@ func TestReloadEndsObjectsOfCamerasStopped(t *testing.T) {
 	testutil.WaitFor(t, time.Minute, "no key of cam0 in the state bucket", func() bool {
 		return len(keysOf(stateKeys(t, fd.NATSURL()), "cam0")) == 0
 	})
-	if keys := keysOf(stateKeys(t, fd.NATSURL()), "cam1"); !slices.Contains(keys, "tracks.cam1") {
-		t.Errorf("cam1, restarted, lost its next track id: its keys %v", keys)
+	keys := stateKeys(t, fd.NATSURL())
+	for _, cam := range []string{"cam1", "cam2"} {
+		if !slices.Contains(keys, "tracks."+cam) {
+			t.Errorf("%s, restarted or disabled, lost its next track id: the keys %v", cam, keys)
+		}
 	}
 }
 

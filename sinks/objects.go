@@ -64,7 +64,7 @@ const (
 // ObjectEvent is one moment of a tracked object's life, published on
 // <prefix>.<site>.<camera>.objects: `new` when its track is confirmed, `update` when it
 // enters or leaves a zone, stops or moves again, or at the latest every update interval, and
-// `end` when the track is lost for good. Every event carries the whole present state, so a
+// `end` when it ends: lost for good, or its camera's life ended it (Reason). Every event carries the whole present state, so a
 // consumer that missed one loses nothing it cannot read from the next.
 type ObjectEvent struct {
 	Version int `json:"version"`
