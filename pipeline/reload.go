@@ -277,7 +277,8 @@ type reloadReply struct {
 
 // Reload applies a new, validated config, as read from the file, to the running daemon.
 // What a reload may change (reloadClasses) goes into force: cameras are compared one by
-// one: new ones start, removed (or disabled) ones stop, ones whose source changed restart,
+// one: new ones start, removed (or disabled) ones stop, ones whose source changed restart
+// (the objects of a camera stopped or restarted end, with the reason: results.retire),
 // ones whose fps or weight changed keep their session and take the new schedule, ones whose
 // analytics settings (objects, masks, zones, lines, events) changed keep their session and
 // take them (camera.setAnalytics), untouched ones are left alone. A config whose analytics
