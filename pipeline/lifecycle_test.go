@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
@@ -359,4 +360,84 @@ func readObjects(t *testing.T, url, stream, subject string) []sinks.ObjectEvent 
 		out = append(out, o)
 	}
 	return out
+}
+
+// A daemon that starts on a store holding the state of an earlier run that did not end its
+// objects (killed) has no ghost occupants: each configured zone's occupancy starts empty and
+// is rebuilt from what is seen, and the keys of zones and lines no longer configured go;
+// the line counts of a configured line are kept.
+func TestRestartWithoutGhosts(t *testing.T) {
+	cams := strings.Replace(withZone(sampleCameras(t, 1), "cam0"), "- {id: cam0,", "- {id: cam0, lines: [{id: middle, points: [[0.5, 0], [0.5, 1]]}],", 1)
+	body := lifeConfig(t, cams)
+	stateDir := t.TempDir()
+	cfg, err := config.Parse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StateDir, cfg.NATS.Listen = stateDir, "127.0.0.1:0"
+
+	// The earlier run's state, written as the daemon writes it.
+	srv, err := cfg.NATSServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pub := cfg.NATSPublisher()
+	pub.Server = srv
+	if err := pub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st := &sinks.State{Publisher: pub}
+	if err := st.Start(); err != nil {
+		t.Fatal(err)
+	}
+	middle := cfg.Cameras[0].Lines[0].Fingerprint()
+	for _, err := range []error{
+		st.PutOccupancy("cam0", "lower", map[string]int{"person": 99}),
+		st.PutOccupancy("cam0", "gone", map[string]int{"person": 1}),
+		st.PutLineCounts("cam0", []analytics.Count{{Line: "middle", Fingerprint: middle, Direction: analytics.In, Class: "person", N: 1000}}),
+		st.PutLineCounts("cam0", []analytics.Count{{Line: "old", Fingerprint: "f", Direction: analytics.In, Class: "person", N: 3}}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close(time.Minute)
+	pub.Close(time.Minute)
+	srv.Close()
+
+	d := startTestDaemonIn(t, body, stateDir)
+	testutil.WaitFor(t, 3*time.Minute, "cam0 analysed, the keys of zone gone and line old deleted", func() bool {
+		keys := stateKeys(t, d.NATSURL())
+		return d.camera("cam0").status().Analysed > 0 && slices.Contains(keys, "lines.cam0.middle") &&
+			!slices.Contains(keys, "occupancy.cam0.gone") && !slices.Contains(keys, "lines.cam0.old")
+	})
+	nc, err := nats.Connect(d.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, sinks.StateBucket("visiond", "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "occupancy.cam0.lower")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var occ sinks.Occupancy
+	if err := json.Unmarshal(e.Value(), &occ); err != nil || occ.Total >= 99 {
+		t.Fatalf("zone lower after the restart: %s (%v), want its ghosts gone", e.Value(), err)
+	}
+	if e, err = kv.Get(ctx, "lines.cam0.middle"); err != nil || !strings.Contains(string(e.Value()), `"person":10`) {
+		t.Fatalf("line middle's counts after the restart: %v, want its 1000 crossings kept", err)
+	}
 }
