@@ -381,6 +381,8 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 		default:
 			stop = append(stop, c)
 			why[c] = analytics.WhySourceChanged
+			// Its objects end before its successor can see any (and write the same keys).
+			d.results.retire(c, analytics.WhySourceChanged, false)
 			cams = append(cams, d.startCamera(cc, cfg.Pipeline.Slice, model))
 			res.Restarted = append(res.Restarted, cc.ID)
 		}
@@ -408,10 +410,12 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 	for _, c := range stop {
 		c.src.Close()
 		c.box.Close()
-		// Its objects end now (a job in flight is published without analysis). A camera
-		// removed from the file leaves no key in the state bucket; a disabled one keeps its
-		// line counts and ids for when it is enabled again.
-		d.results.retire(c, why[c], why[c] == analytics.WhyCameraRemoved)
+		// Its objects end now (a job in flight is published without analysis; a restarted
+		// camera's ended above). A camera removed from the file leaves no key in the state
+		// bucket; a disabled one keeps its line counts and ids for when it is enabled again.
+		if why[c] != analytics.WhySourceChanged {
+			d.results.retire(c, why[c], why[c] == analytics.WhyCameraRemoved)
+		}
 	}
 	if retired != nil {
 		d.retiring.Add(1)
