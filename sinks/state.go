@@ -36,7 +36,9 @@ const DefaultStateKeys = 4096
 // a map of pending keys, where a later value of the same key replaces an earlier one not yet
 // written (the latest wins), and one goroutine writes them. While the server is unreachable
 // they wait there (at most MaxPending keys; past it a new key is dropped and counted) and are
-// written when it returns.
+// written when it returns. Track ids are the exception: ReserveTrackIDs writes tracks.<camera>
+// at once, with a compare-and-set, and returns only once the server has it, since ids must
+// never be given twice (ForgetCamera deletes it at once too).
 //
 // The bucket is a stream (KV_<bucket>) in the box's JetStream domain: a hub reads it over the
 // leaf link as it reads the event stream (docs/delivery.md).
