@@ -99,3 +99,29 @@ func TestReserveTrackIDs(t *testing.T) {
 		t.Fatalf("a reservation with the server down: %v", err)
 	}
 }
+
+// BenchmarkReserveTrackIDs is the cost of reserving a block of track ids on an embedded
+// server with its store on disk: what a camera's scene waits for at its start.
+func BenchmarkReserveTrackIDs(b *testing.B) {
+	s := &Server{Listen: "127.0.0.1:0", StoreDir: b.TempDir()}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p := &Publisher{Server: s, JetStream: true, Stream: testStream(), Prefix: "visiond", Site: "lab", Instance: "inst"}
+	if err := p.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(time.Second)
+	st := &State{Publisher: p}
+	if err := st.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close(time.Second)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := st.ReserveTrackIDs(ctx, "door", 0, 1024); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
