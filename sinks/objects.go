@@ -213,8 +213,8 @@ type ZoneEvent struct {
 	// DwellS is the time inside in seconds: for an exit the whole visit, for a loiter the
 	// visit so far; absent for an enter.
 	DwellS float64 `json:"dwell_s,omitempty"`
-	// Ended says that an exit is due to the end of the object's track (it left the view or
-	// was lost), not to its leaving the zone.
+	// Ended says that an exit is due to the end of the object (it left the view or was lost,
+	// or its camera's life ended it: its end event's Reason), not to its leaving the zone.
 	Ended bool `json:"ended,omitempty"`
 	// Occupancy is the number of objects in the zone by class after the event; classes
 	// with none are left out of the JSON, which is {} for an empty zone.
