@@ -106,6 +106,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/visiond/visiond/infer"
@@ -168,6 +169,11 @@ type Config struct {
 	// its prediction and by distance (stages 1-3) for at least two intervals (one missed
 	// frame). Default 0: the times as they are (2 fps and faster need no stretching).
 	FrameInterval time.Duration
+	// ClassGroups are sets of labels a detector confuses with each other (a car seen as a
+	// truck every few frames): a detection may match a track of any class of its group, and
+	// the track's label is the class it was seen as most. A label is in one group at most.
+	// Default none: a detection matches only tracks of its own class id.
+	ClassGroups [][]string
 }
 
 // Defaults of Config's fields.
@@ -253,7 +259,29 @@ func (c *Config) Check() error {
 	case c.FrameInterval < 0:
 		return fmt.Errorf("track: FrameInterval must not be negative, got %v", c.FrameInterval)
 	}
-	return nil
+	_, err := groupsOf(c.ClassGroups)
+	return err
+}
+
+// groupsOf returns the group index of each label of groups, or an error naming a label that
+// is empty or in two groups.
+func groupsOf(groups [][]string) (map[string]int, error) {
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	m := map[string]int{}
+	for g, labels := range groups {
+		for _, l := range labels {
+			if l == "" {
+				return nil, fmt.Errorf("track: ClassGroups[%d] has an empty label", g)
+			}
+			if h, dup := m[l]; dup {
+				return nil, fmt.Errorf("track: ClassGroups[%d] and [%d] both hold %q", h, g, l)
+			}
+			m[l] = g
+		}
+	}
+	return m, nil
 }
 
 // times are a Config's times in force, stretched to its FrameInterval.
@@ -322,6 +350,12 @@ type Track struct {
 	VX, VY float64
 }
 
+// Sighting is a detection's box matched by a track, and its frame's time.
+type Sighting struct {
+	At  time.Time
+	Box geom.Box
+}
+
 // Result is the outcome of one Update. Its slices belong to the Tracker and are reused by
 // the next Update or EndAll.
 type Result struct {
@@ -334,7 +368,15 @@ type Result struct {
 	Tracks []Track
 	New    []Track // tracks confirmed in this frame; also in Tracks
 	Ended  []Track // tracks ended in this frame (State Ended); no longer in Tracks
+	// Paths[i] are where New[i] was seen while tentative, before this frame, oldest first
+	// (at most MaxPath, the latest): with its box in this frame, the whole way it has come
+	// since its first detection, for the zones and lines to play through once it has an id.
+	Paths [][]Sighting
 }
+
+// MaxPath bounds the sightings a tentative track keeps (Result.Paths): at least
+// ConfirmHits - 1 of them make the whole way at the defaults (2 of 3 hits).
+const MaxPath = 16
 
 // distanceMaxLost is the longest a lost track may have gone unmatched and still be
 // matched by distance (stage 3).
@@ -353,7 +395,8 @@ var ErrTimeOrder = errors.New("track: frame time not after the previous frame's"
 // Tracker follows the objects of one camera. Not safe for concurrent use.
 type Tracker struct {
 	cfg    Config
-	times  times // cfg's, stretched to its FrameInterval
+	times  times          // cfg's, stretched to its FrameInterval
+	groups map[string]int // cfg.ClassGroups: the group of each label in one
 	nextID uint64
 	tracks []*track
 	free   []*track // ended tracks kept for reuse
@@ -365,6 +408,7 @@ type Tracker struct {
 	// Per-frame scratch.
 	res   Result
 	taken []bool // detections matched in this frame
+	keys  []int  // each detection's match key (matchKey)
 	high  []int
 	low   []int
 	rows  []*track
@@ -376,6 +420,31 @@ type track struct {
 	cx, cy, cw, ch axis
 	det            int      // index of the detection matched in this frame
 	seen           geom.Box // box of the latest matched detection
+	key            int      // the match key of its classes (matchKey)
+	// sizes are the widths and heights of its latest sizeRing detections (sizes[Hits%sizeRing]
+	// the next to go; 0 where the frame's edge cut the box), whose medians reacquires
+	// compares a lost track's candidates with: the filter's size follows each detection, and
+	// a false positive matched while the object was missed would make the object's own
+	// detection look like another.
+	sizes [sizeRing]struct{ w, h float64 }
+	classes        []classCount
+	path           []Sighting // while tentative: its sightings, this frame's included
+}
+
+// classCount is how many of a track's detections were of one class.
+type classCount struct {
+	id    int
+	label string
+	n     int
+}
+
+// matchKey is what a detection and a track must share to match: the group of its label
+// when it is in one (negative), else its class id.
+func (t *Tracker) matchKey(d infer.Detection) int {
+	if g, ok := t.groups[d.Label]; ok {
+		return -1 - g
+	}
+	return d.ClassID
 }
 
 // New returns a tracker with configuration cfg (zero fields take defaults) whose first
@@ -388,7 +457,8 @@ func New(cfg Config, firstID uint64) (*Tracker, error) {
 	if firstID == 0 {
 		firstID = 1
 	}
-	return &Tracker{cfg: cfg, times: cfg.times(), nextID: firstID}, nil
+	groups, _ := groupsOf(cfg.ClassGroups) // checked
+	return &Tracker{cfg: cfg, times: cfg.times(), groups: groups, nextID: firstID}, nil
 }
 
 // SetConfig replaces the tracker's configuration (zero fields take defaults), keeping its
@@ -399,7 +469,16 @@ func (t *Tracker) SetConfig(cfg Config) error {
 		return err
 	}
 	t.cfg, t.times = cfg, cfg.times()
+	t.groups, _ = groupsOf(cfg.ClassGroups) // checked
+	for _, tr := range t.tracks {
+		tr.key = tr.classKey(t)
+	}
 	return nil
+}
+
+// classKey is the match key of the track's label.
+func (tr *track) classKey(t *Tracker) int {
+	return t.matchKey(infer.Detection{ClassID: tr.ClassID, Label: tr.Label})
 }
 
 // Config returns the tracker's configuration, defaults applied.
@@ -442,10 +521,13 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 
 	t.res.IDs = growU64(t.res.IDs, len(dets))
 	t.res.Tracks, t.res.New, t.res.Ended = t.res.Tracks[:0], t.res.New[:0], t.res.Ended[:0]
+	t.res.Paths = t.res.Paths[:0]
 	t.taken = growBool(t.taken, len(dets))
-	for i := range dets {
+	t.keys = growInt(t.keys, len(dets))
+	for i, d := range dets {
 		t.res.IDs[i] = 0
 		t.taken[i] = false
+		t.keys[i] = t.matchKey(d)
 	}
 
 	// Predict, and drop the tentative tracks whose window has passed.
@@ -514,6 +596,7 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 			tr.ID = t.nextID
 			t.nextID++
 			t.res.New = append(t.res.New, tr.Track)
+			t.res.Paths = append(t.res.Paths, tr.path[:len(tr.path)-1])
 		case tr.Matched && tr.State != Tentative:
 			tr.State = Confirmed
 		case !tr.Matched && tr.State == Confirmed:
@@ -578,12 +661,14 @@ func (t *Tracker) start(d infer.Detection, at time.Time, i int) {
 	var tr *track
 	if n := len(t.free); n > 0 {
 		tr, t.free = t.free[n-1], t.free[:n-1]
-		*tr = track{}
+		classes, path := tr.classes[:0], tr.path[:0]
+		*tr = track{classes: classes, path: path} // their arrays are reused
 	} else {
 		tr = new(track)
 	}
 	b := d.Box
 	tr.ClassID, tr.Label = d.ClassID, d.Label
+	tr.key = t.keys[i]
 	tr.State = Tentative
 	tr.FirstSeen = at
 	mw, mh := t.cfg.MeasureNoise*b.W, t.cfg.MeasureNoise*b.H
@@ -609,6 +694,8 @@ func (t *Tracker) hit(tr *track, d infer.Detection, at time.Time, i int, fresh b
 		tr.cw.update(b.W, mw*mw)
 		tr.ch.update(b.H, mh*mh)
 	}
+	sz := &tr.sizes[tr.Hits%sizeRing]
+	sz.w, sz.h = t.uncut(d.Box)
 	tr.Hits++
 	tr.det = i
 	tr.Matched = true
@@ -619,6 +706,38 @@ func (t *Tracker) hit(tr *track, d infer.Detection, at time.Time, i int, fresh b
 	tr.VX, tr.VY = tr.cx.v, tr.cy.v
 	if d.Score > tr.BestScore {
 		tr.BestScore, tr.BestBox, tr.BestAt = d.Score, d.Box, at
+	}
+	if tr.State == Tentative {
+		if len(tr.path) == MaxPath {
+			tr.path = append(tr.path[:0], tr.path[1:]...)
+		}
+		tr.path = append(tr.path, Sighting{At: at, Box: d.Box})
+	}
+	tr.count(d)
+}
+
+// count adds d's class to the track's, and labels it with the class it was seen as most
+// (the earlier to get there on a tie, so that a label does not flap).
+func (tr *track) count(d infer.Detection) {
+	j := -1
+	for k := range tr.classes {
+		if c := &tr.classes[k]; c.id == d.ClassID && c.label == d.Label {
+			c.n++
+			j = k
+			break
+		}
+	}
+	if j < 0 {
+		tr.classes = append(tr.classes, classCount{id: d.ClassID, label: d.Label, n: 1})
+		j = len(tr.classes) - 1
+	}
+	if c := tr.classes[j]; c.id != tr.ClassID || c.label != tr.Label {
+		for _, o := range tr.classes {
+			if o.id == tr.ClassID && o.label == tr.Label && o.n >= c.n {
+				return
+			}
+		}
+		tr.ClassID, tr.Label = c.id, c.label
 	}
 }
 
@@ -711,7 +830,7 @@ func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) boo
 	for r, tr := range t.rows {
 		for c, i := range idx {
 			d := dets[i]
-			if t.taken[i] || d.ClassID != tr.ClassID {
+			if t.taken[i] || t.keys[i] != tr.key || tr.State == Lost && !t.reacquires(tr, d, at) {
 				continue
 			}
 			if v, ok := cost(t, tr, d); ok && v < limit {
@@ -755,3 +874,89 @@ func growBool(s []bool, n int) []bool {
 	}
 	return s[:n]
 }
+
+// Reacquisition: what a lost track asks of a detection before it takes it (every stage).
+// Overlap alone is not enough: at a doorway, the next person through appears where the
+// previous one was last seen and overlaps that box as well as the previous one would.
+const (
+	// maxSizeRatio bounds how much a detection's width and height may differ from the
+	// track's (the medians of its latest detections), either way, and so its area by the
+	// square: the detector's noise (MeasureNoise, 5%) gives a few percent, another object of
+	// the class commonly more. A side cut by the frame's edge is not compared.
+	maxSizeRatio = 1.25
+	// sizeRing is how many of a track's latest detections its size is the median of: one
+	// odd box among them changes nothing, and an object that grows as it comes nearer is
+	// followed with a lag of two frames.
+	sizeRing = 5
+	// reachSlack is the distance a detection's centre may be from the prediction however
+	// short the loss, in sizes of the track's box (its larger side): noise, and an object
+	// that turned in the frame it was missed.
+	reachSlack = 0.5
+	// minReach is the least speed a lost object is taken to be able to reach, in sizes of
+	// its box per second: a track that stood still, or was just started, may walk off.
+	minReach = 1.0
+)
+
+// reacquires says whether detection d, in the frame at at, can be the object of lost track
+// tr: of nearly the size it was seen with, and no further from the prediction than its
+// speed (at least minReach) could have taken it either way in the time since it was lost
+// (twice the speed by the time: the prediction goes on at the last velocity, and the object
+// may have turned back).
+func (t *Tracker) reacquires(tr *track, d infer.Detection, at time.Time) bool {
+	p, b := tr.Box, d.Box
+	w, h := tr.size()
+	dw, dh := t.uncut(b)
+	if w > 0 && dw > 0 && ratioOver(dw, w, maxSizeRatio) || h > 0 && dh > 0 && ratioOver(dh, h, maxSizeRatio) {
+		return false
+	}
+	size := max(p.W, p.H)
+	speed := max(math.Hypot(tr.cx.v, tr.cy.v), minReach*size)
+	reach := reachSlack*size + 2*speed*at.Sub(tr.LastSeen).Seconds()
+	dx, dy := b.X+b.W/2-(p.X+p.W/2), b.Y+b.H/2-(p.Y+p.H/2)
+	return dx*dx+dy*dy <= reach*reach
+}
+
+// uncut returns b's width and height, each 0 where the frame's edge may have cut it: the
+// box is within a tenth of its size (and 2 pixels) of it, a detector's boxes being that
+// loose.
+func (t *Tracker) uncut(b geom.Box) (w, h float64) {
+	w, h = b.W, b.H
+	if mx := 2 + 0.1*b.W; b.X < mx || b.X+b.W > float64(t.w)-mx {
+		w = 0
+	}
+	if my := 2 + 0.1*b.H; b.Y < my || b.Y+b.H > float64(t.h)-my {
+		h = 0
+	}
+	return w, h
+}
+
+// size returns the medians of the widths and of the heights of tr's latest detections
+// that the frame's edge did not cut, 0 when none.
+func (tr *track) size() (w, h float64) {
+	var ws, hs [sizeRing]float64
+	nw, nh := 0, 0
+	for i := range min(tr.Hits, sizeRing) {
+		if v := tr.sizes[i].w; v > 0 {
+			ws[nw] = v
+			nw++
+		}
+		if v := tr.sizes[i].h; v > 0 {
+			hs[nh] = v
+			nh++
+		}
+	}
+	return median(ws[:nw]), median(hs[:nh])
+}
+
+// median returns the median of v (the upper one of an even count), sorting it; 0 if empty.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// ratioOver says whether a and b differ by more than a factor r.
+func ratioOver(a, b, r float64) bool { return a > r*b || b > r*a }
+
