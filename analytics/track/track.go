@@ -407,8 +407,9 @@ type Tracker struct {
 
 	// Per-frame scratch.
 	res   Result
-	taken []bool // detections matched in this frame
-	keys  []int  // each detection's match key (matchKey)
+	dets  []infer.Detection // the frame's, during Update
+	taken []bool            // detections matched in this frame
+	keys  []int             // each detection's match key (matchKey)
 	high  []int
 	low   []int
 	rows  []*track
@@ -426,9 +427,9 @@ type track struct {
 	// compares a lost track's candidates with: the filter's size follows each detection, and
 	// a false positive matched while the object was missed would make the object's own
 	// detection look like another.
-	sizes [sizeRing]struct{ w, h float64 }
-	classes        []classCount
-	path           []Sighting // while tentative: its sightings, this frame's included
+	sizes   [sizeRing]struct{ w, h float64 }
+	classes []classCount
+	path    []Sighting // while tentative: its sightings, this frame's included
 }
 
 // classCount is how many of a track's detections were of one class.
@@ -522,6 +523,8 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	t.res.IDs = growU64(t.res.IDs, len(dets))
 	t.res.Tracks, t.res.New, t.res.Ended = t.res.Tracks[:0], t.res.New[:0], t.res.Ended[:0]
 	t.res.Paths = t.res.Paths[:0]
+	t.dets = dets
+	defer func() { t.dets = nil }() // the caller's
 	t.taken = growBool(t.taken, len(dets))
 	t.keys = growInt(t.keys, len(dets))
 	for i, d := range dets {
@@ -603,6 +606,12 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 			tr.State = Lost
 			tr.cw.stopRate()
 			tr.ch.stopRate()
+			// It keeps the size it was seen with, not the filter's latest, which a box cut
+			// by an occluder or the frame's edge may have shrunk.
+			if w, h := tr.size(); w > 0 && h > 0 {
+				tr.cw.p, tr.ch.p = w, h
+				tr.Box = tr.predicted()
+			}
 		}
 		if tr.State == Lost && (at.Sub(tr.LastSeen) > t.times.lostTimeout || t.outside(tr.Box)) {
 			tr.State = Ended
@@ -687,7 +696,7 @@ func (t *Tracker) start(d infer.Detection, at time.Time, i int) {
 // track was just started from it (the filter holds it already).
 func (t *Tracker) hit(tr *track, d infer.Detection, at time.Time, i int, fresh bool) {
 	if !fresh {
-		b := d.Box
+		b := t.measured(tr, i, d.Box)
 		mw, mh := t.cfg.MeasureNoise*b.W, t.cfg.MeasureNoise*b.H
 		tr.cx.update(b.X+b.W/2, mw*mw)
 		tr.cy.update(b.Y+b.H/2, mh*mh)
@@ -695,7 +704,11 @@ func (t *Tracker) hit(tr *track, d infer.Detection, at time.Time, i int, fresh b
 		tr.ch.update(b.H, mh*mh)
 	}
 	sz := &tr.sizes[tr.Hits%sizeRing]
-	sz.w, sz.h = t.uncut(d.Box)
+	if fresh {
+		sz.w, sz.h = t.uncut(d.Box)
+	} else {
+		sz.w, sz.h = t.uncut(t.measured(tr, i, d.Box))
+	}
 	tr.Hits++
 	tr.det = i
 	tr.Matched = true
@@ -830,7 +843,7 @@ func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) boo
 	for r, tr := range t.rows {
 		for c, i := range idx {
 			d := dets[i]
-			if t.taken[i] || t.keys[i] != tr.key || tr.State == Lost && !t.reacquires(tr, d, at) {
+			if t.taken[i] || t.keys[i] != tr.key || tr.State == Lost && !t.reacquires(tr, i, at) {
 				continue
 			}
 			if v, ok := cost(t, tr, d); ok && v < limit {
@@ -902,8 +915,8 @@ const (
 // speed (at least minReach) could have taken it either way in the time since it was lost
 // (twice the speed by the time: the prediction goes on at the last velocity, and the object
 // may have turned back).
-func (t *Tracker) reacquires(tr *track, d infer.Detection, at time.Time) bool {
-	p, b := tr.Box, d.Box
+func (t *Tracker) reacquires(tr *track, i int, at time.Time) bool {
+	p, b := tr.Box, t.measured(tr, i, t.dets[i].Box)
 	w, h := tr.size()
 	dw, dh := t.uncut(b)
 	if w > 0 && dw > 0 && ratioOver(dw, w, maxSizeRatio) || h > 0 && dh > 0 && ratioOver(dh, h, maxSizeRatio) {
@@ -914,6 +927,83 @@ func (t *Tracker) reacquires(tr *track, d infer.Detection, at time.Time) bool {
 	reach := reachSlack*size + 2*speed*at.Sub(tr.LastSeen).Seconds()
 	dx, dy := b.X+b.W/2-(p.X+p.W/2), b.Y+b.H/2-(p.Y+p.H/2)
 	return dx*dx+dy*dy <= reach*reach
+}
+
+// measured returns the box the filter and the size checks take from detection i of the
+// frame, of box b: b itself, or, where b is much narrower (or lower) than the track's size,
+// another detection's box covers the side b lacks and b's other edge is where the
+// prediction's is, a box of the track's size from that edge. That is an object partly hidden behind
+// another: the edge on the other's side is the other's, and following it would shrink the
+// track and stop it (the centre of what is left of it stands still while the other comes
+// over it), to lose it behind the other for good (TestWalkThrough).
+func (t *Tracker) measured(tr *track, i int, b geom.Box) geom.Box {
+	w, h := tr.size()
+	p := tr.Box // the prediction
+	if w > 0 && b.W*maxSizeRatio < w && (h == 0 || !ratioOver(b.H, h, maxSizeRatio)) {
+		switch t.covered(i, b, true, w) {
+		case -1: // the low side hidden: the high edge is the object's
+			if near(b.X+b.W, p.X+p.W, w) {
+				b.X, b.W = b.X+b.W-w, w
+			}
+		case 1:
+			if near(b.X, p.X, w) {
+				b.W = w
+			}
+		}
+	}
+	if h > 0 && b.H*maxSizeRatio < h && (w == 0 || !ratioOver(b.W, w, maxSizeRatio)) {
+		switch t.covered(i, b, false, h) {
+		case -1:
+			if near(b.Y+b.H, p.Y+p.H, h) {
+				b.Y, b.H = b.Y+b.H-h, h
+			}
+		case 1:
+			if near(b.Y, p.Y, h) {
+				b.H = h
+			}
+		}
+	}
+	return b
+}
+
+// near says whether two edges of boxes of size size are within their noise of each other:
+// that of the part of an object left in view and of its prediction, say.
+func near(a, b, size float64) bool { return math.Abs(a-b) <= 2+0.25*size }
+
+// covered says which side of box b, of detection i, another detection's box covers or
+// touches (within the noise of boxes of size pixels): along x (across, false: along y), -1 the lower side, +1 the upper side, 0
+// neither or both. The other must span most of b the other way.
+func (t *Tracker) covered(i int, b geom.Box, across bool, size float64) int {
+	lo, hi, s0, s1 := b.X, b.X+b.W, b.Y, b.Y+b.H
+	if !across {
+		lo, hi, s0, s1 = b.Y, b.Y+b.H, b.X, b.X+b.W
+	}
+	eps := 2 + 0.15*size // the boxes' noise
+	side := 0
+	for j, d := range t.dets {
+		o := d.Box
+		olo, ohi, os0, os1 := o.X, o.X+o.W, o.Y, o.Y+o.H
+		if !across {
+			olo, ohi, os0, os1 = o.Y, o.Y+o.H, o.X, o.X+o.W
+		}
+		if j == i || o.W <= 0 || o.H <= 0 || min(s1, os1)-max(s0, os0) < 0.5*(s1-s0) {
+			continue
+		}
+		var s int
+		switch {
+		case olo < lo+eps && ohi > lo-eps && ohi < hi:
+			s = -1
+		case ohi > hi-eps && olo < hi+eps && olo > lo:
+			s = 1
+		default:
+			continue
+		}
+		if side != 0 && side != s {
+			return 0
+		}
+		side = s
+	}
+	return side
 }
 
 // uncut returns b's width and height, each 0 where the frame's edge may have cut it: the
@@ -959,4 +1049,3 @@ func median(v []float64) float64 {
 
 // ratioOver says whether a and b differ by more than a factor r.
 func ratioOver(a, b, r float64) bool { return a > r*b || b > r*a }
-
