@@ -16,7 +16,7 @@ import (
 // detector's noise and misses, 20 passes each: each leaves with the id it came with, in
 // every pass. Before the tracker measured a cut box from its edge in view (Tracker.measured)
 // and kept a lost track's size, the hidden walker's box shrank to a pixel and its
-// prediction stopped where they met: 19 of 20 passes lost its id at 2 fps, 18 at 5 fps.
+// prediction stopped where they met: every pass lost its id, at 2 fps and at 5.
 // At 5 fps the one detection of the frame where they coincide may still go to the hidden
 // one's track (a transient swap, two switches, back at the next frame): bounded, measured
 // 12 switches in 20 passes.
