@@ -63,7 +63,9 @@ func (w Why) String() string {
 
 // Scene is one camera's analytics and the life of its objects: its Filter, tracker
 // (analytics/track), ZoneSet, LineSet and Motion, fed each analysed frame of the camera in
-// frame order (Step). Every confirmed track is an object, reported when it is confirmed
+// frame order (Step). A track confirmed in a frame goes through the zones and lines where it
+// was seen while tentative first (track.Result.Paths), so what it did during the
+// confirmation counts. Every confirmed track is an object, reported when it is confirmed
 // (ObjectNew), when something about it changes or at the latest every update interval
 // (ObjectUpdate, with why) and when it ends (ObjectEnd). Like the parts it holds, a Scene
 // holds no lock: one goroutine at a time.
@@ -124,8 +126,10 @@ type StepResult struct {
 	IDs     []uint64          // IDs[i]: the track id of Dets[i], 0 when none
 	Dropped Dropped           // the filter's drops in this frame, by reason
 	Objects []ObjectReport
-	Zones   []ZoneEvent
-	Lines   []LineEvent
+	// Zones and Lines are the frame's zone and line events. The events a track confirmed in
+	// this frame made while it was tentative come first, dated by their earlier frames.
+	Zones []ZoneEvent
+	Lines []LineEvent
 }
 
 // NewScene returns the scene of settings (checked as NewFilter, NewZoneSet and NewLineSet

@@ -14,6 +14,7 @@
 //	// res.New: tracks confirmed in this frame (object event "new").
 //	// res.Ended: tracks ended in this frame (object event "end").
 //	// res.Tracks: every live track (the /objects listing, zones, lines).
+//	// res.Paths[i]: where res.New[i] was seen while tentative (zones and lines replay it).
 //	...
 //	ended := tr.EndAll() // on camera removal or shutdown: "end" for every track
 //
@@ -56,8 +57,14 @@
 //     come in there).
 //   - ended: reported once in Result.Ended (State Ended), then forgotten.
 //
-// A track keeps the class of the detection that started it: a detection matches only
-// tracks of its class id.
+// A detection matches only tracks of its class id, or of a class of the same group
+// (Config.ClassGroups: a car seen as a truck every few frames); a track counts the classes
+// of its detections and is labelled with the one it was seen as most (the earlier on a
+// tie).
+//
+// While tentative, a track keeps where it was seen (at most MaxPath sightings): the frame
+// that confirms it hands them over (Result.Paths), so that a line crossed or a zone entered
+// during the confirmation still counts.
 //
 // # Association, per frame
 //
@@ -89,6 +96,17 @@
 //
 // Each stage is an optimal assignment (Hungarian method, assign.go) that minimises the
 // total cost, leaving pairs unmatched rather than matching them past the stage's gate.
+//
+// In every stage a lost track may take a detection only when it can be the same object
+// (reacquires): of its size (width and height within maxSizeRatio of the medians of its
+// latest boxes, a side cut by the frame's edge not compared) and no further from the
+// prediction than its speed (at least minReach) could have taken it, either way, in the
+// time since it was lost. Overlap alone would give a lost person's id to the next one
+// through the same doorway (TestDoorway). A detection much narrower (or lower) than its
+// track, next to another detection's box, is an object partly hidden behind another: the
+// filter takes it as a box of the track's size from its edge in view (measured), and a lost
+// track keeps the size it was seen with, so that two people walking through each other
+// keep their ids (TestWalkThrough).
 //
 // Stage 3 is not in ByteTrack, which was made for 30 fps video. At 2 fps a walking person
 // moves about their own width between frames, and a car much more: the predicted box may
