@@ -989,8 +989,9 @@ func (t *Tracker) measured(tr *track, i int, b geom.Box) geom.Box {
 func near(a, b, size float64) bool { return math.Abs(a-b) <= 2+0.25*size }
 
 // covered says which side of box b, of detection i, another detection's box covers or
-// touches (within the noise of boxes of size pixels): along x (across, false: along y), -1 the lower side, +1 the upper side, 0
-// neither or both. The other must span most of b the other way.
+// touches (within the noise of boxes of size pixels): along x (across, false: along y), -1
+// the lower side, +1 the upper side, 0 neither or both. The other must span most of b the
+// other way, and at least half of what b lacks of size this way.
 func (t *Tracker) covered(i int, b geom.Box, across bool, size float64) int {
 	lo, hi, s0, s1 := b.X, b.X+b.W, b.Y, b.Y+b.H
 	if !across {
@@ -1004,14 +1005,15 @@ func (t *Tracker) covered(i int, b geom.Box, across bool, size float64) int {
 		if !across {
 			olo, ohi, os0, os1 = o.Y, o.Y+o.H, o.X, o.X+o.W
 		}
-		if j == i || o.W <= 0 || o.H <= 0 || min(s1, os1)-max(s0, os0) < 0.5*(s1-s0) {
+		if j == i || o.W <= 0 || o.H <= 0 || float64(d.Score) < t.cfg.LowScore || min(s1, os1)-max(s0, os0) < 0.5*(s1-s0) {
 			continue
 		}
+		half := (size - (hi - lo)) / 2 // of what b lacks, which the other must cover
 		var s int
 		switch {
-		case olo < lo+eps && ohi > lo-eps && ohi < hi:
+		case olo < lo+eps && ohi > lo-eps && ohi < hi && olo <= lo-half:
 			s = -1
-		case ohi > hi-eps && olo < hi+eps && olo > lo:
+		case ohi > hi-eps && olo < hi+eps && olo > lo && ohi >= hi+half:
 			s = 1
 		default:
 			continue
