@@ -153,6 +153,25 @@ type Objects struct {
 	// `update` with why `interval` when nothing else happened to it. Default
 	// DefaultUpdateInterval; at least a second.
 	UpdateInterval time.Duration `yaml:"update_interval,omitempty"`
+	// ClassGroups are sets of classes the model confuses with each other: a detection may
+	// continue the track of an object of another class of its group (a car seen as a truck
+	// every few frames stays one object), whose label is the class it was seen as most. A
+	// class is in one group at most, each group of at least two. Default (nil)
+	// DefaultClassGroups; an empty list (`class_groups: []`) groups nothing.
+	ClassGroups [][]string `yaml:"class_groups,omitempty"`
+}
+
+// DefaultClassGroups returns Objects.ClassGroups' default: the COCO models' vehicles.
+func DefaultClassGroups() [][]string {
+	return [][]string{{"car", "truck", "bus", "motorcycle"}}
+}
+
+// Groups is o's ClassGroups, or its default.
+func (o Objects) Groups() [][]string {
+	if o.ClassGroups == nil {
+		return DefaultClassGroups()
+	}
+	return o.ClassGroups
 }
 
 // DefaultUpdateInterval is Objects.UpdateInterval's default.
@@ -269,7 +288,8 @@ func (c Config) Check(labels []string) error {
 
 // Check reports what is wrong with o as a Problems error, nil if none: unknown classes (when
 // labels is not nil), a class filtered twice or filtered but not tracked, thresholds outside
-// 0..1, max_area below min_area, an unknown anchor.
+// 0..1, max_area below min_area, an unknown anchor, a class group of fewer than two classes
+// or a class in two groups.
 func (o Objects) Check(labels []string) error {
 	ps := problems{labels: labels}
 	o.check(&ps)
@@ -281,6 +301,22 @@ func (o Objects) check(ps *problems) {
 	ps.anchor("objects", "", o.Anchor)
 	if o.UpdateInterval != 0 && o.UpdateInterval < time.Second {
 		ps.add("objects", "", "update_interval", "%v is under a second", o.UpdateInterval)
+	}
+	grouped := map[string]int{}
+	for i, g := range o.ClassGroups {
+		elem := fmt.Sprintf("objects.class_groups[%d]", i)
+		if len(g) < 2 {
+			ps.add(elem, "", "", "has %d classes: a group needs at least two", len(g))
+		}
+		ps.classes(elem, "", "", g)
+		for _, c := range g {
+			if j, dup := grouped[c]; dup && j != i && c != "" {
+				ps.add(elem, "", "", "%q is in objects.class_groups[%d] too: a class is in one group at most", c, j)
+			}
+			if _, dup := grouped[c]; !dup {
+				grouped[c] = i
+			}
+		}
 	}
 	seen := map[string]int{}
 	for i, f := range o.Filters {

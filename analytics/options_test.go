@@ -24,6 +24,7 @@ func TestConfigYAML(t *testing.T) {
 objects:
   track: [person, car]
   anchor: center
+  class_groups: [[car, bicycle]]
   filters:
     - {class: person, min_score: 0.5, min_area: 0.001}
     - {class: car, max_area: 0.5}
@@ -55,6 +56,12 @@ lines:
 	}
 	if l := c.Lines[0]; l.ID != "gate" || l.Points[1][1] != 1 || l.Band != 0.03 {
 		t.Errorf("line %+v", l)
+	}
+	if g := c.Objects.Groups(); len(g) != 1 || len(g[0]) != 2 || g[0][1] != "bicycle" {
+		t.Errorf("class groups %v", g)
+	}
+	if g := (Objects{}).Groups(); len(g) != 1 || len(g[0]) != 4 {
+		t.Errorf("default class groups %v, want car, truck, bus, motorcycle", g)
 	}
 	if o := c.Objects; o.Anchor != AnchorCenter || o.Filters[1].MaxArea != 0.5 || len(o.Track) != 2 {
 		t.Errorf("objects %+v", o)
@@ -229,6 +236,15 @@ func TestCheckBad(t *testing.T) {
 			[]string{"objects.filters[0] (car): min_score 1.5 is outside 0..1", "objects.filters[0] (car): min_area -0.1 is outside 0..1", "objects.filters[0] (car): max_area NaN is outside 0..1"}},
 		{"max below min", Config{Objects: Objects{Filters: []ClassFilter{{Class: "car", MinArea: 0.2, MaxArea: 0.1}}}},
 			[]string{"objects.filters[0] (car): max_area 0.1 is below min_area 0.2"}},
+
+		{"class group of one", Config{Objects: Objects{ClassGroups: [][]string{{"car"}}}},
+			[]string{"objects.class_groups[0]: has 1 classes: a group needs at least two"}},
+		{"class in two groups", Config{Objects: Objects{ClassGroups: [][]string{{"car", "dog"}, {"dog", "person"}}}},
+			[]string{`objects.class_groups[1]: "dog" is in objects.class_groups[0] too: a class is in one group at most`}},
+		{"class group unknown class", Config{Objects: Objects{ClassGroups: [][]string{{"car", "truck"}}}},
+			[]string{`objects.class_groups[0]: "truck" is not a class of the model`}},
+		{"class twice in a group", Config{Objects: Objects{ClassGroups: [][]string{{"car", "car"}}}},
+			[]string{`objects.class_groups[0]: names "car" twice`}},
 
 		{"several at once", Config{
 			Zones: []Zone{{ID: "a", Polygon: Points{{0, 0}}}},

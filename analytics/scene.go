@@ -67,7 +67,9 @@ func (w Why) String() string {
 
 // Scene is one camera's analytics and the life of its objects: its Filter, tracker
 // (analytics/track), ZoneSet, LineSet and Motion, fed each analysed frame of the camera in
-// frame order (Step). Every confirmed track is an object, reported when it is confirmed
+// frame order (Step). A track confirmed in a frame goes through the zones and lines where it
+// was seen while tentative first (track.Result.Paths), so what it did during the
+// confirmation counts. Every confirmed track is an object, reported when it is confirmed
 // (ObjectNew), when something about it changes or at the latest every update interval
 // (ObjectUpdate, with why) and when it ends (ObjectEnd). Like the parts it holds, a Scene
 // holds no lock: one goroutine at a time.
@@ -83,6 +85,7 @@ type Scene struct {
 	tracks   []track.Track      // the tracker's live tracks after the latest frame (its slice, reused)
 
 	frame    Frame      // reused by Step
+	past     Frame      // reused by replay
 	ended    []uint64   // reused by Step
 	presence []Presence // reused by report
 }
@@ -127,14 +130,16 @@ type StepResult struct {
 	IDs     []uint64          // IDs[i]: the track id of Dets[i], 0 when none
 	Dropped Dropped           // the filter's drops in this frame, by reason
 	Objects []ObjectReport
-	Zones   []ZoneEvent
-	Lines   []LineEvent
+	// Zones and Lines are the frame's zone and line events. The events a track confirmed in
+	// this frame made while it was tentative come first, dated by their earlier frames.
+	Zones []ZoneEvent
+	Lines []LineEvent
 }
 
 // NewScene returns the scene of settings (checked as NewFilter, NewZoneSet and NewLineSet
 // check them), with track ids from firstID.
 func NewScene(settings Config, firstID uint64) (*Scene, error) {
-	tr, err := track.New(track.Config{FrameInterval: settings.FrameInterval}, firstID)
+	tr, err := track.New(track.Config{FrameInterval: settings.FrameInterval, ClassGroups: settings.Objects.Groups()}, firstID)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +157,7 @@ func NewScene(settings Config, firstID uint64) (*Scene, error) {
 // Apply changes the scene's settings (a hot reload): the filter is rebuilt, zones and
 // lines whose definition is unchanged keep their state (ZoneSet.Apply, LineSet.Apply), the
 // motion test takes the objects' anchor (Motion.SetAnchor), the tracker the camera's rate
-// (FrameInterval), the tracks go on.
+// (FrameInterval) and the class groups, the tracks go on.
 func (s *Scene) Apply(settings Config) error {
 	f, err := NewFilter(settings.Objects, settings.Masks)
 	if err != nil {
@@ -176,8 +181,9 @@ func (s *Scene) Apply(settings Config) error {
 	if err := s.motion.SetAnchor(settings.Objects.Anchor); err != nil {
 		return err
 	}
-	if tc := s.tracker.Config(); tc.FrameInterval != settings.FrameInterval {
-		tc.FrameInterval = settings.FrameInterval
+	groups := settings.Objects.Groups()
+	if tc := s.tracker.Config(); tc.FrameInterval != settings.FrameInterval || !slices.EqualFunc(tc.ClassGroups, groups, slices.Equal) {
+		tc.FrameInterval, tc.ClassGroups = settings.FrameInterval, groups
 		if err := s.tracker.SetConfig(tc); err != nil {
 			return err
 		}
@@ -224,14 +230,32 @@ func (s *Scene) Step(at time.Time, w, h int, dets []infer.Detection) (StepResult
 	}
 	f.Ended = s.ended
 
-	zs, err := s.zones.Update(*f)
+	// The tracks confirmed in this frame go through the zones and lines where they were
+	// seen while tentative first, so that an entry or a crossing made during the
+	// confirmation counts, at its time.
+	pastZones, pastLines, err := s.replay(tr, w, h)
 	if err != nil {
 		return res, err
 	}
-	res.Zones = append(res.Zones, zs...) // after a clock jump's exits
-
-	if res.Lines, err = s.lines.Update(*f); err != nil {
+	res.Zones = append(res.Zones, pastZones...) // after a clock jump's exits
+	res.Lines = pastLines
+	zones, err := s.zones.Update(*f)
+	if err != nil {
 		return res, err
+	}
+	lines, err := s.lines.Update(*f)
+	if err != nil {
+		return res, err
+	}
+	if res.Zones == nil {
+		res.Zones = zones
+	} else {
+		res.Zones = append(res.Zones, zones...)
+	}
+	if res.Lines == nil {
+		res.Lines = lines
+	} else {
+		res.Lines = append(res.Lines, lines...)
 	}
 	moves, err := s.motion.Update(*f)
 	if err != nil {
@@ -284,6 +308,29 @@ func (s *Scene) Step(at time.Time, w, h int, dets []infer.Detection) (StepResult
 		}
 	}
 	return res, nil
+}
+
+// replay plays the sightings of the tracks confirmed in tr while they were tentative
+// (track.Result.Paths) through the zones and lines, one past frame of w x h pixels each, in
+// order, and returns the events they made (nil when none: the common frame allocates
+// nothing).
+func (s *Scene) replay(tr track.Result, w, h int) (zones []ZoneEvent, lines []LineEvent, err error) {
+	for k, t := range tr.New {
+		for _, sg := range tr.Paths[k] {
+			s.past.Time, s.past.W, s.past.H = sg.At, w, h
+			s.past.Objects = append(s.past.Objects[:0], Object{TrackID: t.ID, Label: t.Label, Box: sg.Box})
+			ze, err := s.zones.Update(s.past)
+			if err != nil {
+				return nil, nil, err
+			}
+			le, err := s.lines.Update(s.past)
+			if err != nil {
+				return nil, nil, err
+			}
+			zones, lines = append(zones, ze...), append(lines, le...)
+		}
+	}
+	return zones, lines, nil
 }
 
 // report appends the report of change (new, update or end) of t; why gives an update's

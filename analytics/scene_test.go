@@ -29,6 +29,7 @@ func TestSceneWalker(t *testing.T) {
 		var zones []ZoneEventType
 		var lines []Direction
 		tracked, ids := 0, map[uint64]bool{}
+		newInZone := false // the new report lists the zone: entered while tentative
 		last := times[len(times)-1]
 		// Frames go on with nobody for longer than the tracker's lost buffer.
 		for i := 1; i <= int(10*fps); i++ {
@@ -58,6 +59,9 @@ func TestSceneWalker(t *testing.T) {
 				} else {
 					changes = append(changes, o.Change)
 				}
+				if o.Change == ObjectNew && len(o.Zones) == 1 && o.Zones[0].Inside {
+					newInZone = true
+				}
 				if o.Box.X < 0 || o.Box.X+o.Box.W > 1000 {
 					t.Errorf("%v fps: %s event with box %+v outside the frame", fps, o.Change, o.Box)
 				}
@@ -79,8 +83,8 @@ func TestSceneWalker(t *testing.T) {
 		if changes[0] != ObjectNew || changes[len(changes)-1] != ObjectEnd {
 			t.Errorf("%v fps: object events %v, want new first and end last", fps, changes)
 		}
-		if !slices.Contains(changes, fmt.Stringer(WhyZoneEnter)) {
-			t.Errorf("%v fps: object events %v, want an update for entering the zone", fps, changes)
+		if !slices.Contains(changes, fmt.Stringer(WhyZoneEnter)) && !newInZone {
+			t.Errorf("%v fps: object events %v, want an update for entering the zone, or the zone in its new report", fps, changes)
 		}
 		if !slices.Equal(zones, []ZoneEventType{ZoneEnter, ZoneExit}) {
 			t.Errorf("%v fps: zone events %v, want enter, exit", fps, zones)

@@ -13,8 +13,8 @@ import (
 
 // A camera's analytics settings (issue 14) are the keys objects, masks, zones, lines and
 // events. objects and events may also be set in camera_defaults; a camera that sets one of
-// their keys (objects.track, objects.filters, objects.anchor, events.detections) replaces
-// the default's value of that key, whole. Masks, zones and lines belong to one camera's
+// their keys (objects.track, objects.filters, objects.anchor, objects.update_interval,
+// objects.class_groups, events.detections) replaces the default's value of that key, whole. Masks, zones and lines belong to one camera's
 // view and are set per camera only. The leaf types are package analytics' (its doc says
 // what they mean); Validate runs analytics.Config.Check on every resolved camera and
 // reports its problems at the camera's path ("cameras[2].zones[1].polygon") and line.
@@ -93,6 +93,8 @@ type rawObjects struct {
 	Anchor  *analytics.Anchor        `yaml:"anchor"`
 	// UpdateInterval is analytics.Objects.UpdateInterval.
 	UpdateInterval *time.Duration `yaml:"update_interval"`
+	// ClassGroups is analytics.Objects.ClassGroups.
+	ClassGroups *[][]string `yaml:"class_groups"`
 }
 
 type rawEvents struct {
@@ -104,7 +106,19 @@ func (r *rawObjects) resolve(d analytics.Objects) analytics.Objects {
 		return d
 	}
 	return analytics.Objects{Track: or(r.Track, d.Track), Filters: or(r.Filters, d.Filters), Anchor: or(r.Anchor, d.Anchor),
-		UpdateInterval: or(r.UpdateInterval, d.UpdateInterval)}
+		UpdateInterval: or(r.UpdateInterval, d.UpdateInterval), ClassGroups: groupsOr(r.ClassGroups, d.ClassGroups)}
+}
+
+// groupsOr is or for class_groups, whose empty list (groups nothing) is not its unset value
+// (the default groups): a camera's `class_groups: []` stays an empty list, not nil.
+func groupsOr(p *[][]string, d [][]string) [][]string {
+	if p == nil {
+		return d
+	}
+	if *p == nil {
+		return [][]string{}
+	}
+	return *p
 }
 
 func (r *rawEvents) resolve(d Events) Events {

@@ -91,6 +91,47 @@ cameras:
 	}
 }
 
+// objects.class_groups: camera_defaults' groups for a camera that sets none, the camera's
+// own (an empty list: none) for one that does; the default groups when neither does;
+// CheckClasses checks their classes.
+func TestClassGroupsSettings(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+camera_defaults:
+  objects:
+    class_groups: [[car, truck], [bicycle, motorcycle]]
+cameras:
+  - {id: a, url: rtsp://h/1}
+  - {id: b, url: rtsp://h/2, objects: {class_groups: []}}
+  - {id: c, url: rtsp://h/3, objects: {class_groups: [[bus, truck]]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][][]string{{{"car", "truck"}, {"bicycle", "motorcycle"}}, {}, {{"bus", "truck"}}}
+	for i, cam := range cfg.Cameras {
+		if g := cam.Analytics().Objects.Groups(); !reflect.DeepEqual(g, want[i]) {
+			t.Errorf("camera %s: class groups %v, want %v", cam.ID, g, want[i])
+		}
+	}
+	if err := cfg.CheckClasses(coco); err != nil {
+		t.Errorf("CheckClasses: %v", err)
+	}
+	cfg, err = config.Parse([]byte("cameras:\n  - {id: a, url: rtsp://h, objects: {class_groups: [[car, forklift]]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.CheckClasses(coco); err == nil || !strings.Contains(err.Error(), `cameras[0].objects.class_groups[0]: "forklift" is not a class of the model`) {
+		t.Errorf("CheckClasses of a group with forklift: %v", err)
+	}
+	cfg, err = config.Parse([]byte("cameras:\n  - {id: a, url: rtsp://h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := cfg.Cameras[0].Analytics().Objects.Groups(); !reflect.DeepEqual(g, analytics.DefaultClassGroups()) {
+		t.Errorf("default class groups %v", g)
+	}
+}
+
 func TestParseDetectionEvents(t *testing.T) {
 	for _, m := range config.DetectionEventModes() {
 		if got, err := config.ParseDetectionEvents(string(m)); err != nil || got != m {
@@ -161,11 +202,17 @@ var badAnalytics = []struct {
 	{"unknown key in a zone", cam + "    zones:\n      - id: z\n        polygon: [[0, 0], [1, 0], [1, 1]]\n        colour: red\n",
 		"cameras[0].zones[0].colour", 7, `unknown key "colour" (known here: anchor, classes, id, loiter_seconds, min_seconds, polygon)`},
 	{"unknown key in objects", cam + "    objects:\n      min_score: 0.5\n",
-		"cameras[0].objects.min_score", 5, `unknown key "min_score" (known here: anchor, filters, track, update_interval)`},
+		"cameras[0].objects.min_score", 5, `unknown key "min_score" (known here: anchor, class_groups, filters, track, update_interval)`},
 	{"unknown key in events", cam + "    events:\n      objects: true\n",
 		"cameras[0].events.objects", 5, `unknown key "objects" (known here: detections)`},
 	{"zones in camera_defaults", "camera_defaults:\n  zones: []\ncameras: []\n",
 		"camera_defaults.zones", 2, `unknown key "zones"`},
+	{"class in two groups", cam + "    objects:\n      class_groups: [[car, truck], [truck, bus]]\n",
+		"cameras[0].objects.class_groups[1]", 5, `"truck" is in objects.class_groups[0] too: a class is in one group at most (camera "a")`},
+	{"class group of one", cam + "    objects:\n      class_groups: [[car]]\n",
+		"cameras[0].objects.class_groups[0]", 5, "has 1 classes: a group needs at least two"},
+	{"bad default class group", "camera_defaults:\n  objects:\n    class_groups: [[car, car]]\n" + cam,
+		"camera_defaults.objects.class_groups[0]", 3, `names "car" twice`},
 	{"point not a pair", cam + "    masks:\n      - [[0, 0], [1], [1, 1]]\n",
 		"cameras[0].masks[0]", 5, "point 1 has 1 numbers, want [x, y]"},
 	{"coordinate not a number", cam + "    masks:\n      - [[0, 0], [1, x], [1, 1]]\n",

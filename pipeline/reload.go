@@ -95,6 +95,7 @@ var reloadClasses = map[string]reloadClass{
 	"camera_defaults.objects.filters[].max_area":  applyLive,
 	"camera_defaults.objects.anchor":              applyLive,
 	"camera_defaults.objects.update_interval":     applyLive,
+	"camera_defaults.objects.class_groups":        applyLive,
 	"camera_defaults.events.detections":           applyLive,
 
 	// cameras are matched by id: a new id starts a camera and the old one stops, and so do
@@ -127,6 +128,7 @@ var reloadClasses = map[string]reloadClass{
 	// test (analytics.Motion.SetAnchor) take it at once.
 	"cameras[].objects.anchor":          applyLive,
 	"cameras[].objects.update_interval": applyLive,
+	"cameras[].objects.class_groups":    applyLive, // the tracker takes them, its tracks go on
 	"cameras[].masks":                   applyLive,
 	"cameras[].zones[].id":              applyLive,
 	"cameras[].zones[].polygon":         applyLive,

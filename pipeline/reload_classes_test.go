@@ -111,6 +111,7 @@ func liveLeafShows() map[string]leafShow {
 		"camera_defaults.objects.filters[].max_area":  defaults(filter("class: car, max_area: 0.5"), filter("class: car, max_area: 0.4")),
 		"camera_defaults.objects.anchor":              defaults("", "objects: {anchor: center}"),
 		"camera_defaults.objects.update_interval":     defaults("", "objects: {update_interval: 5s}"),
+		"camera_defaults.objects.class_groups":        defaults("", "objects: {class_groups: [[car, truck]]}"),
 		"camera_defaults.events.detections":           defaults("", `events: {detections: "off"}`),
 
 		"cameras[].id":      {to: edit{cam: "id: cam2, url: $down"}, effect: renames},
@@ -155,6 +156,7 @@ func liveLeafShows() map[string]leafShow {
 		// (analytics.Motion.SetAnchor, TestMotionSetAnchor) take it.
 		"cameras[].objects.anchor":          settings("objects: {anchor: bottom_center}", "objects: {anchor: center}"),
 		"cameras[].objects.update_interval": settings("objects: {update_interval: 30s}", "objects: {update_interval: 5s}"),
+		"cameras[].objects.class_groups":    settings("objects: {class_groups: []}", "objects: {class_groups: [[car, truck]]}"),
 		"cameras[].masks": withBehaviour(settings("masks: [[[0, 0], [0.1, 0], [0.1, 0.1]]]", "masks: [[[0, 0.7], [1, 0.7], [1, 1], [0, 1]]]"),
 			func(before, after published) string { // the person's feet are at y 0.8
 				return want(before.detected("person") && !after.detected("person") && after.detected("car"), "the person detected before only, the car throughout")

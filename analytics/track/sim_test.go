@@ -30,6 +30,9 @@ type object struct {
 	leave      float64
 	hidden     [][2]float64
 	stillNoise bool // parked: no motion at all
+	// behind is 1 + the index of an object in front of this one (0: none): the detector
+	// sees only the larger part of this one's box that the other's does not cover.
+	behind int
 }
 
 func (o *object) centre(t float64) (float64, float64) {
@@ -146,6 +149,13 @@ func simulateDebug(t testing.TB, cfg Config, objs []object, det detector, fps, d
 			cx, cy := o.centre(ts)
 			full := geom.Box{X: cx - o.w/2, Y: cy - o.h/2, W: o.w, H: o.h}
 			vis := clip(full)
+			if o.behind > 0 {
+				f := &objs[o.behind-1]
+				if ts >= f.enter && ts <= f.leave {
+					fx, fy := f.centre(ts)
+					vis = uncovered(vis, clip(geom.Box{X: fx - f.w/2, Y: fy - f.h/2, W: f.w, H: f.h}))
+				}
+			}
 			if vis.W*vis.H < 0.3*o.w*o.h || hiddenAt(o.hidden, ts) || rng.Float64() < det.miss {
 				continue
 			}
@@ -269,6 +279,21 @@ func nms(dets []infer.Detection, truth []int) ([]infer.Detection, []int) {
 		}
 	}
 	return outD, outT
+}
+
+// uncovered returns the larger part of b left or right of front, when front covers b's
+// height (most of it); else b.
+func uncovered(b, front geom.Box) geom.Box {
+	top, bottom := max(b.Y, front.Y), min(b.Y+b.H, front.Y+front.H)
+	x1, x2 := max(b.X, front.X), min(b.X+b.W, front.X+front.W)
+	if bottom-top < 0.8*b.H || x2 <= x1 {
+		return b
+	}
+	left, right := x1-b.X, b.X+b.W-x2
+	if left >= right {
+		return geom.Box{X: b.X, Y: b.Y, W: left, H: b.H}
+	}
+	return geom.Box{X: x2, Y: b.Y, W: right, H: b.H}
 }
 
 func clip(b geom.Box) geom.Box {

@@ -14,6 +14,7 @@
 //	// res.New: tracks confirmed in this frame (object event "new").
 //	// res.Ended: tracks ended in this frame (object event "end").
 //	// res.Tracks: every live track (the /objects listing, zones, lines).
+//	// res.Paths[i]: where res.New[i] was seen while tentative (zones and lines replay it).
 //	...
 //	ended := tr.EndAll() // on camera removal or shutdown: "end" for every track
 //
@@ -56,8 +57,14 @@
 //     come in there).
 //   - ended: reported once in Result.Ended (State Ended), then forgotten.
 //
-// A track keeps the class of the detection that started it: a detection matches only
-// tracks of its class id.
+// A detection matches only tracks of its class id, or of a class of the same group
+// (Config.ClassGroups: a car seen as a truck every few frames); a track counts the classes
+// of its detections and is labelled with the one it was seen as most (the earlier on a
+// tie).
+//
+// While tentative, a track keeps where it was seen (at most MaxPath sightings): the frame
+// that confirms it hands them over (Result.Paths), so that a line crossed or a zone entered
+// during the confirmation still counts.
 //
 // # Association, per frame
 //
@@ -90,6 +97,17 @@
 // Each stage is an optimal assignment (Hungarian method, assign.go) that minimises the
 // total cost, leaving pairs unmatched rather than matching them past the stage's gate.
 //
+// In every stage a lost track may take a detection only when it can be the same object
+// (reacquires): of its size (width and height within maxSizeRatio of the medians of its
+// latest boxes, a side cut by the frame's edge not compared) and no further from the
+// prediction than its speed (at least minReach) could have taken it, either way, in the
+// time since it was lost. Overlap alone would give a lost person's id to the next one
+// through the same doorway (TestDoorway). A detection much narrower (or lower) than its
+// track, next to another detection's box, is an object partly hidden behind another: the
+// filter takes it as a box of the track's size from its edge in view (measured), and a lost
+// track keeps the size it was seen with, so that two people walking through each other
+// keep their ids (TestWalkThrough).
+//
 // Stage 3 is not in ByteTrack, which was made for 30 fps video. At 2 fps a walking person
 // moves about their own width between frames, and a car much more: the predicted box may
 // miss the detection entirely (IoU 0), most of all at a track's start, when its velocity is
@@ -106,6 +124,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/visiond/visiond/infer"
@@ -168,6 +187,11 @@ type Config struct {
 	// its prediction and by distance (stages 1-3) for at least two intervals (one missed
 	// frame). Default 0: the times as they are (2 fps and faster need no stretching).
 	FrameInterval time.Duration
+	// ClassGroups are sets of labels a detector confuses with each other (a car seen as a
+	// truck every few frames): a detection may match a track of any class of its group, and
+	// the track's label is the class it was seen as most. A label is in one group at most.
+	// Default none: a detection matches only tracks of its own class id.
+	ClassGroups [][]string
 }
 
 // Defaults of Config's fields.
@@ -253,7 +277,29 @@ func (c *Config) Check() error {
 	case c.FrameInterval < 0:
 		return fmt.Errorf("track: FrameInterval must not be negative, got %v", c.FrameInterval)
 	}
-	return nil
+	_, err := groupsOf(c.ClassGroups)
+	return err
+}
+
+// groupsOf returns the group index of each label of groups, or an error naming a label that
+// is empty or in two groups.
+func groupsOf(groups [][]string) (map[string]int, error) {
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	m := map[string]int{}
+	for g, labels := range groups {
+		for _, l := range labels {
+			if l == "" {
+				return nil, fmt.Errorf("track: ClassGroups[%d] has an empty label", g)
+			}
+			if h, dup := m[l]; dup {
+				return nil, fmt.Errorf("track: ClassGroups[%d] and [%d] both hold %q", h, g, l)
+			}
+			m[l] = g
+		}
+	}
+	return m, nil
 }
 
 // times are a Config's times in force, stretched to its FrameInterval.
@@ -322,6 +368,12 @@ type Track struct {
 	VX, VY float64
 }
 
+// Sighting is a detection's box matched by a track, and its frame's time.
+type Sighting struct {
+	At  time.Time
+	Box geom.Box
+}
+
 // Result is the outcome of one Update. Its slices belong to the Tracker and are reused by
 // the next Update or EndAll.
 type Result struct {
@@ -334,7 +386,15 @@ type Result struct {
 	Tracks []Track
 	New    []Track // tracks confirmed in this frame; also in Tracks
 	Ended  []Track // tracks ended in this frame (State Ended); no longer in Tracks
+	// Paths[i] are where New[i] was seen while tentative, before this frame, oldest first
+	// (at most MaxPath, the latest): with its box in this frame, the whole way it has come
+	// since its first detection, for the zones and lines to play through once it has an id.
+	Paths [][]Sighting
 }
+
+// MaxPath bounds the sightings a tentative track keeps (Result.Paths): at least
+// ConfirmHits - 1 of them make the whole way at the defaults (2 of 3 hits).
+const MaxPath = 16
 
 // distanceMaxLost is the longest a lost track may have gone unmatched and still be
 // matched by distance (stage 3).
@@ -353,7 +413,8 @@ var ErrTimeOrder = errors.New("track: frame time not after the previous frame's"
 // Tracker follows the objects of one camera. Not safe for concurrent use.
 type Tracker struct {
 	cfg    Config
-	times  times // cfg's, stretched to its FrameInterval
+	times  times          // cfg's, stretched to its FrameInterval
+	groups map[string]int // cfg.ClassGroups: the group of each label in one
 	nextID uint64
 	tracks []*track
 	free   []*track // ended tracks kept for reuse
@@ -364,7 +425,9 @@ type Tracker struct {
 
 	// Per-frame scratch.
 	res   Result
-	taken []bool // detections matched in this frame
+	dets  []infer.Detection // the frame's, during Update
+	taken []bool            // detections matched in this frame
+	keys  []int             // each detection's match key (matchKey)
 	high  []int
 	low   []int
 	rows  []*track
@@ -376,6 +439,31 @@ type track struct {
 	cx, cy, cw, ch axis
 	det            int      // index of the detection matched in this frame
 	seen           geom.Box // box of the latest matched detection
+	key            int      // the match key of its classes (matchKey)
+	// sizes are the widths and heights of its latest sizeRing detections (sizes[Hits%sizeRing]
+	// the next to go; 0 where the frame's edge cut the box), whose medians reacquires
+	// compares a lost track's candidates with: the filter's size follows each detection, and
+	// a false positive matched while the object was missed would make the object's own
+	// detection look like another.
+	sizes   [sizeRing]struct{ w, h float64 }
+	classes []classCount
+	path    []Sighting // while tentative: its sightings, this frame's included
+}
+
+// classCount is how many of a track's detections were of one class.
+type classCount struct {
+	id    int
+	label string
+	n     int
+}
+
+// matchKey is what a detection and a track must share to match: the group of its label
+// when it is in one (negative), else its class id.
+func (t *Tracker) matchKey(d infer.Detection) int {
+	if g, ok := t.groups[d.Label]; ok {
+		return -1 - g
+	}
+	return d.ClassID
 }
 
 // New returns a tracker with configuration cfg (zero fields take defaults) whose first
@@ -388,7 +476,8 @@ func New(cfg Config, firstID uint64) (*Tracker, error) {
 	if firstID == 0 {
 		firstID = 1
 	}
-	return &Tracker{cfg: cfg, times: cfg.times(), nextID: firstID}, nil
+	groups, _ := groupsOf(cfg.ClassGroups) // checked
+	return &Tracker{cfg: cfg, times: cfg.times(), groups: groups, nextID: firstID}, nil
 }
 
 // SetConfig replaces the tracker's configuration (zero fields take defaults), keeping its
@@ -399,7 +488,16 @@ func (t *Tracker) SetConfig(cfg Config) error {
 		return err
 	}
 	t.cfg, t.times = cfg, cfg.times()
+	t.groups, _ = groupsOf(cfg.ClassGroups) // checked
+	for _, tr := range t.tracks {
+		tr.key = tr.classKey(t)
+	}
 	return nil
+}
+
+// classKey is the match key of the track's label.
+func (tr *track) classKey(t *Tracker) int {
+	return t.matchKey(infer.Detection{ClassID: tr.ClassID, Label: tr.Label})
 }
 
 // Config returns the tracker's configuration, defaults applied.
@@ -442,10 +540,15 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 
 	t.res.IDs = growU64(t.res.IDs, len(dets))
 	t.res.Tracks, t.res.New, t.res.Ended = t.res.Tracks[:0], t.res.New[:0], t.res.Ended[:0]
+	t.res.Paths = t.res.Paths[:0]
+	t.dets = dets
+	defer func() { t.dets = nil }() // the caller's
 	t.taken = growBool(t.taken, len(dets))
-	for i := range dets {
+	t.keys = growInt(t.keys, len(dets))
+	for i, d := range dets {
 		t.res.IDs[i] = 0
 		t.taken[i] = false
+		t.keys[i] = t.matchKey(d)
 	}
 
 	// Predict, and drop the tentative tracks whose window has passed.
@@ -514,12 +617,19 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 			tr.ID = t.nextID
 			t.nextID++
 			t.res.New = append(t.res.New, tr.Track)
+			t.res.Paths = append(t.res.Paths, tr.path[:len(tr.path)-1])
 		case tr.Matched && tr.State != Tentative:
 			tr.State = Confirmed
 		case !tr.Matched && tr.State == Confirmed:
 			tr.State = Lost
 			tr.cw.stopRate()
 			tr.ch.stopRate()
+			// It keeps the size it was seen with, not the filter's latest, which a box cut
+			// by an occluder or the frame's edge may have shrunk.
+			if w, h := tr.size(); w > 0 && h > 0 {
+				tr.cw.p, tr.ch.p = w, h
+				tr.Box = tr.predicted()
+			}
 		}
 		if tr.State == Lost && (at.Sub(tr.LastSeen) > t.times.lostTimeout || t.outside(tr.Box)) {
 			tr.State = Ended
@@ -578,12 +688,14 @@ func (t *Tracker) start(d infer.Detection, at time.Time, i int) {
 	var tr *track
 	if n := len(t.free); n > 0 {
 		tr, t.free = t.free[n-1], t.free[:n-1]
-		*tr = track{}
+		classes, path := tr.classes[:0], tr.path[:0]
+		*tr = track{classes: classes, path: path} // their arrays are reused
 	} else {
 		tr = new(track)
 	}
 	b := d.Box
 	tr.ClassID, tr.Label = d.ClassID, d.Label
+	tr.key = t.keys[i]
 	tr.State = Tentative
 	tr.FirstSeen = at
 	mw, mh := t.cfg.MeasureNoise*b.W, t.cfg.MeasureNoise*b.H
@@ -602,12 +714,18 @@ func (t *Tracker) start(d infer.Detection, at time.Time, i int) {
 // track was just started from it (the filter holds it already).
 func (t *Tracker) hit(tr *track, d infer.Detection, at time.Time, i int, fresh bool) {
 	if !fresh {
-		b := d.Box
+		b := t.measured(tr, i, d.Box)
 		mw, mh := t.cfg.MeasureNoise*b.W, t.cfg.MeasureNoise*b.H
 		tr.cx.update(b.X+b.W/2, mw*mw)
 		tr.cy.update(b.Y+b.H/2, mh*mh)
 		tr.cw.update(b.W, mw*mw)
 		tr.ch.update(b.H, mh*mh)
+	}
+	sz := &tr.sizes[tr.Hits%sizeRing]
+	if fresh {
+		sz.w, sz.h = t.uncut(d.Box)
+	} else {
+		sz.w, sz.h = t.uncut(t.measured(tr, i, d.Box))
 	}
 	tr.Hits++
 	tr.det = i
@@ -619,6 +737,38 @@ func (t *Tracker) hit(tr *track, d infer.Detection, at time.Time, i int, fresh b
 	tr.VX, tr.VY = tr.cx.v, tr.cy.v
 	if d.Score > tr.BestScore {
 		tr.BestScore, tr.BestBox, tr.BestAt = d.Score, d.Box, at
+	}
+	if tr.State == Tentative {
+		if len(tr.path) == MaxPath {
+			tr.path = append(tr.path[:0], tr.path[1:]...)
+		}
+		tr.path = append(tr.path, Sighting{At: at, Box: d.Box})
+	}
+	tr.count(d)
+}
+
+// count adds d's class to the track's, and labels it with the class it was seen as most
+// (the earlier to get there on a tie, so that a label does not flap).
+func (tr *track) count(d infer.Detection) {
+	j := -1
+	for k := range tr.classes {
+		if c := &tr.classes[k]; c.id == d.ClassID && c.label == d.Label {
+			c.n++
+			j = k
+			break
+		}
+	}
+	if j < 0 {
+		tr.classes = append(tr.classes, classCount{id: d.ClassID, label: d.Label, n: 1})
+		j = len(tr.classes) - 1
+	}
+	if c := tr.classes[j]; c.id != tr.ClassID || c.label != tr.Label {
+		for _, o := range tr.classes {
+			if o.id == tr.ClassID && o.label == tr.Label && o.n >= c.n {
+				return
+			}
+		}
+		tr.ClassID, tr.Label = c.id, c.label
 	}
 }
 
@@ -711,7 +861,7 @@ func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) boo
 	for r, tr := range t.rows {
 		for c, i := range idx {
 			d := dets[i]
-			if t.taken[i] || d.ClassID != tr.ClassID {
+			if t.taken[i] || t.keys[i] != tr.key || tr.State == Lost && !t.reacquires(tr, i, at) {
 				continue
 			}
 			if v, ok := cost(t, tr, d); ok && v < limit {
@@ -755,3 +905,167 @@ func growBool(s []bool, n int) []bool {
 	}
 	return s[:n]
 }
+
+// Reacquisition: what a lost track asks of a detection before it takes it (every stage).
+// Overlap alone is not enough: at a doorway, the next person through appears where the
+// previous one was last seen and overlaps that box as well as the previous one would.
+const (
+	// maxSizeRatio bounds how much a detection's width and height may differ from the
+	// track's (the medians of its latest detections), either way, and so its area by the
+	// square: the detector's noise (MeasureNoise, 5%) gives a few percent, another object of
+	// the class commonly more. A side cut by the frame's edge is not compared.
+	maxSizeRatio = 1.25
+	// sizeRing is how many of a track's latest detections its size is the median of: one
+	// odd box among them changes nothing, and an object that grows as it comes nearer is
+	// followed with a lag of two frames.
+	sizeRing = 5
+	// reachSlack is the distance a detection's centre may be from the prediction however
+	// short the loss, in sizes of the track's box (its larger side): noise, and an object
+	// that turned in the frame it was missed.
+	reachSlack = 0.5
+	// minReach is the least speed a lost object is taken to be able to reach, in sizes of
+	// its box per second: a track that stood still, or was just started, may walk off.
+	minReach = 1.0
+)
+
+// reacquires says whether detection d, in the frame at at, can be the object of lost track
+// tr: of nearly the size it was seen with, and no further from the prediction than its
+// speed (at least minReach) could have taken it either way in the time since it was lost
+// (twice the speed by the time: the prediction goes on at the last velocity, and the object
+// may have turned back).
+func (t *Tracker) reacquires(tr *track, i int, at time.Time) bool {
+	p, b := tr.Box, t.measured(tr, i, t.dets[i].Box)
+	w, h := tr.size()
+	dw, dh := t.uncut(b)
+	if w > 0 && dw > 0 && ratioOver(dw, w, maxSizeRatio) || h > 0 && dh > 0 && ratioOver(dh, h, maxSizeRatio) {
+		return false
+	}
+	size := max(p.W, p.H)
+	speed := max(math.Hypot(tr.cx.v, tr.cy.v), minReach*size)
+	reach := reachSlack*size + 2*speed*at.Sub(tr.LastSeen).Seconds()
+	dx, dy := b.X+b.W/2-(p.X+p.W/2), b.Y+b.H/2-(p.Y+p.H/2)
+	return dx*dx+dy*dy <= reach*reach
+}
+
+// measured returns the box the filter and the size checks take from detection i of the
+// frame, of box b: b itself, or, where b is much narrower (or lower) than the track's size,
+// another detection's box covers the side b lacks and b's other edge is where the
+// prediction's is, a box of the track's size from that edge. That is an object partly hidden behind
+// another: the edge on the other's side is the other's, and following it would shrink the
+// track and stop it (the centre of what is left of it stands still while the other comes
+// over it), to lose it behind the other for good (TestWalkThrough).
+func (t *Tracker) measured(tr *track, i int, b geom.Box) geom.Box {
+	w, h := tr.size()
+	p := tr.Box // the prediction
+	if w > 0 && b.W*maxSizeRatio < w && (h == 0 || !ratioOver(b.H, h, maxSizeRatio)) {
+		switch t.covered(i, b, true, w) {
+		case -1: // the low side hidden: the high edge is the object's
+			if near(b.X+b.W, p.X+p.W, w) {
+				b.X, b.W = b.X+b.W-w, w
+			}
+		case 1:
+			if near(b.X, p.X, w) {
+				b.W = w
+			}
+		}
+	}
+	if h > 0 && b.H*maxSizeRatio < h && (w == 0 || !ratioOver(b.W, w, maxSizeRatio)) {
+		switch t.covered(i, b, false, h) {
+		case -1:
+			if near(b.Y+b.H, p.Y+p.H, h) {
+				b.Y, b.H = b.Y+b.H-h, h
+			}
+		case 1:
+			if near(b.Y, p.Y, h) {
+				b.H = h
+			}
+		}
+	}
+	return b
+}
+
+// near says whether two edges of boxes of size size are within their noise of each other:
+// that of the part of an object left in view and of its prediction, say.
+func near(a, b, size float64) bool { return math.Abs(a-b) <= 2+0.25*size }
+
+// covered says which side of box b, of detection i, another detection's box covers or
+// touches (within the noise of boxes of size pixels): along x (across, false: along y), -1
+// the lower side, +1 the upper side, 0 neither or both. The other must span most of b the
+// other way, and at least half of what b lacks of size this way.
+func (t *Tracker) covered(i int, b geom.Box, across bool, size float64) int {
+	lo, hi, s0, s1 := b.X, b.X+b.W, b.Y, b.Y+b.H
+	if !across {
+		lo, hi, s0, s1 = b.Y, b.Y+b.H, b.X, b.X+b.W
+	}
+	eps := 2 + 0.15*size // the boxes' noise
+	side := 0
+	for j, d := range t.dets {
+		o := d.Box
+		olo, ohi, os0, os1 := o.X, o.X+o.W, o.Y, o.Y+o.H
+		if !across {
+			olo, ohi, os0, os1 = o.Y, o.Y+o.H, o.X, o.X+o.W
+		}
+		if j == i || o.W <= 0 || o.H <= 0 || float64(d.Score) < t.cfg.LowScore || min(s1, os1)-max(s0, os0) < 0.5*(s1-s0) {
+			continue
+		}
+		half := (size - (hi - lo)) / 2 // of what b lacks, which the other must cover
+		var s int
+		switch {
+		case olo < lo+eps && ohi > lo-eps && ohi < hi && olo <= lo-half:
+			s = -1
+		case ohi > hi-eps && olo < hi+eps && olo > lo && ohi >= hi+half:
+			s = 1
+		default:
+			continue
+		}
+		if side != 0 && side != s {
+			return 0
+		}
+		side = s
+	}
+	return side
+}
+
+// uncut returns b's width and height, each 0 where the frame's edge may have cut it: the
+// box is within a tenth of its size (and 2 pixels) of it, a detector's boxes being that
+// loose.
+func (t *Tracker) uncut(b geom.Box) (w, h float64) {
+	w, h = b.W, b.H
+	if mx := 2 + 0.1*b.W; b.X < mx || b.X+b.W > float64(t.w)-mx {
+		w = 0
+	}
+	if my := 2 + 0.1*b.H; b.Y < my || b.Y+b.H > float64(t.h)-my {
+		h = 0
+	}
+	return w, h
+}
+
+// size returns the medians of the widths and of the heights of tr's latest detections
+// that the frame's edge did not cut, 0 when none.
+func (tr *track) size() (w, h float64) {
+	var ws, hs [sizeRing]float64
+	nw, nh := 0, 0
+	for i := range min(tr.Hits, sizeRing) {
+		if v := tr.sizes[i].w; v > 0 {
+			ws[nw] = v
+			nw++
+		}
+		if v := tr.sizes[i].h; v > 0 {
+			hs[nh] = v
+			nh++
+		}
+	}
+	return median(ws[:nw]), median(hs[:nh])
+}
+
+// median returns the median of v (the upper one of an even count), sorting it; 0 if empty.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// ratioOver says whether a and b differ by more than a factor r.
+func ratioOver(a, b, r float64) bool { return a > r*b || b > r*a }
