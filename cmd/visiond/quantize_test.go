@@ -140,10 +140,11 @@ func TestModelQuantizeScoredOn(t *testing.T) {
 	}
 }
 
-// TestSiteFrames reads calibration frames from each kind of source: a video, a folder of
-// images (a file that is no image is ignored by its name), and a config whose sample
-// camera plays the video over RTSP; each frame is letterboxed to the model's input.
-func TestSiteFrames(t *testing.T) {
+// TestModelQuantizeSiteFrames reads calibration (and -eval) frames from each kind of
+// source: a video, a folder of images (a file that is no image is ignored by its name), an
+// image file, globs of images (and a glob's bad matches and syntax), and a config whose
+// sample camera plays the video over RTSP; each frame is letterboxed to the model's input.
+func TestModelQuantizeSiteFrames(t *testing.T) {
 	log := testutil.Logger(t)
 	ctx := context.Background()
 	video := testutil.Media(t, "vtest.avi")
@@ -316,8 +317,8 @@ func TestModelQuantizeBadInput(t *testing.T) {
 	}
 }
 
-// TestSameSource tells an -eval source that is, or lies in, the calibration source.
-func TestSameSource(t *testing.T) {
+// TestModelQuantizeSameSource tells an -eval source that is, or lies in, the calibration source.
+func TestModelQuantizeSameSource(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.jpg"), filepath.Join(dir, "b.jpg")
 	testutil.WriteFile(t, a, "a")
@@ -344,7 +345,7 @@ func TestSameSource(t *testing.T) {
 	}
 }
 
-func TestSplitHoldout(t *testing.T) {
+func TestModelQuantizeSplitHoldout(t *testing.T) {
 	frames := make([][]byte, 10)
 	for i := range frames {
 		frames[i] = []byte{byte(i)}
