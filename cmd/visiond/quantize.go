@@ -26,13 +26,14 @@ const minAgreementINT8 = 0.90
 // detector, calibrated on the site's own frames, then its agreement with the FP32 model on
 // frames the calibration did not use: frames of the calibration source held out of it
 // (-holdout) and, when -eval names them, frames of other sources. Held-out frames lie
-// between calibration frames of the same scenes, so they flatter the model; a source the
-// calibration has not seen is the figure to judge it by (docs/models.md measures both).
+// between calibration frames of the same scenes: they say how the calibration fits its own
+// footage, and a source it has not seen is the one to judge the model by (docs/models.md
+// measures both).
 func modelQuantizeCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("model quantize", "", stderr)
 	in := fs.String("model", "", "FP32 ONNX detector `file` to quantize (required)")
 	out := fs.String("out", "", "`file` to write the INT8 model to (required; its folder must exist)")
-	calib := fs.String("calib", "", "the site's frames (required): a video `file`, a folder of images, or a visiond config file (frames from its cameras)")
+	calib := fs.String("calib", "", "the site's frames (required): a video `file`, an image, a folder of images, a quoted glob of images, or a visiond config file (frames from its cameras)")
 	frames := fs.Int("frames", 100, "calibration frames, spread over the source")
 	holdout := fs.Int("holdout", 40, "further frames of the calibration source, not used for calibration, for an agreement check on them (0 with -eval: none)")
 	var evals evalSources
