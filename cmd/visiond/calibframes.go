@@ -28,6 +28,10 @@ import (
 //     when nothing did);
 //   - a folder: its images (.jpg, .jpeg, .png, .bmp) in name order, n spread evenly over them,
 //     letterboxed by worker.LetterboxImage as the daemon does still images;
+//   - an image file (by those extensions): that one frame, letterboxed the same way;
+//   - a glob (a pattern with *, ? or [ that names no file itself, filepath.Match's syntax):
+//     the images it matches, in name order, as a folder's; a match that is not an image is
+//     an error, for the pattern was the user's choice;
 //   - anything else: a video file, n frames spread evenly over it (sources.SampleFile: a
 //     camera of kind file's decoding and letterbox, unpaced).
 //
@@ -35,6 +39,13 @@ import (
 func siteFrames(ctx context.Context, source string, n, w, h int, timeout time.Duration, log *slog.Logger) ([][]byte, error) {
 	st, err := os.Stat(source)
 	if err != nil {
+		if isGlob(source) && errors.Is(err, os.ErrNotExist) {
+			paths, err := globImages(source)
+			if err != nil {
+				return nil, err
+			}
+			return imageFrames(paths, n, w, h)
+		}
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
@@ -44,12 +55,70 @@ func siteFrames(ctx context.Context, source string, n, w, h int, timeout time.Du
 	if st.IsDir() {
 		return folderFrames(source, n, w, h)
 	}
-	switch strings.ToLower(filepath.Ext(source)) {
-	case ".yaml", ".yml":
+	switch ext := strings.ToLower(filepath.Ext(source)); {
+	case ext == ".yaml" || ext == ".yml":
 		return cameraFrames(ctx, source, n, w, h, timeout, log)
+	case slices.Contains(imageExts, ext):
+		return imageFrames([]string{source}, n, w, h)
 	}
 	frames, _, err := sources.SampleFile(ctx, source, w, h, n)
 	return frames, err
+}
+
+// isGlob reports whether source has filepath.Match's meta characters.
+func isGlob(source string) bool { return strings.ContainsAny(source, "*?[") }
+
+// globImages returns the files pattern matches, in name order; each must be an image.
+func globImages(pattern string) ([]string, error) {
+	paths, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a file, and not a pattern: %w", pattern, err)
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%s: no such file, and no file matches it as a pattern", pattern)
+	}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if st.IsDir() || !slices.Contains(imageExts, strings.ToLower(filepath.Ext(p))) {
+			return nil, fmt.Errorf("%s: matches %s, not an image (%s): a pattern names images; give a video or a folder as a source of its own",
+				pattern, p, strings.Join(imageExts, ", "))
+		}
+	}
+	return paths, nil // filepath.Glob sorts them
+}
+
+// sourceFiles returns the files and folders source names: the matches of a glob, else
+// source itself. Read errors are left to siteFrames, which names them.
+func sourceFiles(source string) []string {
+	if _, err := os.Stat(source); err != nil && isGlob(source) {
+		if paths, err := filepath.Glob(source); err == nil {
+			return paths
+		}
+	}
+	return []string{source}
+}
+
+// sameSource reports whether frames of eval could be frames of calib: a file or folder that
+// is calib, or lies in the folder calib is (a config's cameras are not looked into).
+func sameSource(calib, eval string) (string, bool) {
+	cst, err := os.Stat(calib)
+	if err != nil {
+		return "", false
+	}
+	for _, p := range sourceFiles(eval) {
+		if st, err := os.Stat(p); err == nil && os.SameFile(st, cst) {
+			return p, true
+		}
+		if cst.IsDir() {
+			if st, err := os.Stat(filepath.Dir(p)); err == nil && os.SameFile(st, cst) {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // folderFrames reads n images spread evenly over the folder's images in name order.
@@ -67,6 +136,11 @@ func folderFrames(dir string, n, w, h int) ([][]byte, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%s: no images (%s) in the folder", dir, strings.Join(imageExts, ", "))
 	}
+	return imageFrames(paths, n, w, h)
+}
+
+// imageFrames reads n images spread evenly over paths, each letterboxed to w x h.
+func imageFrames(paths []string, n, w, h int) ([][]byte, error) {
 	var frames [][]byte
 	for _, i := range spread(len(paths), n) {
 		img := gocv.IMRead(paths[i], gocv.IMReadColor)

@@ -26,9 +26,10 @@ commands:
                            tensorrt), float32 input and output kept; prints its agreement
   prelude -model IN -out OUT  make a model take the letterboxed uint8 frame as it is and
                            convert it to float inside the graph; prints its agreement
-  quantize -model IN -out OUT -calib SOURCE  static INT8 (QDQ) quantization calibrated on the
-                           site's frames (video, folder of images, visiond config); prints its
-                           agreement on held-out frames
+  quantize -model IN -out OUT -calib SOURCE [-eval SOURCE]  static INT8 (QDQ) quantization
+                           calibrated on the site's frames (video, images, visiond config);
+                           prints its agreement on frames held out of them and on -eval's,
+                           a source the calibration has not seen
 
 "visiond model <command> -h" lists a command's flags. docs/models.md tells more.
 `

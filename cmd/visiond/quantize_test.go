@@ -18,34 +18,51 @@ import (
 )
 
 // TestModelQuantize quantizes the real model on frames of the sample video with the command
-// (few frames, to keep the test short), checks what it prints, that inspect reports int8,
-// and that the daemon, with the quantized model in its worker process, finds people on the
-// sample camera.
+// (few frames, to keep the test short), scored on frames held out of it and on two -eval
+// sources (a glob of the sample images, the sample camera's video); checks what it prints,
+// that inspect reports int8, and that the daemon, with the quantized model in its worker
+// process, finds people on the sample camera.
 func TestModelQuantize(t *testing.T) {
 	in := testutil.ThirdParty(t, "yolov8n.onnx")
 	lib := testutil.ThirdParty(t, "libonnxruntime.so.1")
 	out := filepath.Join(t.TempDir(), "yolov8n-int8.onnx")
+	video := testutil.Media(t, "vtest.avi")
+	images := filepath.Join(filepath.Dir(video), "*.[jp][pn]g") // messi5.jpg, basketball1.png
+	camera := testutil.Media(t, "vtest.h264.ts")
 	status, stdout, stderr := runCLI(t, "model", "quantize", "-model", in, "-out", out, "-library", lib,
-		"-calib", testutil.Media(t, "vtest.avi"), "-frames", "8", "-holdout", "4", "-threads", "2")
+		"-calib", video, "-frames", "8", "-holdout", "4", "-threads", "2",
+		"-eval", images, "-eval", camera, "-eval-frames", "3")
 	if status != 0 {
 		t.Fatalf("status %d, stderr %q, stdout %q", status, stderr, stdout)
 	}
 	t.Log(stdout)
 	for _, want := range []string{
-		"calibrating on 8 frames of " + testutil.Media(t, "vtest.avi") + " (percentile)",
+		"-eval " + images + ": 2 frames for the agreement check\n",
+		"-eval " + camera + ": 3 frames for the agreement check\n",
+		"calibrating on 8 frames of " + video + " (percentile)",
 		"wrote " + out + ": int8, 3.4 MiB (from " + in + ", fp32, 12.2 MiB)",
 		"220 nodes in int8 (63 Conv, 57 Mul, 57 Sigmoid, 6 Add, 16 Concat, 3 MaxPool, 2 Resize, 16 Slice), 22 left in float (the head)",
-		"agreement on 4 frames of " + testutil.Media(t, "vtest.avi") + " held out from calibration (CPU provider, one thread; ",
+		"agreement on 4 frames of " + video + " held out from calibration (CPU provider, one thread; ",
+		"agreement on 2 frames of " + images + ", not the calibration source (-eval) (CPU provider, one thread; ",
+		"agreement on 3 frames of " + camera + ", not the calibration source (-eval) (CPU provider, one thread; ",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	m := regexp.MustCompile(`mAP@0\.5 ([0-9.]+) against the reference on 4 frames; [0-9.]+ ms per frame against [0-9.]+ ms: speed ratio [0-9.]+x`).FindStringSubmatch(stdout)
-	if m == nil {
-		t.Fatalf("output lacks the agreement:\n%s", stdout)
+	if strings.Contains(stdout, "scored on held-out frames") {
+		t.Error("with -eval, the output says it scored on held-out frames only")
 	}
-	if v, _ := strconv.ParseFloat(m[1], 64); v < 0.8 {
+	agreements := agreementRe.FindAllStringSubmatch(stdout, -1)
+	if len(agreements) != 3 || agreements[0][2] != "4" || agreements[1][2] != "2" || agreements[2][2] != "3" {
+		t.Fatalf("want the agreement on 4 held-out frames, then on 2 and 3 frames of -eval's sources:\n%s", stdout)
+	}
+	for _, a := range agreements {
+		if v, err := strconv.ParseFloat(a[1], 64); err != nil || v < 0 || v > 1 {
+			t.Errorf("mAP@0.5 %q is not in [0, 1]", a[1])
+		}
+	}
+	if v, _ := strconv.ParseFloat(agreements[0][1], 64); v < 0.8 {
 		t.Errorf("mAP@0.5 %v on the held-out frames, want at least 0.8 (8 calibration frames)", v)
 	}
 	status, stdout, stderr = runCLI(t, "model", "inspect", out)
@@ -71,10 +88,63 @@ func TestModelQuantize(t *testing.T) {
 	}
 }
 
-// TestSiteFrames reads calibration frames from each kind of source: a video, a folder of
-// images (a file that is no image is ignored by its name), and a config whose sample
-// camera plays the video over RTSP; each frame is letterboxed to the model's input.
-func TestSiteFrames(t *testing.T) {
+// agreementRe matches an agreement line: mAP@0.5 and the frames.
+var agreementRe = regexp.MustCompile(`mAP@0\.5 ([0-9.]+) against the reference on ([0-9]+) frames; [0-9.]+ ms per frame against [0-9.]+ ms: speed ratio [0-9.]+x`)
+
+// TestModelQuantizeScoredOn runs the command on two calibration frames (the model it makes
+// is poor; what is checked is what it scores and says): without -eval it scores the frames
+// held out of the calibration source and says so; with -holdout 0 and -eval every frame of
+// the source calibrates and only the -eval source is scored.
+func TestModelQuantizeScoredOn(t *testing.T) {
+	in := testutil.ThirdParty(t, "yolov8n.onnx")
+	lib := testutil.ThirdParty(t, "libonnxruntime.so.1")
+	video := testutil.Media(t, "vtest.avi")
+	image := testutil.Media(t, "messi5.jpg")
+	out := filepath.Join(t.TempDir(), "int8.onnx")
+	q := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"model", "quantize", "-model", in, "-out", out, "-library", lib, "-calib", video, "-frames", "2", "-threads", "2"}, args...)
+		status, stdout, stderr := runCLI(t, args...)
+		if status != 0 {
+			t.Fatalf("%q: status %d, stderr %q, stdout %q", args, status, stderr, stdout)
+		}
+		return stdout
+	}
+
+	stdout := q("-holdout", "1")
+	for _, want := range []string{
+		"calibrating on 2 frames of " + video,
+		"scored on held-out frames of the calibration source: 1 frames of " + video + " between the calibration frames",
+		"agreement on 1 frames of " + video + " held out from calibration (CPU provider",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("without -eval: output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if a := agreementRe.FindAllStringSubmatch(stdout, -1); len(a) != 1 || a[0][2] != "1" || strings.Contains(stdout, "-eval)") {
+		t.Errorf("without -eval: want one agreement, on the held-out frame:\n%s", stdout)
+	}
+
+	stdout = q("-holdout", "0", "-eval", image)
+	for _, want := range []string{
+		"-eval " + image + ": 1 frames for the agreement check",
+		"calibrating on 2 frames of " + video,
+		"agreement on 1 frames of " + image + ", not the calibration source (-eval) (CPU provider",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("-holdout 0 -eval: output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if a := agreementRe.FindAllStringSubmatch(stdout, -1); len(a) != 1 || strings.Contains(stdout, "held out") {
+		t.Errorf("-holdout 0 -eval: want one agreement, on the -eval frame:\n%s", stdout)
+	}
+}
+
+// TestModelQuantizeSiteFrames reads calibration (and -eval) frames from each kind of
+// source: a video, a folder of images (a file that is no image is ignored by its name), an
+// image file, globs of images (and a glob's bad matches and syntax), and a config whose
+// sample camera plays the video over RTSP; each frame is letterboxed to the model's input.
+func TestModelQuantizeSiteFrames(t *testing.T) {
 	log := testutil.Logger(t)
 	ctx := context.Background()
 	video := testutil.Media(t, "vtest.avi")
@@ -98,6 +168,31 @@ func TestSiteFrames(t *testing.T) {
 	frames, err = siteFrames(ctx, dir, 10, 320, 320, time.Minute, log)
 	if err != nil || len(frames) != 2 || len(frames[0]) != 320*320*3 {
 		t.Fatalf("folder: %d frames, %v; want the 2 images", len(frames), err)
+	}
+	folder := frames
+
+	// An image file: one frame, letterboxed as the folder's (basketball1.png comes first).
+	frames, err = siteFrames(ctx, filepath.Join(dir, "basketball1.png"), 10, 320, 320, time.Minute, log)
+	if err != nil || len(frames) != 1 || !bytes.Equal(frames[0], folder[0]) {
+		t.Fatalf("image: %d frames, %v; want the folder's first frame", len(frames), err)
+	}
+	// A glob: the images it matches, in name order.
+	frames, err = siteFrames(ctx, filepath.Join(dir, "*.[jp][pn]g"), 10, 320, 320, time.Minute, log)
+	if err != nil || len(frames) != 2 || !bytes.Equal(frames[0], folder[0]) || !bytes.Equal(frames[1], folder[1]) {
+		t.Fatalf("glob: %d frames, %v; want the folder's 2 frames", len(frames), err)
+	}
+	frames, err = siteFrames(ctx, filepath.Join(dir, "m*"), 10, 320, 320, time.Minute, log)
+	if err != nil || len(frames) != 1 || !bytes.Equal(frames[0], folder[1]) {
+		t.Fatalf("glob m*: %d frames, %v; want messi5.jpg", len(frames), err)
+	}
+	for _, tc := range []struct{ pattern, want string }{
+		{filepath.Join(dir, "*.gif"), "no such file, and no file matches it as a pattern"},
+		{filepath.Join(dir, "*"), "matches " + filepath.Join(dir, "README.txt") + ", not an image"},
+		{filepath.Join(dir, "[x"), "not a file, and not a pattern: syntax error in pattern"},
+	} {
+		if _, err := siteFrames(ctx, tc.pattern, 10, 320, 320, time.Minute, log); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("glob %s: %v, want %q", tc.pattern, err, tc.want)
+		}
 	}
 
 	rtspAddr := testutil.FreeAddr(t)
@@ -159,6 +254,8 @@ func TestModelQuantizeBadInput(t *testing.T) {
 	testutil.WriteFile(t, filepath.Join(imagesDir, "broken.jpg"), "not a JPEG")
 	noCams := writeConfig(t, "workers: {model: "+strconv.Quote(in)+"}\ncameras:\n  - {id: a, url: \"rtsp://127.0.0.1:1/a\", enabled: false}\n")
 	qdq := quantizedFile(t)
+	evalDir := t.TempDir()
+	testutil.WriteFile(t, filepath.Join(evalDir, "notes.txt"), "not an image")
 	q := func(args ...string) []string {
 		return append([]string{"model", "quantize", "-library", lib, "-frames", "2", "-holdout", "1"}, args...)
 	}
@@ -188,12 +285,67 @@ func TestModelQuantizeBadInput(t *testing.T) {
 		{"calib broken image", q("-model", in, "-out", out, "-calib", imagesDir), 1, "broken.jpg: not an image OpenCV reads"},
 		{"calib config without cameras", q("-model", in, "-out", out, "-calib", noCams), 1, "-calib: " + noCams + ": no enabled camera"},
 		{"calib one frame", q("-model", in, "-out", out, "-calib", testutil.Media(t, "messi5.jpg")), 1, "messi5.jpg: 1 frame(s): too few to calibrate on some"},
+		{"eval empty", q("-model", in, "-out", out, "-calib", video, "-eval", ""), 2, `invalid value "" for flag -eval: empty: want a video file`},
+		{"eval-frames 0", q("-model", in, "-out", out, "-calib", video, "-eval", notVideo, "-eval-frames", "0"), 2, "-eval-frames 0: want at least 1"},
+		{"holdout 0 without eval", q("-model", in, "-out", out, "-calib", video, "-holdout", "0"), 2, "-holdout 0: want at least 1 frame for the agreement check (0 only with -eval)"},
+		{"holdout negative", q("-model", in, "-out", out, "-calib", video, "-holdout", "-1", "-eval", notVideo), 2, "-holdout -1: want at least 1"},
+		{"eval is calib", q("-model", in, "-out", out, "-calib", video, "-eval", video), 2, "-eval " + video + ": " + video + " is in the calibration source " + video + ": its frames are not unseen"},
+		{"eval in calib folder", q("-model", in, "-out", out, "-calib", imagesDir, "-eval", filepath.Join(imagesDir, "*.jpg")), 2, "broken.jpg is in the calibration source " + imagesDir},
+		{"eval missing", q("-model", in, "-out", out, "-calib", video, "-eval", dir+"/none.avi"), 1, "-eval: " + dir + "/none.avi: no such file or directory"},
+		{"eval empty file", q("-model", in, "-out", out, "-calib", video, "-eval", empty), 1, "-eval: " + empty + " is empty, not a video file"},
+		{"eval not a video", q("-model", in, "-out", out, "-calib", video, "-eval", notVideo), 1, "-eval: " + notVideo + " is not a video that FFmpeg can open"},
+		{"eval folder without images", q("-model", in, "-out", out, "-calib", video, "-eval", evalDir), 1, "-eval: " + evalDir + ": no images (.jpg, .jpeg, .png, .bmp) in the folder"},
+		{"eval broken image", q("-model", in, "-out", out, "-calib", video, "-eval", filepath.Join(imagesDir, "broken.jpg")), 1, "-eval: " + imagesDir + "/broken.jpg: not an image OpenCV reads"},
+		{"eval glob without match", q("-model", in, "-out", out, "-calib", video, "-eval", evalDir+"/*.jpg"), 1, "-eval: " + evalDir + "/*.jpg: no such file, and no file matches it as a pattern"},
+		{"eval glob of no image", q("-model", in, "-out", out, "-calib", video, "-eval", evalDir+"/*"), 1, "-eval: " + evalDir + "/*: matches " + evalDir + "/notes.txt, not an image"},
+		{"second eval bad", q("-model", in, "-out", out, "-calib", video, "-eval", testutil.Media(t, "messi5.jpg"), "-eval", notVideo), 1, "-eval: " + notVideo + " is not a video"},
+		{"eval good, calib bad", q("-model", in, "-out", out, "-calib", notVideo, "-eval", testutil.Media(t, "messi5.jpg")), 1, "-calib: " + notVideo + " is not a video"},
 	} {
-		t.Run(tc.name, func(t *testing.T) { runBadCLI(t, tc.args, tc.status, tc.want, out) })
+		t.Run(tc.name, func(t *testing.T) {
+			status, stdout, stderr := runCLI(t, tc.args...)
+			if status != tc.status || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("status %d, stderr %q; want %d and %q (stdout %q)", status, stderr, tc.status, tc.want, stdout)
+			}
+			// Every bad input is told before the calibration starts, and nothing is written.
+			if strings.Contains(stdout, "calibrating") {
+				t.Errorf("the calibration started:\n%s", stdout)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("%s written", out)
+			}
+		})
 	}
 }
 
-func TestSplitHoldout(t *testing.T) {
+// TestModelQuantizeSameSource tells an -eval source that is, or lies in, the calibration source.
+func TestModelQuantizeSameSource(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jpg"), filepath.Join(dir, "b.jpg")
+	testutil.WriteFile(t, a, "a")
+	testutil.WriteFile(t, b, "b")
+	other := testutil.TempFile(t, "c.jpg", "c")
+	for _, tc := range []struct {
+		calib, eval string
+		same        bool
+	}{
+		{a, a, true},
+		{a, filepath.Join(dir, ".", "a.jpg"), true},
+		{a, b, false},
+		{dir, a, true},
+		{dir, filepath.Join(dir, "*.jpg"), true},
+		{dir, dir, true},
+		{dir, other, false},
+		{dir, filepath.Join(filepath.Dir(other), "*.jpg"), false},
+		{a, filepath.Join(dir, "none.jpg"), false},
+		{filepath.Join(dir, "none"), a, false},
+	} {
+		if _, same := sameSource(tc.calib, tc.eval); same != tc.same {
+			t.Errorf("calib %s, eval %s: same %v, want %v", tc.calib, tc.eval, same, tc.same)
+		}
+	}
+}
+
+func TestModelQuantizeSplitHoldout(t *testing.T) {
 	frames := make([][]byte, 10)
 	for i := range frames {
 		frames[i] = []byte{byte(i)}
