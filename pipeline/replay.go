@@ -79,10 +79,10 @@ func Replay(ctx context.Context, opt ReplayOptions, sink EventSink) (ReplayStats
 	began := time.Now()
 	stats := ReplayStats{}
 	if opt.Config == nil {
-		return stats, errors.New("replay: no config")
+		return stats, errors.New("no config")
 	}
 	if sink == nil {
-		return stats, errors.New("replay: no event sink")
+		return stats, errors.New("no event sink")
 	}
 	log := opt.Log
 	if log == nil {
@@ -93,7 +93,7 @@ func Replay(ctx context.Context, opt ReplayOptions, sink EventSink) (ReplayStats
 		return stats, err
 	}
 	if opt.FPS < 0 || opt.FPS != opt.FPS {
-		return stats, fmt.Errorf("replay: fps %v: want 0 (the camera's) or more", opt.FPS)
+		return stats, fmt.Errorf("fps %v: want 0 (the camera's) or more", opt.FPS)
 	}
 	video, err := sources.OpenVideoFile(opt.File)
 	if err != nil {
@@ -166,15 +166,15 @@ func replayCamera(cfg *config.Config, id string) (config.Camera, error) {
 	}
 	switch {
 	case len(ids) == 0:
-		return config.Camera{}, errors.New("replay: the config has no camera, whose zones, lines and fps to use")
+		return config.Camera{}, errors.New("the config has no camera, whose zones, lines and fps to use")
 	case id != "":
-		return config.Camera{}, fmt.Errorf("replay: no camera %q in the config (its cameras: %s)", id, strings.Join(ids, ", "))
+		return config.Camera{}, fmt.Errorf("no camera %q in the config (its cameras: %s)", id, strings.Join(ids, ", "))
 	case len(ids) == 1:
 		return cfg.Cameras[0], nil
 	case len(enabled) == 1:
 		return last, nil
 	}
-	return config.Camera{}, fmt.Errorf("replay: the config has %d cameras (%s): name the one whose zones and lines to use", len(ids), strings.Join(ids, ", "))
+	return config.Camera{}, fmt.Errorf("the config has %d cameras (%s): name the one whose zones and lines to use", len(ids), strings.Join(ids, ", "))
 }
 
 // replayWindow is how many jobs a replay keeps in flight: two per worker (each takes up to
@@ -356,12 +356,12 @@ func (r *replay) take(res infer.Result) error {
 		}
 	}
 	if j == nil {
-		return fmt.Errorf("replay: a result for frame %d, which is not in flight", res.Job.Seq)
+		return fmt.Errorf("a result for frame %d, which is not in flight", res.Job.Seq)
 	}
 	j.sent = false
 	if res.Err != nil {
 		if errors.Is(res.Err, infer.ErrPoolClosed) || j.attempts >= replayAttempts {
-			return fmt.Errorf("replay: frame %d (%v of the video): %w", j.job.Seq, j.job.Captured.Sub(r.start), res.Err)
+			return fmt.Errorf("frame %d (%v of the video): %w", j.job.Seq, j.job.Captured.Sub(r.start), res.Err)
 		}
 		r.log.Warn("frame not analysed; sending it again", "seq", j.job.Seq, "attempt", j.attempts, "err", res.Err)
 		return nil

@@ -309,7 +309,7 @@ func TestReplayBadInput(t *testing.T) {
 		{"unknown camera", func(o *ReplayOptions) { o.Camera = "gate" }, `no camera "gate" in the config (its cameras: sample)`},
 		{"several cameras, none named", func(o *ReplayOptions) { o.Config = &two }, "the config has 2 cameras (sample, door): name the one"},
 		{"negative fps", func(o *ReplayOptions) { o.FPS = -1 }, "fps -1: want 0 (the camera's) or more"},
-		{"no config", func(o *ReplayOptions) { o.Config = nil }, "replay: no config"},
+		{"no config", func(o *ReplayOptions) { o.Config = nil }, "no config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opt := replayOptions(t, cfg, video)
