@@ -95,30 +95,30 @@ func replayOptions(t *testing.T, cfg *config.Config, file string) ReplayOptions 
 	}
 }
 
-// sampleClip is the first 30 s of the sample video (vtest.h264.ts, 10 frames a second),
+// sampleClip is the first 20 s of the sample video (vtest.h264.ts, 10 frames a second),
 // copied without re-encoding.
 func sampleClip(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "clip.ts")
 	cmd := exec.Command(testutil.LookPath(t, "ffmpeg"), "-v", "error", "-i", testutil.Media(t, "vtest.h264.ts"),
-		"-t", "30", "-c", "copy", out)
+		"-t", "20", "-c", "copy", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("cutting the sample: %v: %s", err, b)
 	}
 	return out
 }
 
-// The sample's first 30 s replayed with the demo's camera, twice: every frame due at 5 fps
+// The sample's first 20 s replayed with the demo's camera, twice: every frame due at 5 fps
 // analysed, on the video's timestamps; the events the daemon publishes (detections with
 // track ids, object new/update/end, zone and line events); every object ended at the end;
 // and the same events, track ids and counts both times.
 func TestReplaySample(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays 30 s of video through a real worker twice")
+		t.Skip("replays 20 s of video through a real worker twice")
 	}
 	cfg := demoConfig(t)
 	file := sampleClip(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // -race on a loaded 2-core machine
 	defer cancel()
 	var logs [2]*eventLog
 	var stats [2]ReplayStats
@@ -137,8 +137,8 @@ func TestReplaySample(t *testing.T) {
 
 	// Every frame due analysed: at 5 fps on a 10 fps video, every other frame, from the first.
 	const fps = 5
-	if st.Frames < 290 || st.Video < 29*time.Second || st.Video > 31*time.Second {
-		t.Fatalf("stats %+v: want about 300 frames, 30 s", st)
+	if st.Frames < 190 || st.Video < 19*time.Second || st.Video > 21*time.Second {
+		t.Fatalf("stats %+v: want about 200 frames, 20 s", st)
 	}
 	want := int(math.Ceil(st.Video.Seconds()*fps - 1e-6))
 	if st.Analysed != want || len(log.dets) != want {
