@@ -72,9 +72,13 @@ const replayAttempts = 3
 // Frames are chosen at the camera's fps by the rule the daemon's slicer applies to a live
 // camera (a frame is taken once the camera is due, less its slack; the next is due one
 // interval after this one was, or one interval after now when it fell behind), with the
-// video's time for the wall clock. The daemon takes the newest frame in the mailbox when a
-// worker frees up, so a busy daemon may take a later frame than the first one due; a replay
-// is never late, so it always takes the first one due.
+// video's time for the wall clock. Two differences: the daemon takes the newest frame in the
+// mailbox when a worker frees up, so a busy daemon may take a later frame than the first one
+// due, while a replay is never late and always takes the first one due; and the slack, the
+// daemon's min(slice/2, interval/4) for its ticker's jitter, is at most half a frame of the
+// video, so that the frame taken is the one nearest its due time, never a whole frame early
+// (at 2 fps on a 10 fps video with a 200 ms slice the daemon's 100 ms would take frame 0.4 s
+// for 0.5 s, and 21 frames of a 10 s video): a video of length L gives ceil(L x fps).
 func Replay(ctx context.Context, opt ReplayOptions, sink EventSink) (ReplayStats, error) {
 	began := time.Now()
 	stats := ReplayStats{}
@@ -134,7 +138,7 @@ func Replay(ctx context.Context, opt ReplayOptions, sink EventSink) (ReplayStats
 		inH:     model.InputH,
 		start:   start,
 		log:     log.With("camera", c.cfg.ID, "file", opt.File),
-		choose:  decimator{interval: c.interval, slack: c.slack, every: every},
+		choose:  decimator{interval: c.interval, slack: min(c.slack, video.FrameDuration()/2), every: every},
 		results: make(chan infer.Result, replayWindow(pools)),
 	}
 	r.log.Info("replaying", "fps", cc.FPS, "every_frame", every, "workers", len(pools.workers()))

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -232,8 +233,8 @@ func TestReplaySample(t *testing.T) {
 }
 
 // The decimator chooses frames at the camera's fps on the video's timestamps, as the
-// slicer does: the first frame due (less the slack), one interval after the last frame
-// taken was due, never in a burst after a gap.
+// slicer does: the first frame due (less the slack, at most half a frame), one interval
+// after the last frame taken was due, never in a burst after a gap.
 func TestReplayDecimator(t *testing.T) {
 	ms := func(v ...int) []time.Duration {
 		var out []time.Duration
@@ -252,20 +253,23 @@ func TestReplayDecimator(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		fps    float64
+		slice  time.Duration // 0: 100 ms
 		frames []time.Duration
 		want   []time.Duration
 	}{
-		{"every frame", 10, tenFPS(5), ms(0, 100, 200, 300, 400)},
-		{"half", 5, tenFPS(7), ms(0, 200, 400, 600)},
-		{"2 fps", 2, tenFPS(12), ms(0, 500, 1000)},
-		{"3 fps: a frame within the slack of its due time, the schedule kept", 3, tenFPS(11), ms(0, 300, 700, 1000)},
-		{"faster than the video: every frame", 25, tenFPS(3), ms(0, 100, 200)},
-		{"jitter within the slack", 5, ms(0, 99, 199, 301, 398, 502, 601), ms(0, 199, 398, 601)},
-		{"a gap: no burst after it", 5, ms(0, 200, 1500, 1600, 1700, 1800), ms(0, 200, 1500, 1700)},
+		{"every frame", 10, 0, tenFPS(5), ms(0, 100, 200, 300, 400)},
+		{"half", 5, 0, tenFPS(7), ms(0, 200, 400, 600)},
+		{"2 fps", 2, 0, tenFPS(12), ms(0, 500, 1000)},
+		{"3 fps: a frame within the slack of its due time, the schedule kept", 3, 0, tenFPS(11), ms(0, 300, 700, 1000)},
+		{"faster than the video: every frame", 25, 0, tenFPS(3), ms(0, 100, 200)},
+		{"jitter within the slack", 5, 0, ms(0, 99, 199, 301, 398, 502, 601), ms(0, 199, 398, 601)},
+		{"a gap: no burst after it", 5, 0, ms(0, 200, 1500, 1600, 1700, 1800), ms(0, 200, 1500, 1700)},
+		{"a slack of half a frame at most: the frame nearest its due time", 2, 200 * time.Millisecond, tenFPS(21), ms(0, 500, 1000, 1500, 2000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCamera(config.Camera{ID: "x", FPS: tc.fps}, 100*time.Millisecond, func() {})
-			d := decimator{interval: c.interval, slack: c.slack}
+			slice := cmp.Or(tc.slice, 100*time.Millisecond)
+			c := newCamera(config.Camera{ID: "x", FPS: tc.fps}, slice, func() {})
+			d := decimator{interval: c.interval, slack: min(c.slack, 50*time.Millisecond)} // as Replay sets it for a 10 fps video
 			var got []time.Duration
 			for _, at := range tc.frames {
 				if d.take(at) {

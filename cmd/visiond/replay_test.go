@@ -5,11 +5,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
@@ -26,11 +31,7 @@ func TestReplayCommandJSON(t *testing.T) {
 	}
 	root := testutil.ModuleRoot(t) // where the demo config's third_party/ paths lead
 	testutil.ThirdParty(t, "yolov8n.onnx")
-	clip := filepath.Join(t.TempDir(), "clip.ts")
-	cut := exec.Command(testutil.LookPath(t, "ffmpeg"), "-v", "error", "-i", testutil.Media(t, "vtest.h264.ts"), "-t", "10", "-c", "copy", clip)
-	if b, err := cut.CombinedOutput(); err != nil {
-		t.Fatalf("cutting the sample: %v: %s", err, b)
-	}
+	clip := sampleClip(t)
 	cmd := exec.Command(os.Args[0], "replay", "-json", clip)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1", "VISIOND_CONFIG=") // its workers inherit it
@@ -86,6 +87,101 @@ func TestReplayCommandJSON(t *testing.T) {
 		t.Errorf("no summary on stderr:\n%s", stderr.String())
 	}
 	t.Logf("events by subject %v", bySubject)
+}
+
+// sampleClip is the first 10 s of the sample video (100 frames), copied without re-encoding.
+func sampleClip(t *testing.T) string {
+	t.Helper()
+	clip := filepath.Join(t.TempDir(), "clip.ts")
+	cut := exec.Command(testutil.LookPath(t, "ffmpeg"), "-v", "error", "-i", testutil.Media(t, "vtest.h264.ts"), "-t", "10", "-c", "copy", clip)
+	if b, err := cut.CombinedOutput(); err != nil {
+		t.Fatalf("cutting the sample: %v: %s", err, b)
+	}
+	return clip
+}
+
+// `visiond replay -publish -fps 2` publishes the events to the config's NATS server (an
+// external one here) with core NATS, stamped as the daemon stamps them (version, site, id),
+// and prints none.
+func TestReplayCommandPublishes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 10 s of video through a real worker")
+	}
+	srv := &sinks.Server{Listen: "127.0.0.1:0"}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	var mu sync.Mutex
+	var got []*nats.Msg
+	if _, err := nc.Subscribe("visiond.lab.door.>", func(m *nats.Msg) {
+		mu.Lock()
+		got = append(got, m)
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fmt.Sprintf(`site: lab
+http: {listen: ""}
+nats: {url: %q}
+workers: {model: %q, library: %q}
+cameras:
+  - id: door
+    url: rtsp://10.0.0.5/stream1
+    fps: 5
+    lines: [{id: middle, points: [[0.5, 0], [0.5, 1]]}]
+`, srv.ClientURL(), testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1")))
+	cmd := exec.Command(os.Args[0], "replay", "-config", cfg, "-fps", "2", "-publish", sampleClip(t))
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("visiond replay -publish: %v; stderr:\n%s", err, stderr.String())
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("stdout %q, want nothing: the events are published", stdout.String())
+	}
+	dets := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, m := range got {
+			if m.Subject == "visiond.lab.door.detections" {
+				n++
+			}
+		}
+		return n
+	}
+	// Published before the command exited (its publisher flushes on close); delivered to
+	// this subscriber a moment later.
+	testutil.WaitFor(t, time.Minute, "20 detection events (10 s at 2 fps)", func() bool { return dets() >= 20 })
+	n := dets()
+	mu.Lock()
+	defer mu.Unlock()
+	ids := map[string]bool{}
+	for _, m := range got {
+		var ev struct {
+			Version int    `json:"version"`
+			ID      string `json:"id"`
+			Site    string `json:"site"`
+			Camera  string `json:"camera"`
+		}
+		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Version != sinks.Version || ev.Site != "lab" || ev.Camera != "door" || ev.ID == "" || ids[ev.ID] {
+			t.Fatalf("event on %s: %s (%v), want version, site, camera and a unique id", m.Subject, m.Data, err)
+		}
+		ids[ev.ID] = true
+	}
+	if n != 20 {
+		t.Errorf("%d detection events, want 20", n)
+	}
 }
 
 // A replay that cannot run says why and exits with status 1 (2 for a usage error).
