@@ -27,6 +27,7 @@ type VideoFile struct {
 	fps    float64       // the container's frame rate; 0 when it states none
 	period time.Duration // 1/fps, or 1/fileDefaultFPS
 	n      int           // frames decoded
+	first  time.Duration // the first frame's presentation time, which Next counts from
 	last   time.Duration // the latest frame's time
 }
 
@@ -84,6 +85,10 @@ func (v *VideoFile) Next() (time.Duration, error) {
 	}
 	// Milliseconds as a float: round to the microsecond, below what any frame rate needs.
 	at := time.Duration(v.vc.Get(gocv.VideoCapturePosMsec)*1000) * time.Microsecond
+	if v.n == 0 {
+		v.first = at
+	}
+	at -= v.first
 	if v.n > 0 && at <= v.last {
 		at = v.last + v.period
 	}
