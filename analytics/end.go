@@ -16,6 +16,7 @@ const (
 	WhySourceChanged                   // its camera restarted on another source (url, kind...)
 	WhyShutdown                        // the daemon stopped
 	WhyClockBack                       // its camera's capture clock went back more than timeSlack: a new stream
+	WhyVideoEnd                        // the recording a replay analyses ended (visiond replay)
 )
 
 // endName is the name of an end's reason w, as String gives it; false for another Why.
@@ -35,6 +36,8 @@ func endName(w Why) (string, bool) {
 		return "shutdown", true
 	case WhyClockBack:
 		return "clock_back", true
+	case WhyVideoEnd:
+		return "video_end", true
 	}
 	return "", false
 }

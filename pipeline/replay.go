@@ -11,9 +11,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/visiond/visiond/analytics/track"
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sinks"
@@ -131,7 +132,7 @@ func Replay(ctx context.Context, opt ReplayOptions, sink EventSink) (ReplayStats
 	c := newCamera(cc, opt.Config.Pipeline.Slice, func() {})
 	r := &replay{
 		c:       c,
-		rs:      &results{pub: sink, log: log},
+		rs:      &results{pub: sink, ids: &countedIDs{}, log: log},
 		pools:   pools,
 		video:   video,
 		inW:     model.InputW,
@@ -147,7 +148,7 @@ func Replay(ctx context.Context, opt ReplayOptions, sink EventSink) (ReplayStats
 	if err != nil {
 		return stats, err
 	}
-	r.endLive()
+	r.rs.endCamera(c, analytics.WhyVideoEnd) // every object still followed ends where the video does
 	stats.Elapsed = time.Since(began)
 	r.log.Info("replayed", "frames", stats.Frames, "analysed", stats.Analysed, "video", stats.Video, "elapsed", stats.Elapsed)
 	return stats, nil
@@ -228,8 +229,6 @@ type replay struct {
 	decoded  int
 	analysed int
 	length   time.Duration // the video's length so far: the latest frame's time plus its duration
-	lastAt   time.Time     // captured_at of the latest frame analysed
-	w, h     int           // its size
 }
 
 // replayJob is a chosen frame: its job, its pixels until its result, and its result.
@@ -379,40 +378,21 @@ func (r *replay) take(res infer.Result) error {
 		r.queue = r.queue[1:]
 		r.rs.finish(r.c, q.run, *q.res)
 		r.analysed++
-		r.lastAt = q.job.Captured
-		r.w, r.h = q.job.Letterbox.SrcW, q.job.Letterbox.SrcH
 	}
 	return nil
 }
 
-// endLive ends every object still followed at the end of the video, publishing their end
-// events and zone exits as the result stage publishes a frame's: the scene is given one
-// empty frame a lost timeout after the last one analysed, on which every track, lost since
-// that frame, ends. (The scene's end-all, analytics.Scene.endAll, is not exported, and
-// drops the zone exits of the tracks it ends.) The events of the tracks' end keep their
-// times (an object's end is at its last sighting); the zone exits are reported at that
-// empty frame's time, their dwell up to the last sighting inside.
-//
-// Where the result stage gains a method that ends a camera's objects with a reason, a
-// replay ends them through it with the reason "the video ended", in place of this.
-func (r *replay) endLive() {
-	c := r.c
-	if c.scene == nil || r.analysed == 0 {
-		return
-	}
-	lost := max(track.DefaultLostTimeout, time.Duration(2.5*float64(c.interval)))
-	at := r.lastAt
-	for range 2 { // one frame ends them all; a second in case the tracker's timeout is longer
-		if len(c.scene.Live()) == 0 {
-			return
-		}
-		at = at.Add(lost + time.Millisecond)
-		step, err := c.scene.Step(at, r.w, r.h, nil)
-		if err != nil {
-			c.noteError(err)
-			r.log.Warn("replay: the objects followed at the end were not ended", "err", err)
-			return
-		}
-		r.rs.publishScene(c, step, r.w, r.h)
-	}
+// countedIDs gives a replay's scene its blocks of track ids from a counter in memory: its
+// objects are numbered from 1, the same each time, apart from any daemon's.
+type countedIDs struct {
+	mu   sync.Mutex
+	next uint64
+}
+
+func (c *countedIDs) ReserveTrackIDs(_ context.Context, _ string, atLeast, n uint64) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := max(c.next, atLeast, 1)
+	c.next = first + n
+	return first, nil
 }

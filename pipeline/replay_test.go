@@ -166,11 +166,20 @@ func TestReplaySample(t *testing.T) {
 	// Each track's object events: new first, end last, and none after its end; tracks
 	// with detection ids have object events.
 	types := map[uint64][]string{}
+	reasons := map[string]int{}
 	for _, ev := range log.objects {
+		if ev.Type == sinks.ObjectEnd {
+			reasons[ev.Reason]++
+		}
 		if n := len(types[ev.TrackID]); n > 0 && types[ev.TrackID][n-1] == sinks.ObjectEnd {
 			t.Errorf("track %d: object event %s after its end", ev.TrackID, ev.Type)
 		}
 		types[ev.TrackID] = append(types[ev.TrackID], ev.Type)
+	}
+	// The parked cars are followed to the end of the video, which ends them; walkers who
+	// leave the view are lost before it.
+	if reasons[sinks.EndVideoEnd] == 0 || len(reasons) > 2 || len(reasons) == 2 && reasons[sinks.EndLost] == 0 {
+		t.Errorf("end reasons %v: want video_end for the objects followed at the video's end, lost for the others", reasons)
 	}
 	updates := 0
 	for id, ty := range types {

@@ -59,6 +59,7 @@ type results struct {
 	pub       publisher
 	state     sceneStore    // nil without JetStream: the analytics' state is then not kept
 	snapshots snapshotStore // nil without JetStream: no evidence is kept
+	ids       idStore       // reserves the blocks of track ids; nil: the state bucket, or the clock without one (trackids.go)
 	log       *slog.Logger
 
 	wg sync.WaitGroup // reservations of track ids and forgetting of removed cameras; close waits
@@ -214,8 +215,8 @@ const sceneRestoreTimeout = 2 * time.Second
 // on from the bucket, and no ghost occupants: every zone's occupancy is written empty (it is
 // rebuilt from what is seen) and the keys of zones and lines no longer configured go.
 func (rs *results) newScene(camera string, settings analytics.Config, now time.Time) (*analytics.Scene, *trackIDs, error) {
-	var store idStore
-	if rs.state != nil {
+	store := rs.ids
+	if store == nil && rs.state != nil {
 		store = rs.state
 	}
 	ids := newTrackIDs(camera, store, rs.log, &rs.wg)

@@ -46,6 +46,8 @@ func endReason(w analytics.Why) string {
 		return EndShutdown
 	case analytics.WhyClockBack:
 		return EndClockBack
+	case analytics.WhyVideoEnd:
+		return EndVideoEnd
 	}
 	panic(fmt.Sprintf("sinks: end reason %v has no wire name", w))
 }

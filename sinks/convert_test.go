@@ -58,7 +58,7 @@ func TestAnalyticsKindsOnTheWire(t *testing.T) {
 	}
 	ends := map[analytics.Why]string{analytics.WhyLost: "lost", analytics.WhyCameraOffline: "camera_offline",
 		analytics.WhyCameraRemoved: "camera_removed", analytics.WhyCameraDisabled: "camera_disabled",
-		analytics.WhySourceChanged: "source_changed", analytics.WhyShutdown: "shutdown", analytics.WhyClockBack: "clock_back"}
+		analytics.WhySourceChanged: "source_changed", analytics.WhyShutdown: "shutdown", analytics.WhyClockBack: "clock_back", analytics.WhyVideoEnd: "video_end"}
 	for w, want := range ends {
 		if got := endReason(w); got != want || w.String() != want || !w.IsEnd() {
 			t.Errorf("end reason %v: %q on the wire, want %q", w, got, want)

@@ -28,6 +28,7 @@ const (
 	EndSourceChanged  = "source_changed"  // its camera restarted on another source (url, kind, ...) by a reload
 	EndShutdown       = "shutdown"        // the daemon stopped
 	EndClockBack      = "clock_back"      // its camera's capture clock went back (a new stream): tracking starts afresh
+	EndVideoEnd       = "video_end"       // the recording that visiond replay analyses ended
 )
 
 // Reasons for an object update (ObjectEvent.Why).
