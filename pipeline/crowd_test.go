@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/config"
-	"github.com/visiond/visiond/internal/groundtruth"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/groundtruth"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 )
