@@ -196,3 +196,52 @@ func TestCrowdParams(t *testing.T) {
 		}
 	}
 }
+
+// TestCrowdSpritesDetected draws each object of Crowd's scene alone, at its scale, at two
+// places on its path (a third and two thirds of the way), on the empty plaza, and runs the
+// real detector: each must be found as its class (a van as a car or a truck) with IoU >=
+// 0.7, as TestLoadVTest requires of the people at scale 1.
+func TestCrowdSpritesDetected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the detector on 54 frames")
+	}
+	m := loadMedia(t)
+	cs, err := Crowd(m, CrowdParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDetector(t)
+	pix := make([]byte, 640*640*3)
+	for _, o := range cs.Scenario.Objects {
+		worst, worstScore := 1.0, float32(1)
+		for _, u := range []float64{1.0 / 3, 2.0 / 3} {
+			a, b := o.Path[0], o.Path[len(o.Path)-1]
+			at := a.T + time.Duration(u*float64(b.T-a.T))
+			p, _ := o.AnchorAt(at)
+			alone := o
+			alone.Path = []Waypoint{{0, p.X, p.Y}, {time.Second, p.X, p.Y}}
+			sc, err := NewScene(Scenario{W: 768, H: 576, FPS: 1, Duration: time.Second, Background: m.Background, Objects: []Object{alone}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, f := sc.Render(0, nil)
+			dets, _, err := d.Detect(pix, letterbox(t, img, pix), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			best, score := 0.0, float32(0)
+			for _, det := range dets {
+				same := det.Label == o.class() || (o.class() == "car" && det.Label == "truck")
+				if v := IoU(det.Box, f.Objects[0].Box); same && v > best {
+					best, score = v, det.Score
+				}
+			}
+			if best < 0.7 {
+				t.Errorf("object %d (%s at scale %.2f) at (%.2f, %.2f): best %s IoU %.2f, want >= 0.7; detections %+v",
+					o.ID, o.Sprite.Name, o.scale(), p.X, p.Y, o.class(), best, dets)
+			}
+			worst, worstScore = min(worst, best), min(worstScore, score)
+		}
+		t.Logf("object %d (%s at scale %.2f): worst IoU %.2f, score %.2f", o.ID, o.Sprite.Name, o.scale(), worst, worstScore)
+	}
+}

@@ -90,6 +90,17 @@ type Figures struct {
 	DwellError float64
 	// MeanDwellError is that sum of errors over the number of true visits.
 	MeanDwellError time.Duration
+	// Dwells are the true visits' dwells, true and reported, in order of entry.
+	Dwells []VisitDwell
+	// StrayDwell is the dwell of the stays given to no visit.
+	StrayDwell time.Duration
+}
+
+// VisitDwell is one true visit's dwell, true and reported.
+type VisitDwell struct {
+	ObjectID       int
+	Enter          time.Duration
+	True, Reported time.Duration
 }
 
 // LineCount is one counter of a line.
@@ -227,9 +238,11 @@ func (fig *Figures) scoreZone(visits []Visit, stays []ObservedStay, owner map[ui
 		got[best] += d
 	}
 	errSum := stray
+	fig.StrayDwell = stray
 	for i, v := range visits {
 		fig.DwellTrue += v.Dwell()
 		errSum += (got[i] - v.Dwell()).Abs()
+		fig.Dwells = append(fig.Dwells, VisitDwell{ObjectID: v.ObjectID, Enter: v.Enter, True: v.Dwell(), Reported: got[i]})
 	}
 	if fig.DwellTrue > 0 {
 		fig.DwellError = errSum.Seconds() / fig.DwellTrue.Seconds()
