@@ -232,6 +232,12 @@ func replayCrowd(ctx context.Context, t *testing.T, cfg *config.Config, file str
 		lines = append(lines, fmt.Sprintf("t%d %s %s at %.1f s", ev.TrackID, ev.Label, ev.Direction, ev.At.Sub(opt.Start).Seconds()))
 	}
 	t.Logf("fps %g: line events: %s", fps, strings.Join(lines, ", "))
+	var zones []string
+	for _, ev := range log.zones {
+		zones = append(zones, fmt.Sprintf("t%d %s %s at %.1f s (since %.1f s, %.1f s)", ev.TrackID, ev.Label, ev.Type,
+			ev.At.Sub(opt.Start).Seconds(), ev.Since.Sub(opt.Start).Seconds(), ev.DwellS))
+	}
+	t.Logf("fps %g: zone events: %s", fps, strings.Join(zones, ", "))
 	r := crowdRate{FPS: fps, Analysed: st.Analysed, ElapsedS: st.Elapsed.Seconds(), IDF1: fig.ID.IDF1, IDP: fig.ID.IDP, IDR: fig.ID.IDR, MOTA: fig.MOTA,
 		IDSwitches: fig.Score.IDSwitches, Fragmentations: fig.Score.Fragmentations, Tracks: fig.Tracks, Objects: fig.Objects,
 		CountAccuracy: fig.CountAccuracy, Visits: fig.Visits, Stays: fig.Stays, DwellTrueS: fig.DwellTrue.Seconds(),

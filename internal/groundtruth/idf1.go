@@ -1,8 +1,6 @@
 package groundtruth
 
 import (
-	"cmp"
-	"maps"
 	"math"
 	"slices"
 )
@@ -188,25 +186,6 @@ func maxAssignment(w [][]float64) []int {
 		if p[j] > 0 {
 			out[p[j]-1] = j - 1
 		}
-	}
-	return out
-}
-
-// majority returns, per track, the truth object it overlapped on the most frames (ties:
-// the lower id), from the identity counts.
-func (c *idCounts) majority() map[uint64]int {
-	best := map[uint64]idPair{}
-	n := map[uint64]int{}
-	for _, p := range slices.SortedFunc(maps.Keys(c.overlap), func(a, b idPair) int {
-		return cmp.Or(cmp.Compare(a.track, b.track), cmp.Compare(a.obj, b.obj))
-	}) {
-		if k := c.overlap[p]; k > n[p.track] {
-			best[p.track], n[p.track] = p, k
-		}
-	}
-	out := map[uint64]int{}
-	for tr, p := range best {
-		out[tr] = p.obj
 	}
 	return out
 }

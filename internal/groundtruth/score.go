@@ -85,8 +85,9 @@ type Figures struct {
 	DwellTrue, DwellCounted time.Duration
 	// DwellError is the zone's dwell error: the sum over the true visits of |reported -
 	// true| over the sum of the true dwells, where a visit's reported dwell is that of the
-	// stays of the tracks that followed its object most (none: 0), each stay given to the
-	// visit it overlaps most; stays given to no visit add their dwell too.
+	// stays given to it (none: 0): a stay goes to the object its track's boxes overlapped
+	// on most frames of the stay, and to the visit of that object it overlaps most in time;
+	// stays given to no visit add their dwell to the error too.
 	DwellError float64
 	// MeanDwellError is that sum of errors over the number of true visits.
 	MeanDwellError time.Duration
@@ -147,6 +148,7 @@ func ScoreRun(sc *Scene, line Line, zone Zone, obs Observed, opt ScoreOptions) (
 	}
 
 	ev := Evaluator{MinIoU: opt.MinIoU, MinVisible: opt.MinVisible}
+	seen := map[uint64][]sighting{} // per track, the objects its boxes overlapped most, in time order
 	frames := slices.SortedFunc(slices.Values(obs.Frames), func(a, b ObservedFrame) int { return cmp.Compare(a.T, b.T) })
 	for _, f := range frames {
 		if f.T < 0 || f.T >= s.Duration {
@@ -159,6 +161,9 @@ func ScoreRun(sc *Scene, line Line, zone Zone, obs Observed, opt ScoreOptions) (
 				continue
 			}
 			got = append(got, g)
+			if obj := bestObject(g, truth, minIoU); obj != 0 {
+				seen[g.TrackID] = append(seen[g.TrackID], sighting{f.T, obj})
+			}
 		}
 		ev.Add(truth, got)
 	}
@@ -188,8 +193,45 @@ func ScoreRun(sc *Scene, line Line, zone Zone, obs Observed, opt ScoreOptions) (
 	}
 	fig.CountAccuracy = 1 - float64(wrong)/float64(max(all, 1))
 
-	fig.scoreZone(visits, obs.Stays, ev.ids.majority(), class)
+	fig.scoreZone(visits, obs.Stays, stayOwner(seen), class)
 	return fig, nil
+}
+
+// sighting is a tracked box on an object at a time of the video.
+type sighting struct {
+	t   time.Duration
+	obj int
+}
+
+// bestObject returns the id of the truth object of g's class that g overlaps most, by
+// minIoU at least; 0 for none.
+func bestObject(g Tracked, truth []Truth, minIoU float64) int {
+	best, most := 0, minIoU
+	for _, tr := range truth {
+		if v := IoU(tr.Box, g.Box); (g.Class == "" || g.Class == tr.Class) && v >= most {
+			best, most = tr.ID, v
+		}
+	}
+	return best
+}
+
+// stayOwner returns the function that says whose stay a track's stay from enter to exit
+// was: the object its boxes overlapped on the most frames of the stay (a track can follow
+// one object and then another, after a swap), ties to the earliest; 0 for none.
+func stayOwner(seen map[uint64][]sighting) func(track uint64, enter, exit time.Duration) int {
+	return func(track uint64, enter, exit time.Duration) int {
+		n := map[int]int{}
+		best := 0
+		for _, sg := range seen[track] {
+			if sg.t < enter || sg.t > exit {
+				continue
+			}
+			if n[sg.obj]++; best == 0 || n[sg.obj] > n[best] {
+				best = sg.obj
+			}
+		}
+		return best
+	}
 }
 
 // ignored says whether a tracked box is on an ignored thing: it overlaps an Ignore box
@@ -208,9 +250,9 @@ func ignored(g Tracked, truth []Truth, ignore []geom.Box, minIoU float64) bool {
 	return false
 }
 
-// scoreZone fills the zone's figures: each stay goes to the visit of its track's object
-// (owner) that it overlaps most in time.
-func (fig *Figures) scoreZone(visits []Visit, stays []ObservedStay, owner map[uint64]int, class func(string) string) {
+// scoreZone fills the zone's figures: each stay goes to the visit of its object (owner)
+// that it overlaps most in time.
+func (fig *Figures) scoreZone(visits []Visit, stays []ObservedStay, owner func(track uint64, enter, exit time.Duration) int, class func(string) string) {
 	fig.Visits = len(visits)
 	got := make([]time.Duration, len(visits))
 	var stray time.Duration // dwell of stays given to no visit
@@ -222,9 +264,9 @@ func (fig *Figures) scoreZone(visits []Visit, stays []ObservedStay, owner map[ui
 		d := st.Exit - st.Enter
 		fig.DwellCounted += d
 		best, most := -1, time.Duration(0)
-		obj, ok := owner[st.TrackID]
+		obj := owner(st.TrackID, st.Enter, st.Exit)
 		for i, v := range visits {
-			if !ok || v.ObjectID != obj {
+			if obj == 0 || v.ObjectID != obj {
 				continue
 			}
 			if o := min(v.Exit, st.Exit) - max(v.Enter, st.Enter); o > most {
