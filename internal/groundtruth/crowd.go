@@ -294,27 +294,29 @@ func (g *crowdGen) walker(stands bool) Object {
 }
 
 // occlusion returns the occluder (front) and the hidden walker (back) of an occlusion at
-// time tc with the occluder's anchor at (x0, y0): the occluder walks in from the right
-// edge, stands at (x0, y0) occluderStand either side of tc, and walks on to the left edge;
-// (faster where it would not be off by the end of the video);
-// the hidden walker comes from the right edge too, hiddenRise above, slows to hiddenSpeed
-// from hiddenSlow before the occluder to hiddenSlow after it, passing right behind it at tc,
-// and walks on to the left edge.
+// time tc with the occluder's anchor at (x0, y0): the occluder walks in from the left edge
+// (across the line, faster where it would not be there in time), stands at (x0, y0)
+// occluderStand either side of tc, and walks on to the right edge (faster where it would
+// not be off by the end of the video); the hidden walker comes from the right edge,
+// hiddenRise above, slows to hiddenSpeed from hiddenSlow before the occluder to hiddenSlow
+// after it, passing right behind it at tc, and walks on to the left edge. So they part
+// after the occlusion, each going its own way: the hidden walker is hidden once.
 func (g *crowdGen) occlusion(tc time.Duration, x0, y0 float64) (front, back Object) {
 	v := g.uniform(g.p.MinSpeed, g.p.MaxSpeed)
-	in, out := secs((walkTo-x0)/v), g.onTime(tc+occluderStand, x0-walkFrom, v)
+	arrive := tc - occluderStand
+	in := min(secs((x0-walkFrom)/v), arrive)
 	front.Path = []Waypoint{
-		{tc - occluderStand - in, walkTo, y0},
-		{tc - occluderStand, x0, y0},
+		{arrive - in, walkFrom, y0},
+		{arrive, x0, y0},
 		{tc + occluderStand, x0, y0},
-		{tc + occluderStand + out, walkFrom, y0},
+		{tc + occluderStand + g.onTime(tc+occluderStand, walkTo-x0, v), walkTo, y0},
 	}
 	yb := y0 - hiddenRise
 	vb := g.uniform(g.p.MinSpeed, g.p.MaxSpeed)
 	slow := secs(hiddenSlow / hiddenSpeed)
 	a, b := x0+hiddenSlow, x0-hiddenSlow
 	back.Path = []Waypoint{
-		{tc - slow - secs((walkTo-a)/vb), walkTo, yb},
+		{tc - slow - min(secs((walkTo-a)/vb), tc-slow), walkTo, yb},
 		{tc - slow, a, yb},
 		{tc + slow, b, yb},
 		{tc + slow + g.onTime(tc+slow, b-walkFrom, vb), walkFrom, yb},

@@ -103,7 +103,18 @@ func checkCrowdTruth(t *testing.T, cs CrowdScene) {
 			to++
 		}
 		run := s.FrameTime(to) - s.FrameTime(from)
-		t.Logf("occlusion of %d behind %d at %v: hidden (visible < 0.25) for %v from %v", oc.Hidden, oc.Front, oc.T, run, s.FrameTime(from))
+		total := 0
+		for _, x := range h {
+			if x {
+				total++
+			}
+		}
+		t.Logf("occlusion of %d behind %d at %v: hidden (visible < 0.25) for %v from %v (%v in all)", oc.Hidden, oc.Front, oc.T, run, s.FrameTime(from), s.FrameTime(total))
+		// The pair part after the occlusion: the hidden walker is not hidden again for
+		// long (by its occluder or anyone else).
+		if all := s.FrameTime(total); all > run+time.Second {
+			t.Errorf("object %d: hidden for %v in all, %v of it around the occlusion", oc.Hidden, all, run)
+		}
 		if !h[at] || run < 700*time.Millisecond || run > 2*time.Second {
 			t.Errorf("object %d behind %d: hidden for %v around %v, want about a second (0.7-2 s)", oc.Hidden, oc.Front, run, oc.T)
 		}
