@@ -39,7 +39,13 @@ func TestCrowdReplay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays a 60 s video through a real worker at five rates")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	// About 1100 frames through the model: 5 to 6 minutes on the 2-core box, much longer
+	// with every core busy; the test binary's deadline, not a guess, is the limit.
+	deadline := time.Now().Add(time.Hour)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-30 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	m, err := groundtruth.LoadVTest(ctx, testutil.Media(t, "vtest.avi"))
 	if err != nil {
@@ -90,19 +96,19 @@ type crowdBound struct {
 	MaxDwellError       float64 // relative
 }
 
-// crowdBounds per rate: measured on 2026-12-01 with the tracker of that day (IDF1 0.594,
-// 0.794, 0.855, 0.868, 0.855; count accuracy 0.556, 0.741, 0.926, 1, 0.926; switches 14, 5,
-// 11, 3, 6; dwell error 0.696, 0.522, 0.302, 0.302, 0.291 at 0.5 to 10 fps), less a margin:
+// crowdBounds per rate: measured on 2026-12-01 with the tracker of that day (IDF1 0.589,
+// 0.794, 0.885, 0.854, 0.855; count accuracy 0.481, 0.741, 0.963, 1, 1; switches 15, 6, 7,
+// 2, 3; dwell error 0.653, 0.393, 0.132, 0.056, 0.044 at 0.5 to 10 fps), less a margin:
 // 0.03-0.04 of IDF1, one miscounted crossing of the 27 (0.037) for the counts, 3 or 4
 // switches, 0.1 of the dwell error. A replay analyses every frame due, so the figures are
 // the same on every run on one machine (another CPU's kernels may move a box by a hair).
 // Raise them as the tracker improves; the test logs each rate's figures ("figures:").
 var crowdBounds = map[float64]crowdBound{
-	0.5: {IDF1: 0.55, CountAccuracy: 0.51, MaxSwitches: 18, MaxDwellError: 0.80},
-	1:   {IDF1: 0.76, CountAccuracy: 0.70, MaxSwitches: 9, MaxDwellError: 0.62},
-	2:   {IDF1: 0.82, CountAccuracy: 0.88, MaxSwitches: 15, MaxDwellError: 0.40},
-	5:   {IDF1: 0.83, CountAccuracy: 0.96, MaxSwitches: 7, MaxDwellError: 0.40},
-	10:  {IDF1: 0.82, CountAccuracy: 0.88, MaxSwitches: 10, MaxDwellError: 0.40},
+	0.5: {IDF1: 0.55, CountAccuracy: 0.44, MaxSwitches: 19, MaxDwellError: 0.76},
+	1:   {IDF1: 0.76, CountAccuracy: 0.70, MaxSwitches: 9, MaxDwellError: 0.50},
+	2:   {IDF1: 0.85, CountAccuracy: 0.92, MaxSwitches: 10, MaxDwellError: 0.23},
+	5:   {IDF1: 0.82, CountAccuracy: 0.96, MaxSwitches: 5, MaxDwellError: 0.16},
+	10:  {IDF1: 0.82, CountAccuracy: 0.96, MaxSwitches: 6, MaxDwellError: 0.15},
 }
 
 // crowdScoring is how a replay is compared with the truth: the van (class car) is seen as
@@ -183,6 +189,9 @@ type crowdRate struct {
 	IDP            float64          `json:"idp"`
 	IDR            float64          `json:"idr"`
 	MOTA           float64          `json:"mota"`
+	Required       int              `json:"required"`
+	Missed         int              `json:"missed"`
+	FalsePositives int              `json:"false_positives"`
 	IDSwitches     int              `json:"id_switches"`
 	Fragmentations int              `json:"fragmentations"`
 	Tracks         int              `json:"tracks"`
@@ -239,6 +248,7 @@ func replayCrowd(ctx context.Context, t *testing.T, cfg *config.Config, file str
 	}
 	t.Logf("fps %g: zone events: %s", fps, strings.Join(zones, ", "))
 	r := crowdRate{FPS: fps, Analysed: st.Analysed, ElapsedS: st.Elapsed.Seconds(), IDF1: fig.ID.IDF1, IDP: fig.ID.IDP, IDR: fig.ID.IDR, MOTA: fig.MOTA,
+		Required: fig.Score.Required, Missed: fig.Score.Missed, FalsePositives: fig.Score.FalsePositives,
 		IDSwitches: fig.Score.IDSwitches, Fragmentations: fig.Score.Fragmentations, Tracks: fig.Tracks, Objects: fig.Objects,
 		CountAccuracy: fig.CountAccuracy, Visits: fig.Visits, Stays: fig.Stays, DwellTrueS: fig.DwellTrue.Seconds(),
 		DwellCountedS: fig.DwellCounted.Seconds(), DwellError: fig.DwellError, MeanDwellErrS: fig.MeanDwellError.Seconds()}

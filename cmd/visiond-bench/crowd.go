@@ -32,6 +32,9 @@ type crowdRate struct {
 	IDP            float64 `json:"idp"`
 	IDR            float64 `json:"idr"`
 	MOTA           float64 `json:"mota"`
+	Required       int     `json:"required"`
+	Missed         int     `json:"missed"`
+	FalsePositives int     `json:"false_positives"`
 	IDSwitches     int     `json:"id_switches"`
 	Fragmentations int     `json:"fragmentations"`
 	Tracks         int     `json:"tracks"`
@@ -84,11 +87,11 @@ func (r *report) crowdSection(local *run) {
 		for _, l := range x.Lines {
 			counts = append(counts, fmt.Sprintf("%s %s %d/%d", l.Class, l.Direction, l.Counted, l.True))
 		}
-		rows = append(rows, []string{fmt.Sprintf("%g", x.FPS), fmt.Sprint(x.Analysed), "**" + f3(x.IDF1) + "**", f3(x.IDP) + " / " + f3(x.IDR), f3(x.MOTA),
+		rows = append(rows, []string{fmt.Sprintf("%g", x.FPS), fmt.Sprint(x.Analysed), "**" + f3(x.IDF1) + "**", f3(x.IDP) + " / " + f3(x.IDR), fmt.Sprintf("%s (%d / %d / %d)", f3(x.MOTA), x.Required, x.Missed, x.FalsePositives),
 			fmt.Sprint(x.IDSwitches), fmt.Sprint(x.Fragmentations), fmt.Sprintf("%d / %d", x.Tracks, x.Objects),
 			"**" + f3(x.CountAccuracy) + "**", strings.Join(counts, ", "), fmt.Sprintf("%d / %d", x.Stays, x.Visits),
 			f3(x.DwellError) + " (" + f1(x.MeanDwellErrS) + " s)", f1(x.ElapsedS) + " s"})
 	}
-	r.table([]string{"fps", "frames analysed", "IDF1", "IDP / IDR", "MOTA", "identity switches", "fragmentations", "tracks / objects followed",
+	r.table([]string{"fps", "frames analysed", "IDF1", "IDP / IDR", "MOTA (object-frames required / missed / false positives)", "identity switches", "fragmentations", "tracks / objects followed",
 		"count accuracy", "counted / true", "zone stays / visits", "dwell error (mean per visit)", "replay wall time"}, rows)
 }

@@ -308,8 +308,8 @@ func (fig Figures) String() string {
 		n := fig.Lines[k]
 		lines += fmt.Sprintf(" %s %s %d/%d;", k.Class, k.Direction, n.Counted, n.True)
 	}
-	return fmt.Sprintf("%d frames: IDF1 %.3f (IDP %.3f, IDR %.3f), MOTA %.3f, %d identity switches, %d fragmentations, %d tracks for %d objects; "+
+	return fmt.Sprintf("%d frames: IDF1 %.3f (IDP %.3f, IDR %.3f), MOTA %.3f (%d object-frames required, %d missed, %d false positives), %d identity switches, %d fragmentations, %d tracks for %d objects; "+
 		"line:%s count accuracy %.3f; zone: %d stays for %d visits, dwell %.1f s for %.1f s true, dwell error %.3f (mean %.2f s a visit)",
-		fig.Frames, fig.ID.IDF1, fig.ID.IDP, fig.ID.IDR, fig.MOTA, fig.Score.IDSwitches, fig.Score.Fragmentations, fig.Tracks, fig.Objects,
+		fig.Frames, fig.ID.IDF1, fig.ID.IDP, fig.ID.IDR, fig.MOTA, fig.Score.Required, fig.Score.Missed, fig.Score.FalsePositives, fig.Score.IDSwitches, fig.Score.Fragmentations, fig.Tracks, fig.Objects,
 		lines, fig.CountAccuracy, fig.Stays, fig.Visits, fig.DwellCounted.Seconds(), fig.DwellTrue.Seconds(), fig.DwellError, fig.MeanDwellError.Seconds())
 }
