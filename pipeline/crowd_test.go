@@ -196,6 +196,7 @@ type crowdRate struct {
 	Fragmentations int              `json:"fragmentations"`
 	Tracks         int              `json:"tracks"`
 	Objects        int              `json:"objects"`
+	Handovers      int              `json:"handovers"`
 	CountAccuracy  float64          `json:"count_accuracy"`
 	Lines          []crowdLineCount `json:"lines"`
 	Visits         int              `json:"visits"`
@@ -249,7 +250,7 @@ func replayCrowd(ctx context.Context, t *testing.T, cfg *config.Config, file str
 	t.Logf("fps %g: zone events: %s", fps, strings.Join(zones, ", "))
 	r := crowdRate{FPS: fps, Analysed: st.Analysed, ElapsedS: st.Elapsed.Seconds(), IDF1: fig.ID.IDF1, IDP: fig.ID.IDP, IDR: fig.ID.IDR, MOTA: fig.MOTA,
 		Required: fig.Score.Required, Missed: fig.Score.Missed, FalsePositives: fig.Score.FalsePositives,
-		IDSwitches: fig.Score.IDSwitches, Fragmentations: fig.Score.Fragmentations, Tracks: fig.Tracks, Objects: fig.Objects,
+		IDSwitches: fig.Score.IDSwitches, Fragmentations: fig.Score.Fragmentations, Tracks: fig.Tracks, Objects: fig.Objects, Handovers: fig.Handovers,
 		CountAccuracy: fig.CountAccuracy, Visits: fig.Visits, Stays: fig.Stays, DwellTrueS: fig.DwellTrue.Seconds(),
 		DwellCountedS: fig.DwellCounted.Seconds(), DwellError: fig.DwellError, MeanDwellErrS: fig.MeanDwellError.Seconds()}
 	for _, k := range fig.Keys() {

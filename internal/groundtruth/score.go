@@ -71,6 +71,10 @@ type Figures struct {
 	// Tracks is the number of tracks that followed a truth object, Objects the number of
 	// truth objects followed by some track.
 	Tracks, Objects int
+	// Handovers is the number of tracks that followed more than one object (overlapped
+	// each on MinHandover frames or more): an identity carried from one object to another,
+	// which CLEAR-MOT counts as no switch when the second object had no track before.
+	Handovers int
 
 	// Lines are the counts of the line by direction and class, counted and true.
 	Lines map[CountKey]LineCount
@@ -103,6 +107,10 @@ type VisitDwell struct {
 	Enter          time.Duration
 	True, Reported time.Duration
 }
+
+// MinHandover is how many frames a track must overlap each of two objects on to count as
+// a handover (Figures.Handovers): fewer may be a box that overlapped a passer-by.
+const MinHandover = 3
 
 // LineCount is one counter of a line.
 type LineCount struct{ Counted, True int }
@@ -172,6 +180,17 @@ func ScoreRun(sc *Scene, line Line, zone Zone, obs Observed, opt ScoreOptions) (
 	for _, ids := range fig.Score.Tracks {
 		fig.Tracks += len(ids)
 		fig.Objects++
+	}
+	objs := map[uint64]int{}
+	for p, n := range ev.ids.overlap {
+		if n >= MinHandover {
+			objs[p.track]++
+		}
+	}
+	for _, n := range objs {
+		if n > 1 {
+			fig.Handovers++
+		}
 	}
 
 	fig.Lines = map[CountKey]LineCount{}
@@ -308,8 +327,8 @@ func (fig Figures) String() string {
 		n := fig.Lines[k]
 		lines += fmt.Sprintf(" %s %s %d/%d;", k.Class, k.Direction, n.Counted, n.True)
 	}
-	return fmt.Sprintf("%d frames: IDF1 %.3f (IDP %.3f, IDR %.3f), MOTA %.3f (%d object-frames required, %d missed, %d false positives), %d identity switches, %d fragmentations, %d tracks for %d objects; "+
+	return fmt.Sprintf("%d frames: IDF1 %.3f (IDP %.3f, IDR %.3f), MOTA %.3f (%d object-frames required, %d missed, %d false positives), %d identity switches, %d fragmentations, %d tracks for %d objects, %d of them handed over; "+
 		"line:%s count accuracy %.3f; zone: %d stays for %d visits, dwell %.1f s for %.1f s true, dwell error %.3f (mean %.2f s a visit)",
-		fig.Frames, fig.ID.IDF1, fig.ID.IDP, fig.ID.IDR, fig.MOTA, fig.Score.Required, fig.Score.Missed, fig.Score.FalsePositives, fig.Score.IDSwitches, fig.Score.Fragmentations, fig.Tracks, fig.Objects,
+		fig.Frames, fig.ID.IDF1, fig.ID.IDP, fig.ID.IDR, fig.MOTA, fig.Score.Required, fig.Score.Missed, fig.Score.FalsePositives, fig.Score.IDSwitches, fig.Score.Fragmentations, fig.Tracks, fig.Objects, fig.Handovers,
 		lines, fig.CountAccuracy, fig.Stays, fig.Visits, fig.DwellCounted.Seconds(), fig.DwellTrue.Seconds(), fig.DwellError, fig.MeanDwellError.Seconds())
 }

@@ -70,8 +70,8 @@ func TestScoreRun(t *testing.T) {
 	t.Log(fig)
 	// Truth: 1 and 2 on frames 0..80, the car on frames 10..50. 1 and 2 switch tracks once
 	// each; track 9 is assigned to no one (7 follows 1 on more frames, 8 follows 2 on
-	// more), so its frames are IDFP and the same frames of 1 and 2 IDFN.
-	if fig.Score.IDSwitches != 2 || fig.Score.FalsePositives != 0 || fig.Tracks != 5 || fig.Objects != 3 {
+	// more), so its frames are IDFP and the same frames of 1 and 2 IDFN; it is handed over.
+	if fig.Score.IDSwitches != 2 || fig.Score.FalsePositives != 0 || fig.Tracks != 5 || fig.Objects != 3 || fig.Handovers != 1 {
 		t.Errorf("score %+v", fig.Score)
 	}
 	id := fig.ID
