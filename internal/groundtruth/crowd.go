@@ -146,7 +146,8 @@ const (
 	// Occluders are walker-640 at occluderScale, standing with their anchor between
 	// occluderTop and occluderBottom on the right of the line; the hidden walker is
 	// walker-100 at hiddenScale, its anchor hiddenRise above the occluder's (its body
-	// in front of the occluder's coat), walking at hiddenSpeed while behind: 1 s hidden.
+	// level with the occluder's coat), walking at hiddenSpeed while behind it: hidden
+	// (less than a quarter showing) for 1.2 s.
 	occluderScale, hiddenScale  = 1.3, 0.75
 	occluderTop, occluderBottom = 0.74, 0.85
 	hiddenRise                  = 0.085
