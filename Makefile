@@ -87,7 +87,7 @@ SCALE_WINDOW ?= 20s
 OVERLOAD ?= 10m
 SOAK ?= 30m
 SOAK_EDIT ?= 1m
-PARTS ?= decode pipeline scale overload soak
+PARTS ?= decode pipeline scale overload soak crowd
 BENCH_OUT ?= build/bench
 GPU ?=
 bench: setup

@@ -340,6 +340,7 @@ func (r *report) write() (string, error) {
 	if err := r.soakSection(); err != nil {
 		return "", err
 	}
+	r.crowdSection(local)
 	for _, k := range r.kept {
 		r.p("%s", k)
 	}

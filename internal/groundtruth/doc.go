@@ -35,6 +35,16 @@
 // grass, lower left): two In crossings, two Out, one stay in the zone, a stop, a partial
 // occlusion and a near miss of the line. Its documentation lists them.
 //
+// Crowd is a harder scene, seeded and the same for the same parameters (CrowdParams; its
+// zero value is DefaultCrowd, the scene of BENCHMARKS.md): 60 s with 24 people of varied
+// size and speed walking in at one side edge and out at the other, passing one another,
+// eight of them standing a while, four small walkers hidden for about a second behind a
+// large person who stands still (CrowdScene.Occlusions), and three vans driving along the
+// road: the second class, the van parked in the background cut out of it (Media.Vehicles,
+// class car; the model sees it as a car, now and then a truck). CrowdLine is crossed by
+// every object once, CrowdZone visited about a dozen times. VTestParked are the parked
+// vehicles that the model sees on every frame and no truth holds.
+//
 // # Playing it to the daemon
 //
 // WriteTS writes what scripts/setup.sh makes of vtest.avi for the sample camera: H.264
@@ -81,5 +91,13 @@
 //
 // Evaluator takes, frame by frame, the truth and the tracked boxes (Tracked: track id,
 // class, box) and tallies CLEAR-MOT style: matched, missed, false positives, identity
-// switches, fragmentations, and the track ids each object was followed by.
+// switches, fragmentations, and the track ids each object was followed by (Score, MOTA);
+// and by identity: IDF1, IDP and IDR under the global one-to-one assignment of objects to
+// tracks (IDScore).
+//
+// ScoreRun scores a whole run of the analytics over a scene's video, given as Observed
+// (analysed frames with their tracked boxes, line crossings, zone stays, in the video's
+// time: the daemon's events with no dependency on its packages): the Evaluator's figures,
+// the line's count accuracy by direction and class, and the zone's dwell error. pipeline's
+// TestCrowdReplay is its user.
 package groundtruth

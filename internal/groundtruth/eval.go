@@ -14,7 +14,8 @@ type Tracked struct {
 	Box     geom.Box
 }
 
-// Evaluator scores a tracker's output against the truth, frame by frame, CLEAR-MOT style:
+// Evaluator scores a tracker's output against the truth, frame by frame, CLEAR-MOT style
+// (Score) and by identity (IDScore):
 // on each frame, truth objects and tracked boxes of the same class overlapping by at least
 // MinIoU are matched one to one (a pair matched on the previous frame is kept while it
 // still overlaps enough; the rest greedily by IoU). Its zero value is ready; it is not safe
@@ -28,6 +29,7 @@ type Evaluator struct {
 	MinVisible float64
 
 	score  Score
+	ids    idCounts       // for IDScore
 	last   map[int]uint64 // per truth object, the track it was last matched to
 	gapped map[int]bool   // per truth object: unmatched since its last match
 }
@@ -60,6 +62,7 @@ func (e *Evaluator) Add(truth []Truth, got []Tracked) {
 		e.score.Tracks = map[int][]uint64{}
 	}
 	e.score.Frames++
+	e.ids.add(truth, got, minIoU, minVisible)
 	type pair struct {
 		ti, gi int
 		iou    float64
@@ -130,3 +133,17 @@ func (e *Evaluator) Add(truth []Truth, got []Tracked) {
 
 // Score returns the tally so far. Its Tracks map is the Evaluator's: read, do not change.
 func (e *Evaluator) Score() Score { return e.score }
+
+// IDScore returns the identity score (IDF1) of the frames added so far, by the same
+// matching rule (class, MinIoU; objects less visible than MinVisible neither required nor
+// counted against a track that follows them).
+func (e *Evaluator) IDScore() IDScore { return e.ids.score() }
+
+// MOTA is CLEAR-MOT's accuracy: 1 - (misses + false positives + identity switches) /
+// required object-frames; 1 when nothing was required and nothing found.
+func (s Score) MOTA() float64 {
+	if s.Required == 0 {
+		return 1 - float64(s.FalsePositives+s.IDSwitches)
+	}
+	return 1 - float64(s.Missed+s.FalsePositives+s.IDSwitches)/float64(s.Required)
+}

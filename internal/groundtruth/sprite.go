@@ -40,6 +40,9 @@ type Media struct {
 	// People are nine persons cut out of vtest.avi's frames (27-61 x 81-142 pixels, named
 	// walker-<frame>), each found as a person by yolov8n when drawn on Background.
 	People []*Sprite
+	// Vehicles holds the van parked at the top right, cut out of Background (class car,
+	// named van): see cutVan.
+	Vehicles []*Sprite
 }
 
 // personCut is a person to cut out of vtest.avi: the frame and a rectangle around the
@@ -111,6 +114,11 @@ func LoadVTest(ctx context.Context, file string) (*Media, error) {
 		sp.Name, sp.Class = c.name, "person"
 		m.People = append(m.People, sp)
 	}
+	van, err := cutVan(m.Background)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	m.Vehicles = append(m.Vehicles, van)
 	return m, nil
 }
 

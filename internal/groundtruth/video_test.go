@@ -62,6 +62,14 @@ func TestLoadVTest(t *testing.T) {
 	if m.Person("walker-640") == nil || m.Person("nobody") != nil {
 		t.Error("Person lookup")
 	}
+	// The van, cut out of the background: its tight box is the truck the model sees there
+	// (VTestParked's first box), within a few pixels.
+	if len(m.Vehicles) != 1 || m.Vehicles[0].Class != "car" || m.Vehicles[0].Name != "van" {
+		t.Fatalf("vehicles %+v", m.Vehicles)
+	}
+	if r, want := m.Vehicles[0].Image.Rect, VTestParked()[0]; math.Abs(float64(r.Dx())-want.W) > 4 || math.Abs(float64(r.Dy())-want.H) > 4 {
+		t.Errorf("van %v, want about %.0fx%.0f", r.Size(), want.W, want.H)
+	}
 	t.Logf("%d people, %d pixels", len(m.People), total)
 
 	if _, err := LoadVTest(t.Context(), testutil.Media(t, "messi5.jpg")); err == nil || !strings.Contains(err.Error(), "want 768x576") {

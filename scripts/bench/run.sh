@@ -8,7 +8,7 @@
 #   PIPE_SECONDS=20 PIPE_CAMERAS=4 PIPE_WORKERS=N    daemon against bare loops
 #   WORKERS=auto THREADS=auto  the daemon's CPU workers and their ONNX Runtime threads (scale,
 #                       overload, soak); auto: not set in its config, the daemon's defaults
-#   PARTS="decode pipeline scale overload soak"      a subset to (re)run; the others' files stay;
+#   PARTS="decode pipeline scale overload soak crowd"      a subset to (re)run; the others' files stay;
 #                       also (not by default) cpu-scale and peer-scale, the cameras-per-box
 #                       comparison of scripts/bench/gpu.sh on this box's cores: INT8_MODEL=
 #                       build/models/yolov8n-int8.onnx, SCALE_START=1, PYTHON=python3, PEER_ARGS
@@ -24,7 +24,7 @@ PIPE_SECONDS=${PIPE_SECONDS:-20} PIPE_CAMERAS=${PIPE_CAMERAS:-4} PIPE_WORKERS=${
 WORKERS=${WORKERS:-auto} THREADS=${THREADS:-auto}
 INT8_MODEL=${INT8_MODEL:-build/models/yolov8n-int8.onnx} SCALE_START=${SCALE_START:-1} PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-}
 SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SOAK_EDIT=${SOAK_EDIT:-1m}
-PARTS=${PARTS:-decode pipeline scale overload soak}
+PARTS=${PARTS:-decode pipeline scale overload soak crowd}
 GPU=${GPU:-} REPORT=${REPORT:-BENCHMARKS.md}
 GO=${GO:-go}
 
@@ -94,6 +94,11 @@ fi
 if has soak; then
   rm -f "$OUT"/soak.*
   step soak "bin/visiond-bench soak $daemon -fps 5 -scale $OUT/scale.json -duration $SOAK -edit-every $SOAK_EDIT -sample-every 10s -csv $OUT/soak.csv -png $OUT/soak.png -o $OUT/soak.json"
+fi
+if has crowd; then
+  # The crowded scene with known truth replayed at 0.5-10 fps (pipeline/crowd_test.go), its figures in crowd.json.
+  rm -f "$OUT/crowd.json"
+  step crowd "$GO test -c -o $OUT/pipeline.test ./pipeline && cd pipeline && VISIOND_CROWD_OUT=$rel/crowd.json $rel/pipeline.test -test.run '^TestCrowdReplay\$' -test.v -test.timeout 30m"
 fi
 step env-end "bin/visiond-bench env -o $OUT/env-end.json"
 
