@@ -281,6 +281,8 @@ func TestFormatEvent(t *testing.T) {
 			"s/door object update #12 person 0.87 (zone_enter) in lower"},
 		{"visiond.s.door.objects", `{"version":1,"site":"s","camera":"door","type":"end","track_id":12,"label":"person","score":0.8,"first_seen":"2026-11-30T10:00:00Z","last_seen":"2026-11-30T10:00:04.5Z","path":{"direction":92}}`,
 			"s/door object end #12 person 0.80, seen 4.5 s, heading 92°"},
+		{"visiond.s.door.objects", `{"version":1,"site":"s","camera":"door","type":"end","reason":"camera_removed","track_id":13,"label":"car","score":0.7,"first_seen":"2026-11-30T10:00:00Z","last_seen":"2026-11-30T10:00:02Z","path":{"direction":0}}`,
+			"s/door object end #13 car 0.70, seen 2.0 s, heading 0°, camera_removed"},
 		{"visiond.s.door.zones", `{"version":1,"site":"s","camera":"door","type":"exit","zone":"lower","track_id":12,"label":"person","at":"2026-11-30T10:00:04Z","dwell_s":3.5,"occupancy":{"person":2,"car":1}}`,
 			"s/door zone lower exit #12 person after 3.5 s, 3 inside"},
 		{"visiond.s.door.lines", `{"version":1,"site":"s","camera":"door","line":"middle","track_id":12,"label":"person","direction":"in","at":"2026-11-30T10:00:04Z","counts":{"in":{"person":7}}}`,

@@ -149,6 +149,9 @@ func formatAnalytics(m *nats.Msg) (line string, ok bool) {
 		}
 		if o.Type == sinks.ObjectEnd {
 			line += fmt.Sprintf(", seen %.1f s, heading %.0f°", o.LastSeen.Sub(o.FirstSeen).Seconds(), o.Path.Direction)
+			if o.Reason != "" {
+				line += ", " + o.Reason
+			}
 		}
 		return line, true
 	case strings.HasSuffix(m.Subject, ".zones"):
