@@ -16,6 +16,7 @@ import (
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sinks/natstest"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 
@@ -293,7 +294,7 @@ func TestShutdownEndsObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	events := readObjects(t, srv.ClientURL(), cfg.NATS.StreamName(cfg.Site), "visiond.test.cam0.objects")
+	events := natstest.ReadStream[sinks.ObjectEvent](t, srv.ClientURL(), cfg.NATS.StreamName(cfg.Site), "visiond.test.cam0.objects")
 	open := map[uint64]bool{}
 	for _, o := range events {
 		switch o.Type {
@@ -318,48 +319,6 @@ func TestShutdownEndsObjects(t *testing.T) {
 	if shutdown == 0 {
 		t.Errorf("no object ended with reason shutdown among %d events", len(events))
 	}
-}
-
-// readObjects reads every object event of subject from stream on the server at url.
-func readObjects(t *testing.T, url, stream, subject string) []sinks.ObjectEvent {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := info.State.Subjects[subject]
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []sinks.ObjectEvent
-	for uint64(len(out)) < want {
-		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
-		if err != nil {
-			t.Fatalf("after %d of %d object events: %v", len(out), want, err)
-		}
-		var o sinks.ObjectEvent
-		if err := json.Unmarshal(msg.Data(), &o); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, o)
-	}
-	return out
 }
 
 // A daemon that starts on a store holding the state of an earlier run that did not end its

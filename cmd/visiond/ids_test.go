@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,10 +11,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sinks/natstest"
 )
 
 // Issue 22, "Done when": visiond killed with SIGKILL at random points, five times, while its
@@ -67,7 +65,7 @@ func TestKilledDaemonNeverReusesTrackIDs(t *testing.T) {
 	// A last run, stopped cleanly, and the stream read back.
 	cmd, logs := startCommand(t, exec.Command(os.Args[0], "run", "-config", path))
 	logs.wait(t, `msg="visiond running"`)
-	events := readStream(t, "nats://"+natsAddr, subject)
+	events := natstest.ReadStream[sinks.ObjectEvent](t, "nats://"+natsAddr, "visiond-demo", subject) // only the killed runs' events: the last run's go on arriving
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -96,47 +94,4 @@ func TestKilledDaemonNeverReusesTrackIDs(t *testing.T) {
 		}
 	}
 	t.Logf("%d object events of %d track ids from %d runs, each id one object", len(events), len(owners), len(runs))
-}
-
-// readStream reads every event of subject from the site demo's stream on the server at url.
-func readStream(t *testing.T, url, subject string) []sinks.ObjectEvent {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := js.Stream(ctx, "visiond-demo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Only the killed runs' events: the last run's go on arriving meanwhile.
-	want := info.State.Subjects[subject]
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []sinks.ObjectEvent
-	for uint64(len(out)) < want {
-		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
-		if err != nil {
-			t.Fatalf("after %d of %d object events: %v", len(out), want, err)
-		}
-		var o sinks.ObjectEvent
-		if err := json.Unmarshal(msg.Data(), &o); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, o)
-	}
-	return out
 }

@@ -1,8 +1,9 @@
 package groundtruth
 
 import (
-	"math"
 	"slices"
+
+	"github.com/visiond/visiond/internal/assign"
 )
 
 // IDScore is the identity score of a tracker (Ristani et al., "Performance Measures and a
@@ -106,86 +107,26 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
-// maxAssignment returns, for each row of the n x m weight matrix w, the column assigned to
-// it (-1: none), one to one, maximizing the sum of the assigned weights: the Hungarian
-// method (Kuhn-Munkres with potentials, O(n² m)) on the costs max(w) - w, the matrix
-// transposed first when it has more rows than columns.
+// maxAssignment returns, for each row of the weight matrix w, the column assigned to it
+// (-1: none), one to one, maximizing the sum of the assigned weights: assign.Min on the
+// costs max(w) - w.
 func maxAssignment(w [][]float64) []int {
 	n := len(w)
 	if n == 0 {
 		return nil
 	}
 	m := len(w[0])
-	if n > m {
-		t := make([][]float64, m)
-		for j := range m {
-			t[j] = make([]float64, n)
-			for i := range n {
-				t[j][i] = w[i][j]
-			}
-		}
-		out := slices.Repeat([]int{-1}, n)
-		for j, i := range maxAssignment(t) {
-			if i >= 0 {
-				out[i] = j
-			}
-		}
-		return out
-	}
 	top := 0.0
 	for _, row := range w {
 		for _, v := range row {
 			top = max(top, v)
 		}
 	}
-	cost := func(i, j int) float64 { return top - w[i-1][j-1] } // 1-based, as below
-	// u, v: potentials of rows and columns; p[j]: the row given column j (0: none);
-	// way[j]: the column before j on the augmenting path.
-	u, v := make([]float64, n+1), make([]float64, m+1)
-	p, way := make([]int, m+1), make([]int, m+1)
-	for i := 1; i <= n; i++ {
-		p[0] = i
-		j0 := 0
-		minv := slices.Repeat([]float64{math.Inf(1)}, m+1)
-		used := make([]bool, m+1)
-		for {
-			used[j0] = true
-			i0, delta, j1 := p[j0], math.Inf(1), 0
-			for j := 1; j <= m; j++ {
-				if used[j] {
-					continue
-				}
-				if cur := cost(i0, j) - u[i0] - v[j]; cur < minv[j] {
-					minv[j], way[j] = cur, j0
-				}
-				if minv[j] < delta {
-					delta, j1 = minv[j], j
-				}
-			}
-			for j := 0; j <= m; j++ {
-				if used[j] {
-					u[p[j]] += delta
-					v[j] -= delta
-				} else {
-					minv[j] -= delta
-				}
-			}
-			j0 = j1
-			if p[j0] == 0 {
-				break
-			}
-		}
-		for j0 != 0 {
-			j1 := way[j0]
-			p[j0] = p[j1]
-			j0 = j1
+	cost := make([]float64, 0, n*m)
+	for _, row := range w {
+		for _, v := range row {
+			cost = append(cost, top-v)
 		}
 	}
-	out := slices.Repeat([]int{-1}, n)
-	for j := 1; j <= m; j++ {
-		if p[j] > 0 {
-			out[p[j]-1] = j - 1
-		}
-	}
-	return out
+	return assign.Min(cost, n, m)
 }

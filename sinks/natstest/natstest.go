@@ -7,6 +7,7 @@ package natstest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -265,4 +266,48 @@ func ConnectJS(tb testing.TB, url string, opts ...nats.Option) jetstream.JetStre
 		tb.Fatal(err)
 	}
 	return js
+}
+
+// ReadStream reads the events of subject stored in stream on the server at url, as many as
+// the stream holds of it when called (events published meanwhile are left), decoding each
+// into a T.
+func ReadStream[T any](tb testing.TB, url, stream, subject string) []T {
+	tb.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	want := info.State.Subjects[subject]
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []T
+	for uint64(len(out)) < want {
+		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			tb.Fatalf("after %d of %d events of %s: %v", len(out), want, subject, err)
+		}
+		var v T
+		if err := json.Unmarshal(msg.Data(), &v); err != nil {
+			tb.Fatalf("event %d of %s: %v", len(out)+1, subject, err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
