@@ -74,7 +74,9 @@
 // LowScore are ignored; the rest split into high (score >= HighScore) and low. Then:
 //
 //  1. high detections against confirmed and lost tracks, by IoU of the detection with the
-//     track's predicted box (at least MinIoU);
+//     track's predicted box (at least MinIoU); a lost track may not take the detection a
+//     confirmed track overlaps best, where that one overlaps it more (a lost track's
+//     prediction come over a standing object would swap ids with it: claims);
 //  2. low detections against the confirmed and lost tracks left, by IoU (at least
 //     MinIoULow): a partly hidden object, detected with a low score, keeps its track
 //     without a low score ever starting one (ByteTrack's contribution; ByteTrack leaves
@@ -427,6 +429,7 @@ type Tracker struct {
 	res   Result
 	dets  []infer.Detection // the frame's, during Update
 	taken []bool            // detections matched in this frame
+	claim []float64         // each detection's claim by a confirmed track (claims)
 	keys  []int             // each detection's match key (matchKey)
 	high  []int
 	low   []int
@@ -582,6 +585,7 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	}
 	isTentative := func(tr *track) bool { return tr.State == Tentative }
 	gate := t.cfg.DistanceGate
+	t.claims()
 	// 1. high against confirmed and lost, by overlap.
 	t.stage(dets, t.high, isActive, byIoU, 1-t.cfg.MinIoU, at)
 	// 2. low against confirmed and lost left, by overlap.
@@ -818,22 +822,57 @@ func (t *Tracker) outside(b geom.Box) bool {
 
 // costFunc returns the cost of matching track tr with detection d, or ok false when the
 // pair is outside the stage's gate.
-type costFunc func(t *Tracker, tr *track, d infer.Detection) (cost float64, ok bool)
+type costFunc func(t *Tracker, tr *track, i int) (cost float64, ok bool)
 
-// byIoU costs 1 - IoU of the detection with the predicted box.
-func byIoU(_ *Tracker, tr *track, d infer.Detection) (float64, bool) {
-	return 1 - iou(tr.Box, d.Box), true
+// byIoU costs 1 - IoU of the detection with the predicted box. A lost track may not take
+// a detection that a confirmed track claims by a larger overlap (claims).
+func byIoU(t *Tracker, tr *track, i int) (float64, bool) {
+	v := iou(tr.Box, t.dets[i].Box)
+	if tr.State == Lost && v <= t.claim[i] {
+		return 0, false
+	}
+	return 1 - v, true
+}
+
+// claims sets claim[i], for each detection, to the largest IoU of a confirmed track's
+// prediction with it among the confirmed tracks (of its match key) that overlap it more than
+// any other detection: the detection that is most likely the track's own. A lost track's
+// prediction, carried on at the speed it had, may come over a standing object (one it walked
+// behind) and overlap that one's detection nearly as well as its own track does: the two
+// would then swap, the standing one's track taking the newcomer's box as it comes out, for
+// an assignment of two pairs where one would do (pipeline's crowd, at 10 fps). A confirmed
+// track's prediction is the surer one.
+func (t *Tracker) claims() {
+	t.claim = grow(t.claim, len(t.dets))
+	clear(t.claim)
+	for _, tr := range t.tracks {
+		if tr.State != Confirmed {
+			continue
+		}
+		best, bv := -1, 0.0
+		for i, d := range t.dets {
+			if t.keys[i] != tr.key || d.Box.W <= 0 || d.Box.H <= 0 || float64(d.Score) < t.cfg.LowScore {
+				continue
+			}
+			if v := iou(tr.Box, d.Box); v > bv {
+				best, bv = i, v
+			}
+		}
+		if best >= 0 && bv > t.claim[best] {
+			t.claim[best] = bv
+		}
+	}
 }
 
 // bySeen costs 1 - IoU of the detection with the box where the track was last seen.
-func bySeen(_ *Tracker, tr *track, d infer.Detection) (float64, bool) {
-	return 1 - iou(tr.seen, d.Box), true
+func bySeen(t *Tracker, tr *track, i int) (float64, bool) {
+	return 1 - iou(tr.seen, t.dets[i].Box), true
 }
 
 // byDistance costs the squared Mahalanobis distance of the detection's centre from the
 // predicted centre, and gates the size.
-func byDistance(t *Tracker, tr *track, d infer.Detection) (float64, bool) {
-	b := d.Box
+func byDistance(t *Tracker, tr *track, i int) (float64, bool) {
+	b := t.dets[i].Box
 	p := tr.Box
 	if b.W > 2*p.W || p.W > 2*b.W || b.H > 2*p.H || p.H > 2*b.H {
 		return 0, false
@@ -860,11 +899,10 @@ func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) boo
 	t.m.reset(nr, nc, limit)
 	for r, tr := range t.rows {
 		for c, i := range idx {
-			d := dets[i]
 			if t.taken[i] || t.keys[i] != tr.key || tr.State == Lost && !t.reacquires(tr, i, at) {
 				continue
 			}
-			if v, ok := cost(t, tr, d); ok && v < limit {
+			if v, ok := cost(t, tr, i); ok && v < limit {
 				t.m.allow(nc, r, c, v)
 			}
 		}
