@@ -81,7 +81,9 @@
 //     MinIoULow): a partly hidden object, detected with a low score, keeps its track
 //     without a low score ever starting one (ByteTrack's contribution; ByteTrack leaves
 //     lost tracks out of this stage, but at 2 fps one missed frame makes a track lost, and
-//     a strict IoU with its prediction is evidence enough);
+//     a strict IoU with its prediction is evidence enough). A low detection more than
+//     maxGrowth times as wide or high as a confirmed track is two objects seen as one, not
+//     that track's (outgrows);
 //  3. the high detections left against the confirmed tracks left and those lost for at
 //     most a second (past that, a prediction's uncertainty is too wide to be safe), by the
 //     distance of the detection's centre from the predicted centre, in standard deviations
@@ -804,6 +806,10 @@ func (t *Tracker) rescale(sx, sy float64) {
 		tr.Box = tr.predicted()
 		tr.BestBox = scaleBox(tr.BestBox, sx, sy)
 		tr.seen = scaleBox(tr.seen, sx, sy)
+		for k := range tr.sizes {
+			tr.sizes[k].w *= sx
+			tr.sizes[k].h *= sy
+		}
 	}
 }
 
@@ -899,7 +905,7 @@ func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) boo
 	t.m.reset(nr, nc, limit)
 	for r, tr := range t.rows {
 		for c, i := range idx {
-			if t.taken[i] || t.keys[i] != tr.key || tr.State == Lost && !t.reacquires(tr, i, at) {
+			if t.taken[i] || t.keys[i] != tr.key || tr.State == Lost && !t.reacquires(tr, i, at) || tr.State == Confirmed && float64(t.dets[i].Score) < t.cfg.HighScore && t.outgrows(tr, i) {
 				continue
 			}
 			if v, ok := cost(t, tr, i); ok && v < limit {
@@ -983,6 +989,25 @@ func (t *Tracker) reacquires(tr *track, i int, at time.Time) bool {
 	reach := reachSlack*size + 2*speed*at.Sub(tr.LastSeen).Seconds()
 	dx, dy := b.X+b.W/2-(p.X+p.W/2), b.Y+b.H/2-(p.Y+p.H/2)
 	return dx*dx+dy*dy <= reach*reach
+}
+
+// maxGrowth bounds how much larger than a confirmed track's size (the medians of its latest
+// boxes) a detection it takes may be, in width or in height (a side cut by the frame's edge
+// not compared): a box much taller or wider than the track's is not the object grown in a
+// frame but two objects seen as one (a person at the frame's edge merged with the one
+// behind, taking the first one's track over to the second, in pipeline's crowd). An object
+// coming nearer grows by a few percent a frame; one coming in over the frame's edge has that
+// side cut.
+const maxGrowth = 2
+
+// outgrows says whether detection i is too large to be confirmed track tr's object. Only
+// low detections are asked (stage 2): a merged box is commonly one, and a high detection
+// that has grown is more often the object come nearer between two frames far apart (at
+// 0.5 fps, gating high ones too cost the crowd a crossing).
+func (t *Tracker) outgrows(tr *track, i int) bool {
+	w, h := tr.size()
+	dw, dh := t.uncut(t.dets[i].Box)
+	return w > 0 && dw > maxGrowth*w || h > 0 && dh > maxGrowth*h
 }
 
 // measured returns the box the filter and the size checks take from detection i of the
