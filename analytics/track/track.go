@@ -54,7 +54,11 @@
 //     longer than LostTimeout (a time, so it means the same at every frame rate), or at
 //     once when the centre of its predicted box is outside the frame (it left: detections
 //     are clipped to the frame, so none would match it but that of the next object to
-//     come in there).
+//     come in there). A track whose predicted centre is outside the frame takes no
+//     detection: a box cut by the frame's edge, narrower than its track, is measured as an
+//     object partly hidden by the edge (as by another object, below), so that an object
+//     more than half out goes out of the frame with its centre, and its track ends instead
+//     of shrinking with the part left in view until it takes the next one coming in.
 //   - ended: reported once in Result.Ended (State Ended), then forgotten.
 //
 // A detection matches only tracks of its class id, or of a class of the same group
@@ -894,7 +898,7 @@ func byDistance(t *Tracker, tr *track, i int) (float64, bool) {
 func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) bool, cost costFunc, limit float64, at time.Time) {
 	t.rows = t.rows[:0]
 	for _, tr := range t.tracks {
-		if !tr.Matched && pick(tr) {
+		if !tr.Matched && pick(tr) && !t.outside(tr.Box) { // gone: see outside
 			t.rows = append(t.rows, tr)
 		}
 	}
@@ -1021,7 +1025,7 @@ func (t *Tracker) measured(tr *track, i int, b geom.Box) geom.Box {
 	w, h := tr.size()
 	p := tr.Box // the prediction
 	if w > 0 && b.W*maxSizeRatio < w && (h == 0 || !ratioOver(b.H, h, maxSizeRatio)) {
-		switch t.covered(i, b, true, w) {
+		switch t.hidden(i, b, true, w) {
 		case -1: // the low side hidden: the high edge is the object's
 			if near(b.X+b.W, p.X+p.W, w) {
 				b.X, b.W = b.X+b.W-w, w
@@ -1033,7 +1037,7 @@ func (t *Tracker) measured(tr *track, i int, b geom.Box) geom.Box {
 		}
 	}
 	if h > 0 && b.H*maxSizeRatio < h && (w == 0 || !ratioOver(b.W, w, maxSizeRatio)) {
-		switch t.covered(i, b, false, h) {
+		switch t.hidden(i, b, false, h) {
 		case -1:
 			if near(b.Y+b.H, p.Y+p.H, h) {
 				b.Y, b.H = b.Y+b.H-h, h
@@ -1045,6 +1049,32 @@ func (t *Tracker) measured(tr *track, i int, b geom.Box) geom.Box {
 		}
 	}
 	return b
+}
+
+// hidden says which side of box b, of detection i, is hidden (as covered says): by another
+// detection's box, or else by the frame's edge, which hides an object going out as another
+// object in front would. An object half out of the frame is then measured with its centre
+// outside it, and its track ends in the next frame (outside) instead of shrinking with the
+// part left in view until it takes the box of the next object to come in there (pipeline's
+// crowd, at 5 and 10 fps).
+func (t *Tracker) hidden(i int, b geom.Box, across bool, size float64) int {
+	if s := t.covered(i, b, across, size); s != 0 {
+		return s
+	}
+	lo, hi, end := b.X, b.X+b.W, float64(t.w)
+	if !across {
+		lo, hi, end = b.Y, b.Y+b.H, float64(t.h)
+	}
+	eps := 2 + 0.1*(hi-lo) // as uncut's
+	switch {
+	case lo < eps && hi > end-eps:
+		return 0
+	case lo < eps:
+		return -1
+	case hi > end-eps:
+		return 1
+	}
+	return 0
 }
 
 // near says whether two edges of boxes of size size are within their noise of each other:
