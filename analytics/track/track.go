@@ -80,7 +80,7 @@
 //  1. high detections against confirmed and lost tracks, by IoU of the detection with the
 //     track's predicted box (at least MinIoU); a lost track may not take the detection a
 //     confirmed track overlaps best, where that one overlaps it more (a lost track's
-//     prediction come over a standing object would swap ids with it: claims);
+//     prediction come over a standing object would swap ids with it: claimOf);
 //  2. low detections against the confirmed and lost tracks left, by IoU (at least
 //     MinIoULow): a partly hidden object, detected with a low score, keeps its track
 //     without a low score ever starting one (ByteTrack's contribution; ByteTrack leaves
@@ -435,7 +435,8 @@ type Tracker struct {
 	res   Result
 	dets  []infer.Detection // the frame's, during Update
 	taken []bool            // detections matched in this frame
-	claim []float64         // each detection's claim by a confirmed track (claims)
+	claim []float64         // each detection's claim by the confirmed tracks (claimOf), -1 until asked
+	frame uint64            // frames updated, for the tracks' per-frame caches
 	keys  []int             // each detection's match key (matchKey)
 	high  []int
 	low   []int
@@ -448,7 +449,10 @@ type track struct {
 	cx, cy, cw, ch axis
 	det            int      // index of the detection matched in this frame
 	seen           geom.Box // box of the latest matched detection
-	key            int      // the match key of its classes (matchKey)
+	pred           geom.Box // the prediction for this frame (Box becomes the detection matched)
+	best           int      // bestOf's answer in frame bestFrame
+	bestFrame      uint64
+	key            int // the match key of its classes (matchKey)
 	// sizes are the widths and heights of its latest sizeRing detections (sizes[Hits%sizeRing]
 	// the next to go; 0 where the frame's edge cut the box), whose medians reacquires
 	// compares a lost track's candidates with: the filter's size follows each detection, and
@@ -591,7 +595,11 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	}
 	isTentative := func(tr *track) bool { return tr.State == Tentative }
 	gate := t.cfg.DistanceGate
-	t.claims()
+	t.frame++
+	t.claim = grow(t.claim, len(dets))
+	for i := range t.claim {
+		t.claim[i] = -1 // not worked out yet (claimOf)
+	}
 	// 1. high against confirmed and lost, by overlap.
 	t.stage(dets, t.high, isActive, byIoU, 1-t.cfg.MinIoU, at)
 	// 2. low against confirmed and lost left, by overlap.
@@ -792,6 +800,7 @@ func (t *Tracker) predict(tr *track, dt float64) {
 	tr.cw.predict(dt, qw)
 	tr.ch.predict(dt, qh)
 	tr.Box = tr.predicted()
+	tr.pred = tr.Box
 	tr.VX, tr.VY = tr.cx.v, tr.cy.v
 }
 
@@ -835,43 +844,58 @@ func (t *Tracker) outside(b geom.Box) bool {
 type costFunc func(t *Tracker, tr *track, i int) (cost float64, ok bool)
 
 // byIoU costs 1 - IoU of the detection with the predicted box. A lost track may not take
-// a detection that a confirmed track claims by a larger overlap (claims).
+// a detection that a confirmed track claims by a larger overlap (claimOf).
 func byIoU(t *Tracker, tr *track, i int) (float64, bool) {
 	v := iou(tr.Box, t.dets[i].Box)
-	if tr.State == Lost && v <= t.claim[i] {
+	if tr.State == Lost && v <= t.claimOf(i) {
 		return 0, false
 	}
 	return 1 - v, true
 }
 
-// claims sets claim[i], for each detection, to the largest IoU of a confirmed track's
-// prediction with it among the confirmed tracks (of its match key) that overlap it more than
-// any other detection: the detection that is most likely the track's own. A lost track's
-// prediction, carried on at the speed it had, may come over a standing object (one it walked
-// behind) and overlap that one's detection nearly as well as its own track does: the two
-// would then swap, the standing one's track taking the newcomer's box as it comes out, for
-// an assignment of two pairs where one would do (pipeline's crowd, at 10 fps). A confirmed
-// track's prediction is the surer one.
-func (t *Tracker) claims() {
-	t.claim = grow(t.claim, len(t.dets))
-	clear(t.claim)
+// claimOf returns the claim on detection i by the confirmed tracks: the largest IoU of a
+// confirmed track's prediction with it among those (of its match key) that overlap it more
+// than any other detection, the detection most likely their own; 0 when none. A lost
+// track's prediction, carried on at the speed it had, may come over a standing object (one
+// it walked behind) and overlap that one's detection nearly as well as its own track does:
+// the two would then swap, the standing one's track taking the walker's box as it comes out,
+// for an assignment of two pairs where one would do (pipeline's crowd, at 10 fps). A
+// confirmed track's prediction is the surer one. Worked out when a lost track asks, once a
+// frame (claim, bestOf): lost tracks are few.
+func (t *Tracker) claimOf(i int) float64 {
+	if c := t.claim[i]; c >= 0 {
+		return c
+	}
+	c, b := 0.0, t.dets[i].Box
 	for _, tr := range t.tracks {
-		if tr.State != Confirmed {
+		if tr.State != Confirmed || tr.key != t.keys[i] {
 			continue
 		}
-		best, bv := -1, 0.0
-		for i, d := range t.dets {
-			if t.keys[i] != tr.key || d.Box.W <= 0 || d.Box.H <= 0 || float64(d.Score) < t.cfg.LowScore {
-				continue
-			}
-			if v := iou(tr.Box, d.Box); v > bv {
-				best, bv = i, v
-			}
-		}
-		if best >= 0 && bv > t.claim[best] {
-			t.claim[best] = bv
+		if v := iou(tr.pred, b); v > c && t.bestOf(tr) == i {
+			c = v
 		}
 	}
+	t.claim[i] = c
+	return c
+}
+
+// bestOf returns the index of the detection that confirmed track tr's prediction overlaps
+// most (the first of equals), -1 when none.
+func (t *Tracker) bestOf(tr *track) int {
+	if tr.bestFrame == t.frame {
+		return tr.best
+	}
+	best, bv := -1, 0.0
+	for i, d := range t.dets {
+		if t.keys[i] != tr.key || d.Box.W <= 0 || d.Box.H <= 0 || float64(d.Score) < t.cfg.LowScore {
+			continue
+		}
+		if v := iou(tr.pred, d.Box); v > bv {
+			best, bv = i, v
+		}
+	}
+	tr.best, tr.bestFrame = best, t.frame
+	return best
 }
 
 // bySeen costs 1 - IoU of the detection with the box where the track was last seen.
