@@ -449,10 +449,10 @@ type track struct {
 	cx, cy, cw, ch axis
 	det            int      // index of the detection matched in this frame
 	seen           geom.Box // box of the latest matched detection
+	key            int      // the match key of its classes (matchKey)
 	pred           geom.Box // the prediction for this frame (Box becomes the detection matched)
 	best           int      // bestOf's answer in frame bestFrame
 	bestFrame      uint64
-	key            int // the match key of its classes (matchKey)
 	// sizes are the widths and heights of its latest sizeRing detections (sizes[Hits%sizeRing]
 	// the next to go; 0 where the frame's edge cut the box), whose medians reacquires
 	// compares a lost track's candidates with: the filter's size follows each detection, and
