@@ -933,7 +933,7 @@ func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) boo
 	t.m.reset(nr, nc, limit)
 	for r, tr := range t.rows {
 		for c, i := range idx {
-			if t.taken[i] || t.keys[i] != tr.key || tr.State == Lost && !t.reacquires(tr, i, at) || tr.State == Confirmed && float64(t.dets[i].Score) < t.cfg.HighScore && t.outgrows(tr, i) {
+			if t.taken[i] || t.keys[i] != tr.key || !t.canBe(tr, i, at) {
 				continue
 			}
 			if v, ok := cost(t, tr, i); ok && v < limit {
@@ -1017,6 +1017,19 @@ func (t *Tracker) reacquires(tr *track, i int, at time.Time) bool {
 	reach := reachSlack*size + 2*speed*at.Sub(tr.LastSeen).Seconds()
 	dx, dy := b.X+b.W/2-(p.X+p.W/2), b.Y+b.H/2-(p.Y+p.H/2)
 	return dx*dx+dy*dy <= reach*reach
+}
+
+// canBe says whether detection i, in the frame at at, can be track tr's object at all: a
+// lost track's must be of its size and within its reach (reacquires), a confirmed track's
+// low one no merged box (outgrows).
+func (t *Tracker) canBe(tr *track, i int, at time.Time) bool {
+	switch tr.State {
+	case Lost:
+		return t.reacquires(tr, i, at)
+	case Confirmed:
+		return float64(t.dets[i].Score) >= t.cfg.HighScore || !t.outgrows(tr, i)
+	}
+	return true
 }
 
 // maxGrowth bounds how much larger than a confirmed track's size (the medians of its latest
