@@ -27,7 +27,7 @@ import (
 // (those the camera's filters kept, as the detection events carry them) there, unless the
 // file is there already; then it runs only the scene (analytics.Scene.Step on the recorded
 // detections and times, every k-th frame for each of crowdRates) and scores each rate with
-// groundtruth.ScoreRun as TestCrowdReplay does, in a second or two. A replay analyses every
+// groundtruth.ScoreRun and checks crowdBounds as TestCrowdReplay does, in a second or two. A replay analyses every
 // frame due, from the first, so the figures are TestCrowdReplay's (the camera's filters
 // keep what they kept). Without the variable it is skipped.
 //
@@ -80,6 +80,9 @@ func TestCrowdDets(t *testing.T) {
 			fig := stepCrowdDets(t, cfg, rec, fps, sc, cs)
 			t.Logf("figures: fps %g: %s", fps, fig)
 			t.Logf("fps %g: tracks per object %v", fps, fig.Score.Tracks)
+			r := crowdRate{FPS: fps, IDF1: fig.ID.IDF1, CountAccuracy: fig.CountAccuracy, IDSwitches: fig.Score.IDSwitches,
+				DwellError: fig.DwellError, DwellCountedS: fig.DwellCounted.Seconds(), DwellTrueS: fig.DwellTrue.Seconds()}
+			r.check(t) // crowdBounds, as TestCrowdReplay
 		})
 	}
 }
