@@ -54,7 +54,11 @@
 //     longer than LostTimeout (a time, so it means the same at every frame rate), or at
 //     once when the centre of its predicted box is outside the frame (it left: detections
 //     are clipped to the frame, so none would match it but that of the next object to
-//     come in there).
+//     come in there). A track whose predicted centre is outside the frame takes no
+//     detection: a box cut by the frame's edge, narrower than its track, is measured as an
+//     object partly hidden by the edge (as by another object, below), so that an object
+//     more than half out goes out of the frame with its centre, and its track ends instead
+//     of shrinking with the part left in view until it takes the next one coming in.
 //   - ended: reported once in Result.Ended (State Ended), then forgotten.
 //
 // A detection matches only tracks of its class id, or of a class of the same group
@@ -74,12 +78,16 @@
 // LowScore are ignored; the rest split into high (score >= HighScore) and low. Then:
 //
 //  1. high detections against confirmed and lost tracks, by IoU of the detection with the
-//     track's predicted box (at least MinIoU);
+//     track's predicted box (at least MinIoU); a lost track may not take the detection a
+//     confirmed track overlaps best, where that one overlaps it more (a lost track's
+//     prediction come over a standing object would swap ids with it: claimOf);
 //  2. low detections against the confirmed and lost tracks left, by IoU (at least
 //     MinIoULow): a partly hidden object, detected with a low score, keeps its track
 //     without a low score ever starting one (ByteTrack's contribution; ByteTrack leaves
 //     lost tracks out of this stage, but at 2 fps one missed frame makes a track lost, and
-//     a strict IoU with its prediction is evidence enough);
+//     a strict IoU with its prediction is evidence enough). A low detection more than
+//     maxGrowth times as wide or high as a confirmed track is two objects seen as one, not
+//     that track's (outgrows);
 //  3. the high detections left against the confirmed tracks left and those lost for at
 //     most a second (past that, a prediction's uncertainty is too wide to be safe), by the
 //     distance of the detection's centre from the predicted centre, in standard deviations
@@ -427,6 +435,8 @@ type Tracker struct {
 	res   Result
 	dets  []infer.Detection // the frame's, during Update
 	taken []bool            // detections matched in this frame
+	claim []float64         // each detection's claim by the confirmed tracks (claimOf), -1 until asked
+	frame uint64            // frames updated, for the tracks' per-frame caches
 	keys  []int             // each detection's match key (matchKey)
 	high  []int
 	low   []int
@@ -440,6 +450,9 @@ type track struct {
 	det            int      // index of the detection matched in this frame
 	seen           geom.Box // box of the latest matched detection
 	key            int      // the match key of its classes (matchKey)
+	pred           geom.Box // the prediction for this frame (Box becomes the detection matched)
+	best           int      // bestOf's answer in frame bestFrame
+	bestFrame      uint64
 	// sizes are the widths and heights of its latest sizeRing detections (sizes[Hits%sizeRing]
 	// the next to go; 0 where the frame's edge cut the box), whose medians reacquires
 	// compares a lost track's candidates with: the filter's size follows each detection, and
@@ -582,6 +595,11 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	}
 	isTentative := func(tr *track) bool { return tr.State == Tentative }
 	gate := t.cfg.DistanceGate
+	t.frame++
+	t.claim = grow(t.claim, len(dets))
+	for i := range t.claim {
+		t.claim[i] = -1 // not worked out yet (claimOf)
+	}
 	// 1. high against confirmed and lost, by overlap.
 	t.stage(dets, t.high, isActive, byIoU, 1-t.cfg.MinIoU, at)
 	// 2. low against confirmed and lost left, by overlap.
@@ -782,6 +800,7 @@ func (t *Tracker) predict(tr *track, dt float64) {
 	tr.cw.predict(dt, qw)
 	tr.ch.predict(dt, qh)
 	tr.Box = tr.predicted()
+	tr.pred = tr.Box
 	tr.VX, tr.VY = tr.cx.v, tr.cy.v
 }
 
@@ -800,6 +819,10 @@ func (t *Tracker) rescale(sx, sy float64) {
 		tr.Box = tr.predicted()
 		tr.BestBox = scaleBox(tr.BestBox, sx, sy)
 		tr.seen = scaleBox(tr.seen, sx, sy)
+		for k := range tr.sizes {
+			tr.sizes[k].w *= sx
+			tr.sizes[k].h *= sy
+		}
 	}
 }
 
@@ -818,22 +841,72 @@ func (t *Tracker) outside(b geom.Box) bool {
 
 // costFunc returns the cost of matching track tr with detection d, or ok false when the
 // pair is outside the stage's gate.
-type costFunc func(t *Tracker, tr *track, d infer.Detection) (cost float64, ok bool)
+type costFunc func(t *Tracker, tr *track, i int) (cost float64, ok bool)
 
-// byIoU costs 1 - IoU of the detection with the predicted box.
-func byIoU(_ *Tracker, tr *track, d infer.Detection) (float64, bool) {
-	return 1 - iou(tr.Box, d.Box), true
+// byIoU costs 1 - IoU of the detection with the predicted box. A lost track may not take
+// a detection that a confirmed track claims by a larger overlap (claimOf).
+func byIoU(t *Tracker, tr *track, i int) (float64, bool) {
+	v := iou(tr.Box, t.dets[i].Box)
+	if tr.State == Lost && v <= t.claimOf(i) {
+		return 0, false
+	}
+	return 1 - v, true
+}
+
+// claimOf returns the claim on detection i by the confirmed tracks: the largest IoU of a
+// confirmed track's prediction with it among those (of its match key) that overlap it more
+// than any other detection, the detection most likely their own; 0 when none. A lost
+// track's prediction, carried on at the speed it had, may come over a standing object (one
+// it walked behind) and overlap that one's detection nearly as well as its own track does:
+// the two would then swap, the standing one's track taking the walker's box as it comes out,
+// for an assignment of two pairs where one would do (pipeline's crowd, at 10 fps). A
+// confirmed track's prediction is the surer one. Worked out when a lost track asks, once a
+// frame (claim, bestOf): lost tracks are few.
+func (t *Tracker) claimOf(i int) float64 {
+	if c := t.claim[i]; c >= 0 {
+		return c
+	}
+	c, b := 0.0, t.dets[i].Box
+	for _, tr := range t.tracks {
+		if tr.State != Confirmed || tr.key != t.keys[i] {
+			continue
+		}
+		if v := iou(tr.pred, b); v > c && t.bestOf(tr) == i {
+			c = v
+		}
+	}
+	t.claim[i] = c
+	return c
+}
+
+// bestOf returns the index of the detection that confirmed track tr's prediction overlaps
+// most (the first of equals), -1 when none.
+func (t *Tracker) bestOf(tr *track) int {
+	if tr.bestFrame == t.frame {
+		return tr.best
+	}
+	best, bv := -1, 0.0
+	for i, d := range t.dets {
+		if t.keys[i] != tr.key || d.Box.W <= 0 || d.Box.H <= 0 || float64(d.Score) < t.cfg.LowScore {
+			continue
+		}
+		if v := iou(tr.pred, d.Box); v > bv {
+			best, bv = i, v
+		}
+	}
+	tr.best, tr.bestFrame = best, t.frame
+	return best
 }
 
 // bySeen costs 1 - IoU of the detection with the box where the track was last seen.
-func bySeen(_ *Tracker, tr *track, d infer.Detection) (float64, bool) {
-	return 1 - iou(tr.seen, d.Box), true
+func bySeen(t *Tracker, tr *track, i int) (float64, bool) {
+	return 1 - iou(tr.seen, t.dets[i].Box), true
 }
 
 // byDistance costs the squared Mahalanobis distance of the detection's centre from the
 // predicted centre, and gates the size.
-func byDistance(t *Tracker, tr *track, d infer.Detection) (float64, bool) {
-	b := d.Box
+func byDistance(t *Tracker, tr *track, i int) (float64, bool) {
+	b := t.dets[i].Box
 	p := tr.Box
 	if b.W > 2*p.W || p.W > 2*b.W || b.H > 2*p.H || p.H > 2*b.H {
 		return 0, false
@@ -849,7 +922,7 @@ func byDistance(t *Tracker, tr *track, d infer.Detection) (float64, bool) {
 func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) bool, cost costFunc, limit float64, at time.Time) {
 	t.rows = t.rows[:0]
 	for _, tr := range t.tracks {
-		if !tr.Matched && pick(tr) {
+		if !tr.Matched && pick(tr) && !t.outside(tr.Box) { // gone: see outside
 			t.rows = append(t.rows, tr)
 		}
 	}
@@ -860,11 +933,10 @@ func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) boo
 	t.m.reset(nr, nc, limit)
 	for r, tr := range t.rows {
 		for c, i := range idx {
-			d := dets[i]
-			if t.taken[i] || t.keys[i] != tr.key || tr.State == Lost && !t.reacquires(tr, i, at) {
+			if t.taken[i] || t.keys[i] != tr.key || !t.canBe(tr, i, at) {
 				continue
 			}
-			if v, ok := cost(t, tr, d); ok && v < limit {
+			if v, ok := cost(t, tr, i); ok && v < limit {
 				t.m.allow(nc, r, c, v)
 			}
 		}
@@ -947,6 +1019,38 @@ func (t *Tracker) reacquires(tr *track, i int, at time.Time) bool {
 	return dx*dx+dy*dy <= reach*reach
 }
 
+// canBe says whether detection i, in the frame at at, can be track tr's object at all: a
+// lost track's must be of its size and within its reach (reacquires), a confirmed track's
+// low one no merged box (outgrows).
+func (t *Tracker) canBe(tr *track, i int, at time.Time) bool {
+	switch tr.State {
+	case Lost:
+		return t.reacquires(tr, i, at)
+	case Confirmed:
+		return float64(t.dets[i].Score) >= t.cfg.HighScore || !t.outgrows(tr, i)
+	}
+	return true
+}
+
+// maxGrowth bounds how much larger than a confirmed track's size (the medians of its latest
+// boxes) a detection it takes may be, in width or in height (a side cut by the frame's edge
+// not compared): a box much taller or wider than the track's is not the object grown in a
+// frame but two objects seen as one (a person at the frame's edge merged with the one
+// behind, taking the first one's track over to the second, in pipeline's crowd). An object
+// coming nearer grows by a few percent a frame; one coming in over the frame's edge has that
+// side cut.
+const maxGrowth = 2
+
+// outgrows says whether detection i is too large to be confirmed track tr's object. Only
+// low detections are asked (stage 2): a merged box is commonly one, and a high detection
+// that has grown is more often the object come nearer between two frames far apart (at
+// 0.5 fps, gating high ones too cost the crowd a crossing).
+func (t *Tracker) outgrows(tr *track, i int) bool {
+	w, h := tr.size()
+	dw, dh := t.uncut(t.dets[i].Box)
+	return w > 0 && dw > maxGrowth*w || h > 0 && dh > maxGrowth*h
+}
+
 // measured returns the box the filter and the size checks take from detection i of the
 // frame, of box b: b itself, or, where b is much narrower (or lower) than the track's size,
 // another detection's box covers the side b lacks and b's other edge is where the
@@ -958,7 +1062,7 @@ func (t *Tracker) measured(tr *track, i int, b geom.Box) geom.Box {
 	w, h := tr.size()
 	p := tr.Box // the prediction
 	if w > 0 && b.W*maxSizeRatio < w && (h == 0 || !ratioOver(b.H, h, maxSizeRatio)) {
-		switch t.covered(i, b, true, w) {
+		switch t.hidden(i, b, true, w) {
 		case -1: // the low side hidden: the high edge is the object's
 			if near(b.X+b.W, p.X+p.W, w) {
 				b.X, b.W = b.X+b.W-w, w
@@ -970,7 +1074,7 @@ func (t *Tracker) measured(tr *track, i int, b geom.Box) geom.Box {
 		}
 	}
 	if h > 0 && b.H*maxSizeRatio < h && (w == 0 || !ratioOver(b.W, w, maxSizeRatio)) {
-		switch t.covered(i, b, false, h) {
+		switch t.hidden(i, b, false, h) {
 		case -1:
 			if near(b.Y+b.H, p.Y+p.H, h) {
 				b.Y, b.H = b.Y+b.H-h, h
@@ -982,6 +1086,32 @@ func (t *Tracker) measured(tr *track, i int, b geom.Box) geom.Box {
 		}
 	}
 	return b
+}
+
+// hidden says which side of box b, of detection i, is hidden (as covered says): by another
+// detection's box, or else by the frame's edge, which hides an object going out as another
+// object in front would. An object half out of the frame is then measured with its centre
+// outside it, and its track ends in the next frame (outside) instead of shrinking with the
+// part left in view until it takes the box of the next object to come in there (pipeline's
+// crowd, at 5 and 10 fps).
+func (t *Tracker) hidden(i int, b geom.Box, across bool, size float64) int {
+	if s := t.covered(i, b, across, size); s != 0 {
+		return s
+	}
+	lo, hi, end := b.X, b.X+b.W, float64(t.w)
+	if !across {
+		lo, hi, end = b.Y, b.Y+b.H, float64(t.h)
+	}
+	eps := 2 + 0.1*(hi-lo) // as uncut's
+	switch {
+	case lo < eps && hi > end-eps:
+		return 0
+	case lo < eps:
+		return -1
+	case hi > end-eps:
+		return 1
+	}
+	return 0
 }
 
 // near says whether two edges of boxes of size size are within their noise of each other:
