@@ -194,6 +194,11 @@ type Config struct {
 	// missed frames (LostTimeout at least 2.5 intervals), and a lost track is matched by
 	// its prediction and by distance (stages 1-3) for at least two intervals (one missed
 	// frame). Default 0: the times as they are (2 fps and faster need no stretching).
+	//
+	// The tracker also stretches them to the interval it is fed at (smoothed over its
+	// latest frames, gaps over maxObservedInterval ignored), when that is longer: a camera
+	// whose frames are analysed at a fraction of its fps (the workers are overloaded, and
+	// the slicer shares them out) keeps its tracks too.
 	FrameInterval time.Duration
 	// ClassGroups are sets of labels a detector confuses with each other (a car seen as a
 	// truck every few frames): a detection may match a track of any class of its group, and
@@ -310,14 +315,21 @@ func groupsOf(groups [][]string) (map[string]int, error) {
 	return m, nil
 }
 
-// times are a Config's times in force, stretched to its FrameInterval.
+// maxObservedInterval is the longest interval between frames that the tracker takes for
+// the rate it is fed at: a longer gap is an outage (a camera offline, a stall), not a rate.
+// Twice the interval of the slowest rate the tracker is tested at (config.MinTrackedFPS).
+const maxObservedInterval = 10 * time.Second
+
+// times are a Config's times in force, stretched to interval, the longer of its
+// FrameInterval and the interval the tracker is fed at.
 type times struct {
 	confirmWindow, lostTimeout, predictMaxLost, distanceMaxLost time.Duration
 }
 
-func (c *Config) times() times {
+func (c *Config) times(interval time.Duration) times {
+	interval = max(interval, c.FrameInterval)
 	frames := func(d time.Duration, n float64) time.Duration {
-		return max(d, time.Duration(n*float64(c.FrameInterval)))
+		return max(d, time.Duration(n*float64(interval)))
 	}
 	return times{
 		confirmWindow:   frames(c.ConfirmWindow, float64(c.ConfirmHits)),
@@ -421,7 +433,10 @@ var ErrTimeOrder = errors.New("track: frame time not after the previous frame's"
 // Tracker follows the objects of one camera. Not safe for concurrent use.
 type Tracker struct {
 	cfg    Config
-	times  times          // cfg's, stretched to its FrameInterval
+	times  times          // cfg's, stretched to its FrameInterval or observed
+	// observed is the interval between the latest frames, smoothed: what the camera is
+	// analysed at, which overload makes longer than its FrameInterval.
+	observed time.Duration
 	groups map[string]int // cfg.ClassGroups: the group of each label in one
 	nextID uint64
 	tracks []*track
@@ -490,7 +505,7 @@ func New(cfg Config, firstID uint64) (*Tracker, error) {
 		firstID = 1
 	}
 	groups, _ := groupsOf(cfg.ClassGroups) // checked
-	return &Tracker{cfg: cfg, times: cfg.times(), groups: groups, nextID: firstID}, nil
+	return &Tracker{cfg: cfg, times: cfg.times(0), groups: groups, nextID: firstID}, nil
 }
 
 // SetConfig replaces the tracker's configuration (zero fields take defaults), keeping its
@@ -500,7 +515,7 @@ func (t *Tracker) SetConfig(cfg Config) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	t.cfg, t.times = cfg, cfg.times()
+	t.cfg, t.times = cfg, cfg.times(t.observed)
 	t.groups, _ = groupsOf(cfg.ClassGroups) // checked
 	for _, tr := range t.tracks {
 		tr.key = tr.classKey(t)
@@ -518,6 +533,20 @@ func (t *Tracker) Config() Config { return t.cfg }
 
 // NextID returns the id the next confirmed track will get.
 func (t *Tracker) NextID() uint64 { return t.nextID }
+
+// observe takes dt, the interval since the previous frame, into the rate the tracker is
+// fed at, and stretches its times to it.
+func (t *Tracker) observe(dt time.Duration) {
+	if dt <= 0 || dt > maxObservedInterval {
+		return
+	}
+	if t.observed == 0 {
+		t.observed = dt
+	} else {
+		t.observed += (dt - t.observed) / 4
+	}
+	t.times = t.cfg.times(t.observed)
+}
 
 // Update feeds the detections of the frame captured at at, of size width x height pixels,
 // and returns each detection's track id and the tracks' news. Frames must come in capture
@@ -545,6 +574,7 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 	dt := 0.0
 	if t.started {
 		dt = at.Sub(t.last).Seconds()
+		t.observe(at.Sub(t.last))
 		if t.w != width || t.h != height {
 			t.rescale(float64(width)/float64(t.w), float64(height)/float64(t.h))
 		}
