@@ -203,6 +203,23 @@ func TestReloadEndsObjectsOfCamerasStopped(t *testing.T) {
 			t.Errorf("%s, restarted or disabled, lost its next track id: the keys %v", cam, keys)
 		}
 	}
+
+	// cam0 added again: its counter in the bucket is gone, but its ids go on past those its
+	// objects had (ids from 1 again would repeat their track ids and event ids).
+	var before uint64
+	for id := range ev0.ends() {
+		before = max(before, id)
+	}
+	fd.save(t, body)
+	if ev := nextConfigEvent(t, fd.events); ev.Result != "applied" || !slices.Contains(ev.Added, "cam0") {
+		t.Fatalf("cam0 added again (cam1 and cam2 as they were): config event %+v", ev)
+	}
+	testutil.WaitFor(t, 3*time.Minute, "new objects on cam0", func() bool { return len(ev0.open()) > 0 }) // the old all ended
+	for id := range ev0.open() {
+		if id <= before {
+			t.Errorf("cam0, added again, gave track id %d: its objects before its removal had ids up to %d", id, before)
+		}
+	}
 }
 
 // A zone removed by a reload gives its members their exits (occupancy to zero, their

@@ -66,6 +66,11 @@ type results struct {
 
 	mu         sync.Mutex
 	forgetting map[string]chan struct{} // by camera id: its keys are being deleted; closed when done
+	// removed holds, by camera id, the next track id of each camera removed while the daemon
+	// runs: added again, its ids go on from there, not from 1 (its forgotten counter's start),
+	// which would repeat its old objects' track ids and event ids (JetStream would drop the
+	// new events as duplicates of the old).
+	removed map[string]uint64
 }
 
 // jobRun is what the slicer knows of a job besides what its result carries.
@@ -222,13 +227,15 @@ func (rs *results) newScene(camera string, settings analytics.Config, now time.T
 	ids := newTrackIDs(camera, store, rs.log, &rs.wg)
 	rs.mu.Lock()
 	forgetting := rs.forgetting[camera]
+	after := rs.removed[camera]
+	delete(rs.removed, camera) // from now on its counter in the bucket holds it
 	rs.mu.Unlock()
 	if forgetting != nil { // removed and added again: its old keys go first, then its new ones come
 		<-forgetting // bounded by the forget's timeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sceneRestoreTimeout)
 	defer cancel()
-	firstID := ids.first(ctx, now)
+	firstID := ids.first(ctx, now, after)
 	sc, err := analytics.NewScene(settings, firstID)
 	if err != nil {
 		return nil, nil, err
@@ -300,6 +307,10 @@ func (rs *results) retire(c *camera, why analytics.Why, forget bool) {
 	rs.endLocked(c, why)
 	c.retired = true
 	ids := c.ids
+	var next uint64
+	if c.scene != nil {
+		next = c.scene.NextID()
+	}
 	c.sceneMu.Unlock()
 	if !forget || rs.state == nil {
 		return
@@ -307,9 +318,10 @@ func (rs *results) retire(c *camera, why analytics.Why, forget bool) {
 	done := make(chan struct{})
 	rs.mu.Lock()
 	if rs.forgetting == nil {
-		rs.forgetting = map[string]chan struct{}{}
+		rs.forgetting, rs.removed = map[string]chan struct{}{}, map[string]uint64{}
 	}
 	rs.forgetting[c.cfg.ID] = done
+	rs.removed[c.cfg.ID] = max(rs.removed[c.cfg.ID], next)
 	rs.mu.Unlock()
 	rs.wg.Add(1)
 	go func() {

@@ -58,11 +58,11 @@ func newTrackIDs(camera string, store idStore, log *slog.Logger, wg *sync.WaitGr
 	return ids
 }
 
-// first reserves the first block, synchronously within ctx, and returns its first id: a
-// clock block when the bucket does not answer.
-func (ids *trackIDs) first(ctx context.Context, now time.Time) uint64 {
+// first reserves the first block, from atLeast at least, synchronously within ctx, and
+// returns its first id: a clock block when the bucket does not answer.
+func (ids *trackIDs) first(ctx context.Context, now time.Time, atLeast uint64) uint64 {
 	if ids.store != nil {
-		first, err := ids.store.ReserveTrackIDs(ctx, ids.camera, 0, idBlock)
+		first, err := ids.store.ReserveTrackIDs(ctx, ids.camera, atLeast, idBlock)
 		if err == nil {
 			ids.end = first + idBlock
 			return first
@@ -70,7 +70,7 @@ func (ids *trackIDs) first(ctx context.Context, now time.Time) uint64 {
 		ids.log.Warn("analytics: no block of track ids reserved in the state bucket; ids start from the clock, above every earlier one",
 			"camera", ids.camera, "err", err)
 	}
-	return ids.fromClock(0, 0, now)
+	return ids.fromClock(atLeast, 0, now)
 }
 
 // fromClock takes a block from the clock, from next at least, of at least need ids, and
