@@ -432,15 +432,15 @@ var ErrTimeOrder = errors.New("track: frame time not after the previous frame's"
 
 // Tracker follows the objects of one camera. Not safe for concurrent use.
 type Tracker struct {
-	cfg    Config
-	times  times          // cfg's, stretched to its FrameInterval or observed
+	cfg   Config
+	times times // cfg's, stretched to its FrameInterval or observed
 	// observed is the interval between the latest frames, smoothed: what the camera is
 	// analysed at, which overload makes longer than its FrameInterval.
 	observed time.Duration
-	groups map[string]int // cfg.ClassGroups: the group of each label in one
-	nextID uint64
-	tracks []*track
-	free   []*track // ended tracks kept for reuse
+	groups   map[string]int // cfg.ClassGroups: the group of each label in one
+	nextID   uint64
+	tracks   []*track
+	free     []*track // ended tracks kept for reuse
 
 	started bool
 	last    time.Time
