@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/testutil"
@@ -88,7 +87,7 @@ func (e *sceneEvents) inZone(zone string) (members map[uint64]bool, occupancy ma
 // stateKeys lists the keys of site test's state bucket on the NATS server at url.
 func stateKeys(t *testing.T, url string) []string {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url) // closed on return: tests poll it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,15 +389,7 @@ func TestRestartWithoutGhosts(t *testing.T) {
 		return d.camera("cam0").status().Analysed > 0 && slices.Contains(keys, "lines.cam0.middle") &&
 			!slices.Contains(keys, "occupancy.cam0.gone") && !slices.Contains(keys, "lines.cam0.old")
 	})
-	nc, err := nats.Connect(d.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.ConnectJS(t, d.NATSURL())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, sinks.StateBucket("visiond", "test"))

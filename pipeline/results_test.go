@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sinks/natstest"
 )
 
 // sceneEvents gathers what a daemon publishes for one camera: detection, object, zone and
@@ -118,15 +118,7 @@ func TestAnalyticsOnSampleCamera(t *testing.T) {
 		return o > 0 && z > 0 && l > 0 && ev.snapshot() != ""
 	})
 	// The evidence named is in the site's object store, a JPEG.
-	nc, err := nats.Connect(d.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.ConnectJS(t, d.NATSURL())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	store, err := js.ObjectStore(ctx, sinks.SnapshotBucket("visiond", "test"))

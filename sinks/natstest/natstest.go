@@ -273,15 +273,7 @@ func ConnectJS(tb testing.TB, url string, opts ...nats.Option) jetstream.JetStre
 // into a T.
 func ReadStream[T any](tb testing.TB, url, stream, subject string) []T {
 	tb.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	js := ConnectJS(tb, url)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := js.Stream(ctx, stream)
