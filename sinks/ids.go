@@ -17,6 +17,7 @@ import (
 //
 //	detection  <camera>.<frame seq>
 //	object     <camera>.t<track>.<n>          n: ObjectEvent.Seq, the track's event number from 1
+//	clip       <camera>.t<track>.clip.<clip start, Unix ms>   an ObjectClip event (no Seq)
 //	zone       <camera>.<zone>.t<track>.<type>.<since, Unix ms>
 //	line       <camera>.<line>.t<track>.<at, Unix ms>
 //
@@ -54,6 +55,9 @@ func (e *DetectionEvent) key(*atomic.Uint64) string {
 }
 
 func (e *ObjectEvent) key(*atomic.Uint64) string {
+	if e.Type == ObjectClip && e.Clip != nil {
+		return fmt.Sprintf("%s.t%d.clip.%d", e.Camera, e.TrackID, e.Clip.Start.UnixMilli())
+	}
 	return fmt.Sprintf("%s.t%d.%d", e.Camera, e.TrackID, e.Seq)
 }
 

@@ -17,6 +17,11 @@ const (
 	ObjectNew    = "new"    // the track was confirmed
 	ObjectUpdate = "update" // something about it changed: ObjectEvent.Why says what
 	ObjectEnd    = "end"    // the object ended: ObjectEvent.Reason says why
+	// ObjectClip names a stored clip that shows the object (ObjectEvent.Clip), once it is
+	// stored: after the object's end, or while it lasts when the clip reached max_length.
+	// It repeats the object's state of its latest event before; it is not part of its
+	// lifecycle (end stays its last).
+	ObjectClip = "clip"
 )
 
 // Reasons for an object's end (ObjectEvent.Reason).
@@ -101,6 +106,8 @@ type ObjectEvent struct {
 	// Snapshot is the name of the object's best frame (a JPEG) in the site's snapshot store
 	// (SnapshotName), once stored; omitted before.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Clip, for an ObjectClip event, is the stored clip that shows the object.
+	Clip *ClipRef `json:"clip,omitempty"`
 	// Seq numbers the track's events from 1: the last part of the event's id, which is how
 	// it travels (not a field of the JSON). Required.
 	Seq uint64 `json:"-"`

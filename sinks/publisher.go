@@ -277,9 +277,14 @@ func (p *Publisher) PublishDetections(ev *DetectionEvent) error {
 
 // PublishObject publishes ev on its camera's object subject. Its Seq is required: it numbers
 // the track's events, and two events of a track with the same number would be one to
-// JetStream.
+// JetStream. An ObjectClip event has no Seq but its Clip, which names it.
 func (p *Publisher) PublishObject(ev *ObjectEvent) error {
-	if ev.Seq == 0 {
+	if ev.Type == ObjectClip {
+		if ev.Clip == nil || ev.Clip.Name == "" {
+			p.failed.Add(1)
+			return fmt.Errorf("clip event of camera %q, track %d: no clip", ev.Camera, ev.TrackID)
+		}
+	} else if ev.Seq == 0 {
 		p.failed.Add(1)
 		return fmt.Errorf("object event of camera %q, track %d: no Seq (the track's event number, from 1)", ev.Camera, ev.TrackID)
 	}
