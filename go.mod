@@ -23,6 +23,7 @@ require (
 )
 
 require (
+	github.com/abema/go-mp4 v1.4.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/asticode/go-astikit v0.30.0 // indirect
 	github.com/asticode/go-astits v1.13.0 // indirect

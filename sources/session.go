@@ -64,6 +64,7 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		OnPacketsLost: func(lost uint64) {
 			if recv != nil {
 				recv.gap.Store(true)
+				recv.tap.markLost()
 			}
 			lossLog.warn(c.log, "RTP packets lost", "lost", lost)
 		},
@@ -101,6 +102,7 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		_ = dec.decode(appendAnnexB(nil, params), noPTS, nil) // bad parameter sets show up on the first frames
 	}
 	recv = newReceiver(c, track, queueLen)
+	recv.tap = newPacketTap(c.OnPacket, c.sessions.Add(1), track)
 	stopDecode := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -160,7 +162,8 @@ type receiver struct {
 	spare         chan []byte // buffers of decoded access units, for reuse
 	dropLog       rateLog
 	depacketLog   rateLog
-	clock         rtpClock // RTP callback only
+	clock         rtpClock   // RTP callback only
+	tap           *packetTap // Camera.OnPacket; nil without
 }
 
 func newReceiver(c *Camera, track *videoTrack, n int) *receiver {
@@ -212,6 +215,7 @@ func (r *receiver) push(pkt *rtp.Packet, at time.Time) {
 	if err != nil {
 		if !track.incomplete(err) {
 			r.gap.Store(true)
+			r.tap.markLost()
 			r.depacketLog.warn(c.log, track.codec+" depacketize error", "error", err.Error())
 		}
 		return
@@ -221,6 +225,7 @@ func (r *receiver) push(pkt *rtp.Packet, at time.Time) {
 		return
 	}
 	key := track.isKey(nalus)
+	r.tap.send(nalus, key, pkt.Timestamp, at)
 	if r.keyframesOnly && !key {
 		c.skipped.Add(1)
 		return

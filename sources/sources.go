@@ -141,6 +141,10 @@ type Camera struct {
 	// OnStatus is called on every change of state, from the camera's goroutines; it must
 	// not block. Default nil: none is reported.
 	OnStatus func(StatusChange)
+	// OnPacket, for kind rtsp, is called from the RTP callback with every access unit as
+	// the camera sent it, before decoding (Packet): what a recording keeps. It must not block
+	// and must copy what it keeps (the Packet and its NAL units are reused). Default nil.
+	OnPacket func(*Packet)
 	// Logger receives the camera's log lines, with its id and redacted URL. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -164,6 +168,7 @@ type Camera struct {
 	gapMean                                atomic.Int64  // ns: mean time between the stream's frames
 	skippedNonRef                          atomic.Uint64 // non-reference frames not decoded (NeedFrom)
 	sinceFrame                             atomic.Int64  // frames not decoded since the last decoded one
+	sessions                               atomic.Uint64 // RTSP sessions started (Packet.Session)
 
 	mu        sync.Mutex
 	started   bool

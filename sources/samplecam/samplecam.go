@@ -28,7 +28,7 @@ import (
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 	"github.com/pion/rtp"
 
-	"github.com/visiond/visiond/sources/internal/tsfile"
+	"github.com/visiond/visiond/internal/tsfile"
 )
 
 // DefaultListen is the address used when Server.Listen is empty.

@@ -1,0 +1,504 @@
+package clips
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources"
+)
+
+// Defaults of Settings.
+const (
+	DefaultPreCapture  = 5 * time.Second
+	DefaultPostCapture = 5 * time.Second
+	DefaultMaxLength   = 2 * time.Minute
+)
+
+// Settings say which of a camera's objects make clips, and how long the clips are.
+type Settings struct {
+	// PreCapture is how much video before an object a clip shows: it starts at the last
+	// keyframe at or before PreCapture before the object's first sighting (or, with Zones,
+	// before its entry into one of them).
+	PreCapture time.Duration
+	// PostCapture is how much video after the last of its objects ends a clip shows.
+	PostCapture time.Duration
+	// MaxLength bounds a clip: one that reaches it closes at a keyframe and the next goes on
+	// from there.
+	MaxLength time.Duration
+	// Classes are the labels of the objects that make clips; empty: every object.
+	Classes []string
+	// Zones, when set, limit the objects that make clips to those inside one of these zones.
+	Zones []string
+}
+
+// RingKeep is how much video a camera's Ring must keep for clips of s, whose objects are
+// confirmed up to confirm after their first sighting: PreCapture, the confirmation, and a
+// margin for the Recorder's reading.
+func (s Settings) RingKeep(confirm time.Duration) time.Duration {
+	return s.PreCapture + confirm + 2*time.Second
+}
+
+// Clip is a finished clip, handed to Recorder.Finished.
+type Clip struct {
+	Info sinks.ClipInfo
+	// Path is the MP4 file, in Recorder.Dir; Finished takes it (stores, moves or removes it).
+	Path string
+	// Objects are the latest events of the objects the clip shows, in Info.Objects' order:
+	// what an ObjectClip event of each repeats.
+	Objects []sinks.ObjectEvent
+}
+
+// Recorder makes a camera's clips from its Ring and its object events. Set the exported
+// fields, Start, then Observe each object event of the camera (from one goroutine at a time)
+// and StreamEnded when its stream ends; Close ends the clip being written and waits.
+type Recorder struct {
+	// Camera is the camera's id. Required.
+	Camera string
+	// Ring is the camera's ring, fed by its session. Required.
+	Ring *Ring
+	// Dir is where clips are written (a spool per clip, then the MP4). Required.
+	Dir string
+	// Settings are the camera's clip settings; change them with SetSettings.
+	Settings Settings
+	// Finished receives each clip written, from the Recorder's goroutine. Required.
+	Finished func(Clip)
+	// Logger receives the recorder's log lines. Default: none.
+	Logger *slog.Logger
+	// Every is how often the ring is read. Default 250 ms.
+	Every time.Duration
+
+	log  *slog.Logger
+	stop chan string // the reason of Close
+	done chan struct{}
+	once sync.Once
+
+	mu       sync.Mutex
+	set      Settings
+	objects  map[uint64]*object // the camera's objects seen in events, until they end (or, in a clip, until it closes)
+	members  []*object          // the objects of the clip being written, or wanted
+	want     bool               // a clip is wanted: it opens at the first keyframe the ring gives from wantAt
+	wantAt   time.Time
+	cont     bool      // the wanted clip goes on from a closed one (max_length, a new session): cancelled when its objects end first
+	endAt    time.Time // the clip ends at this capture time (PostCapture after its last object); zero while one is live
+	ended    bool      // the stream ended (StreamEnded): close what is written
+	overflow uint64    // objects not followed: too many at once
+
+	// The goroutine's own.
+	w         *mp4Writer
+	name      string
+	cursor    uint64
+	skipToKey bool
+	skipped   int       // frames left out of the clip being written after a loss
+	progress  time.Time // host time the clip last got a unit
+	lastStart uint64    // the ring's sequence number of the last clip's first unit
+	started   bool      // a clip was started: lastStart holds
+	seq       uint64    // the sequence number of the unit being written
+	units     []unit
+	buf       []byte
+
+	written, failed, bytes atomic.Uint64
+}
+
+// object is an object of the camera as its events showed it.
+type object struct {
+	ev     sinks.ObjectEvent // its latest event
+	inClip bool              // it was selected: it is a member of the clip being written or wanted
+	ended  bool
+}
+
+// maxObjects bounds the objects a Recorder follows at once.
+const maxObjects = 1024
+
+// stallClose closes a clip that got no unit for this long (the stream froze without ending).
+const stallClose = 10 * time.Second
+
+// Start starts the recorder's goroutine.
+func (r *Recorder) Start() error {
+	if r.Ring == nil || r.Dir == "" || r.Finished == nil || r.Camera == "" {
+		return errors.New("clips: a recorder needs Camera, Ring, Dir and Finished")
+	}
+	if err := os.MkdirAll(r.Dir, 0o750); err != nil {
+		return fmt.Errorf("clips: %w", err)
+	}
+	r.log = r.Logger
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.Every <= 0 {
+		r.Every = 250 * time.Millisecond
+	}
+	r.set = r.Settings.withDefaults()
+	r.objects = map[uint64]*object{}
+	r.stop = make(chan string, 1)
+	r.done = make(chan struct{})
+	r.cursor = r.Ring.Next()
+	go r.run()
+	return nil
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.PreCapture < 0 {
+		s.PreCapture = 0
+	}
+	if s.PostCapture < 0 {
+		s.PostCapture = 0
+	}
+	if s.MaxLength <= 0 {
+		s.MaxLength = DefaultMaxLength
+	}
+	return s
+}
+
+// SetSettings puts s in force: the lengths at once, the classes and zones for the objects
+// not yet selected.
+func (r *Recorder) SetSettings(s Settings) {
+	r.mu.Lock()
+	r.set = s.withDefaults()
+	r.mu.Unlock()
+}
+
+// selects reports whether the object of ev makes clips under r.set.
+func (r *Recorder) selects(ev *sinks.ObjectEvent) bool {
+	if len(r.set.Classes) > 0 && !slices.Contains(r.set.Classes, ev.Label) {
+		return false
+	}
+	if len(r.set.Zones) == 0 {
+		return true
+	}
+	for _, z := range ev.Zones {
+		if slices.Contains(r.set.Zones, z) {
+			return true
+		}
+	}
+	return false
+}
+
+// Observe follows one object event of the camera (new, update or end; others are ignored).
+// It never waits for the recorder's writing.
+func (r *Recorder) Observe(ev *sinks.ObjectEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := r.objects[ev.TrackID]
+	switch ev.Type {
+	case sinks.ObjectEnd:
+		if o == nil {
+			return
+		}
+		o.ev, o.ended = *ev, true
+		if !o.inClip {
+			delete(r.objects, ev.TrackID)
+		}
+		r.planEnd()
+	case sinks.ObjectNew, sinks.ObjectUpdate:
+		if o == nil {
+			if len(r.objects) >= maxObjects {
+				r.overflow++
+				return
+			}
+			o = &object{}
+			r.objects[ev.TrackID] = o
+		}
+		o.ev = *ev
+		if o.inClip || !r.selects(ev) {
+			return
+		}
+		o.inClip = true
+		from := ev.FirstSeen
+		if len(r.set.Zones) > 0 {
+			from = ev.LastSeen // it makes clips from its entry
+		}
+		from = from.Add(-r.set.PreCapture)
+		switch {
+		case len(r.members) == 0 && !r.want:
+			r.want, r.wantAt, r.cont = true, from, false
+		case r.want && from.Before(r.wantAt):
+			r.wantAt, r.cont = from, false
+		case r.want:
+			r.cont = false
+		}
+		r.members = append(r.members, o)
+		r.endAt = time.Time{}
+	}
+}
+
+// planEnd sets the clip's end once every member has ended: PostCapture after the last one
+// was seen. A continuation not yet opened whose members all ended is not wanted any more.
+func (r *Recorder) planEnd() {
+	if r.want && r.cont && !slices.ContainsFunc(r.members, func(m *object) bool { return !m.ended }) {
+		for _, m := range r.members {
+			delete(r.objects, m.ev.TrackID)
+		}
+		clear(r.members)
+		r.members, r.want, r.cont = r.members[:0], false, false
+		return
+	}
+	var last time.Time
+	for _, m := range r.members {
+		if !m.ended {
+			return
+		}
+		if m.ev.LastSeen.After(last) {
+			last = m.ev.LastSeen
+		}
+	}
+	if len(r.members) == 0 {
+		return
+	}
+	r.endAt = last.Add(r.set.PostCapture)
+}
+
+// StreamEnded says that the camera's stream ended (it went offline): the clip being written
+// closes at its last unit; one that is still wanted goes on when the stream is back.
+func (r *Recorder) StreamEnded() {
+	r.mu.Lock()
+	r.ended = true
+	r.mu.Unlock()
+}
+
+// Close closes the clip being written (reason: sinks.ClipClosedStopped or ClipClosedShutdown)
+// with what the ring holds, hands it to Finished and stops the goroutine. Safe to call twice.
+func (r *Recorder) Close(reason string) {
+	if r.done == nil {
+		return
+	}
+	r.once.Do(func() { r.stop <- reason })
+	<-r.done
+}
+
+func (r *Recorder) run() {
+	defer close(r.done)
+	t := time.NewTicker(r.Every)
+	defer t.Stop()
+	for {
+		select {
+		case reason := <-r.stop:
+			r.drain(time.Now())
+			if r.w != nil {
+				r.close(reason, nil)
+			}
+			return
+		case now := <-t.C:
+			r.drain(now)
+		}
+	}
+}
+
+// drain writes what the ring got since the last call.
+func (r *Recorder) drain(now time.Time) {
+	r.mu.Lock()
+	want, ended := r.want, r.ended
+	r.ended = false
+	r.mu.Unlock()
+	if r.w == nil && !want {
+		r.cursor = r.Ring.Next() // nothing to write: only follow the ring
+		return
+	}
+	if r.w == nil {
+		// A new clip starts back in the ring, at the last keyframe at or before its
+		// objects' pre_capture, but after the last clip's start (a name is a start); one
+		// that goes on from a closed clip starts at the next keyframe.
+		r.mu.Lock()
+		from, cont := r.wantAt, r.cont
+		r.mu.Unlock()
+		if seq, _, _, ok := r.Ring.keyAtOrBefore(from); ok && !cont {
+			if r.started && seq <= r.lastStart {
+				seq = r.lastStart + 1
+			}
+			r.cursor = seq
+		}
+	}
+	var skipped uint64
+	from := r.cursor
+	r.units, r.buf, r.cursor, skipped = r.Ring.read(r.cursor, r.units[:0], r.buf)
+	if skipped > 0 && r.w != nil {
+		r.skipToKey = true
+		r.skipped += int(skipped)
+	}
+	from += skipped
+	for i := range r.units {
+		r.seq = from + uint64(i)
+		r.unit(&r.units[i])
+	}
+	clear(r.units) // no buffers past the call
+	if len(r.units) > 0 {
+		r.progress = now
+	}
+	if r.w != nil && (ended || now.Sub(r.progress) > stallClose) {
+		r.close(sinks.ClipClosedOffline, nil)
+	}
+}
+
+// contWanted reports whether the clip wanted goes on from a closed one: it starts at the
+// next keyframe, not back in the ring.
+func (r *Recorder) contWanted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cont
+}
+
+// unit writes one unit of the ring, opening and closing clips as it goes.
+func (r *Recorder) unit(u *unit) {
+	if r.w != nil {
+		r.mu.Lock()
+		endAt, maxLen := r.endAt, r.set.MaxLength
+		r.mu.Unlock()
+		elapsed := u.at.Sub(r.w.start)
+		gop := r.Ring.Stats().GOP
+		switch {
+		case !endAt.IsZero() && !u.at.Before(endAt):
+			r.close(sinks.ClipClosedEnd, nil)
+			return
+		case u.session != r.w.spoolSession():
+			r.close(sinks.ClipClosedOffline, u)
+		case !u.params.same(r.w.params):
+			r.close(sinks.ClipClosedChanged, u)
+		case u.key && elapsed+gop > maxLen && len(r.w.samples) > 0, elapsed >= maxLen:
+			r.close(sinks.ClipClosedMaxLength, u)
+		}
+	}
+	if r.w == nil {
+		r.mu.Lock()
+		want, wantAt := r.want, r.wantAt
+		r.mu.Unlock()
+		if !want || !u.key || !u.params.complete() {
+			return
+		}
+		if err := r.open(u, wantAt); err != nil {
+			r.failed.Add(1)
+			r.log.Warn("clip not started", "camera", r.Camera, "error", err)
+			return
+		}
+	}
+	if r.skipToKey || u.lost {
+		if !u.key {
+			r.skipToKey = true
+			r.skipped++
+			return
+		}
+		r.skipToKey = false
+		if r.skipped > 0 {
+			r.w.notes = append(r.w.notes, fmt.Sprintf("packets lost before %s: %d frames left out, until this keyframe",
+				u.at.UTC().Format(time.RFC3339Nano), r.skipped))
+			r.skipped = 0
+		}
+	}
+	if err := r.w.add(u); err != nil {
+		r.failed.Add(1)
+		r.log.Warn("clip abandoned", "camera", r.Camera, "clip", r.name, "error", err)
+		r.w.abort()
+		r.w = nil
+	}
+}
+
+// spoolSession is the session of the writer's units.
+func (w *mp4Writer) spoolSession() uint64 { return w.session }
+
+// open starts a clip at key unit u, for video from wantAt.
+func (r *Recorder) open(u *unit, wantAt time.Time) error {
+	r.name = sinks.ClipName(r.Camera, u.at)
+	w, err := newMP4Writer(r.Dir, fileBase(r.name), u)
+	if err != nil {
+		return err
+	}
+	w.session = u.session
+	r.lastStart, r.started = r.seq, true
+	r.mu.Lock()
+	cont := r.cont
+	r.want, r.cont = false, false
+	r.mu.Unlock()
+	if late := u.at.Sub(wantAt); !cont && late > 0 {
+		w.notes = append(w.notes, fmt.Sprintf("starts %.1f s after pre_capture before its first object: the camera's ring held no keyframe before", late.Seconds()))
+	}
+	r.w, r.skipped, r.skipToKey, r.progress = w, 0, false, time.Now()
+	return nil
+}
+
+// fileBase is a clip's file name in Dir: its name with '/' as '_'.
+func fileBase(name string) string { return strings.ReplaceAll(name, "/", "_") }
+
+// close finishes the clip being written for reason and hands it on. With next (the unit
+// that closed it, not written), a clip goes on from next when its live members remain.
+func (r *Recorder) close(reason string, next *unit) {
+	w := r.w
+	r.w = nil
+	path := filepath.Join(r.Dir, fileBase(r.name))
+	info, err := w.finish(path)
+
+	r.mu.Lock()
+	clip := Clip{Path: path, Info: sinks.ClipInfo{Name: r.name, Camera: r.Camera, Start: w.start,
+		End: w.start.Add(info.Duration), DurationS: info.Duration.Seconds(), Codec: codecName(w.params.Codec),
+		Width: w.params.Width, Height: w.params.Height, Frames: info.Frames, Bytes: info.Bytes, Closed: reason,
+		Notes: w.notes, Objects: []sinks.ClipObject{}}}
+	live := r.members[:0]
+	for _, m := range r.members {
+		clip.Info.Objects = append(clip.Info.Objects, sinks.ClipObject{TrackID: m.ev.TrackID, Label: m.ev.Label,
+			FirstSeen: m.ev.FirstSeen, LastSeen: m.ev.LastSeen})
+		clip.Objects = append(clip.Objects, m.ev)
+		if m.ended {
+			delete(r.objects, m.ev.TrackID)
+		} else {
+			live = append(live, m)
+		}
+	}
+	clear(r.members[len(live):])
+	r.members = live
+	if len(live) > 0 && reason != sinks.ClipClosedEnd {
+		r.want, r.cont = true, true
+		r.wantAt = w.last
+		if next != nil {
+			r.wantAt = next.at
+		}
+	} else if len(live) == 0 {
+		r.endAt = time.Time{}
+	}
+	r.mu.Unlock()
+
+	if err != nil {
+		if info.Frames == 0 && len(w.samples) == 0 {
+			return // closed before its first frame: nothing to write
+		}
+		r.failed.Add(1)
+		r.log.Warn("clip not written", "camera", r.Camera, "clip", r.name, "error", err)
+		return
+	}
+	r.written.Add(1)
+	r.bytes.Add(uint64(info.Bytes))
+	r.log.Debug("clip written", "camera", r.Camera, "clip", r.name, "closed", reason, "frames", info.Frames,
+		"duration", info.Duration.Round(time.Millisecond), "bytes", info.Bytes, "objects", len(clip.Objects))
+	r.Finished(clip)
+}
+
+// codecName is the wire name of a codec (sinks.ClipInfo.Codec).
+func codecName(c string) string {
+	if c == sources.CodecH265 {
+		return "h265"
+	}
+	return "h264"
+}
+
+// RecorderStats are a Recorder's counters.
+type RecorderStats struct {
+	Written  uint64 // clips written and handed to Finished
+	Failed   uint64 // clips not started or not written (the spool or the MP4 could not be written)
+	Bytes    uint64 // of the clips written
+	Overflow uint64 // objects not followed: more than 1024 at once
+	Ring     RingStats
+}
+
+// Stats returns the recorder's counters.
+func (r *Recorder) Stats() RecorderStats {
+	r.mu.Lock()
+	overflow := r.overflow
+	r.mu.Unlock()
+	return RecorderStats{Written: r.written.Load(), Failed: r.failed.Load(), Bytes: r.bytes.Load(), Overflow: overflow,
+		Ring: r.Ring.Stats()}
+}
