@@ -18,8 +18,8 @@ import (
 
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/internal/tsfile"
 	"github.com/visiond/visiond/sources/capture"
-	"github.com/visiond/visiond/sources/internal/tsfile"
 	"github.com/visiond/visiond/sources/samplecam"
 )
 

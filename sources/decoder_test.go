@@ -11,7 +11,7 @@ import (
 
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
-	"github.com/visiond/visiond/sources/internal/tsfile"
+	"github.com/visiond/visiond/internal/tsfile"
 )
 
 // testLoop returns a decode loop of an unstarted camera whose frames land in *got.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
-	"github.com/visiond/visiond/sources/internal/tsfile"
+	"github.com/visiond/visiond/internal/tsfile"
 )
 
 const sampleFile = "vtest.h264.ts" // 768x576, H.264, 10 fps, GOP 10
