@@ -102,10 +102,13 @@ type Recorder struct {
 	lastStart uint64    // the ring's sequence number of the last clip's first unit
 	started   bool      // a clip was started: lastStart holds
 	seq       uint64    // the sequence number of the unit being written
+	tailing   bool      // the clip's last frame is written; it closes at the next one shown after it
+	tail      time.Time // that frame's capture time
 	units     []unit
 	buf       []byte
 
 	written, failed, bytes atomic.Uint64
+	readTo                 atomic.Uint64 // the ring's sequence number the goroutine has read to
 }
 
 // object is an object of the camera as its events showed it.
@@ -300,6 +303,7 @@ func (r *Recorder) drain(now time.Time) {
 	r.mu.Unlock()
 	if r.w == nil && !want {
 		r.cursor = r.Ring.Next() // nothing to write: only follow the ring
+		r.readTo.Store(r.cursor)
 		return
 	}
 	if r.w == nil {
@@ -328,6 +332,7 @@ func (r *Recorder) drain(now time.Time) {
 		r.seq = from + uint64(i)
 		r.unit(&r.units[i])
 	}
+	r.readTo.Store(r.cursor)
 	clear(r.units) // no buffers past the call
 	if len(r.units) > 0 {
 		r.progress = now
@@ -354,9 +359,15 @@ func (r *Recorder) unit(u *unit) {
 		elapsed := u.at.Sub(r.w.start)
 		gop := r.Ring.Stats().GOP
 		switch {
-		case !endAt.IsZero() && !u.at.Before(endAt):
+		case r.tailing && !u.at.Before(r.tail):
 			r.close(sinks.ClipClosedEnd, nil)
 			return
+		case r.tailing:
+			// A frame shown before the last one (a B-frame): it belongs to the clip.
+		case !endAt.IsZero() && !u.at.Before(endAt):
+			// The first frame at or after the end is the clip's last; the frames sent after it
+			// but shown before it (B-frames, which reference it) come with it.
+			r.tailing, r.tail = true, u.at
 		case u.session != r.w.spoolSession():
 			r.close(sinks.ClipClosedOffline, u)
 		case !u.params.same(r.w.params):
@@ -429,7 +440,7 @@ func fileBase(name string) string { return strings.ReplaceAll(name, "/", "_") }
 // that closed it, not written), a clip goes on from next when its live members remain.
 func (r *Recorder) close(reason string, next *unit) {
 	w := r.w
-	r.w = nil
+	r.w, r.tailing = nil, false
 	path := filepath.Join(r.Dir, fileBase(r.name))
 	info, err := w.finish(path)
 
@@ -438,27 +449,29 @@ func (r *Recorder) close(reason string, next *unit) {
 		End: w.start.Add(info.Duration), DurationS: info.Duration.Seconds(), Codec: codecName(w.params.Codec),
 		Width: w.params.Width, Height: w.params.Height, Frames: info.Frames, Bytes: info.Bytes, Closed: reason,
 		Notes: w.notes, Objects: []sinks.ClipObject{}}}
-	live := r.members[:0]
+	live := false
 	for _, m := range r.members {
 		clip.Info.Objects = append(clip.Info.Objects, sinks.ClipObject{TrackID: m.ev.TrackID, Label: m.ev.Label,
 			FirstSeen: m.ev.FirstSeen, LastSeen: m.ev.LastSeen})
 		clip.Objects = append(clip.Objects, m.ev)
-		if m.ended {
-			delete(r.objects, m.ev.TrackID)
-		} else {
-			live = append(live, m)
-		}
+		live = live || !m.ended
 	}
-	clear(r.members[len(live):])
-	r.members = live
-	if len(live) > 0 && reason != sinks.ClipClosedEnd {
+	// The next clip goes on with the same objects while one of them lasts, or their
+	// post_capture does (max_length, a new codec or size: it opens at the next unit); one
+	// after an outage only while one of them lasts.
+	goOn := reason != sinks.ClipClosedEnd && (live || next != nil && reason != sinks.ClipClosedOffline && !r.endAt.IsZero() && next.at.Before(r.endAt))
+	if goOn {
 		r.want, r.cont = true, true
 		r.wantAt = w.last
 		if next != nil {
 			r.wantAt = next.at
 		}
-	} else if len(live) == 0 {
-		r.endAt = time.Time{}
+	} else {
+		for _, m := range r.members {
+			delete(r.objects, m.ev.TrackID)
+		}
+		clear(r.members)
+		r.members, r.endAt = r.members[:0], time.Time{}
 	}
 	r.mu.Unlock()
 
