@@ -400,3 +400,128 @@ func TestClipCodecs(t *testing.T) {
 		})
 	}
 }
+
+// TestClipStreamChanges: a new resolution mid-event closes the clip (stream_changed) and the
+// next starts at the new stream's first keyframe; a session that ends mid-event closes its
+// clip there (camera_offline), and the object's clip goes on in the next session.
+func TestClipStreamChanges(t *testing.T) {
+	small := packets(t, encode(t, "small.ts", "-t", "20", "-vf", "scale=640:480", "-c:v", "libx264", "-preset", "ultrafast", "-g", "10", "-bf", "0"), 1, at(40))
+	pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base)[:400] // 0 to 40 s
+	for i := range small {
+		small[i].PTS += 40 * 90000 // the same session's clock goes on
+	}
+	g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
+	all := append(pkts, small...)
+	i := 0
+	g.push(t, all, &i, at(30.5))
+	g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(30), at(30.5)))
+	g.push(t, all, &i, at(50.5))
+	g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(30), at(50)))
+	g.push(t, all, &i, at(59))
+	cs := g.wait(t, 2)
+	if cs[0].Info.Closed != sinks.ClipClosedChanged || cs[0].Info.Width != 768 || cs[1].Info.Width != 640 || cs[1].Info.Height != 480 {
+		t.Errorf("clips %+v, %+v: want 768x576 closed stream_changed, then 640x480", cs[0].Info, cs[1].Info)
+	}
+	checkClip(t, cs[0], "h264", at(28), at(40))
+	if p := probeClip(t, cs[1].Path); p.Width != 640 || p.Height != 480 || !p.FirstKey || p.Errors != "" ||
+		cs[1].Info.Start.Sub(at(40)).Abs() > 10*time.Millisecond || cs[1].Info.End.Before(at(52)) {
+		t.Errorf("second clip %+v, info %+v: want 640x480 from 40 s to 52 s", p, cs[1].Info)
+	}
+
+	// Offline mid-event, then the camera back in a new session.
+	g = newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
+	second := packets(t, testutil.Media(t, "vtest.h264.ts"), 2, at(30))
+	i = 0
+	g.push(t, pkts, &i, at(20.5))
+	g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
+	g.push(t, pkts, &i, at(25))
+	g.rec.StreamEnded()
+	cs = g.wait(t, 1)
+	if cs[0].Info.Closed != sinks.ClipClosedOffline || cs[0].Info.End.Before(at(24.8)) || cs[0].Info.End.After(at(25.1)) {
+		t.Errorf("clip %+v: want closed camera_offline at 25 s", cs[0].Info)
+	}
+	i = 0
+	g.push(t, second, &i, at(35.5))
+	g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(35)))
+	g.push(t, second, &i, at(40))
+	cs = g.wait(t, 2)
+	if cs[1].Info.Closed != sinks.ClipClosedEnd || cs[1].Info.Start.Sub(at(30)).Abs() > 10*time.Millisecond || cs[1].Info.End.Before(at(37)) {
+		t.Errorf("clip after the outage %+v: want from 30 s (the new session's first keyframe) to 37 s", cs[1].Info)
+	}
+	checkClip(t, cs[1], "h264", at(30), at(37))
+}
+
+// TestClipBadStreams: timestamps that jump mid-clip (the clip goes on, frame after frame,
+// and says so), packets lost mid-clip (the frames to the next keyframe are left out, the
+// clip plays without errors and says so), and a stream whose keyframes are further apart
+// than the ring holds (the clip starts at the first keyframe, late, and says by how much).
+func TestClipBadStreams(t *testing.T) {
+	t.Run("jump", func(t *testing.T) {
+		pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base)
+		for i := range pkts {
+			if pkts[i].At.After(at(22.05)) {
+				pkts[i].PTS += 3600 * 90000 // the camera's clock jumps an hour; the capture times go on
+			}
+		}
+		g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
+		i := 0
+		g.push(t, pkts, &i, at(20.5))
+		g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
+		g.push(t, pkts, &i, at(25.5))
+		g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(25)))
+		g.push(t, pkts, &i, at(30))
+		c := g.wait(t, 1)[0]
+		checkClip(t, c, "h264", at(18), at(27))
+		if len(c.Info.Notes) != 1 || !strings.Contains(c.Info.Notes[0], "jumped") {
+			t.Errorf("notes %q, want one on the jump", c.Info.Notes)
+		}
+	})
+	t.Run("loss", func(t *testing.T) {
+		pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base)
+		for i := range pkts {
+			if pkts[i].At.Equal(at(22.5)) {
+				pkts[i].Lost = true // the frames from 22.5 s to the keyframe at 23 s go
+			}
+		}
+		g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
+		i := 0
+		g.push(t, pkts, &i, at(20.5))
+		g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
+		g.push(t, pkts, &i, at(25.5))
+		g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(25)))
+		g.push(t, pkts, &i, at(30))
+		c := g.wait(t, 1)[0]
+		p := probeClip(t, c.Path)
+		if !p.FirstKey || p.Errors != "" || p.Frames != c.Info.Frames || c.Info.Frames != 86 {
+			t.Errorf("%+v, info %+v: want 86 frames (18 s to 27.1 s less 5) decoded without errors", p, c.Info)
+		}
+		if len(c.Info.Notes) != 1 || !strings.Contains(c.Info.Notes[0], "5 frames left out") {
+			t.Errorf("notes %q, want one on the 5 frames lost", c.Info.Notes)
+		}
+	})
+	t.Run("sparse keyframes", func(t *testing.T) {
+		pkts := packets(t, encode(t, "sparse.ts", "-t", "60", "-c:v", "libx264", "-preset", "ultrafast", "-g", "300", "-bf", "0", "-x264-params", "scenecut=0"), 1, base)
+		g := &rig{ring: NewRing(5*time.Second, 1<<20)} // a 30 s group of pictures does not fit
+		g.rec = &Recorder{Camera: "door", Ring: g.ring, Dir: t.TempDir(), Logger: testutil.Logger(t), Every: 20 * time.Millisecond,
+			Settings: Settings{PreCapture: 5 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute},
+			Finished: func(c Clip) { g.mu.Lock(); g.done = append(g.done, c); g.mu.Unlock() }}
+		if err := g.rec.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer g.rec.Close(sinks.ClipClosedShutdown)
+		i := 0
+		g.push(t, pkts, &i, at(20.5))
+		g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
+		g.push(t, pkts, &i, at(35.5))
+		g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(35)))
+		g.push(t, pkts, &i, at(45))
+		c := g.wait(t, 1)[0]
+		p := probeClip(t, c.Path)
+		if !p.FirstKey || p.Errors != "" || c.Info.Start.Sub(at(30)).Abs() > 10*time.Millisecond || c.Info.End.Before(at(37)) {
+			t.Errorf("%+v, info %+v: want from the keyframe at 30 s to 37 s", p, c.Info)
+		}
+		if len(c.Info.Notes) != 1 || !strings.Contains(c.Info.Notes[0], "starts 15.0 s after pre_capture") {
+			t.Errorf("notes %q, want one saying it starts 15 s late", c.Info.Notes)
+		}
+	})
+}

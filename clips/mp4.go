@@ -48,6 +48,7 @@ type mp4Writer struct {
 	origin  int64     // the first unit's PTS: the timeline's 0
 	shift   int64     // added to every unit's times after a jump
 	prevDTS int64
+	lastPTS int64
 	h264dts h264.DTSExtractor
 	h265dts h265.DTSExtractor
 	notes   []string
@@ -86,6 +87,20 @@ func splitAVCC(dst [][]byte, data []byte) [][]byte {
 // add appends unit u (of the writer's params and session).
 func (w *mp4Writer) add(u *unit) error {
 	pts := u.pts - w.origin + w.shift
+	if n := len(w.samples); n > 0 {
+		// A jump of the camera's clock (forwards, or back by more than B-frames go): the
+		// clip goes on one frame after the last unit.
+		if step := pts - w.lastPTS; step > maxStep || step < -timescale {
+			delta := w.lastPTS + w.frameStep() - pts
+			w.shift += delta
+			pts += delta
+			w.jumps++
+			if w.jumps == 1 {
+				w.notes = append(w.notes, fmt.Sprintf("timestamps jumped by %.1f s at %s: the clip goes on from the frame before",
+					float64(-delta)/timescale, u.at.UTC().Format(time.RFC3339Nano)))
+			}
+		}
+	}
 	// The decoding time: mediacommon's extractors read it from the slices' picture order
 	// (B-frames decode before they show); the parameter sets go in front of a keyframe, as
 	// the extractors expect them there.
@@ -106,28 +121,12 @@ func (w *mp4Writer) add(u *unit) error {
 	} else {
 		dts, err = w.h264dts.Extract(w.nalus, pts)
 	}
-	if err != nil {
-		dts = pts
-		w.extract++
-	}
-	if n := len(w.samples); n > 0 {
-		step := dts - w.prevDTS
-		if step <= 0 || step > maxStep {
-			// A jump of the camera's clock: go on one frame after the last unit.
-			frame := w.frameStep()
-			delta := w.prevDTS + frame - dts
-			w.shift += delta
-			dts += delta
-			pts += delta
-			w.jumps++
-			if w.jumps == 1 {
-				w.notes = append(w.notes, fmt.Sprintf("timestamps jumped by %.1f s at %s: the clip goes on from the frame before",
-					float64(-delta)/timescale, u.at.UTC().Format(time.RFC3339Nano)))
-			}
-			// A new timeline: the extractors start again at its keyframe.
-			w.h264dts.Initialize()
-			w.h265dts.Initialize()
+	if err != nil || len(w.samples) > 0 && dts <= w.prevDTS {
+		dts = max(pts, w.prevDTS+1)
+		if len(w.samples) == 0 {
+			dts = pts
 		}
+		w.extract++
 	}
 	if pts < dts {
 		pts = dts
@@ -137,7 +136,7 @@ func (w *mp4Writer) add(u *unit) error {
 	}
 	w.samples = append(w.samples, sample{off: w.off, size: uint32(len(u.data)), dts: dts, pts: pts, key: u.key})
 	w.off += int64(len(u.data))
-	w.prevDTS = dts
+	w.prevDTS, w.lastPTS = dts, pts
 	w.last = u.at
 	return nil
 }

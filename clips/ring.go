@@ -249,9 +249,12 @@ func (r *Ring) evict() {
 		}
 		r.dropTo(r.keys[1])
 	}
-	if r.bytes > r.maxBytes { // one group of pictures larger than the bound: all goes
-		r.dropped += uint64(r.len())
-		r.dropTo(r.first + uint64(r.len()))
+	// One group of pictures larger than the bound: its oldest units go. The ring then
+	// starts between keyframes: a clip that is being written goes on reading it; a new one
+	// waits for the next keyframe.
+	for r.bytes > r.maxBytes && r.len() > 1 {
+		r.dropped++
+		r.dropTo(r.first + 1)
 	}
 }
 
