@@ -492,9 +492,14 @@ func (c *Clips) run() {
 		}
 	}()
 	stopping := c.stop
+	failing := 0 // store attempts failed in a row: one warning per outage, not one a second
 	for {
 		if q := c.head(); q != nil {
 			err := c.store(ctx, q)
+			if err == nil && failing > 0 {
+				c.log.Info("clip: storing again", "failed_attempts", failing)
+				failing = 0
+			}
 			switch {
 			case err == nil:
 				c.finish(q)
@@ -512,7 +517,13 @@ func (c *Clips) run() {
 				c.log.Warn("clip: not stored", "clip", q.info.Name, "error", err)
 			default:
 				c.failed.Add(1)
-				c.log.Debug("clip: store failed; trying again", "clip", q.info.Name, "error", err)
+				if failing++; failing == 1 {
+					st := c.Stats()
+					c.log.Warn("clip: store failed; clips wait on disk, trying again every second", "clip", q.info.Name,
+						"pending", st.Pending, "pending_bytes", st.PendingBytes, "error", err)
+				} else {
+					c.log.Debug("clip: store failed; trying again", "clip", q.info.Name, "error", err)
+				}
 				select {
 				case <-time.After(time.Second):
 				case <-stopping:
@@ -650,6 +661,9 @@ func ClipInfoOf(oi *jetstream.ObjectInfo) ClipInfo {
 // List returns the stored clips of camera ("" for all), newest first, at most limit (<=0:
 // all), with their info.
 func (c *Clips) List(ctx context.Context, camera string, limit int) ([]ClipInfo, error) {
+	if c.obs == nil {
+		return nil, errors.New("clip store: not started")
+	}
 	clips, err := ListClips(ctx, c.obs, camera, limit)
 	if err != nil {
 		return nil, fmt.Errorf("clip store %s: list: %w", c.Bucket, err)
@@ -664,6 +678,9 @@ func (c *Clips) List(ctx context.Context, camera string, limit int) ([]ClipInfo,
 func (c *Clips) Open(ctx context.Context, name string) (io.ReadSeekCloser, ClipInfo, error) {
 	if err := checkObjectName(name); err != nil {
 		return nil, ClipInfo{}, fmt.Errorf("clip: %w", err)
+	}
+	if c.obs == nil {
+		return nil, ClipInfo{}, errors.New("clip store: not started")
 	}
 	gctx, cancel := context.WithTimeout(ctx, getTimeout)
 	defer cancel()

@@ -333,7 +333,8 @@ func TestClipsQueueDuringOutage(t *testing.T) {
 	addr := strings.TrimPrefix(s.ClientURL(), "nats://")
 	p := startPublisher(t, &Publisher{URL: s.ClientURL(), JetStream: true, Stream: testStream()})
 	mp4 := makeMP4(t, 1)
-	c := startClips(t, &Clips{Publisher: p, QueueBytes: 3 * int64(len(mp4))})
+	log := &testutil.LogBuffer{}
+	c := startClips(t, &Clips{Publisher: p, QueueBytes: 3 * int64(len(mp4)), Logger: log.Logger()})
 	s.Close()
 	testutil.WaitFor(t, time.Minute, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
 	in := t.TempDir()
@@ -370,6 +371,10 @@ func TestClipsQueueDuringOutage(t *testing.T) {
 	}
 	if left := queueFiles(t, c); len(left) != 0 {
 		t.Errorf("queue folder after the outage: %v", left)
+	}
+	// One warning for the outage however long it lasted, and a line when it ended.
+	if n := strings.Count(log.String(), "clip: store failed; clips wait on disk"); n != 1 || !strings.Contains(log.String(), "clip: storing again") {
+		t.Errorf("%d warnings of failed stores (want 1) and a line when storing resumed:\n%s", n, log)
 	}
 }
 
