@@ -642,3 +642,49 @@ func TestClipsCacheBounded(t *testing.T) {
 		t.Errorf("cache holds %q, want clips 0 and 3", got)
 	}
 }
+
+// BenchmarkClipsStore stores 10 s clips of the sample camera (H.264 768x576 at 10 fps) into
+// the in-process embedded server and waits for each: MB/s is the store's sustained rate,
+// ms/clip the time from PutClip to stored, cpu-ms/clip the process's CPU time per clip (the
+// queue, nats.go's chunking and the embedded server's file store together).
+func BenchmarkClipsStore(b *testing.B) {
+	s := &Server{Listen: "127.0.0.1:0", StoreDir: b.TempDir(), Domain: "lab"}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p := &Publisher{Server: s, JetStream: true, Stream: StreamConfig{Name: "visiond-lab", MaxAge: time.Hour},
+		Prefix: "visiond", Site: "lab", Instance: "bench"}
+	if err := p.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(10 * time.Second)
+	c := &Clips{Publisher: p, Dir: b.TempDir(), MaxBytes: 256 << 20}
+	if err := c.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(time.Minute)
+	mp4 := makeMP4(b, 10)
+	in := b.TempDir()
+	cpu0 := cpuTime(b)
+	start := time.Now()
+	b.ResetTimer()
+	for i := range b.N {
+		path := clipFile(b, in, mp4) // on the same filesystem as Dir: moved, as the daemon's are
+		if err := c.PutClip(clipInfo("door", clipAt(i)), path); err != nil {
+			b.Fatal(err)
+		}
+		for c.Stats().Stored < uint64(i+1) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b.StopTimer()
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(b.N)*float64(len(mp4))/1e6/elapsed.Seconds(), "MB/s")
+	b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/clip")
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Milliseconds())/float64(b.N), "cpu-ms/clip")
+	b.ReportMetric(float64(len(mp4))/1e6, "MB/clip")
+	if st := c.Stats(); st.Failed != 0 || st.Refused != 0 {
+		b.Fatalf("stats %+v", st)
+	}
+}
