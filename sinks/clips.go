@@ -110,10 +110,11 @@ type Clips struct {
 	wake     chan struct{}
 	writerStop
 
-	mu     sync.Mutex
-	queue  []*queuedClip // oldest first; the writer stores queue[0] and only it removes it
-	bytes  int64         // of queue
-	closed bool
+	mu       sync.Mutex
+	queue    []*queuedClip   // oldest first; the writer stores queue[0] and only it removes it
+	reserved map[string]bool // clips PutClip is moving into the queue
+	bytes    int64           // of queue and reserved
+	closed   bool
 
 	index evictionIndex // the writer's: what the store holds, oldest first
 
@@ -222,6 +223,7 @@ func (c *Clips) Start() error {
 	c.index.load(infos)
 	c.obs = obs
 	c.cache = map[string]*cachedClip{}
+	c.reserved = map[string]bool{}
 	c.wake = make(chan struct{}, 1)
 	c.writerStop.init()
 	go c.run()
@@ -236,6 +238,7 @@ func (c *Clips) recover() error {
 	if err != nil {
 		return err
 	}
+	c.queue, c.bytes = nil, 0
 	var left []*queuedClip
 	for _, e := range entries {
 		name := e.Name()
@@ -369,7 +372,7 @@ func (c *Clips) PutClip(info ClipInfo, path string) error {
 
 func (c *Clips) putClip(info ClipInfo, path string) error {
 	c.mu.Lock()
-	closed := c.closed || c.queueDir == ""
+	closed := c.closed || c.wake == nil // wake: made by a Start that succeeded
 	c.mu.Unlock()
 	if closed {
 		return fmt.Errorf("clip %s: the clip store is closed", info.Name)
@@ -382,33 +385,47 @@ func (c *Clips) putClip(info ClipInfo, path string) error {
 		return fmt.Errorf("clip %s: %w", info.Name, err)
 	}
 	info.Bytes = size
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.queueDir == "" {
-		return fmt.Errorf("clip %s: the clip store is closed", info.Name)
-	}
-	if slices.ContainsFunc(c.queue, func(q *queuedClip) bool { return q.info.Name == info.Name }) {
-		return fmt.Errorf("clip %s: already queued", info.Name)
-	}
-	if c.bytes+size > c.QueueBytes {
-		c.dropped.Add(1)
-		return fmt.Errorf("clip %s: %w (%d of %d bytes waiting)", info.Name, ErrClipQueueFull, c.bytes, c.QueueBytes)
-	}
-	// The info first: a file in the queue always has its info beside it.
-	file := filepath.Join(c.queueDir, queueFile(info.Name))
 	data, err := json.Marshal(info)
 	if err != nil {
 		return fmt.Errorf("clip %s: %w", info.Name, err)
 	}
-	if err := writeFileAtomic(file+".json", data); err != nil {
-		return fmt.Errorf("clip %s: queue: %w", info.Name, err)
+	// Its name and bytes are reserved while its files are moved, outside the lock (a copy
+	// across filesystems takes a while).
+	c.mu.Lock()
+	if c.reserved[info.Name] || slices.ContainsFunc(c.queue, func(q *queuedClip) bool { return q.info.Name == info.Name }) {
+		c.mu.Unlock()
+		return fmt.Errorf("clip %s: already queued", info.Name)
 	}
-	if err := moveFile(path, file); err != nil {
-		os.Remove(file + ".json")
-		return fmt.Errorf("clip %s: queue: %w", info.Name, err)
+	if c.bytes+size > c.QueueBytes {
+		waiting := c.bytes
+		c.mu.Unlock()
+		c.dropped.Add(1)
+		return fmt.Errorf("clip %s: %w (%d of %d bytes waiting)", info.Name, ErrClipQueueFull, waiting, c.QueueBytes)
 	}
-	c.queue = append(c.queue, &queuedClip{info: info, file: file})
+	c.reserved[info.Name] = true
 	c.bytes += size
+	c.mu.Unlock()
+
+	// The info first: a file in the queue always has its info beside it.
+	file := filepath.Join(c.queueDir, queueFile(info.Name))
+	err = writeFileAtomic(file+".json", data)
+	if err == nil {
+		if err = moveFile(path, file); err != nil {
+			os.Remove(file + ".json")
+		}
+	}
+	c.mu.Lock()
+	delete(c.reserved, info.Name)
+	if err != nil {
+		c.bytes -= size
+	} else {
+		// Past Close the writer may be gone: the files wait for the next Start.
+		c.queue = append(c.queue, &queuedClip{info: info, file: file})
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("clip %s: queue: %w", info.Name, err)
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
