@@ -85,7 +85,7 @@ type Clips struct {
 	// MaxAge removes clips older than this. Default DefaultClipMaxAge (7 days).
 	MaxAge time.Duration
 	// MaxObjectBytes bounds one clip; a larger one is refused. At most MaxBytes/4. Default
-	// DefaultClipObjectBytes (512 MiB).
+	// DefaultClipObjectBytes (512 MiB), or MaxBytes/4 when that is less.
 	MaxObjectBytes int64
 	// QueueBytes bounds the clip files waiting to be stored, on disk. Default
 	// DefaultClipQueueBytes (1 GiB).
