@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -686,5 +687,63 @@ func BenchmarkClipsStore(b *testing.B) {
 	b.ReportMetric(float64(len(mp4))/1e6, "MB/clip")
 	if st := c.Stats(); st.Failed != 0 || st.Refused != 0 {
 		b.Fatalf("stats %+v", st)
+	}
+}
+
+// A clip file on another filesystem than Dir (here tmpfs) is copied into the queue and
+// removed; Opens of one clip at once, its first among them, all read it whole.
+func TestClipsPutAcrossFilesystemsAndOpenAtOnce(t *testing.T) {
+	s := startServer(t)
+	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
+	c := startClips(t, &Clips{Publisher: p})
+	shm, err := os.MkdirTemp("/dev/shm", "visiond-clips-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	var a, b syscall.Stat_t
+	if err := syscall.Stat(shm, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(c.Dir, &b); err != nil {
+		t.Fatal(err)
+	}
+	if a.Dev == b.Dev {
+		t.Logf("%s and %s are on one filesystem: the clip is moved, not copied", shm, c.Dir)
+	}
+	mp4 := makeMP4(t, 1)
+	path := clipFile(t, shm, mp4)
+	info := clipInfo("door", clipAt(0))
+	if err := c.PutClip(info, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file put is still on the other filesystem (%v)", err)
+	}
+	testutil.WaitFor(t, time.Minute, "the clip stored", func() bool { return c.Stats().Stored == 1 })
+	ctx := ctxMinute(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data, _, err := readClip(ctx, c, info.Name)
+			if err == nil && !bytes.Equal(data, mp4) {
+				err = fmt.Errorf("read %d bytes, not the %d stored", len(data), len(mp4))
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(c.Dir, "cache"))
+	if len(entries) != 1 {
+		t.Errorf("cache holds %d files after 4 Opens of one clip, want 1", len(entries))
 	}
 }
