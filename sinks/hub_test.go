@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -137,4 +138,78 @@ func TestObjectsStateSnapshotsReachHub(t *testing.T) {
 		n, err := lineValue(mirror)
 		return err == nil && n == 2
 	})
+}
+
+// A hub lists and reads the box's clips through the box's JetStream domain, a clip stored
+// while the leaf link was cut among them, once the link is back.
+func TestClipsReachHub(t *testing.T) {
+	hub := natstest.StartHub(t, t.TempDir())
+	link := natstest.StartProxy(t, strings.TrimPrefix(hub.LeafURL, "nats-leaf://"))
+	box := &Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab",
+		Leaf: Leaf{URL: "nats-leaf://" + link.Addr}}
+	if err := box.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(box.Close)
+	p := startPublisher(t, &Publisher{Server: box, JetStream: true, Stream: testStream()})
+	c := startClips(t, &Clips{Publisher: p})
+	testutil.WaitFor(t, time.Minute, "the leaf node link", box.LeafConnected)
+	mp4s := [][]byte{makeMP4(t, 1), makeMP4(t, 2)}
+
+	// How a hub reads a box's clips: its JetStream through the box's domain.
+	nc, err := nats.Connect(hub.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	boxJS, err := jetstream.NewWithDomain(nc, "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxMinute(t)
+	read := func(i int) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		obs, err := boxJS.ObjectStore(ctx, ClipBucket("visiond", "lab"))
+		if err != nil {
+			return err
+		}
+		data, err := obs.GetBytes(ctx, ClipName("door", clipAt(i)))
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(data, mp4s[i]) {
+			return fmt.Errorf("clip %d: read %d bytes, not the %d stored", i, len(data), len(mp4s[i]))
+		}
+		return nil
+	}
+
+	if err := c.PutClip(clipInfo("door", clipAt(0)), clipFile(t, t.TempDir(), mp4s[0])); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, time.Minute, "the first clip stored", func() bool { return c.Stats().Stored == 1 })
+	if err := read(0); err != nil {
+		t.Errorf("hub reading the first clip: %v", err)
+	}
+	link.Cut()
+	testutil.WaitFor(t, time.Minute, "the link to drop", func() bool { return !box.LeafConnected() })
+	if err := c.PutClip(clipInfo("door", clipAt(1)), clipFile(t, t.TempDir(), mp4s[1])); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, time.Minute, "the box to store the second clip", func() bool { return c.Stats().Stored == 2 })
+	link.Restore()
+	testutil.WaitFor(t, time.Minute, "the link back", box.LeafConnected)
+	testutil.WaitFor(t, 2*time.Minute, "the hub to read the clip stored during the cut", func() bool { return read(1) == nil })
+	if err := read(0); err != nil {
+		t.Errorf("hub reading the first clip after the cut: %v", err)
+	}
+	obs, err := boxJS.ObjectStore(ctx, ClipBucket("visiond", "lab"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clips, err := ListClips(ctx, obs, "door", 0)
+	if err != nil || len(clips) != 2 || clips[0].Name != ClipName("door", clipAt(1)) || clips[1].Bytes != int64(len(mp4s[0])) ||
+		len(clips[0].Objects) != 1 || clips[0].Objects[0].Label != "person" {
+		t.Errorf("hub listing the box's clips: %+v, %v; want both, newest first, with their objects", clips, err)
+	}
 }

@@ -4,6 +4,7 @@
 //	visiond run    [-config FILE]   run the daemon (the embedded demo config without -config)
 //	visiond check  [-config FILE]   validate a config and exit non-zero with its errors
 //	visiond sub    [-nats URL]      print the events published on NATS
+//	visiond clip   ls|get ...       list or fetch the stored event clips
 //	visiond replay [flags] VIDEO    analyse a recording as a camera of the config, print its events
 //	visiond version                 print the build's version, Go's, ONNX Runtime's and its providers
 //	visiond model inspect|fp16 ...  inspect or convert an ONNX model (docs/models.md)
@@ -39,6 +40,7 @@ commands:
   run     run the daemon (without -config: the embedded demo with a built-in sample camera)
   check   validate a config file and exit non-zero with its errors
   sub     print the detection events published on NATS
+  clip    list (clip ls) or fetch (clip get NAME) the stored event clips, from the box or a hub
   replay  analyse a video file as a camera of the config would be, as fast as the workers go,
           and print its events (or -publish them): tune zones and lines on a recording
   version print the version of visiond, Go and ONNX Runtime (also: --version)
@@ -99,6 +101,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		err = checkCmd(args[1:], stdout, stderr)
 	case "sub":
 		err = subCmd(args[1:], stdout, stderr)
+	case "clip":
+		err = clipCmd(args[1:], stdout, stderr)
 	case "replay":
 		err = replayCmd(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
