@@ -109,7 +109,7 @@ func (c *camera) analytics() *analyticsSettings { return c.settings.Load() }
 // withoutAnalytics returns cc without its analytics settings (the fields of config.Camera
 // that a reload applies live with setAnalytics).
 func withoutAnalytics(cc config.Camera) config.Camera {
-	cc.Objects, cc.Masks, cc.Zones, cc.Lines, cc.Events = analytics.Objects{}, nil, nil, nil, config.Events{}
+	cc.Objects, cc.Masks, cc.Zones, cc.Lines, cc.Events, cc.Clips = analytics.Objects{}, nil, nil, nil, config.Events{}, config.Clips{}
 	return cc
 }
 
