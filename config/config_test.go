@@ -554,6 +554,9 @@ func FuzzParse(f *testing.F) {
 	for _, tc := range badAnalytics {
 		f.Add([]byte(tc.yaml))
 	}
+	for _, tc := range badClips {
+		f.Add([]byte(tc.yaml))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := config.Parse(data)
 		if err != nil {
