@@ -75,3 +75,62 @@ func TestEventsMatchSchemas(t *testing.T) {
 		}
 	}
 }
+
+// An ObjectClip event, as published, has its id and matches the object schema; the schema
+// refuses a clip event without its clip, a clip on another type and a malformed clip.
+func TestObjectClipEventSchema(t *testing.T) {
+	v := natstest.NewValidator(t, Schemas())
+	s := startServer(t)
+	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
+	start := t0.Add(-17 * time.Second)
+	info := ClipInfo{Name: ClipName("door", start), Camera: "door", Start: start, End: t0.Add(5 * time.Second), DurationS: 22}
+	ev := sampleObject(ObjectClip)
+	ev.Seq, ev.Clip = 0, &ClipRef{}
+	*ev.Clip = info.Ref()
+	if err := p.PublishObject(ev); err != nil {
+		t.Fatal(err)
+	}
+	noClip := sampleObject(ObjectClip)
+	noClip.Seq = 0
+	if err := p.PublishObject(noClip); err == nil || !strings.Contains(err.Error(), "no clip") {
+		t.Errorf("publishing a clip event without its clip: %v", err)
+	}
+	testutil.WaitFor(t, time.Minute, "the clip event acknowledged", func() bool { return p.Stats().Published == 1 })
+	msgs := streamMsgs(t, natstest.ConnectJS(t, s.ClientURL()), "visiond-lab")
+	if len(msgs) != 1 {
+		t.Fatalf("stream holds %d events, want the clip event", len(msgs))
+	}
+	m := msgs[0]
+	wantID := "inst.door.t1042.clip." + itoa(start.UnixMilli())
+	if id := m.Header.Get(jetstream.MsgIDHeader); id != wantID || m.Subject != "visiond.lab.door.objects" {
+		t.Errorf("clip event %s on %s, want %s on visiond.lab.door.objects", id, m.Subject, wantID)
+	}
+	if err := v.Validate("objects.json", m.Data); err != nil {
+		t.Errorf("%v\n%s", err, m.Data)
+	}
+	var got ObjectEvent
+	if err := json.Unmarshal(m.Data, &got); err != nil || got.Clip == nil || *got.Clip != *ev.Clip {
+		t.Errorf("clip event's clip %+v (%v), want %+v", got.Clip, err, ev.Clip)
+	}
+
+	good := string(m.Data)
+	upd, _ := json.Marshal(sampleObject(ObjectUpdate))
+	clipJSON := string(mustJSON(t, ev.Clip))
+	for _, tc := range []struct{ name, data, want string }{
+		{"clip event without clip", strings.Replace(good, `"clip":`+clipJSON, `"klip":`+clipJSON, 1), "clip"},
+		{"clip on an update", strings.Replace(string(upd), `"zones":`, `"clip":`+clipJSON+`,"zones":`, 1), "clip"},
+		{"clip without name", strings.Replace(good, `"name":"door/c`, `"nom":"door/c`, 1), "name"},
+		{"clip name not a clip's", strings.Replace(good, `.mp4"`, `.jpg"`, 1), "name"},
+		{"negative duration", strings.Replace(good, `"duration_s":22`, `"duration_s":-1`, 1), "duration_s"},
+		{"bad end", strings.Replace(good, `"end":"`, `"end":"soon`, 1), "end"},
+		{"unknown clip field", strings.Replace(good, `"duration_s":22`, `"duration_s":22,"frames":220`, 1), "frames"},
+	} {
+		if tc.data == good {
+			t.Fatalf("%s: the replacement did not apply to %s", tc.name, good)
+		}
+		err := v.Validate("objects.json", []byte(tc.data))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: validation error %v, want one about %q\n%s", tc.name, err, tc.want, tc.data)
+		}
+	}
+}

@@ -82,15 +82,9 @@ type Snapshots struct {
 	bytes  int               // of data
 	closed bool
 
-	index []storedSnapshot // the writer's: what the store holds, oldest first
+	index evictionIndex // the writer's: what the store holds, oldest first
 
 	stored, dropped, evicted, failed atomic.Uint64
-}
-
-// storedSnapshot is a snapshot in the store, as the writer last knew it.
-type storedSnapshot struct {
-	name string
-	at   time.Time
 }
 
 // SnapshotStats are the store's counters since Start.
@@ -162,24 +156,13 @@ func (s *Snapshots) Start() error {
 	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return fmt.Errorf("snapshot store %s: list: %w", s.Bucket, err)
 	}
-	for _, info := range infos {
-		s.index = append(s.index, storedSnapshot{name: info.Name, at: info.ModTime})
-	}
-	sortIndex(s.index)
+	s.index.load(infos)
 	s.obs = obs
 	s.data = map[string][]byte{}
 	s.wake = make(chan struct{}, 1)
 	s.writerStop.init()
 	go s.run()
 	return nil
-}
-
-func sortIndex(idx []storedSnapshot) {
-	for i := 1; i < len(idx); i++ { // insertion sort: read once at start, nearly sorted
-		for j := i; j > 0 && idx[j].at.Before(idx[j-1].at); j-- {
-			idx[j], idx[j-1] = idx[j-1], idx[j]
-		}
-	}
 }
 
 // checkObjectName says whether name is a snapshot name: 1 to 255 letters, digits, '_', '-',
@@ -300,48 +283,21 @@ func (s *Snapshots) run() {
 	}
 }
 
-// overhead is a generous bound on the store's bytes beyond a snapshot's own: the meta
-// message, and each 128 KiB chunk's subject and headers.
-func overhead(n int) int64 { return 1024 + int64(n/(128<<10)+1)*256 }
-
 // store makes room for data, oldest snapshots first, then stores it.
 func (s *Snapshots) store(name string, data []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.forget(name) // its old version goes with the put
-	for {
-		st, err := s.obs.Status(ctx)
-		if err != nil {
-			return err
-		}
-		if int64(st.Size())+int64(len(data))+overhead(len(data)) <= s.MaxBytes || len(s.index) == 0 {
-			break
-		}
-		oldest := s.index[0]
-		if err := s.obs.Delete(ctx, oldest.name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return fmt.Errorf("delete the oldest snapshot %s: %w", oldest.name, err)
-		} else if err == nil {
-			s.evicted.Add(1)
-		}
-		s.index = s.index[1:]
+	s.index.forget(name) // its old version goes with the put
+	if err := s.index.makeRoom(ctx, s.obs, int64(len(data)), s.MaxBytes, "snapshot", &s.evicted); err != nil {
+		return err
 	}
 	info, err := s.obs.PutBytes(ctx, name, data)
 	if err != nil {
 		return err
 	}
-	s.index = append(s.index, storedSnapshot{name: name, at: info.ModTime})
+	s.index.add(name, info.ModTime)
 	s.stored.Add(1)
 	return nil
-}
-
-// forget drops name from the index.
-func (s *Snapshots) forget(name string) {
-	for i, e := range s.index {
-		if e.name == name {
-			s.index = append(s.index[:i], s.index[i+1:]...)
-			return
-		}
-	}
 }
 
 // getTimeout bounds Get.
