@@ -44,6 +44,18 @@ func (d *Daemon) startNATS(cfg *config.Config) error {
 			d.snapshots = nil
 			return err
 		}
+		// The cameras' clips, started whether or not a camera makes them now: a reload
+		// may turn clips on.
+		dir, err := cfg.ClipDir()
+		if err != nil {
+			return err
+		}
+		d.clips = &sinks.Clips{Publisher: d.pub, MaxBytes: int64(cfg.ClipStore.MaxBytesMiB) << 20, MaxAge: cfg.ClipStore.MaxAge,
+			Dir: dir, Logger: d.log.With("component", "clips")}
+		if err := d.clips.Start(); err != nil {
+			d.clips = nil
+			return err
+		}
 	}
 	d.flushTimeout = 5 * time.Second
 	return nil
