@@ -107,10 +107,10 @@
   const clipLabels = (clip) => [...new Set((clip.objects || []).map((o) => String(o.label)))].join(", ") || "no objects";
   const clipURL = (name) => "api/clips/" + String(name).split("/").map(encodeURIComponent).join("/");
 
-  // refreshClips asks for a shown card's recent clips, at most every CLIPS_MS; 503 (no clip
-  // store: JetStream off) hides the list.
+  // refreshClips asks for the recent clips of a card on screen (in a tab not hidden), at most
+  // every CLIPS_MS; 503 (no clip store: JetStream off) hides the list.
   async function refreshClips(card) {
-    if (!card.visible || card.clipsLoading || Date.now() - card.clipsAt < CLIPS_MS) return;
+    if (!card.visible || document.hidden || card.clipsLoading || Date.now() - card.clipsAt < CLIPS_MS) return;
     card.clipsLoading = true;
     card.clipsAt = Date.now();
     try {
