@@ -35,6 +35,9 @@ const (
 
 	// DefaultClipStoreMaxBytesMiB and DefaultClipStoreMaxAge bound the clip store.
 	DefaultClipStoreMaxBytesMiB = 2048
+	// MaxClipStoreMiB bounds max_bytes_mib (1 PiB): far past any disk, and in bytes
+	// within an int64.
+	MaxClipStoreMiB = 1 << 30
 	DefaultClipStoreMaxAge      = 7 * 24 * time.Hour
 )
 
@@ -82,7 +85,9 @@ func (c Clips) Length() time.Duration {
 // ClipStore bounds the site's clip store, the JetStream object store that holds the clips
 // (sinks.ClipBucket names it): when full, the oldest clips are removed whole.
 type ClipStore struct {
-	// MaxBytesMiB bounds the store's size, > 0. Default DefaultClipStoreMaxBytesMiB (2048).
+	// MaxBytesMiB bounds the store's size, 1..MaxClipStoreMiB. Default
+	// DefaultClipStoreMaxBytesMiB (2048). The store's bucket reserves it in the JetStream
+	// server's storage at start.
 	MaxBytesMiB int `yaml:"max_bytes_mib"`
 	// MaxAge removes clips older than this, > 0. Default DefaultClipStoreMaxAge (168h,
 	// 7 days).
@@ -200,8 +205,8 @@ func listOrNone(list []string) string {
 // camera_defaults; one that the camera's own keys cause in an inherited key says where the
 // value comes from.
 func (v *validator) clips(c *Config, labels []string) {
-	if c.ClipStore.MaxBytesMiB < 1 {
-		v.add("clip_store.max_bytes_mib", "must be >= 1, got %d", c.ClipStore.MaxBytesMiB)
+	if n := c.ClipStore.MaxBytesMiB; n < 1 || n > MaxClipStoreMiB {
+		v.add("clip_store.max_bytes_mib", "must be in 1..%d (1 PiB), got %d", MaxClipStoreMiB, n)
 	}
 	if c.ClipStore.MaxAge <= 0 {
 		v.add("clip_store.max_age", "must be > 0, got %s", c.ClipStore.MaxAge)

@@ -268,3 +268,48 @@ func TestClipsAPINoStore(t *testing.T) {
 		t.Errorf("a bad name without a store: %s, want 400", resp.Status)
 	}
 }
+
+// A clip store the JetStream server refuses (its bucket would reserve more than the server's
+// storage) fails the daemon's start when a camera makes clips, naming the store; when none
+// does, the daemon runs without it and the clips API says so with 503.
+func TestClipStoreRefused(t *testing.T) {
+	start := func(clips bool) (*Daemon, error) {
+		yaml := fmt.Sprintf(`site: test
+http: {listen: "127.0.0.1:0"}
+nats: {listen: "127.0.0.1:0"}
+clip_store: {max_bytes_mib: %d}
+workers: {model: %q, library: %q, pools: [{count: 1, provider: cpu}]}
+cameras:
+  - {id: door, url: %q, clips: {enabled: %v}}
+`, config.MaxClipStoreMiB, testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"),
+			"rtsp://"+testutil.FreeAddr(t)+"/stream", clips)
+		cfg, err := config.Parse([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.StateDir = t.TempDir()
+		d := &Daemon{Config: cfg, Logger: testutil.Logger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+		return d, d.Start()
+	}
+	if d, err := start(true); err == nil {
+		d.Close()
+		t.Fatal("the daemon started with a camera making clips and no clip store")
+	} else if !strings.Contains(err.Error(), "clip store visiond-test-clips") {
+		t.Errorf("start: %v, want the clip store named", err)
+	}
+
+	d, err := start(false)
+	if err != nil {
+		t.Fatalf("no camera makes clips, yet the refused clip store failed the start: %v", err)
+	}
+	defer d.Close()
+	resp, err := http.Get("http://" + d.HTTPAddr().String() + "/api/cameras/door/clips")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "no clip store") {
+		t.Errorf("clips of door: %s %q, want 503", resp.Status, body)
+	}
+}
