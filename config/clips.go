@@ -35,10 +35,10 @@ const (
 
 	// DefaultClipStoreMaxBytesMiB and DefaultClipStoreMaxAge bound the clip store.
 	DefaultClipStoreMaxBytesMiB = 2048
+	DefaultClipStoreMaxAge      = 7 * 24 * time.Hour
 	// MaxClipStoreMiB bounds max_bytes_mib (1 PiB): far past any disk, and in bytes
 	// within an int64.
-	MaxClipStoreMiB        = 1 << 30
-	DefaultClipStoreMaxAge = 7 * 24 * time.Hour
+	MaxClipStoreMiB = 1 << 30
 )
 
 // Clips says whether and how a camera's objects make clips. A camera's clip runs from the
