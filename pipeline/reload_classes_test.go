@@ -525,7 +525,8 @@ func analyses(t *testing.T, h *leafDaemon, s leafStep) {
 	if a == s.settings {
 		t.Fatal("cam's analytics settings were not replaced")
 	}
-	held := config.Camera{Objects: a.Analytics.Objects, Masks: a.Analytics.Masks, Zones: a.Analytics.Zones, Lines: a.Analytics.Lines, Events: a.Events}
+	held := config.Camera{Objects: a.Analytics.Objects, Masks: a.Analytics.Masks, Zones: a.Analytics.Zones, Lines: a.Analytics.Lines,
+		Events: a.Events, Clips: a.Clips}
 	leaf := strings.TrimPrefix(s.path, "cameras[].")
 	got, want := leafOf(t, reflect.ValueOf(&held).Elem(), leaf, false), leafOf(t, reflect.ValueOf(&s.to.Cameras[1]).Elem(), leaf, false)
 	if !reflect.DeepEqual(got.Interface(), want.Interface()) {
