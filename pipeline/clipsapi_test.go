@@ -23,7 +23,7 @@ import (
 // clipMP4 returns an MP4 of the first seconds of the sample stream (768x576 H.264, 10 fps,
 // a keyframe every second), remuxed by ffmpeg as a clip is: the packets as they came,
 // faststart.
-func clipMP4(t *testing.T, seconds int) []byte {
+func clipMP4(t testing.TB, seconds int) []byte {
 	t.Helper()
 	ffmpeg := testutil.LookPath(t, "ffmpeg")
 	out := filepath.Join(t.TempDir(), "clip.mp4")
@@ -78,7 +78,7 @@ func putClip(t *testing.T, store *sinks.Clips, info sinks.ClipInfo, data []byte)
 
 // startClipStore starts an embedded NATS server with JetStream, a publisher and the clip
 // store on it, as the daemon does (startNATS); the test's cleanup closes them.
-func startClipStore(t *testing.T) *sinks.Clips {
+func startClipStore(t testing.TB) *sinks.Clips {
 	t.Helper()
 	srv := &sinks.Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "test", Logger: testutil.Logger(t)}
 	if err := srv.Start(); err != nil {
@@ -311,5 +311,55 @@ cameras:
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "no clip store") {
 		t.Errorf("clips of door: %s %q, want 503", resp.Status, body)
+	}
+}
+
+// BenchmarkClipServe serves a 6 s clip of the sample stream (about 0.9 MB) from the daemon's
+// handler over a real clip store: whole, and a seek's range (64 KiB from the middle). After
+// the first Open the store serves from its local copy; each request still asks the server for
+// the clip's info (Open's GetInfo).
+func BenchmarkClipServe(b *testing.B) {
+	store := startClipStore(b)
+	mp4 := clipMP4(b, 6)
+	info := testClip("door", time.Now().Add(-time.Minute), 6)
+	path := filepath.Join(b.TempDir(), "clip.mp4")
+	if err := os.WriteFile(path, mp4, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := store.PutClip(info, path); err != nil {
+		b.Fatal(err)
+	}
+	testutil.WaitFor(b, time.Minute, "clip stored", func() bool { return store.Stats().Stored == 1 })
+	cfg, err := config.Parse([]byte("cameras: [{id: door, url: rtsp://h/1}]\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &Daemon{Config: cfg, log: testutil.Logger(b), clips: store}
+	srv := httptest.NewServer(d.handler(false))
+	defer srv.Close()
+	for _, bc := range []struct{ name, rng string }{
+		{"whole", ""},
+		{"seek", fmt.Sprintf("bytes=%d-%d", len(mp4)/2, len(mp4)/2+64<<10-1)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var n int64
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/clips/"+info.Name, nil)
+				if bc.rng != "" {
+					req.Header.Set("Range", bc.rng)
+				}
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				m, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode/100 != 2 {
+					b.Fatalf("%s", resp.Status)
+				}
+				n = m
+			}
+			b.SetBytes(n)
+		})
 	}
 }
