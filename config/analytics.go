@@ -160,6 +160,7 @@ func (c *Config) CheckClasses(labels []string) error {
 // once, at camera_defaults.
 func (v *validator) analytics(c *Config, labels []string) {
 	v.detectionEvents("camera_defaults.events.detections", c.CameraDefaults.Events)
+	v.clips(c, labels) // clips.go
 	defaults := v.analyticsProblems("camera_defaults", analytics.Config{Objects: c.CameraDefaults.Objects}, labels)
 	for i, cam := range c.Cameras {
 		p := fmt.Sprintf("cameras[%d]", i)

@@ -66,6 +66,9 @@ type Config struct {
 	Workers  Workers  `yaml:"workers"`
 	Pipeline Pipeline `yaml:"pipeline"`
 	Sample   Sample   `yaml:"sample"`
+	// ClipStore bounds the site's clip store, which holds the cameras' clips
+	// (clips.go). Default: 2048 MiB, 7 days, written under the state directory.
+	ClipStore ClipStore `yaml:"clip_store"`
 
 	// CameraDefaults holds the settings shared by all cameras; a camera
 	// overrides any of them by setting the same key.
@@ -437,6 +440,10 @@ type CameraDefaults struct {
 	Objects analytics.Objects `yaml:"objects"`
 	// Events says which events cameras publish. Default: detections all.
 	Events Events `yaml:"events"`
+	// Clips says whether cameras' objects make clips, and which (clips.go). A
+	// camera that sets one of its keys replaces that key. Default: off, 5s
+	// before and after, at most 2m, every class, any zone (DefaultClips).
+	Clips Clips `yaml:"clips"`
 }
 
 // Camera is one camera, in resolved form: after Parse every field holds its
@@ -497,6 +504,9 @@ type Camera struct {
 	Lines []analytics.Line `yaml:"lines,omitempty"`
 	// Events says which events the camera publishes.
 	Events Events `yaml:"events"`
+	// Clips says whether the camera's objects make clips, and which; applied
+	// live by a reload. Resolved key by key against camera_defaults.
+	Clips Clips `yaml:"clips"`
 }
 
 // rawCamera is a camera as written in YAML: a nil field was left unset and
@@ -522,6 +532,7 @@ type rawCamera struct {
 	Zones        []analytics.Zone    `yaml:"zones"`
 	Lines        []analytics.Line    `yaml:"lines"`
 	Events       *rawEvents          `yaml:"events"`
+	Clips        *rawClips           `yaml:"clips"`
 }
 
 // resolve fills the fields r leaves unset from d.
@@ -547,6 +558,7 @@ func (r rawCamera) resolve(d CameraDefaults) Camera {
 		Zones:        r.Zones,
 		Lines:        r.Lines,
 		Events:       r.Events.resolve(d.Events),
+		Clips:        r.Clips.resolve(d.Clips),
 	}
 }
 
@@ -595,8 +607,9 @@ func Default() *Config {
 			JobTimeout: pool.DefaultJobTimeout,
 			Pools:      []WorkerPool{defaultPool(usableCPUs().N())},
 		},
-		Pipeline: Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second},
-		Sample:   Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"},
+		Pipeline:  Pipeline{Slice: 200 * time.Millisecond, MaxFrameAge: time.Second},
+		Sample:    Sample{Listen: "127.0.0.1:8554", File: "third_party/media/vtest.h264.ts"},
+		ClipStore: ClipStore{MaxBytesMiB: DefaultClipStoreMaxBytesMiB, MaxAge: DefaultClipStoreMaxAge},
 		CameraDefaults: CameraDefaults{
 			FPS:          5,
 			Enabled:      &enabled,
@@ -606,6 +619,7 @@ func Default() *Config {
 			StallTimeout: sources.DefaultStallTimeout,
 			Weight:       1,
 			Events:       Events{Detections: DefaultDetectionEvents},
+			Clips:        DefaultClips(),
 		},
 	}
 }

@@ -42,7 +42,8 @@ func TestShippedConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config.Camera{ID: "sample", Kind: "rtsp", URL: "rtsp://127.0.0.1:8554/sample", FPS: 5, Enabled: true,
-		Transport: "tcp", Decode: "all", Decoder: "cpu", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}}
+		Transport: "tcp", Decode: "all", Decoder: "cpu", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"},
+		Clips: config.DefaultClips()}
 	if cfg.Site != "demo" || !cfg.Sample.Enabled || len(cfg.Cameras) != 1 {
 		t.Fatalf("default.yaml: got site %q, sample %v, cameras %+v", cfg.Site, cfg.Sample.Enabled, cfg.Cameras)
 	}
@@ -161,11 +162,11 @@ cameras:
 	}
 	want := []config.Camera{
 		{ID: "inherits", Kind: "rtsp", URL: "rtsp://cam1/stream", FPS: 2, Enabled: true, Transport: "udp",
-			Decode: "keyframes", Decoder: "cuda", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}},
+			Decode: "keyframes", Decoder: "cuda", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}, Clips: config.DefaultClips()},
 		{ID: "overrides", Kind: "rtsp", URL: "rtsps://cam2:322/live", Username: "user", Password: "pw", FPS: 12.5,
-			Enabled: true, Transport: "auto", Decode: "all", Decoder: "cpu", StallTimeout: 3 * time.Second, Weight: 2, Events: config.Events{Detections: "all"}},
+			Enabled: true, Transport: "auto", Decode: "all", Decoder: "cpu", StallTimeout: 3 * time.Second, Weight: 2, Events: config.Events{Detections: "all"}, Clips: config.DefaultClips()},
 		{ID: "off", Kind: "rtsp", URL: "rtsp://cam3", FPS: 2, Enabled: false, Transport: "udp",
-			Decode: "keyframes", Decoder: "cuda", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}},
+			Decode: "keyframes", Decoder: "cuda", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"}, Clips: config.DefaultClips()},
 	}
 	if !reflect.DeepEqual(cfg.Cameras, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg.Cameras, want)
@@ -443,7 +444,7 @@ line 8: cameras[0].url: scheme "http" not supported: want rtsp:// or rtsps://
 line 9: cameras[1].id: duplicate id "a" (first at cameras[0], line 7)
 line 9: cameras[1].url: missing
 line 10: cameras[1].fps: must be a finite number > 0, got -1
-line 11: cameras[1].colour: unknown key "colour" (known here: decode, decoder, enabled, events, file, fps, id, kind, lines, masks, objects, password, password_file, pipeline, stall_timeout, transport, url, username, weight, zones)`
+line 11: cameras[1].colour: unknown key "colour" (known here: clips, decode, decoder, enabled, events, file, fps, id, kind, lines, masks, objects, password, password_file, pipeline, stall_timeout, transport, url, username, weight, zones)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
 	}
@@ -551,6 +552,9 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(tc.doc))
 	}
 	for _, tc := range badAnalytics {
+		f.Add([]byte(tc.yaml))
+	}
+	for _, tc := range badClips {
 		f.Add([]byte(tc.yaml))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -90,12 +90,13 @@ func newCamera(cfg config.Camera, slice time.Duration, wake func()) *camera {
 type analyticsSettings struct {
 	Analytics analytics.Config
 	Events    config.Events
+	Clips     config.Clips // which objects make clips, and how long (issue 23)
 }
 
 // setAnalytics puts cc's analytics settings in force, and reports whether they differ from
 // those in force before. It is safe to call while the slicer's side reads them (analytics).
 func (c *camera) setAnalytics(cc config.Camera) bool {
-	n := &analyticsSettings{Analytics: cc.Analytics(), Events: cc.Events}
+	n := &analyticsSettings{Analytics: cc.Analytics(), Events: cc.Events, Clips: cc.Clips}
 	if old := c.settings.Load(); old != nil && reflect.DeepEqual(old, n) {
 		return false
 	}
@@ -109,7 +110,7 @@ func (c *camera) analytics() *analyticsSettings { return c.settings.Load() }
 // withoutAnalytics returns cc without its analytics settings (the fields of config.Camera
 // that a reload applies live with setAnalytics).
 func withoutAnalytics(cc config.Camera) config.Camera {
-	cc.Objects, cc.Masks, cc.Zones, cc.Lines, cc.Events = analytics.Objects{}, nil, nil, nil, config.Events{}
+	cc.Objects, cc.Masks, cc.Zones, cc.Lines, cc.Events, cc.Clips = analytics.Objects{}, nil, nil, nil, config.Events{}, config.Clips{}
 	return cc
 }
 

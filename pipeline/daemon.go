@@ -54,6 +54,7 @@ type Daemon struct {
 	pub            *sinks.Publisher
 	state          *sinks.State     // with JetStream: the analytics' key-value bucket
 	snapshots      *sinks.Snapshots // with JetStream: the tracked objects' evidence
+	clips          *sinks.Clips     // with JetStream: the clip store (clipsapi.go reads it)
 	pools          *workerPools
 	slicer         *slicer  // dispatches the cameras' frames to the pools; its result stage publishes the results
 	results        *results // the slicer's result stage: the run goroutine ends cameras' objects through it
@@ -224,6 +225,9 @@ func (d *Daemon) Close() {
 		}
 		if d.snapshots != nil {
 			d.snapshots.Close(d.flushTimeout)
+		}
+		if d.clips != nil {
+			d.clips.Close(d.flushTimeout)
 		}
 		if d.state != nil {
 			d.state.Close(d.flushTimeout)

@@ -44,8 +44,33 @@ func (d *Daemon) startNATS(cfg *config.Config) error {
 			d.snapshots = nil
 			return err
 		}
+		// The cameras' clips, started whether or not a camera makes them now, since a reload
+		// may turn clips on. Its bucket reserves clip_store.max_bytes_mib of the server's
+		// store: where that fails and no camera makes clips, the daemon runs without it
+		// (the clips API answers 503) rather than not at all.
+		if err := d.startClips(cfg); err != nil {
+			if cfg.ClipsEnabled() {
+				return err
+			}
+			d.log.Warn("no clip store: a camera given clips by a reload makes none until a restart", "error", err)
+		}
 	}
 	d.flushTimeout = 5 * time.Second
+	return nil
+}
+
+// startClips starts the clip store (d.clips) of cfg's clip_store.
+func (d *Daemon) startClips(cfg *config.Config) error {
+	dir, err := cfg.ClipDir()
+	if err != nil {
+		return err
+	}
+	c := &sinks.Clips{Publisher: d.pub, MaxBytes: int64(cfg.ClipStore.MaxBytesMiB) << 20, MaxAge: cfg.ClipStore.MaxAge,
+		Dir: dir, Logger: d.log.With("component", "clips")}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	d.clips = c
 	return nil
 }
 

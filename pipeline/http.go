@@ -55,7 +55,8 @@ func (d *Daemon) startHTTP(c config.HTTP) error {
 // /metrics (Prometheus), /api/cameras (JSON status per camera),
 // /api/cameras/{id}/objects (the objects it follows), /api/cameras/{id}/snapshot.jpg (the latest analysed frame, with its boxes) and /api/workers
 // (JSON status per worker process: state, provider, jobs, restarts, host and GPU memory),
-// /api/version (JSON: the build's version and revision, Go's version);
+// /api/version (JSON: the build's version and revision, Go's version), the clips API
+// (clipsapi.go: /api/cameras/{id}/clips, /api/clips/{name...});
 // with withPprof, Go's profiles under /debug/pprof/.
 func (d *Daemon) handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
@@ -67,6 +68,7 @@ func (d *Daemon) handler(withPprof bool) http.Handler {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	statusPage(mux)
+	d.clipsAPI().register(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

@@ -48,6 +48,7 @@ var reloadClasses = map[string]reloadClass{
 	"http":       needRestart, // its listener, and its handler (pprof)
 	"nats":       needRestart, // the server, the publisher, its stream, the health ticker
 	"sample":     needRestart, // the sample camera, served by main
+	"clip_store": needRestart, // the clip store's bucket and spool, started with the publisher
 
 	// workers: a change of any leaf starts new pools, built from the whole section
 	// (Workers.PoolConfig), and swaps them in; a model of another input size is rejected.
@@ -97,6 +98,12 @@ var reloadClasses = map[string]reloadClass{
 	"camera_defaults.objects.update_interval":     applyLive,
 	"camera_defaults.objects.class_groups":        applyLive,
 	"camera_defaults.events.detections":           applyLive,
+	"camera_defaults.clips.enabled":               applyLive,
+	"camera_defaults.clips.pre_capture":           applyLive,
+	"camera_defaults.clips.post_capture":          applyLive,
+	"camera_defaults.clips.max_length":            applyLive,
+	"camera_defaults.clips.classes":               applyLive,
+	"camera_defaults.clips.zones":                 needRestart, // always empty: zones are a camera's own (config refuses any here)
 
 	// cameras are matched by id: a new id starts a camera and the old one stops, and so do
 	// enabled true and false.
@@ -142,6 +149,14 @@ var reloadClasses = map[string]reloadClass{
 	"cameras[].lines[].band":            applyLive,
 	"cameras[].lines[].anchor":          applyLive,
 	"cameras[].events.detections":       applyLive,
+	// clips: the camera keeps its session (and its ring of video) and takes them with its
+	// analytics settings.
+	"cameras[].clips.enabled":      applyLive,
+	"cameras[].clips.pre_capture":  applyLive,
+	"cameras[].clips.post_capture": applyLive,
+	"cameras[].clips.max_length":   applyLive,
+	"cameras[].clips.classes":      applyLive,
+	"cameras[].clips.zones":        applyLive,
 }
 
 // reloadClassOf returns the class of the leaf at path (a YAML path, as in reloadClasses)

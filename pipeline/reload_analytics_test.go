@@ -175,7 +175,8 @@ func TestStartUnknownClass(t *testing.T) {
 func TestWithoutAnalyticsCoversSettings(t *testing.T) {
 	zero := 0.0
 	cc := config.Camera{ID: "a", Objects: analytics.Objects{Anchor: "center"}, Masks: []analytics.Points{{{0, 0}}},
-		Zones: []analytics.Zone{{ID: "z", MinSeconds: &zero}}, Lines: []analytics.Line{{ID: "l"}}, Events: config.Events{Detections: "off"}}
+		Zones: []analytics.Zone{{ID: "z", MinSeconds: &zero}}, Lines: []analytics.Line{{ID: "l"}}, Events: config.Events{Detections: "off"},
+		Clips: config.Clips{Enabled: true, Zones: []string{"z"}}}
 	if !sameSource(config.Camera{ID: "a"}, cc) || sameSource(config.Camera{ID: "b"}, cc) {
 		t.Fatal("sameSource looks at analytics settings, or not at the id")
 	}

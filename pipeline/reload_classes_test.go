@@ -113,6 +113,11 @@ func liveLeafShows() map[string]leafShow {
 		"camera_defaults.objects.update_interval":     defaults("", "objects: {update_interval: 5s}"),
 		"camera_defaults.objects.class_groups":        defaults("", "objects: {class_groups: [[car, truck]]}"),
 		"camera_defaults.events.detections":           defaults("", `events: {detections: "off"}`),
+		"camera_defaults.clips.enabled":               defaults("", "clips: {enabled: true}"),
+		"camera_defaults.clips.pre_capture":           defaults("", "clips: {pre_capture: 2s}"),
+		"camera_defaults.clips.post_capture":          defaults("", "clips: {post_capture: 2s}"),
+		"camera_defaults.clips.max_length":            defaults("", "clips: {max_length: 1m}"),
+		"camera_defaults.clips.classes":               defaults("", "clips: {classes: [person]}"),
 
 		"cameras[].id":      {to: edit{cam: "id: cam2, url: $down"}, effect: renames},
 		"cameras[].enabled": {to: cam("enabled: false"), effect: disables},
@@ -175,9 +180,15 @@ func liveLeafShows() map[string]leafShow {
 			func(before, after published) string {
 				return want(len(before.lines) == 0 && after.crossed("l", "person"), "no line event before, the person crossing line l after")
 			}),
-		"cameras[].lines[].classes": settings(line(""), line(", classes: [person]")),
-		"cameras[].lines[].band":    settings(line(""), line(", band: 0.05")),
-		"cameras[].lines[].anchor":  settings(line(""), line(", anchor: center")),
+		"cameras[].lines[].classes":    settings(line(""), line(", classes: [person]")),
+		"cameras[].lines[].band":       settings(line(""), line(", band: 0.05")),
+		"cameras[].lines[].anchor":     settings(line(""), line(", anchor: center")),
+		"cameras[].clips.enabled":      settings("clips: {enabled: false}", "clips: {enabled: true}"),
+		"cameras[].clips.pre_capture":  settings("clips: {pre_capture: 5s}", "clips: {pre_capture: 2s}"),
+		"cameras[].clips.post_capture": settings("clips: {post_capture: 5s}", "clips: {post_capture: 2s}"),
+		"cameras[].clips.max_length":   settings("clips: {max_length: 2m}", "clips: {max_length: 1m}"),
+		"cameras[].clips.classes":      settings("clips: {classes: [person, car]}", "clips: {classes: [person]}"),
+		"cameras[].clips.zones":        settings(zone("")+", clips: {zones: []}", zone("")+", clips: {zones: [z]}"),
 		"cameras[].events.detections": withBehaviour(settings("events: {detections: all}", `events: {detections: "off"}`),
 			func(before, after published) string {
 				return want(len(before.dets) > 0 && len(after.dets) == 0, "detection events before only")
@@ -514,7 +525,8 @@ func analyses(t *testing.T, h *leafDaemon, s leafStep) {
 	if a == s.settings {
 		t.Fatal("cam's analytics settings were not replaced")
 	}
-	held := config.Camera{Objects: a.Analytics.Objects, Masks: a.Analytics.Masks, Zones: a.Analytics.Zones, Lines: a.Analytics.Lines, Events: a.Events}
+	held := config.Camera{Objects: a.Analytics.Objects, Masks: a.Analytics.Masks, Zones: a.Analytics.Zones, Lines: a.Analytics.Lines,
+		Events: a.Events, Clips: a.Clips}
 	leaf := strings.TrimPrefix(s.path, "cameras[].")
 	got, want := leafOf(t, reflect.ValueOf(&held).Elem(), leaf, false), leafOf(t, reflect.ValueOf(&s.to.Cameras[1]).Elem(), leaf, false)
 	if !reflect.DeepEqual(got.Interface(), want.Interface()) {

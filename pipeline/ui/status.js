@@ -1,16 +1,37 @@
 // visiond status page: polls api/cameras and api/workers every second and keeps one card per
-// camera (added and removed as the daemon's cameras change) and a row per worker. Plain DOM,
+// camera (added and removed as the daemon's cameras change) and a row per worker. Each card
+// shown on screen lists the camera's recent clips (api/cameras/<id>/clips, every 10 s); a click
+// plays one in the player above the cards (api/clips/<name>, which answers range requests, so
+// the video seeks). ?play=<clip name> plays that clip, muted, once a card lists it. Plain DOM,
 // no external resources; text from the daemon is only ever set as text.
 "use strict";
 
 (() => {
   const POLL_MS = 1000;
+  const CLIPS_MS = 10000; // a shown card's clip list: clips come every few minutes at most
+  const CLIPS_SHOWN = 5;
   const grid = document.getElementById("cameras");
   const noCameras = document.getElementById("no-cameras");
   const workersBody = document.querySelector("#workers tbody");
   const conn = document.getElementById("conn");
   const summary = document.getElementById("summary");
   const cards = new Map(); // camera id -> card
+  let autoplay = new URLSearchParams(location.search).get("play"); // a clip to play once listed
+  const player = {
+    root: document.getElementById("player"),
+    video: document.getElementById("player-video"),
+    info: document.getElementById("player-info"),
+    name: "", // the clip playing, "" for none
+  };
+  // Which cards are on screen: only their clip lists are polled.
+  const onScreen = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const card = cards.get(e.target.dataset.camera);
+      if (!card) continue;
+      card.visible = e.isIntersecting;
+      if (card.visible) refreshClips(card);
+    }
+  });
 
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
@@ -64,14 +85,116 @@
       pair.append(el("dt", null, label), dd[key]);
       stats.append(pair);
     }
+    const clips = el("ul", "clips");
+    clips.setAttribute("aria-label", "recent clips of " + id);
     const url = el("footer", "url");
-    root.append(head, shot, reason, stats, url);
+    root.append(head, shot, reason, stats, clips, url);
     return {
-      id, root, state, img, placeholder, reason, dd, url,
+      id, root, state, img, placeholder, reason, dd, clips, url,
       loading: false, // a snapshot request is in flight
       shown: -1, // frames_analysed when the shown snapshot was requested; -1: none shown
+      visible: false, // on screen (onScreen)
+      clipsLoading: false, // a clip list request is in flight
+      clipsAt: 0, // when the last clip list was requested
     };
   }
+
+  const fmtClipTime = (s) => {
+    const t = new Date(Date.parse(s));
+    if (isNaN(t)) return "?";
+    return t.toDateString() === new Date().toDateString() ? t.toLocaleTimeString() : t.toLocaleString();
+  };
+  const clipLabels = (clip) => [...new Set((clip.objects || []).map((o) => String(o.label)))].join(", ") || "no objects";
+  const clipURL = (name) => "api/clips/" + String(name).split("/").map(encodeURIComponent).join("/");
+
+  // refreshClips asks for the recent clips of a card on screen (in a tab not hidden), at most
+  // every CLIPS_MS; 503 (no clip store: JetStream off) hides the list.
+  async function refreshClips(card) {
+    if (!card.visible || document.hidden || card.clipsLoading || Date.now() - card.clipsAt < CLIPS_MS) return;
+    card.clipsLoading = true;
+    card.clipsAt = Date.now();
+    try {
+      const r = await fetch("api/cameras/" + encodeURIComponent(card.id) + "/clips?limit=" + CLIPS_SHOWN, { cache: "no-store" });
+      if (r.status === 503) {
+        card.root.dataset.clips = "off";
+        card.clips.replaceChildren();
+      } else if (r.ok) {
+        renderClips(card, (await r.json()) || []);
+      }
+    } catch (e) {
+      // the next poll asks again
+    } finally {
+      card.clipsLoading = false;
+    }
+  }
+
+  function renderClips(card, clips) {
+    card.root.dataset.clips = String(clips.length);
+    if (clips.length === 0) {
+      card.clips.replaceChildren(el("li", "none", "no clips yet"));
+      return;
+    }
+    const items = clips.map((clip) => {
+      const li = el("li");
+      const b = el("button", "clip", fmtClipTime(clip.start) + " · " + num(clip.duration_s).toFixed(1) + " s · " + clipLabels(clip));
+      b.type = "button";
+      b.dataset.clip = clip.name;
+      b.title = clip.name + (clip.closed ? " (" + clip.closed + ")" : "") + ((clip.notes || []).length ? ": " + clip.notes.join("; ") : "");
+      b.toggleAttribute("data-playing", clip.name === player.name);
+      b.addEventListener("click", () => play(clip, b.dataset.muted === "1"));
+      li.append(b);
+      return li;
+    });
+    card.clips.replaceChildren(...items);
+    if (autoplay) {
+      const b = card.clips.querySelector('button[data-clip="' + CSS.escape(autoplay) + '"]');
+      if (b) {
+        autoplay = null;
+        b.dataset.muted = "1"; // browsers play a muted video without a user's gesture
+        b.click();
+        delete b.dataset.muted;
+      }
+    }
+  }
+
+  // play plays clip in the player, and marks it in its card's list.
+  function play(clip, muted) {
+    const v = player.video;
+    player.name = clip.name;
+    player.root.hidden = false;
+    player.info.textContent = clip.camera + " · " + fmtClipTime(clip.start) + " · " + num(clip.duration_s).toFixed(1) + " s · " + clipLabels(clip);
+    for (const k of ["currentTime", "videoWidth", "videoHeight", "error"]) delete v.dataset[k];
+    v.dataset.clip = clip.name;
+    v.muted = muted;
+    v.src = clipURL(clip.name);
+    v.play().catch((e) => { v.dataset.error = String(e && e.message); });
+    markPlaying();
+  }
+
+  function markPlaying() {
+    for (const b of document.querySelectorAll("button.clip")) b.toggleAttribute("data-playing", b.dataset.clip === player.name);
+  }
+
+  // The video's size and progress, as data- attributes too (what a test of the page reads).
+  player.video.addEventListener("loadedmetadata", () => {
+    player.video.dataset.videoWidth = String(player.video.videoWidth);
+    player.video.dataset.videoHeight = String(player.video.videoHeight);
+  });
+  player.video.addEventListener("timeupdate", () => {
+    player.video.dataset.currentTime = player.video.currentTime.toFixed(2);
+  });
+  player.video.addEventListener("error", () => {
+    const err = player.video.error;
+    if (err) player.video.dataset.error = "media error " + err.code + (err.message ? ": " + err.message : "");
+  });
+  document.getElementById("player-close").addEventListener("click", () => {
+    player.video.pause();
+    player.video.removeAttribute("src");
+    player.video.load();
+    player.root.hidden = true;
+    player.name = "";
+    markPlaying();
+  });
 
   // refreshSnapshot loads the camera's snapshot off-screen when new frames were analysed
   // since the shown one, and swaps it in once it has loaded with a picture; a failed load
@@ -133,6 +256,7 @@
     d.reconnects.textContent = num(cam.reconnects);
     card.url.textContent = (cam.url || "") + " · last frame " + fmtTime(cam.last_analysed);
     refreshSnapshot(card, cam);
+    refreshClips(card);
   }
 
   function renderCameras(cams) {
@@ -144,6 +268,7 @@
       if (!card) {
         card = newCard(cam.id);
         cards.set(cam.id, card);
+        onScreen.observe(card.root);
       }
       // Keep the daemon's order; moving a card keeps its image.
       const want = prev ? prev.nextSibling : grid.firstChild;
@@ -153,6 +278,7 @@
     }
     for (const [id, card] of cards) {
       if (!seen.has(id)) {
+        onScreen.unobserve(card.root);
         card.root.remove();
         cards.delete(id);
       }

@@ -1,0 +1,132 @@
+package pipeline
+
+import (
+	"fmt"
+	"html"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestClipsPage plays a clip from the status page of a real daemon in headless Chromium: two
+// clips of east (MP4s that ffmpeg remuxed from the sample stream) are put in the daemon's clip
+// store; the page, opened with ?play=<the older one>, must list both in east's card, newest
+// first, with their duration and labels, and play the one asked for by clicking it: the DOM
+// Chromium dumps must show the player's video advanced past 1 s at the stream's 768x576 (the
+// page copies currentTime, videoWidth and videoHeight into data- attributes from the video's
+// events), the clip marked playing, and the MP4 read with range requests (206). Chromium runs
+// with its default autoplay policy: the page plays the clip muted, as it may without a user's
+// gesture. Headless Chromium's virtual time (--virtual-time-budget) drives the media clock too.
+func TestClipsPage(t *testing.T) {
+	chromium := chromiumPath(t)
+	d, _ := startDaemon(t)
+	if d.clips == nil {
+		t.Fatal("the daemon has JetStream but no clip store")
+	}
+	now := time.Now()
+	older, newer := testClip("east", now.Add(-10*time.Minute), 6), testClip("east", now.Add(-2*time.Minute), 3)
+	putClip(t, d.clips, older, clipMP4(t, 6))
+	putClip(t, d.clips, newer, clipMP4(t, 3))
+
+	// The proxy notes the page's requests for clips: their Range headers and statuses.
+	target, err := url.Parse("http://" + d.HTTPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var (
+		mu       sync.Mutex
+		requests []string // "<path> <range> <status>" of each clip request
+	)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		rp.ServeHTTP(sw, r)
+		if strings.Contains(r.URL.Path, "/clips") {
+			mu.Lock()
+			requests = append(requests, fmt.Sprintf("%s %q %d", r.URL.RequestURI(), r.Header.Get("Range"), sw.code))
+			mu.Unlock()
+		}
+	}))
+	defer proxy.Close()
+
+	dom := runChromium(t, chromium, "--virtual-time-budget=8000", "--window-size=1280,1000",
+		"--dump-dom", proxy.URL+"/?play="+url.QueryEscape(older.Name))
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("clip requests:\n%s", strings.Join(requests, "\n"))
+
+	cards, _ := parseCards(t, dom)
+	east, ok := cards["east"]
+	if !ok {
+		t.Fatalf("no card of east; DOM:\n%s", dom)
+	}
+	if east.attr["data-clips"] != "2" {
+		t.Errorf("east's card lists %q clips, want 2", east.attr["data-clips"])
+	}
+	buttons := regexp.MustCompile(`<button class="clip"([^>]*)>([^<]*)</button>`).FindAllStringSubmatch(east.inner, -1)
+	var names []string
+	for _, b := range buttons {
+		attrs := attrsOf(b[1])
+		names = append(names, attrs["data-clip"])
+		c := newer
+		if attrs["data-clip"] == older.Name {
+			c = older
+		}
+		text := html.UnescapeString(b[2])
+		if want := fmt.Sprintf(" · %.1f s · person, car", c.DurationS); !strings.HasSuffix(text, want) {
+			t.Errorf("clip %s shown as %q, want its start, then %q", c.Name, text, want)
+		}
+		if _, playing := attrs["data-playing"]; playing != (c.Name == older.Name) {
+			t.Errorf("clip %s: marked playing %v, want %v", c.Name, playing, c.Name == older.Name)
+		}
+	}
+	if !slices.Equal(names, []string{newer.Name, older.Name}) {
+		t.Fatalf("east's card lists %q, want %q (newest first); card:\n%s", names, []string{newer.Name, older.Name}, east.inner)
+	}
+
+	if m := regexp.MustCompile(`<section id="player"([^>]*)>`).FindStringSubmatch(dom); m == nil || strings.Contains(m[1], "hidden") {
+		t.Errorf("the player is not shown: %v", m)
+	}
+	m := regexp.MustCompile(`<video id="player-video"([^>]*)>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("no player video in the DOM:\n%s", dom)
+	}
+	t.Logf("the player: %s", m[0])
+	v := attrsOf(m[1])
+	if v["data-clip"] != older.Name || v["src"] != "api/clips/"+older.Name {
+		t.Errorf("the player has clip %q from %q, want %s from api/clips/%s", v["data-clip"], v["src"], older.Name, older.Name)
+	}
+	if e := v["data-error"]; e != "" {
+		t.Errorf("the video failed: %s", e)
+	}
+	if v["data-video-width"] != "768" || v["data-video-height"] != "576" {
+		t.Errorf("the video is %sx%s, want the stream's 768x576", v["data-video-width"], v["data-video-height"])
+	}
+	if at, err := strconv.ParseFloat(v["data-current-time"], 64); err != nil || at <= 1 {
+		t.Errorf("the video's currentTime %q, want past 1 s: it did not play", v["data-current-time"])
+	}
+	ranged := slices.ContainsFunc(requests, func(r string) bool {
+		return strings.HasPrefix(r, "/api/clips/"+older.Name+" ") && strings.Contains(r, `"bytes=`) && strings.HasSuffix(r, " 206")
+	})
+	if !ranged {
+		t.Errorf("Chromium read the clip without a range request answered 206")
+	}
+}
+
+// attrsOf parses the attributes of an element's start tag, unescaped; a bare attribute
+// ("hidden", "data-playing") has the value "".
+func attrsOf(tag string) map[string]string {
+	attrs := map[string]string{}
+	for _, a := range regexp.MustCompile(`([a-z-]+)(?:="([^"]*)")?`).FindAllStringSubmatch(tag, -1) {
+		attrs[a[1]] = html.UnescapeString(a[2])
+	}
+	return attrs
+}
