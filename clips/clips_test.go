@@ -1,7 +1,6 @@
 package clips
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -64,53 +63,6 @@ func encode(t testing.TB, name string, args ...string) string {
 		t.Fatalf("ffmpeg %v: %v\n%s", argv, err, b)
 	}
 	return out
-}
-
-// probe is what ffprobe says of a clip.
-type probe struct {
-	Codec         string
-	Width, Height int
-	Frames        int     // frames decoded
-	Duration      float64 // the container's, seconds
-	FirstKey      bool    // the first frame decoded is a keyframe
-	Errors        string  // what decoding the whole clip reported
-}
-
-func probeClip(t testing.TB, path string) probe {
-	t.Helper()
-	ffprobe := testutil.LookPath(t, "ffprobe")
-	b, err := exec.Command(ffprobe, "-v", "error", "-select_streams", "v:0", "-count_frames",
-		"-show_entries", "stream=codec_name,width,height,nb_read_frames:format=duration", "-of", "json", path).Output()
-	if err != nil {
-		t.Fatalf("ffprobe %s: %v", path, err)
-	}
-	var out struct {
-		Streams []struct {
-			Codec  string `json:"codec_name"`
-			Width  int    `json:"width"`
-			Height int    `json:"height"`
-			Frames string `json:"nb_read_frames"`
-		} `json:"streams"`
-		Format struct {
-			Duration string `json:"duration"`
-		} `json:"format"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil || len(out.Streams) != 1 {
-		t.Fatalf("ffprobe %s: %v: %s", path, err, b)
-	}
-	s := out.Streams[0]
-	p := probe{Codec: s.Codec, Width: s.Width, Height: s.Height}
-	p.Frames, _ = strconv.Atoi(s.Frames)
-	p.Duration, _ = strconv.ParseFloat(out.Format.Duration, 64)
-	first, err := exec.Command(ffprobe, "-v", "error", "-select_streams", "v:0", "-read_intervals", "%+#1",
-		"-show_entries", "frame=key_frame", "-of", "csv=p=0", path).Output()
-	if err != nil {
-		t.Fatalf("ffprobe %s: %v", path, err)
-	}
-	p.FirstKey = strings.HasPrefix(strings.TrimSpace(string(first)), "1") // "1" or "1," (then side data)
-	dec, _ := exec.Command(testutil.LookPath(t, "ffmpeg"), "-v", "error", "-i", path, "-f", "null", "-").CombinedOutput()
-	p.Errors = strings.TrimSpace(string(dec))
-	return p
 }
 
 // rig is a ring and a recorder writing into a temp dir, with the clips it finished.
@@ -176,9 +128,9 @@ func at(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Se
 // checkClip checks clip c against ffprobe: H.264 at 768x576 from a keyframe, its frames at
 // the stream's 10 fps over its duration, and that its stated times hold want (from, to):
 // from at least pre_capture before, within a keyframe interval (1 s).
-func checkClip(t *testing.T, c Clip, codec string, from, to time.Time) probe {
+func checkClip(t *testing.T, c Clip, codec string, from, to time.Time) testutil.Video {
 	t.Helper()
-	p := probeClip(t, c.Path)
+	p := testutil.ProbeVideo(t, c.Path)
 	if p.Codec != codec || p.Width != 768 || p.Height != 576 || !p.FirstKey {
 		t.Errorf("%s: %+v, want %s 768x576 from a keyframe", c.Info.Name, p, codec)
 	}
@@ -320,7 +272,7 @@ func TestClipsShareAndSplit(t *testing.T) {
 			t.Errorf("run %d: %s to %s, want %s to %s", k, s, e, want[0], want[1])
 		}
 		for j, c := range run {
-			p := probeClip(t, c.Path)
+			p := testutil.ProbeVideo(t, c.Path)
 			if !p.FirstKey || p.Errors != "" || p.Duration > 10.15 {
 				t.Errorf("run %d clip %d: %+v, want from a keyframe, at most 10 s and a frame", k, j, p)
 			}
@@ -387,7 +339,7 @@ func TestClipCodecs(t *testing.T) {
 			if tc.name == "h264-bframes" {
 				// Known short: ffmpeg shows 2 frames fewer than written, and the stated end is
 				// taken on decoding times (a frame or two before the last one shown).
-				p := probeClip(t, cs[0].Path)
+				p := testutil.ProbeVideo(t, cs[0].Path)
 				if p.Codec != tc.codec || !p.FirstKey || p.Errors != "" || p.Frames < cs[0].Info.Frames-2 || cs[0].Info.Start.After(at(6)) {
 					t.Errorf("%+v (info %+v)", p, cs[0].Info)
 				}
@@ -423,7 +375,7 @@ func TestClipStreamChanges(t *testing.T) {
 		t.Errorf("clips %+v, %+v: want 768x576 closed stream_changed, then 640x480", cs[0].Info, cs[1].Info)
 	}
 	checkClip(t, cs[0], "h264", at(28), at(40))
-	if p := probeClip(t, cs[1].Path); p.Width != 640 || p.Height != 480 || !p.FirstKey || p.Errors != "" ||
+	if p := testutil.ProbeVideo(t, cs[1].Path); p.Width != 640 || p.Height != 480 || !p.FirstKey || p.Errors != "" ||
 		cs[1].Info.Start.Sub(at(40)).Abs() > 10*time.Millisecond || cs[1].Info.End.Before(at(52)) {
 		t.Errorf("second clip %+v, info %+v: want 640x480 from 40 s to 52 s", p, cs[1].Info)
 	}
@@ -491,7 +443,7 @@ func TestClipBadStreams(t *testing.T) {
 		g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(25)))
 		g.push(t, pkts, &i, at(30))
 		c := g.wait(t, 1)[0]
-		p := probeClip(t, c.Path)
+		p := testutil.ProbeVideo(t, c.Path)
 		if !p.FirstKey || p.Errors != "" || p.Frames != c.Info.Frames || c.Info.Frames != 86 {
 			t.Errorf("%+v, info %+v: want 86 frames (18 s to 27.1 s less 5) decoded without errors", p, c.Info)
 		}
@@ -516,7 +468,7 @@ func TestClipBadStreams(t *testing.T) {
 		g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(35)))
 		g.push(t, pkts, &i, at(45))
 		c := g.wait(t, 1)[0]
-		p := probeClip(t, c.Path)
+		p := testutil.ProbeVideo(t, c.Path)
 		if !p.FirstKey || p.Errors != "" || c.Info.Start.Sub(at(30)).Abs() > 10*time.Millisecond || c.Info.End.Before(at(37)) {
 			t.Errorf("%+v, info %+v: want from the keyframe at 30 s to 37 s", p, c.Info)
 		}

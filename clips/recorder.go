@@ -71,6 +71,10 @@ type Recorder struct {
 	Settings Settings
 	// Finished receives each clip written, from the Recorder's goroutine. Required.
 	Finished func(Clip)
+	// Joined, when set, receives an object that joined a clip going on from an earlier one
+	// (max_length) while its pre_capture reaches into that earlier clip, already finished:
+	// the earlier clip shows it too. From the Recorder's goroutine.
+	Joined func(earlier sinks.ClipInfo, ev sinks.ObjectEvent)
 	// Logger receives the recorder's log lines. Default: none.
 	Logger *slog.Logger
 	// Every is how often the ring is read. Default 250 ms.
@@ -87,10 +91,13 @@ type Recorder struct {
 	members  []*object          // the objects of the clip being written, or wanted
 	want     bool               // a clip is wanted: it opens at the first keyframe the ring gives from wantAt
 	wantAt   time.Time
-	cont     bool      // the wanted clip goes on from a closed one (max_length, a new session): cancelled when its objects end first
-	endAt    time.Time // the clip ends at this capture time (PostCapture after its last object); zero while one is live
-	ended    bool      // the stream ended (StreamEnded): close what is written
-	overflow uint64    // objects not followed: too many at once
+	cont     bool            // the wanted clip goes on from a closed one (max_length, a new session): cancelled when its objects end first
+	endAt    time.Time       // the clip ends at this capture time (PostCapture after its last object); zero while one is live
+	ended    bool            // the stream ended (StreamEnded): close what is written
+	overflow uint64          // objects not followed: too many at once
+	curStart time.Time       // the start of the clip being written; zero when none
+	prev     *sinks.ClipInfo // the clip the one being written goes on from; nil when none
+	late     []lateJoin      // objects for Joined
 
 	// The goroutine's own.
 	w         *mp4Writer
@@ -109,6 +116,12 @@ type Recorder struct {
 
 	written, failed, bytes atomic.Uint64
 	readTo                 atomic.Uint64 // the ring's sequence number the goroutine has read to
+}
+
+// lateJoin is an object that joined a clip going on from prev, within prev's time.
+type lateJoin struct {
+	prev sinks.ClipInfo
+	ev   sinks.ObjectEvent
 }
 
 // object is an object of the camera as its events showed it.
@@ -230,6 +243,9 @@ func (r *Recorder) Observe(ev *sinks.ObjectEvent) {
 		}
 		r.members = append(r.members, o)
 		r.endAt = time.Time{}
+		if p := r.prev; p != nil && !r.curStart.IsZero() && from.Before(r.curStart) && from.Before(p.End) && r.Joined != nil && len(r.late) < maxObjects {
+			r.late = append(r.late, lateJoin{prev: *p, ev: *ev})
+		}
 	}
 }
 
@@ -322,6 +338,13 @@ func (r *Recorder) drain(now time.Time) {
 	}
 	var skipped uint64
 	from := r.cursor
+	r.mu.Lock()
+	late := r.late
+	r.late = nil
+	r.mu.Unlock()
+	for _, j := range late {
+		r.Joined(j.prev, j.ev)
+	}
 	r.units, r.buf, r.cursor, skipped = r.Ring.read(r.cursor, r.units[:0], r.buf)
 	if skipped > 0 && r.w != nil {
 		r.skipToKey = true
@@ -424,7 +447,10 @@ func (r *Recorder) open(u *unit, wantAt time.Time) error {
 	r.lastStart, r.started = r.seq, true
 	r.mu.Lock()
 	cont := r.cont
-	r.want, r.cont = false, false
+	r.want, r.cont, r.curStart = false, false, u.at
+	if !cont {
+		r.prev = nil
+	}
 	r.mu.Unlock()
 	if late := u.at.Sub(wantAt); !cont && late > 0 {
 		w.notes = append(w.notes, fmt.Sprintf("starts %.1f s after pre_capture before its first object: the camera's ring held no keyframe before", late.Seconds()))
@@ -460,7 +486,9 @@ func (r *Recorder) close(reason string, next *unit) {
 	// post_capture does (max_length, a new codec or size: it opens at the next unit); one
 	// after an outage only while one of them lasts.
 	goOn := reason != sinks.ClipClosedEnd && (live || next != nil && reason != sinks.ClipClosedOffline && !r.endAt.IsZero() && next.at.Before(r.endAt))
+	r.curStart, r.prev = time.Time{}, nil
 	if goOn {
+		r.prev = &clip.Info
 		r.want, r.cont = true, true
 		r.wantAt = w.last
 		if next != nil {

@@ -46,7 +46,7 @@ const (
 // after its last object ends; objects whose clips overlap share one.
 type Clips struct {
 	// Enabled turns clips on. It needs nats.jetstream (the clip store is a JetStream
-	// object store), and a camera of kind rtsp or file (a gstreamer camera hands over
+	// object store), and a camera of kind rtsp (a gstreamer or file camera hands over
 	// decoded frames only). Default false.
 	Enabled bool `yaml:"enabled"`
 	// PreCapture is how much video before an object is confirmed a clip holds, from the
@@ -246,8 +246,11 @@ func (v *validator) clips(c *Config, labels []string) {
 			continue
 		}
 		own := v.setsClips(c, i, "enabled")
-		if cam.Kind == sources.KindGStreamer && own {
+		switch {
+		case cam.Kind == sources.KindGStreamer && own:
 			v.add(p+".enabled", "a camera of kind gstreamer makes no clips: it hands over decoded frames, and a clip is the stream's encoded video (camera %q)", cam.ID)
+		case cam.Kind == sources.KindFile && own:
+			v.add(p+".enabled", "a camera of kind file makes no clips yet: its capture process decodes the file, and clips are made from an RTSP session's encoded video (camera %q)", cam.ID)
 		}
 		if !c.NATS.JetStream {
 			if own {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/analytics/track"
+	"github.com/visiond/visiond/clips"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
@@ -63,6 +64,13 @@ type camera struct {
 	objects    atomic.Pointer[[]liveObject] // the followed objects after the latest frame, for the API
 	sceneState atomic.Pointer[sceneState]   // occupancy, line counts and tracks after the latest frame, for /metrics
 	filtered   filterCounts                 // detections the camera's filter dropped, by reason
+	// Its clips (clips.go): the recorder and the settings it has, under sceneMu; the ring
+	// its session feeds and the recorder again, for the source's callbacks.
+	rec       *clips.Recorder
+	recFor    config.Clips
+	objEvents []*sinks.ObjectEvent // a frame's object events, for the recorder (reused)
+	ring      atomic.Pointer[clips.Ring]
+	recorder  atomic.Pointer[clips.Recorder]
 
 	mu       sync.Mutex   // guards the fields below
 	latency  stageLatency // per-stage latency histograms of the analysed frames

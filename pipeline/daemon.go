@@ -25,6 +25,7 @@ import (
 	"github.com/visiond/visiond/infer/pool"
 	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources"
 )
 
 // summaryEvery is how often per-camera counters are summarized in the log.
@@ -55,6 +56,8 @@ type Daemon struct {
 	state          *sinks.State     // with JetStream: the analytics' key-value bucket
 	snapshots      *sinks.Snapshots // with JetStream: the tracked objects' evidence
 	clips          *sinks.Clips     // with JetStream: the clip store (clipsapi.go reads it)
+	clipDir        string           // where the cameras' recorders write clips (clips.go)
+	clipLedger     clipLedger       // the events of clips waiting for the store
 	pools          *workerPools
 	slicer         *slicer  // dispatches the cameras' frames to the pools; its result stage publishes the results
 	results        *results // the slicer's result stage: the run goroutine ends cameras' objects through it
@@ -139,9 +142,12 @@ func (d *Daemon) Start() (err error) {
 			d.cams = append(d.cams, d.startCamera(cc, cfg.Pipeline.Slice, model))
 		}
 	}
-	rs := &results{pub: d.pub, log: d.log}
+	rs := &results{pub: d.pub, log: d.log, clipLedger: &d.clipLedger, clipDir: d.clipDir}
 	if d.state != nil { // a nil pointer in the interface would not be nil
 		rs.state, rs.snapshots = d.state, d.snapshots
+	}
+	if d.clips != nil {
+		rs.clips = d.clips
 	}
 	d.results = rs
 	d.slicer = &slicer{
@@ -178,7 +184,13 @@ func (d *Daemon) startCamera(cc config.Camera, slice time.Duration, model infer.
 	c := newCamera(cc, slice, d.wakeUp)
 	c.src = cc.Source()
 	c.src.InputW, c.src.InputH = model.InputW, model.InputH
-	c.src.OnFrame, c.src.OnStatus = c.onFrame, d.publishStatus
+	c.src.OnFrame, c.src.OnPacket = c.onFrame, c.onPacket
+	c.src.OnStatus = func(ch sources.StatusChange) {
+		d.publishStatus(ch)
+		if ch.State != sources.StateOnline && ch.Previous == sources.StateOnline {
+			c.streamEnded()
+		}
+	}
 	c.src.Logger = d.log // the camera adds its id and redacted URL
 	c.src.Start()
 	return c

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/visiond/visiond/config"
@@ -65,12 +66,13 @@ func (d *Daemon) startClips(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	log := d.log.With("component", "clips")
 	c := &sinks.Clips{Publisher: d.pub, MaxBytes: int64(cfg.ClipStore.MaxBytesMiB) << 20, MaxAge: cfg.ClipStore.MaxAge,
-		Dir: dir, Logger: d.log.With("component", "clips")}
+		Dir: dir, Logger: log, OnStored: func(info sinks.ClipInfo) { clipStored(d.pub, &d.clipLedger, log, info) }}
 	if err := c.Start(); err != nil {
 		return err
 	}
-	d.clips = c
+	d.clips, d.clipDir = c, filepath.Join(dir, "recording")
 	return nil
 }
 

@@ -56,11 +56,14 @@ type snapshotStore interface {
 // sceneMu, held for a result's analysis and publication (no network wait: publishes and
 // state writes queue).
 type results struct {
-	pub       publisher
-	state     sceneStore    // nil without JetStream: the analytics' state is then not kept
-	snapshots snapshotStore // nil without JetStream: no evidence is kept
-	ids       idStore       // reserves the blocks of track ids; nil: the state bucket, or the clock without one (trackids.go)
-	log       *slog.Logger
+	pub        publisher
+	state      sceneStore    // nil without JetStream: the analytics' state is then not kept
+	snapshots  snapshotStore // nil without JetStream: no evidence is kept
+	ids        idStore       // reserves the blocks of track ids; nil: the state bucket, or the clock without one (trackids.go)
+	clips      clipStore     // nil without JetStream: no clips are made (clips.go)
+	clipDir    string        // where recorders write their clips, on the store's filesystem
+	clipLedger *clipLedger   // the events of clips waiting for the store
+	log        *slog.Logger
 
 	wg sync.WaitGroup // reservations of track ids and forgetting of removed cameras; close waits
 
@@ -305,6 +308,11 @@ func (rs *results) endLocked(c *camera, why analytics.Why) {
 func (rs *results) retire(c *camera, why analytics.Why, forget bool) {
 	c.sceneMu.Lock()
 	rs.endLocked(c, why)
+	closed := sinks.ClipClosedStopped
+	if why == analytics.WhyShutdown {
+		closed = sinks.ClipClosedShutdown
+	}
+	rs.stopClips(c, closed)
 	c.retired = true
 	ids := c.ids
 	var next uint64
@@ -399,9 +407,15 @@ func (rs *results) takeEvidence(c *camera, seq uint64, w, h int, step *analytics
 func (rs *results) publishScene(c *camera, step analytics.StepResult, w, h int) {
 	id := c.cfg.ID
 	var errs []error
+	evs := c.objEvents[:0]
 	for _, rep := range step.Objects {
-		errs = append(errs, rs.pub.PublishObject(sinks.NewObjectEvent(id, rep, w, h)))
+		ev := sinks.NewObjectEvent(id, rep, w, h)
+		evs = append(evs, ev)
+		errs = append(errs, rs.pub.PublishObject(ev))
 	}
+	rs.observeClips(c, evs)
+	clear(evs)
+	c.objEvents = evs[:0]
 	if len(step.Zones) > 0 {
 		occ := map[string]map[string]int{}
 		for _, z := range c.scene.Occupancy() {

@@ -1,0 +1,182 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/sinks"
+)
+
+// clipEvents collects a camera's object events, the ObjectClip ones apart.
+type clipEvents struct {
+	mu      sync.Mutex
+	objects map[uint64][]sinks.ObjectEvent // the lifecycle events, by track
+	clips   map[uint64][]sinks.ObjectEvent // the clip events, by track
+}
+
+func subscribeClips(t *testing.T, url, subject string) *clipEvents {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	e := &clipEvents{objects: map[uint64][]sinks.ObjectEvent{}, clips: map[uint64][]sinks.ObjectEvent{}}
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		var ev sinks.ObjectEvent
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Errorf("object event: %v: %s", err, m.Data)
+			return
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if ev.Type == sinks.ObjectClip {
+			e.clips[ev.TrackID] = append(e.clips[ev.TrackID], ev)
+		} else {
+			e.objects[ev.TrackID] = append(e.objects[ev.TrackID], ev)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// covered returns the objects that ended after they were first seen at least from, whose
+// clip events name clips that reach their last sighting plus post: their end event and their
+// clips' references, by track.
+func (e *clipEvents) covered(from time.Time, post time.Duration) map[uint64][]sinks.ClipRef {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[uint64][]sinks.ClipRef{}
+	for id, evs := range e.objects {
+		end := evs[len(evs)-1]
+		if end.Type != sinks.ObjectEnd || end.FirstSeen.Before(from) || len(e.clips[id]) == 0 {
+			continue
+		}
+		var refs []sinks.ClipRef
+		reach := time.Time{}
+		for _, c := range e.clips[id] {
+			refs = append(refs, *c.Clip)
+			if c.Clip.End.After(reach) {
+				reach = c.Clip.End
+			}
+		}
+		if !reach.Before(end.LastSeen.Add(post - 100*time.Millisecond)) {
+			out[id] = refs
+		}
+	}
+	return out
+}
+
+// TestSampleCameraClips runs the daemon on the sample camera with clips on (pre_capture and
+// post_capture 5 s, max_length 20 s, so that the sample's steady walkers make runs of clips)
+// and reads its object events: every object that ended gets clip events naming the clips
+// that show it, which together cover it from pre_capture before its first sighting (within
+// a keyframe interval) to post_capture after its last; each clip, fetched from the store,
+// is H.264 at the stream's 768x576 starting on a keyframe, with the stream's 10 frames a
+// second over its duration, and says it ended at max_length or after its objects.
+func TestSampleCameraClips(t *testing.T) {
+	const pre, post = 5 * time.Second, 5 * time.Second
+	cams := strings.Replace(sampleCameras(t, 1), "- {id: cam0,", "- {id: cam0, clips: {enabled: true, max_length: 20s},", 1)
+	d := startTestDaemon(t, lifeConfig(t, cams))
+	ev := subscribeClips(t, d.NATSURL(), "visiond.test.cam0.objects")
+	start := time.Now()
+
+	// Objects first seen after the camera's ring holds pre_capture (and the daemon's start).
+	var got map[uint64][]sinks.ClipRef
+	testutil.WaitFor(t, 5*time.Minute, "2 objects ended with clips that cover them", func() bool {
+		got = ev.covered(start.Add(pre+3*time.Second), post)
+		return len(got) >= 2
+	})
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	probed := map[string]sinks.ClipInfo{}
+	for _, refs := range got {
+		for _, ref := range refs {
+			if _, ok := probed[ref.Name]; !ok {
+				probed[ref.Name] = fetchClip(t, d, ref.Name, filepath.Join(t.TempDir(), "clip.mp4"))
+			}
+		}
+	}
+	for id, refs := range got {
+		end := ev.objects[id][len(ev.objects[id])-1]
+		slices.SortFunc(refs, func(a, b sinks.ClipRef) int { return a.Start.Compare(b.Start) })
+		// Its video from pre_capture before it: from the keyframe at or before then, when it
+		// opened its clip (its first object); from earlier, when it joined one.
+		s := refs[0].Start
+		if s.After(end.FirstSeen.Add(-pre)) {
+			t.Errorf("track %d first seen at %s: its first clip starts at %s, want at or before %s", id, end.FirstSeen, s, end.FirstSeen.Add(-pre))
+		}
+		if info := probed[refs[0].Name]; len(info.Objects) > 0 && info.Objects[0].TrackID == id && s.Before(end.FirstSeen.Add(-pre-time.Second)) {
+			t.Errorf("track %d opened clip %s at %s, more than a keyframe interval before %s", id, refs[0].Name, s, end.FirstSeen.Add(-pre))
+		}
+		for i := 1; i < len(refs); i++ {
+			if gap := refs[i].Start.Sub(refs[i-1].End); gap > 10*time.Millisecond || gap < -10*time.Millisecond {
+				t.Errorf("track %d: clip %s starts %v after the one before ends", id, refs[i].Name, gap)
+			}
+		}
+		for _, ref := range refs {
+			info := probed[ref.Name]
+			if info.Start != ref.Start || info.DurationS != ref.DurationS {
+				t.Errorf("clip %s: the event says %+v, the store %+v", ref.Name, ref, info)
+			}
+			if !slices.ContainsFunc(info.Objects, func(o sinks.ClipObject) bool { return o.TrackID == id }) {
+				t.Errorf("clip %s does not list track %d: %+v", ref.Name, id, info.Objects)
+			}
+			if info.Closed != sinks.ClipClosedEnd && info.Closed != sinks.ClipClosedMaxLength || info.DurationS > 20.2 {
+				t.Errorf("clip %s: closed %q after %.1f s, want end or max_length (20 s)", ref.Name, info.Closed, info.DurationS)
+			}
+		}
+	}
+	t.Logf("%d objects covered by %d clips", len(got), len(probed))
+}
+
+// fetchClip reads the clip name from the daemon's store into path, checks it with ffprobe
+// and returns its info.
+func fetchClip(t *testing.T, d *Daemon, name, path string) sinks.ClipInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, info, err := d.clips.Open(ctx, name)
+	if err != nil {
+		t.Fatalf("clip %s: %v", name, err)
+	}
+	defer r.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := testutil.ProbeVideo(t, path)
+	desc := fmt.Sprintf("clip %s (%+v)", name, p)
+	if p.Codec != "h264" || p.Width != 768 || p.Height != 576 || !p.FirstKey || p.Errors != "" {
+		t.Errorf("%s: want H.264 768x576 from a keyframe, decoded without errors", desc)
+	}
+	if p.Frames != info.Frames || float64(p.Frames) < p.Duration*10-1 || float64(p.Frames) > p.Duration*10+1 {
+		t.Errorf("%s: %d frames stated: want 10 fps over its duration", desc, info.Frames)
+	}
+	if d := p.Duration - info.DurationS; d > 0.05 || d < -0.05 {
+		t.Errorf("%s: the info says %.3f s", desc, info.DurationS)
+	}
+	return info
+}
