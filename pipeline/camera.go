@@ -330,6 +330,8 @@ type CameraStatus struct {
 	InferMS      float64       `json:"inference_ms"`     // the worker's session run, mean
 	LatencyMS    float64       `json:"latency_ms"`       // decoded to published, mean
 	LastAnalysed time.Time     `json:"last_analysed,omitempty"`
+	// Clips, while the camera makes clips: its recorder's counts and its ring of video.
+	Clips *ClipStatus `json:"clips,omitempty"`
 }
 
 func (c *camera) status() CameraStatus {
@@ -377,7 +379,28 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 		InferMS:      ms(inf),
 		LatencyMS:    ms(tot),
 		LastAnalysed: last,
+		Clips:        c.clipStatus(),
 	}, latency
+}
+
+// ClipStatus is a camera's clip recording (CameraStatus.Clips).
+type ClipStatus struct {
+	Written     uint64  `json:"written"`      // clips finished and handed to the store
+	Failed      uint64  `json:"failed"`       // clips not started or not written (the spool or the MP4 could not be written)
+	Bytes       uint64  `json:"bytes"`        // of the clips written
+	RingBytes   int     `json:"ring_bytes"`   // memory its ring of encoded video holds (buffers, spares included)
+	RingSeconds float64 `json:"ring_seconds"` // the video the ring spans
+}
+
+// clipStatus is the camera's clip recording; nil when it makes none.
+func (c *camera) clipStatus() *ClipStatus {
+	r := c.recorder.Load()
+	if r == nil {
+		return nil
+	}
+	st := r.Stats()
+	return &ClipStatus{Written: st.Written, Failed: st.Failed, Bytes: st.Bytes, RingBytes: st.Ring.Held,
+		RingSeconds: st.Ring.Span.Seconds()}
 }
 
 // Cameras reports every enabled camera.

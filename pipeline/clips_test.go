@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -144,6 +145,26 @@ func TestSampleCameraClips(t *testing.T) {
 		}
 	}
 	t.Logf("%d objects covered by %d clips", len(got), len(probed))
+
+	// The counts in /metrics and /api/cameras.
+	srv := httptest.NewServer(d.metricsHandler())
+	defer srv.Close()
+	m := scrape(t, srv.URL)
+	if n := m.mustHave(t, `visiond_camera_clips_total{camera="cam0"}`); n < float64(len(probed)) {
+		t.Errorf("visiond_camera_clips_total %v, want at least the %d clips read", n, len(probed))
+	}
+	if n := m.mustHave(t, "visiond_clips_stored_total"); n < float64(len(probed)) {
+		t.Errorf("visiond_clips_stored_total %v, want at least %d", n, len(probed))
+	}
+	if n := m.mustHave(t, `visiond_camera_clip_ring_bytes{camera="cam0"}`); n <= 0 || n > ringMaxBytes {
+		t.Errorf("visiond_camera_clip_ring_bytes %v", n)
+	}
+	if n := m.mustHave(t, `visiond_clips_lost_total{reason="refused"}`); n != 0 {
+		t.Errorf("clips refused: %v", n)
+	}
+	if st := d.camera("cam0").status(); st.Clips == nil || st.Clips.Written < uint64(len(probed)) || st.Clips.RingSeconds < pre.Seconds() {
+		t.Errorf("camera status clips %+v", st.Clips)
+	}
 }
 
 // fetchClip reads the clip name from the daemon's store into path, checks it with ffprobe

@@ -27,6 +27,8 @@ type metricsCollector struct {
 	camAgeMean, camAgeMax, camInferMean, camLatencyMean                                     *prometheus.Desc
 	stageLatency                                                                            *prometheus.Desc
 	camTracked, zoneObjects, zoneClassObjects, lineCrossings, camFiltered                   *prometheus.Desc
+	camClips, camClipsFailed, camClipBytes, camRingBytes                                    *prometheus.Desc
+	clipsStored, clipsLost, clipsEvicted, clipsPending, clipsPendingBytes                   *prometheus.Desc
 
 	wJobs, wLost, wRestarts, wRecycles, wInFlight, wRSS, wGPU *prometheus.Desc
 
@@ -73,6 +75,17 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		camFiltered: desc("filtered_detections_total", "Detections the camera's filter dropped before tracking, by reason: class (a class it does not track), "+
 			"score (below its class's min_score), area (outside its min_area..max_area), mask (its anchor in a mask).", "camera", "reason"),
 
+		camClips:       desc("camera_clips_total", "Clips the camera's recorder finished and handed to the clip store.", cam...),
+		camClipsFailed: desc("camera_clips_failed_total", "Clips not started or not written: the spool or the MP4 could not be written.", cam...),
+		camClipBytes:   desc("camera_clip_bytes_total", "Bytes of the clips the camera's recorder wrote.", cam...),
+		camRingBytes:   desc("camera_clip_ring_bytes", "Memory the camera's ring of encoded video holds for its clips' pre_capture.", cam...),
+		clipsStored:    desc("clips_stored_total", "Clips stored in the site's clip store."),
+		clipsLost: desc("clips_lost_total", "Clips not stored, by reason: queue_full (the store was slow or unreachable too long), "+
+			"refused (the store is full: the server refused it after the oldest were removed), invalid (a bad clip file).", "reason"),
+		clipsEvicted:      desc("clips_evicted_total", "Clips removed from the store, oldest first, to make room."),
+		clipsPending:      desc("clips_pending", "Clips on disk waiting to be stored."),
+		clipsPendingBytes: desc("clips_pending_bytes", "Bytes of the clips waiting to be stored."),
+
 		wJobs:     desc("worker_jobs_total", "Jobs the worker answered (successfully or rejected).", wrk...),
 		wLost:     desc("worker_jobs_lost_total", "Jobs lost to a worker crash, protocol break or timeout.", wrk...),
 		wRestarts: desc("worker_restarts_total", "Worker processes started after the first.", wrk...),
@@ -112,6 +125,8 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		m.camDecoded, m.camNotDecoded, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck,
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
 		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings, m.camFiltered,
+		m.camClips, m.camClipsFailed, m.camClipBytes, m.camRingBytes,
+		m.clipsStored, m.clipsLost, m.clipsEvicted, m.clipsPending, m.clipsPendingBytes,
 		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU,
 		m.published, m.publishFailed, m.reloadFailures, m.publishRetried, m.publishDropped, m.publishPending,
 		m.buildInfo, m.lastReload, m.lastReloadOK, m.leafUp, m.leafChanged,
@@ -172,6 +187,12 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 				counter(m.camFiltered, n, id, d.String())
 			}
 		}
+		if cl := c.Clips; cl != nil {
+			counter(m.camClips, cl.Written, id)
+			counter(m.camClipsFailed, cl.Failed, id)
+			counter(m.camClipBytes, cl.Bytes, id)
+			gauge(m.camRingBytes, float64(cl.RingBytes), id)
+		}
 		if sc := cm.scene; sc != nil {
 			gauge(m.camTracked, float64(sc.tracked), id)
 			for _, z := range sc.occupancy {
@@ -214,6 +235,16 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 				gauge(m.streamFull, float64(st.Bytes)/float64(st.MaxBytes), st.Name)
 			}
 		}
+	}
+	if m.d.clips != nil {
+		cs := m.d.clips.Stats()
+		counter(m.clipsStored, cs.Stored)
+		counter(m.clipsLost, cs.Dropped, "queue_full")
+		counter(m.clipsLost, cs.Refused, "refused")
+		counter(m.clipsLost, cs.Invalid, "invalid")
+		counter(m.clipsEvicted, cs.Evicted)
+		gauge(m.clipsPending, float64(cs.Pending))
+		gauge(m.clipsPendingBytes, float64(cs.PendingBytes))
 	}
 	counter(m.reloadFailures, m.d.ReloadFailures())
 	gauge(m.lastReload, unixSeconds(time.Unix(0, m.d.lastReload.Load())))
