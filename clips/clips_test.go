@@ -2,6 +2,7 @@ package clips
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -476,4 +477,36 @@ func TestClipBadStreams(t *testing.T) {
 			t.Errorf("notes %q, want one saying it starts 15 s late", c.Info.Notes)
 		}
 	})
+}
+
+// TestClipLateJoin: an object first seen just before a clip reaches max_length, and
+// confirmed after it closed, joins the clip that goes on; its pre_capture lies in the clip
+// before, which Joined names for it.
+func TestClipLateJoin(t *testing.T) {
+	pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base)
+	g := newRig(t, 10*time.Second, Settings{PreCapture: 5 * time.Second, PostCapture: 2 * time.Second, MaxLength: 10 * time.Second})
+	var joined []string
+	g.rec.Joined = func(earlier sinks.ClipInfo, ev sinks.ObjectEvent) {
+		g.mu.Lock()
+		joined = append(joined, fmt.Sprintf("%s t%d", earlier.Name, ev.TrackID))
+		g.mu.Unlock()
+	}
+	i := 0
+	g.push(t, pkts, &i, at(20.5))
+	g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5))) // clips from 15 s: 15-25, 25-...
+	g.push(t, pkts, &i, at(25.5))
+	g.rec.Observe(obj(sinks.ObjectNew, 2, "person", at(24.8), at(25.5))) // first seen in the first clip, confirmed in the second
+	g.push(t, pkts, &i, at(30.5))
+	g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(30)))
+	g.rec.Observe(obj(sinks.ObjectEnd, 2, "person", at(24.8), at(30)))
+	g.push(t, pkts, &i, at(34))
+	cs := g.wait(t, 2)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(joined) != 1 || joined[0] != cs[0].Info.Name+" t2" {
+		t.Errorf("joined %q, want track 2 in %s", joined, cs[0].Info.Name)
+	}
+	if len(cs[1].Info.Objects) != 2 || cs[1].Info.Closed != sinks.ClipClosedEnd {
+		t.Errorf("second clip %+v, want tracks 1 and 2, ended", cs[1].Info)
+	}
 }

@@ -201,3 +201,49 @@ func fetchClip(t *testing.T, d *Daemon, name, path string) sinks.ClipInfo {
 	}
 	return info
 }
+
+// TestReloadClipsLive: clips turned on by an edit of the file start on the camera's running
+// session (the camera is updated, not restarted) and make clips; turned off, the clip being
+// written ends there (camera_stopped) and the camera keeps no ring.
+func TestReloadClipsLive(t *testing.T) {
+	fd := startFileDaemon(t, lifeConfig(t, sampleCameras(t, 1)))
+	srcs := fd.online(t, "cam0")
+	if fd.camera("cam0").recorder.Load() != nil {
+		t.Fatal("a recorder without clips")
+	}
+	ev := subscribeClips(t, fd.NATSURL(), "visiond.test.cam0.objects")
+	body := testutil.ReadFile(t, fd.path)
+	on := strings.Replace(body, "- {id: cam0,", "- {id: cam0, clips: {enabled: true, pre_capture: 1s, post_capture: 1s, max_length: 10s},", 1)
+	fd.save(t, on)
+	if c := nextConfigEvent(t, fd.events); c.Result != "applied" || !slices.Equal(c.Updated, []string{"cam0"}) || len(c.Restarted) != 0 {
+		t.Fatalf("clips on: config event %+v, want cam0 updated, not restarted", c)
+	}
+	fd.untouched(t, srcs)
+	testutil.WaitFor(t, 3*time.Minute, "a clip event", func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		return len(ev.clips) > 0
+	})
+	fd.save(t, body)
+	if c := nextConfigEvent(t, fd.events); c.Result != "applied" || !slices.Equal(c.Updated, []string{"cam0"}) {
+		t.Fatalf("clips off: config event %+v, want cam0 updated", c)
+	}
+	fd.untouched(t, srcs)
+	testutil.WaitFor(t, time.Minute, "the recorder stopped", func() bool {
+		c := fd.camera("cam0")
+		return c.recorder.Load() == nil && c.ring.Load() == nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stopped bool
+	testutil.WaitFor(t, time.Minute, "the clip cut by the reload stored", func() bool {
+		list, err := fd.clips.List(ctx, "cam0", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range list {
+			stopped = stopped || c.Closed == sinks.ClipClosedStopped
+		}
+		return stopped
+	})
+}
