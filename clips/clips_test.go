@@ -337,15 +337,6 @@ func TestClipCodecs(t *testing.T) {
 			g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(8), at(15)))
 			g.push(t, pkts, &i, at(24))
 			cs := g.wait(t, 1)
-			if tc.name == "h264-bframes" {
-				// Known short: ffmpeg shows 2 frames fewer than written, and the stated end is
-				// taken on decoding times (a frame or two before the last one shown).
-				p := testutil.ProbeVideo(t, cs[0].Path)
-				if p.Codec != tc.codec || !p.FirstKey || p.Errors != "" || p.Frames < cs[0].Info.Frames-2 || cs[0].Info.Start.After(at(6)) {
-					t.Errorf("%+v (info %+v)", p, cs[0].Info)
-				}
-				return
-			}
 			checkClip(t, cs[0], tc.codec, at(6), at(17))
 			if len(cs[0].Info.Notes) != 0 {
 				t.Errorf("notes %q", cs[0].Info.Notes)

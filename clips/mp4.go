@@ -151,13 +151,22 @@ func (w *mp4Writer) frameStep() int64 {
 	return timescale / 10
 }
 
-// duration is the clip's length so far, the last unit's own duration included.
+// end is the end of the clip's last frame shown: the latest presentation time and a frame.
+func (w *mp4Writer) end() int64 {
+	var last int64
+	for _, s := range w.samples {
+		last = max(last, s.pts)
+	}
+	return last + w.frameStep()
+}
+
+// duration is the clip's length so far, from its first frame shown to the end of its last,
+// the last frame's own duration included.
 func (w *mp4Writer) duration() time.Duration {
 	if len(w.samples) == 0 {
 		return 0
 	}
-	d := w.samples[len(w.samples)-1].dts + w.frameStep()
-	return time.Duration(d) * time.Second / timescale
+	return time.Duration(w.end()-w.samples[0].pts) * time.Second / timescale
 }
 
 // mp4Info is what finish says of the clip written.
@@ -188,9 +197,12 @@ func (w *mp4Writer) finish(path string) (mp4Info, error) {
 	}
 	buf := make([]byte, 0, 256<<10)
 	tr.Samples = make([]*pmp4.Sample, len(w.samples))
-	step := w.frameStep()
+	// The last sample lasts to the end of the last frame shown: with B-frames the frame shown
+	// last is not the one decoded last, and frames shown past the samples' durations would
+	// fall outside the edit list.
+	end := w.end()
 	for i, s := range w.samples {
-		dur := step
+		dur := end - s.dts
 		if i+1 < len(w.samples) {
 			dur = w.samples[i+1].dts - s.dts
 		}
