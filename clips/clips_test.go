@@ -263,6 +263,14 @@ func TestClipsShareAndSplit(t *testing.T) {
 	if !shared {
 		t.Errorf("no clip shows tracks 1 and 2 together")
 	}
+	// A clip lists the objects it shows: none that ended with post_capture before it began.
+	for _, c := range cs {
+		for _, o := range c.Info.Objects {
+			if o.LastSeen.Add(5 * time.Second).Before(c.Info.Start) {
+				t.Errorf("%s from %s lists track %d, last seen at %s", c.Info.Name, c.Info.Start, o.TrackID, o.LastSeen)
+			}
+		}
+	}
 	if len(parts) != 2 {
 		t.Fatalf("%d runs of clips, want 2 (tracks 1 and 2; track 3)", len(parts))
 	}

@@ -494,6 +494,18 @@ func (r *Recorder) close(reason string, next *unit) {
 		if next != nil {
 			r.wantAt = next.at
 		}
+		// The next clip shows the objects that last, and those whose post_capture reaches
+		// into it; the others end with this one.
+		kept := r.members[:0]
+		for _, m := range r.members {
+			if !m.ended || m.ev.LastSeen.Add(r.set.PostCapture).After(r.wantAt) {
+				kept = append(kept, m)
+			} else {
+				delete(r.objects, m.ev.TrackID)
+			}
+		}
+		clear(r.members[len(kept):])
+		r.members = kept
 	} else {
 		for _, m := range r.members {
 			delete(r.objects, m.ev.TrackID)
