@@ -42,14 +42,14 @@ const (
 )
 
 // Clips says whether and how a camera's objects make clips. A camera's clip runs from the
-// last keyframe at or before PreCapture before its first object is confirmed to PostCapture
-// after its last object ends; objects whose clips overlap share one.
+// last keyframe at or before PreCapture before its first object was first seen to
+// PostCapture after its last object was last seen; objects whose clips overlap share one.
 type Clips struct {
 	// Enabled turns clips on. It needs nats.jetstream (the clip store is a JetStream
-	// object store), and a camera of kind rtsp (a gstreamer or file camera hands over
-	// decoded frames only). Default false.
+	// object store), and a camera of kind rtsp (a gstreamer camera hands over decoded
+	// frames, and a file camera's capture process decodes its file). Default false.
 	Enabled bool `yaml:"enabled"`
-	// PreCapture is how much video before an object is confirmed a clip holds, from the
+	// PreCapture is how much video before an object was first seen a clip holds, from the
 	// last keyframe at or before it, 0..60s. Default DefaultClipPreCapture (5s).
 	PreCapture time.Duration `yaml:"pre_capture"`
 	// PostCapture is how much video after the last object ends a clip holds, 0..60s.
