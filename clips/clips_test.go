@@ -508,4 +508,35 @@ func TestClipLateJoin(t *testing.T) {
 	if len(cs[1].Info.Objects) != 2 || cs[1].Info.Closed != sinks.ClipClosedEnd {
 		t.Errorf("second clip %+v, want tracks 1 and 2, ended", cs[1].Info)
 	}
+
+	// With a Hold, the clip cut at max_length waits and lists it itself.
+	h := &rig{ring: NewRing(10*time.Second, 64<<20)}
+	h.rec = &Recorder{Camera: "door", Ring: h.ring, Dir: t.TempDir(), Logger: testutil.Logger(t), Every: 20 * time.Millisecond, Hold: time.Hour,
+		Settings: Settings{PreCapture: 5 * time.Second, PostCapture: 2 * time.Second, MaxLength: 10 * time.Second},
+		Finished: func(c Clip) { h.mu.Lock(); h.done = append(h.done, c); h.mu.Unlock() },
+		Joined:   func(sinks.ClipInfo, sinks.ObjectEvent) { t.Error("Joined called for a clip held") }}
+	if err := h.rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	i = 0
+	h.push(t, pkts, &i, at(20.5))
+	h.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
+	h.push(t, pkts, &i, at(25.5))
+	h.rec.Observe(obj(sinks.ObjectNew, 2, "person", at(24.8), at(25.5)))
+	h.push(t, pkts, &i, at(30.5))
+	h.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(30)))
+	h.rec.Observe(obj(sinks.ObjectEnd, 2, "person", at(24.8), at(30)))
+	h.push(t, pkts, &i, at(34))
+	h.rec.Close(sinks.ClipClosedShutdown) // the held clip goes at Close
+	hs := h.clips()
+	if len(hs) != 2 {
+		t.Fatalf("%d clips, want 2", len(hs))
+	}
+	first := hs[0]
+	if first.Info.Start.After(hs[1].Info.Start) {
+		first = hs[1]
+	}
+	if len(first.Info.Objects) != 2 || first.Info.Objects[1].TrackID != 2 || len(first.Objects) != 2 {
+		t.Errorf("the clip cut at max_length lists %+v, want tracks 1 and 2", first.Info.Objects)
+	}
 }

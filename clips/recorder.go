@@ -71,8 +71,12 @@ type Recorder struct {
 	Settings Settings
 	// Finished receives each clip written, from the Recorder's goroutine. Required.
 	Finished func(Clip)
+	// Hold is how long a clip that the next goes on from (max_length, a new codec or size)
+	// waits before Finished, so that an object first seen in it but confirmed after it
+	// closed is listed in it too: a track's confirmation. Default 0: none waits.
+	Hold time.Duration
 	// Joined, when set, receives an object that joined a clip going on from an earlier one
-	// (max_length) while its pre_capture reaches into that earlier clip, already finished:
+	// while its pre_capture reaches into that earlier clip, already finished (after Hold):
 	// the earlier clip shows it too. From the Recorder's goroutine.
 	Joined func(earlier sinks.ClipInfo, ev sinks.ObjectEvent)
 	// Logger receives the recorder's log lines. Default: none.
@@ -98,6 +102,8 @@ type Recorder struct {
 	curStart time.Time       // the start of the clip being written; zero when none
 	prev     *sinks.ClipInfo // the clip the one being written goes on from; nil when none
 	late     []lateJoin      // objects for Joined
+	held     *Clip           // a finished clip waiting Hold before Finished; prev is its Info
+	heldTill time.Time
 
 	// The goroutine's own.
 	w         *mp4Writer
@@ -243,8 +249,14 @@ func (r *Recorder) Observe(ev *sinks.ObjectEvent) {
 		}
 		r.members = append(r.members, o)
 		r.endAt = time.Time{}
-		if p := r.prev; p != nil && !r.curStart.IsZero() && from.Before(r.curStart) && from.Before(p.End) && r.Joined != nil && len(r.late) < maxObjects {
-			r.late = append(r.late, lateJoin{prev: *p, ev: *ev})
+		if p := r.prev; p != nil && !r.curStart.IsZero() && from.Before(r.curStart) && from.Before(p.End) {
+			switch {
+			case r.held != nil && p == &r.held.Info: // still held: it lists the object
+				p.Objects = append(p.Objects, sinks.ClipObject{TrackID: ev.TrackID, Label: ev.Label, FirstSeen: ev.FirstSeen, LastSeen: ev.LastSeen})
+				r.held.Objects = append(r.held.Objects, *ev)
+			case r.Joined != nil && len(r.late) < maxObjects:
+				r.late = append(r.late, lateJoin{prev: *p, ev: *ev})
+			}
 		}
 	}
 }
@@ -304,6 +316,7 @@ func (r *Recorder) run() {
 			if r.w != nil {
 				r.close(reason, nil)
 			}
+			r.release(time.Time{})
 			return
 		case now := <-t.C:
 			r.drain(now)
@@ -311,8 +324,22 @@ func (r *Recorder) run() {
 	}
 }
 
+// release hands the held clip to Finished once its Hold has passed at now (zero: at once).
+func (r *Recorder) release(now time.Time) {
+	r.mu.Lock()
+	c := r.held
+	if c == nil || !now.IsZero() && now.Before(r.heldTill) {
+		r.mu.Unlock()
+		return
+	}
+	r.held = nil
+	r.mu.Unlock()
+	r.Finished(*c)
+}
+
 // drain writes what the ring got since the last call.
 func (r *Recorder) drain(now time.Time) {
+	r.release(now)
 	r.mu.Lock()
 	want, ended := r.want, r.ended
 	r.ended = false
@@ -527,7 +554,17 @@ func (r *Recorder) close(reason string, next *unit) {
 	r.bytes.Add(uint64(info.Bytes))
 	r.log.Debug("clip written", "camera", r.Camera, "clip", r.name, "closed", reason, "frames", info.Frames,
 		"duration", info.Duration.Round(time.Millisecond), "bytes", info.Bytes, "objects", len(clip.Objects))
-	r.Finished(clip)
+	if !goOn || r.Hold <= 0 {
+		r.Finished(clip)
+		return
+	}
+	r.release(time.Time{}) // the one held before, if any
+	r.mu.Lock()
+	r.held, r.heldTill = &clip, time.Now().Add(r.Hold)
+	if r.prev != nil {
+		r.prev = &r.held.Info // late objects are listed in the held clip
+	}
+	r.mu.Unlock()
 }
 
 // codecName is the wire name of a codec (sinks.ClipInfo.Codec).

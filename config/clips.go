@@ -46,8 +46,9 @@ const (
 // PostCapture after its last object was last seen; objects whose clips overlap share one.
 type Clips struct {
 	// Enabled turns clips on. It needs nats.jetstream (the clip store is a JetStream
-	// object store), and a camera of kind rtsp (a gstreamer camera hands over decoded
-	// frames, and a file camera's capture process decodes its file). Default false.
+	// object store), and a camera of kind rtsp, or of kind file with an MPEG-TS file of
+	// H.264 or H.265 video (a gstreamer camera hands over decoded frames only). Default
+	// false.
 	Enabled bool `yaml:"enabled"`
 	// PreCapture is how much video before an object was first seen a clip holds, from the
 	// last keyframe at or before it, 0..60s. Default DefaultClipPreCapture (5s).
@@ -249,8 +250,6 @@ func (v *validator) clips(c *Config, labels []string) {
 		switch {
 		case cam.Kind == sources.KindGStreamer && own:
 			v.add(p+".enabled", "a camera of kind gstreamer makes no clips: it hands over decoded frames, and a clip is the stream's encoded video (camera %q)", cam.ID)
-		case cam.Kind == sources.KindFile && own:
-			v.add(p+".enabled", "a camera of kind file makes no clips yet: its capture process decodes the file, and clips are made from an RTSP session's encoded video (camera %q)", cam.ID)
 		}
 		if !c.NATS.JetStream {
 			if own {

@@ -139,8 +139,6 @@ var badClips = []struct {
 		"camera_defaults.clips.enabled", 3, `clips need nats.jetstream: true (the clip store is a JetStream object store); nats.jetstream is false (line 1)`},
 	{"clips on a gstreamer camera", "cameras:\n  - id: g\n    kind: gstreamer\n    pipeline: videotestsrc ! appsink\n    clips: {enabled: true}\n",
 		"cameras[0].clips.enabled", 5, `a camera of kind gstreamer makes no clips`},
-	{"clips on a file camera", "cameras:\n  - id: f\n    kind: file\n    file: /tmp/x.mp4\n    clips: {enabled: true}\n",
-		"cameras[0].clips.enabled", 5, `a camera of kind file makes no clips yet`},
 	{"clip_store.max_bytes_mib 0", "clip_store:\n  max_bytes_mib: 0\ncameras: []\n",
 		"clip_store.max_bytes_mib", 2, "must be in 1..1073741824 (1 PiB), got 0"},
 	{"clip_store.max_bytes_mib over a PiB", "clip_store: {max_bytes_mib: 1073741825}\ncameras: []\n",

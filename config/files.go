@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 
+	"github.com/visiond/visiond/internal/tsfile"
+
 	"github.com/visiond/visiond/sources"
 )
 
@@ -45,7 +47,17 @@ func (c *Config) CheckFiles() error {
 	}
 	for i, cam := range c.Cameras {
 		if cam.Enabled && cam.Kind == sources.KindFile {
-			v.readable(fmt.Sprintf("cameras[%d].file", i), cam.File)
+			field := fmt.Sprintf("cameras[%d].file", i)
+			n := len(v.problems)
+			v.readable(field, cam.File)
+			if cam.Clips.Enabled && len(v.problems) == n {
+				// Clips of a file camera come from its packets: MPEG-TS with H.264 or H.265.
+				if r, err := tsfile.Open(cam.File); err != nil {
+					v.add(fmt.Sprintf("cameras[%d].clips.enabled", i), "camera %q makes clips of its file's packets, which need MPEG-TS with H.264 or H.265 video: %v", cam.ID, err)
+				} else {
+					_ = r.Close()
+				}
+			}
 		}
 	}
 	labelsRead := !slices.ContainsFunc(v.problems, func(p Problem) bool { return p.Field == "workers.labels" })

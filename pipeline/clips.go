@@ -30,10 +30,15 @@ type clipStore interface {
 // stream; a ring holds pre_capture x the stream's bitrate, and a group of pictures more.
 const ringMaxBytes = 64 << 20
 
-// ringKeep is how much video camera c's ring keeps for clips of s: pre_capture, a track's
-// confirmation (a few analysed frames), and a margin.
+// confirmWait bounds how long after its first sighting an object's first event comes, on a
+// camera analysed every interval: a track's confirmation (a few analysed frames), and a
+// margin for the analysis and the result stage.
+func confirmWait(interval time.Duration) time.Duration { return 4*interval + 2*time.Second }
+
+// ringKeep is how much video camera c's ring keeps for clips of s: pre_capture before an
+// object's first sighting, until its first event comes.
 func ringKeep(s config.Clips, interval time.Duration) time.Duration {
-	return s.PreCapture + 4*interval + 2*time.Second
+	return s.PreCapture + confirmWait(interval)
 }
 
 // clipSettings are the recorder's settings of config's.
@@ -60,14 +65,14 @@ func (c *camera) streamEnded() {
 // are on and there is a store, given new ones, or stopped. Under c.sceneMu.
 func (rs *results) syncClips(c *camera) {
 	set := c.analytics().Clips
-	on := set.Enabled && rs.clips != nil && c.cfg.Kind == sources.KindRTSP
+	on := set.Enabled && rs.clips != nil && (c.cfg.Kind == sources.KindRTSP || c.cfg.Kind == sources.KindFile)
 	switch {
 	case !on && c.rec != nil:
 		rs.stopClips(c, sinks.ClipClosedStopped)
 	case on && c.rec == nil:
 		ring := clips.NewRing(ringKeep(set, c.interval), ringMaxBytes)
 		rec := &clips.Recorder{Camera: c.cfg.ID, Ring: ring, Dir: rs.clipDir, Settings: clipSettings(set),
-			Finished: rs.clipFinished, Joined: rs.clipJoined, Logger: rs.log.With("component", "clips", "camera", c.cfg.ID)}
+			Hold: confirmWait(c.interval), Finished: rs.clipFinished, Joined: rs.clipJoined, Logger: rs.log.With("component", "clips", "camera", c.cfg.ID)}
 		if err := rec.Start(); err != nil {
 			c.noteError(err)
 			return

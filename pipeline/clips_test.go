@@ -91,9 +91,20 @@ func (e *clipEvents) covered(from time.Time, post time.Duration) map[uint64][]si
 // a keyframe interval) to post_capture after its last; each clip, fetched from the store,
 // is H.264 at the stream's 768x576 starting on a keyframe, with the stream's 10 frames a
 // second over its duration, and says it ended at max_length or after its objects.
+//
+// The same with the sample file as a camera of kind file: its packets demuxed beside its
+// decoding make the clips.
 func TestSampleCameraClips(t *testing.T) {
+	t.Run("rtsp", func(t *testing.T) {
+		checkSampleClips(t, strings.Replace(sampleCameras(t, 1), "- {id: cam0,", "- {id: cam0, clips: {enabled: true, max_length: 20s},", 1))
+	})
+	t.Run("file", func(t *testing.T) {
+		checkSampleClips(t, fmt.Sprintf("  - {id: cam0, kind: file, file: %q, clips: {enabled: true, max_length: 20s}}\n", testutil.Media(t, "vtest.h264.ts")))
+	})
+}
+
+func checkSampleClips(t *testing.T, cams string) {
 	const pre, post = 5 * time.Second, 5 * time.Second
-	cams := strings.Replace(sampleCameras(t, 1), "- {id: cam0,", "- {id: cam0, clips: {enabled: true, max_length: 20s},", 1)
 	d := startTestDaemon(t, lifeConfig(t, cams))
 	ev := subscribeClips(t, d.NATSURL(), "visiond.test.cam0.objects")
 	start := time.Now()

@@ -44,6 +44,7 @@ const (
 type capFrame struct {
 	m  *gocv.Mat // one of the reader's Mats; handed back through capReader.free
 	at time.Time // when the frame was read
+	n  int       // kind file: its number in the file, from 1 (a lower one: the file looped)
 }
 
 // capReader is the read goroutine of one capture session and its channels.
@@ -83,6 +84,13 @@ func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error)
 	}
 	if r.vc != nil {
 		c.log.Debug("capture opened", "kind", c.Kind)
+	}
+	var pkts *filePackets // kind file with OnPacket: the file's packets, for clips
+	if r.loop && c.OnPacket != nil {
+		if pkts, err = openFilePackets(c); err != nil {
+			c.log.Warn("file camera: no packets for its clips", "error", err.Error())
+		}
+		defer pkts.close()
 	}
 	go r.run()
 	defer r.close()
@@ -139,6 +147,9 @@ func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error)
 		}
 		if onlineAt.IsZero() {
 			onlineAt = time.Now()
+		}
+		if pkts != nil {
+			pkts.frame(f.n, captured, period)
 		}
 		lbx.src = *f.m
 		err := c.emit(lb, captured, fill)
@@ -239,7 +250,7 @@ func (r *capReader) run() {
 		select {
 		case <-r.stop:
 			return
-		case r.frames <- capFrame{m: m, at: at}:
+		case r.frames <- capFrame{m: m, at: at, n: r.n}:
 		}
 	}
 }

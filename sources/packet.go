@@ -71,13 +71,18 @@ func newPacketTap(fn func(*Packet), session uint64, track *videoTrack) *packetTa
 		ClockRate: track.format.ClockRate()}}
 }
 
-// send hands one access unit to OnPacket.
+// send hands one access unit of RTP timestamp ts to OnPacket.
 func (t *packetTap) send(nalus [][]byte, key bool, ts uint32, at time.Time) {
 	if t == nil {
 		return
 	}
+	t.sendAt(nalus, key, t.unwrap.unwrap(ts), at)
+}
+
+// sendAt hands one access unit of presentation time pts (unwrapped) to OnPacket.
+func (t *packetTap) sendAt(nalus [][]byte, key bool, pts int64, at time.Time) {
 	p := &t.pkt
-	p.NALUs, p.Key, p.PTS, p.At, p.Lost = nalus, key, t.unwrap.unwrap(ts), at, t.lost.Swap(false)
+	p.NALUs, p.Key, p.PTS, p.At, p.Lost = nalus, key, pts, at, t.lost.Swap(false)
 	t.fn(p)
 	p.NALUs = nil
 }

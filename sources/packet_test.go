@@ -108,3 +108,61 @@ func TestCameraPackets(t *testing.T) {
 		}
 	}
 }
+
+// TestFileCameraPackets: a camera of kind file hands its MPEG-TS file's access units to
+// OnPacket as it plays them: each loop a session of its own, from PTS 0, a keyframe first,
+// each unit at the capture time of the frame it is (no B-frames here).
+func TestFileCameraPackets(t *testing.T) {
+	var logs testutil.LogBuffer
+	clip := encodeClip(t, "file.ts", "-c:v", "libx264", "-preset", "ultrafast", "-g", "10")
+	type seen struct {
+		session uint64
+		key     bool
+		pts     int64
+		at      time.Time
+	}
+	var (
+		mu     sync.Mutex
+		pkts   []seen
+		frames = map[time.Time]bool{}
+	)
+	cam := &Camera{ID: "file", Kind: KindFile, File: clip, InputW: 320, InputH: 320, Logger: logs.Logger(),
+		OnPacket: func(p *Packet) {
+			mu.Lock()
+			pkts = append(pkts, seen{p.Session, p.Key, p.PTS, p.At})
+			mu.Unlock()
+		},
+		OnFrame: func(f *Frame) {
+			mu.Lock()
+			frames[f.Captured] = true
+			mu.Unlock()
+			f.Release()
+		}}
+	cam.Start()
+	defer cam.Close()
+	testutil.WaitFor(t, 2*time.Minute, "a third loop of the file", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(pkts) > 0 && pkts[len(pkts)-1].session >= 3
+	})
+	cam.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	per := map[uint64]int{}
+	for i, p := range pkts {
+		if i == 0 || p.session != pkts[i-1].session {
+			if !p.key || p.pts != 0 || (i > 0 && p.session != pkts[i-1].session+1) {
+				t.Fatalf("unit %d starts session %d: %+v, want a keyframe at PTS 0, the session after the last", i, p.session, p)
+			}
+		}
+		per[p.session]++
+		if !frames[p.at] {
+			t.Errorf("unit %d (session %d, PTS %d) at %s: no frame was played then", i, p.session, p.pts, p.at)
+		}
+	}
+	for s := uint64(1); s < pkts[len(pkts)-1].session; s++ { // whole loops: the 3 s file at 10 fps
+		if per[s] != 30 {
+			t.Errorf("session %d: %d units, want the file's 30", s, per[s])
+		}
+	}
+}

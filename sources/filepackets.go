@@ -1,0 +1,106 @@
+package sources
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
+	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
+
+	"github.com/visiond/visiond/internal/tsfile"
+)
+
+// filePackets hands a file camera's access units to Camera.OnPacket, as its frames are
+// played: the file demuxed beside OpenCV's decoding (an MPEG-TS file with H.264 or H.265
+// video, as the sample is: OpenCV gives no packets), each unit sent when the frame shown at
+// its decoding time is, at that frame's capture time moved by the unit's own offset. Each
+// loop of the file is a session of its own (a new timeline). Session goroutine only.
+type filePackets struct {
+	c       *Camera
+	r       *tsfile.Reader
+	next    *tsfile.AccessUnit // read ahead, not sent yet
+	session uint64
+	first   int64 // the presentation time of the file's first unit: frame 1's
+	last    int   // the frame number last played: a lower one is a new loop
+	tap     *packetTap
+}
+
+// openFilePackets starts the file's first session; nil with the reason when the file is not
+// one whose packets can be read (not MPEG-TS, or no H.264 or H.265 video).
+func openFilePackets(c *Camera) (*filePackets, error) {
+	if c.OnPacket == nil {
+		return nil, nil
+	}
+	p := &filePackets{c: c}
+	if err := p.rewind(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// rewind starts the file again, as a new session.
+func (p *filePackets) rewind() error {
+	if p.r != nil {
+		_ = p.r.Close()
+		p.r = nil
+	}
+	r, err := tsfile.Open(p.c.File)
+	if err != nil {
+		return fmt.Errorf("its packets cannot be read for clips (an MPEG-TS file with H.264 or H.265 video can): %w", err)
+	}
+	p.r, p.next, p.session = r, nil, p.c.sessions.Add(1)
+	p.tap = &packetTap{fn: p.c.OnPacket, pkt: Packet{Session: p.session, Codec: r.Codec, ClockRate: 90000}}
+	au, err := r.Next()
+	if err != nil {
+		return fmt.Errorf("its packets cannot be read for clips: %w", err)
+	}
+	p.first, p.next = au.PTS, &au
+	return nil
+}
+
+// frame sends the units up to frame n of the file (from 1, as read since the open or the
+// last rewind), played at captured, the file playing at period a frame.
+func (p *filePackets) frame(n int, captured time.Time, period time.Duration) {
+	if n <= p.last { // the file looped: a new session
+		if err := p.rewind(); err != nil {
+			p.c.log.Warn("file camera: no packets for its clips", "error", err.Error())
+			p.close()
+		}
+	}
+	p.last = n
+	shown := p.first + int64(n-1)*int64(period)*90000/int64(time.Second)
+	for p.r != nil {
+		if p.next == nil {
+			au, err := p.r.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					p.c.log.Debug("file camera: its packets end early", "error", err.Error())
+				}
+				p.close()
+				return
+			}
+			p.next = &au
+		}
+		au := p.next
+		if au.DTS > shown {
+			return
+		}
+		p.next = nil
+		key := h264.IsRandomAccess(au.NALUs)
+		if p.tap.pkt.Codec == CodecH265 {
+			key = h265.IsRandomAccess(au.NALUs)
+		}
+		at := captured.Add(time.Duration(au.PTS-shown) * time.Second / 90000)
+		p.tap.sendAt(au.NALUs, key, au.PTS-p.first, at)
+	}
+}
+
+// close ends the packets of the session; a next loop opens them again.
+func (p *filePackets) close() {
+	if p != nil && p.r != nil {
+		_ = p.r.Close()
+		p.r = nil
+	}
+}
