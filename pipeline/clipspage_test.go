@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"html"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // TestClipsPage plays a clip from the status page of a real daemon in headless Chromium: two
@@ -129,4 +132,38 @@ func attrsOf(tag string) map[string]string {
 		attrs[a[1]] = html.UnescapeString(a[2])
 	}
 	return attrs
+}
+
+// TestRecordedClipPlays: a clip the daemon recorded itself from the sample camera (clips on,
+// max_length 12 s) plays in headless Chromium from the status page: its video advances past
+// 1 s at the stream's 768x576, with no error.
+func TestRecordedClipPlays(t *testing.T) {
+	chromium := chromiumPath(t)
+	cams := strings.Replace(sampleCameras(t, 1), "- {id: cam0,", "- {id: cam0, clips: {enabled: true, max_length: 12s},", 1)
+	d := startTestDaemon(t, strings.Replace(lifeConfig(t, cams), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	var name string
+	testutil.WaitFor(t, 3*time.Minute, "a clip recorded and stored", func() bool {
+		list, err := d.clips.List(context.Background(), "cam0", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) > 0 {
+			name = list[0].Name
+		}
+		return name != ""
+	})
+	dom := runChromium(t, chromium, "--virtual-time-budget=8000", "--window-size=1280,1000",
+		"--dump-dom", fmt.Sprintf("http://%s/?play=%s", d.HTTPAddr(), url.QueryEscape(name)))
+	m := regexp.MustCompile(`<video id="player-video"([^>]*)>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("no player video in the DOM:\n%s", dom)
+	}
+	v := attrsOf(m[1])
+	t.Logf("the player: %s", m[0])
+	if v["data-clip"] != name || v["data-error"] != "" || v["data-video-width"] != "768" || v["data-video-height"] != "576" {
+		t.Errorf("the player %v, want clip %s at 768x576 without error", v, name)
+	}
+	if at, err := strconv.ParseFloat(v["data-current-time"], 64); err != nil || at <= 1 {
+		t.Errorf("the video's currentTime %q, want past 1 s: it did not play", v["data-current-time"])
+	}
 }
