@@ -118,6 +118,18 @@ func (g *rig) push(t *testing.T, pkts []sources.Packet, i *int, until time.Time)
 	}
 }
 
+// follow plays one object seen from first to last through the rig, the video pushed as it
+// would come (its new event half a second after its first sighting, its end half a second
+// after its last), and the video on to until.
+func (g *rig) follow(t *testing.T, pkts []sources.Packet, i *int, id uint64, first, last, until time.Time) {
+	t.Helper()
+	g.push(t, pkts, i, first.Add(500*time.Millisecond))
+	g.rec.Observe(obj(sinks.ObjectNew, id, "person", first, first.Add(500*time.Millisecond)))
+	g.push(t, pkts, i, last.Add(500*time.Millisecond))
+	g.rec.Observe(obj(sinks.ObjectEnd, id, "person", first, last))
+	g.push(t, pkts, i, until)
+}
+
 // obj is an object event of track id.
 func obj(typ string, id uint64, label string, first, last time.Time, zones ...string) *sinks.ObjectEvent {
 	return &sinks.ObjectEvent{Camera: "door", Type: typ, TrackID: id, Label: label, FirstSeen: first, LastSeen: last,
@@ -339,11 +351,7 @@ func TestClipCodecs(t *testing.T) {
 			pkts := packets(t, encode(t, tc.name+".ts", tc.args...), 1, base)
 			g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
 			i := 0
-			g.push(t, pkts, &i, at(8.5))
-			g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(8), at(8.5)))
-			g.push(t, pkts, &i, at(15.5))
-			g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(8), at(15)))
-			g.push(t, pkts, &i, at(24))
+			g.follow(t, pkts, &i, 1, at(8), at(15), at(24))
 			cs := g.wait(t, 1)
 			checkClip(t, cs[0], tc.codec, at(6), at(17))
 			if len(cs[0].Info.Notes) != 0 {
@@ -365,11 +373,7 @@ func TestClipStreamChanges(t *testing.T) {
 	g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
 	all := append(pkts, small...)
 	i := 0
-	g.push(t, all, &i, at(30.5))
-	g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(30), at(30.5)))
-	g.push(t, all, &i, at(50.5))
-	g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(30), at(50)))
-	g.push(t, all, &i, at(59))
+	g.follow(t, all, &i, 1, at(30), at(50), at(59))
 	cs := g.wait(t, 2)
 	if cs[0].Info.Closed != sinks.ClipClosedChanged || cs[0].Info.Width != 768 || cs[1].Info.Width != 640 || cs[1].Info.Height != 480 {
 		t.Errorf("clips %+v, %+v: want 768x576 closed stream_changed, then 640x480", cs[0].Info, cs[1].Info)
@@ -417,11 +421,7 @@ func TestClipBadStreams(t *testing.T) {
 		}
 		g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
 		i := 0
-		g.push(t, pkts, &i, at(20.5))
-		g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
-		g.push(t, pkts, &i, at(25.5))
-		g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(25)))
-		g.push(t, pkts, &i, at(30))
+		g.follow(t, pkts, &i, 1, at(20), at(25), at(30))
 		c := g.wait(t, 1)[0]
 		checkClip(t, c, "h264", at(18), at(27))
 		if len(c.Info.Notes) != 1 || !strings.Contains(c.Info.Notes[0], "jumped") {
@@ -437,11 +437,7 @@ func TestClipBadStreams(t *testing.T) {
 		}
 		g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
 		i := 0
-		g.push(t, pkts, &i, at(20.5))
-		g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
-		g.push(t, pkts, &i, at(25.5))
-		g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(25)))
-		g.push(t, pkts, &i, at(30))
+		g.follow(t, pkts, &i, 1, at(20), at(25), at(30))
 		c := g.wait(t, 1)[0]
 		p := testutil.ProbeVideo(t, c.Path)
 		if !p.FirstKey || p.Errors != "" || p.Frames != c.Info.Frames || c.Info.Frames != 86 {
@@ -462,11 +458,7 @@ func TestClipBadStreams(t *testing.T) {
 		}
 		defer g.rec.Close(sinks.ClipClosedShutdown)
 		i := 0
-		g.push(t, pkts, &i, at(20.5))
-		g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
-		g.push(t, pkts, &i, at(35.5))
-		g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(35)))
-		g.push(t, pkts, &i, at(45))
+		g.follow(t, pkts, &i, 1, at(20), at(35), at(45))
 		c := g.wait(t, 1)[0]
 		p := testutil.ProbeVideo(t, c.Path)
 		if !p.FirstKey || p.Errors != "" || c.Info.Start.Sub(at(30)).Abs() > 10*time.Millisecond || c.Info.End.Before(at(37)) {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,25 +18,6 @@ import (
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 )
-
-// clipMP4 returns an MP4 of the first seconds of the sample stream (768x576 H.264, 10 fps,
-// a keyframe every second), remuxed by ffmpeg as a clip is: the packets as they came,
-// faststart.
-func clipMP4(t testing.TB, seconds int) []byte {
-	t.Helper()
-	ffmpeg := testutil.LookPath(t, "ffmpeg")
-	out := filepath.Join(t.TempDir(), "clip.mp4")
-	cmd := exec.Command(ffmpeg, "-nostdin", "-loglevel", "error", "-t", fmt.Sprint(seconds), "-i", testutil.Media(t, "vtest.h264.ts"),
-		"-c", "copy", "-movflags", "+faststart", out)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ffmpeg: %v\n%s", err, msg)
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 // testClip is the info of a clip of camera that starts at start, of the sample stream, with
 // a person and a car in it.
@@ -139,7 +119,7 @@ func TestClipsAPI(t *testing.T) {
 	srv := httptest.NewServer(d.handler(false))
 	defer srv.Close()
 
-	mp4 := clipMP4(t, 3)
+	mp4 := testutil.SampleMP4(t, 3)
 	t0 := time.Now().Add(-time.Hour)
 	older, newer, gone := testClip("door", t0, 3), testClip("door", t0.Add(time.Minute), 3), testClip("old", t0, 3)
 	for _, c := range []sinks.ClipInfo{older, newer, gone} {
@@ -320,7 +300,7 @@ cameras:
 // the clip's info (Open's GetInfo).
 func BenchmarkClipServe(b *testing.B) {
 	store := startClipStore(b)
-	mp4 := clipMP4(b, 6)
+	mp4 := testutil.SampleMP4(b, 6)
 	info := testClip("door", time.Now().Add(-time.Minute), 6)
 	path := filepath.Join(b.TempDir(), "clip.mp4")
 	if err := os.WriteFile(path, mp4, 0o644); err != nil {

@@ -36,8 +36,8 @@ func TestClipsPage(t *testing.T) {
 	}
 	now := time.Now()
 	older, newer := testClip("east", now.Add(-10*time.Minute), 6), testClip("east", now.Add(-2*time.Minute), 3)
-	putClip(t, d.clips, older, clipMP4(t, 6))
-	putClip(t, d.clips, newer, clipMP4(t, 3))
+	putClip(t, d.clips, older, testutil.SampleMP4(t, 6))
+	putClip(t, d.clips, newer, testutil.SampleMP4(t, 3))
 
 	// The proxy notes the page's requests for clips: their Range headers and statuses.
 	target, err := url.Parse("http://" + d.HTTPAddr().String())

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,24 +26,6 @@ import (
 var clipStart = time.UnixMilli(1764600000000).UTC()
 
 func clipAt(i int) time.Time { return clipStart.Add(time.Duration(i) * 10 * time.Second) }
-
-// makeMP4 cuts the first seconds of the sample camera's recording into an MP4, as the clips
-// package writes them (H.264 as it came, faststart), and returns its bytes.
-func makeMP4(t testing.TB, seconds int) []byte {
-	t.Helper()
-	ffmpeg := testutil.LookPath(t, "ffmpeg")
-	out := filepath.Join(t.TempDir(), "clip.mp4")
-	cmd := exec.Command(ffmpeg, "-v", "error", "-y", "-t", fmt.Sprint(seconds), "-i", testutil.Media(t, "vtest.h264.ts"),
-		"-c", "copy", "-movflags", "+faststart", out)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ffmpeg: %v\n%s", err, msg)
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 // clipFile writes data into a new file in dir, as the clips package hands its files over.
 func clipFile(t testing.TB, dir string, data []byte) string {
@@ -119,7 +100,7 @@ func TestClipsPutAndRead(t *testing.T) {
 		announced = append(announced, info.Name)
 		mu.Unlock()
 	}})
-	mp4 := makeMP4(t, 3)
+	mp4 := testutil.SampleMP4(t, 3)
 	in := t.TempDir()
 	infos := []ClipInfo{clipInfo("door", clipAt(0)), clipInfo("yard", clipAt(1)), clipInfo("door", clipAt(2))}
 	for _, info := range infos {
@@ -214,7 +195,7 @@ func TestClipsPutAndRead(t *testing.T) {
 func TestClipsSizeLimitOldestGo(t *testing.T) {
 	s := startServer(t)
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
-	mp4 := makeMP4(t, 1)
+	mp4 := testutil.SampleMP4(t, 1)
 	const maxBytes, n = 1 << 20, 10 // room for 5 or 6 of 166 KiB
 	c := startClips(t, &Clips{Publisher: p, MaxBytes: maxBytes})
 	in := t.TempDir()
@@ -281,7 +262,7 @@ func TestClipsRefusedWhenFull(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	mp4 := makeMP4(t, 1)
+	mp4 := testutil.SampleMP4(t, 1)
 	for i := range 2 {
 		if err := c.PutClip(clipInfo("door", clipAt(i)), clipFile(t, t.TempDir(), mp4)); err != nil {
 			t.Fatal(err)
@@ -304,7 +285,7 @@ func TestClipsAgeLimit(t *testing.T) {
 	s := startServer(t)
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
 	c := startClips(t, &Clips{Publisher: p, MaxAge: time.Second})
-	mp4 := makeMP4(t, 1)
+	mp4 := testutil.SampleMP4(t, 1)
 	if err := c.PutClip(clipInfo("door", clipAt(0)), clipFile(t, t.TempDir(), mp4)); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +314,7 @@ func TestClipsQueueDuringOutage(t *testing.T) {
 	}
 	addr := strings.TrimPrefix(s.ClientURL(), "nats://")
 	p := startPublisher(t, &Publisher{URL: s.ClientURL(), JetStream: true, Stream: testStream()})
-	mp4 := makeMP4(t, 1)
+	mp4 := testutil.SampleMP4(t, 1)
 	log := &testutil.LogBuffer{}
 	c := startClips(t, &Clips{Publisher: p, QueueBytes: 3 * int64(len(mp4)), Logger: log.Logger()})
 	s.Close()
@@ -385,7 +366,7 @@ func TestClipsQueueDuringOutage(t *testing.T) {
 func TestClipsBadInput(t *testing.T) {
 	s := startServer(t)
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
-	mp4 := makeMP4(t, 1)
+	mp4 := testutil.SampleMP4(t, 1)
 	c := startClips(t, &Clips{Publisher: p, MaxObjectBytes: int64(len(mp4))})
 	in := t.TempDir()
 	good := clipInfo("door", clipAt(0))
@@ -497,7 +478,7 @@ func TestClipsRestartStoresWhatWasLeft(t *testing.T) {
 	}
 	s.Close()
 	testutil.WaitFor(t, time.Minute, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
-	mp4 := makeMP4(t, 1)
+	mp4 := testutil.SampleMP4(t, 1)
 	for i := range 2 {
 		if err := first.PutClip(clipInfo("door", clipAt(i)), clipFile(t, t.TempDir(), mp4)); err != nil {
 			t.Fatal(err)
@@ -543,7 +524,7 @@ func TestClipsServeRange(t *testing.T) {
 	s := startServer(t)
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
 	c := startClips(t, &Clips{Publisher: p})
-	mp4 := makeMP4(t, 3)
+	mp4 := testutil.SampleMP4(t, 3)
 	info := clipInfo("door", clipAt(0))
 	if err := c.PutClip(info, clipFile(t, t.TempDir(), mp4)); err != nil {
 		t.Fatal(err)
@@ -612,7 +593,7 @@ func TestClipsServeRange(t *testing.T) {
 func TestClipsCacheBounded(t *testing.T) {
 	s := startServer(t)
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
-	mp4 := makeMP4(t, 1)
+	mp4 := testutil.SampleMP4(t, 1)
 	c := startClips(t, &Clips{Publisher: p, CacheBytes: 2*int64(len(mp4)) + 10})
 	for i := range 4 {
 		if err := c.PutClip(clipInfo("door", clipAt(i)), clipFile(t, t.TempDir(), mp4)); err != nil {
@@ -665,7 +646,7 @@ func BenchmarkClipsStore(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close(time.Minute)
-	mp4 := makeMP4(b, 10)
+	mp4 := testutil.SampleMP4(b, 10)
 	in := b.TempDir()
 	cpu0 := cpuTime(b)
 	start := time.Now()
@@ -711,7 +692,7 @@ func TestClipsPutAcrossFilesystemsAndOpenAtOnce(t *testing.T) {
 	if a.Dev == b.Dev {
 		t.Logf("%s and %s are on one filesystem: the clip is moved, not copied", shm, c.Dir)
 	}
-	mp4 := makeMP4(t, 1)
+	mp4 := testutil.SampleMP4(t, 1)
 	path := clipFile(t, shm, mp4)
 	info := clipInfo("door", clipAt(0))
 	if err := c.PutClip(info, path); err != nil {

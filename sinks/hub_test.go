@@ -154,7 +154,7 @@ func TestClipsReachHub(t *testing.T) {
 	p := startPublisher(t, &Publisher{Server: box, JetStream: true, Stream: testStream()})
 	c := startClips(t, &Clips{Publisher: p})
 	testutil.WaitFor(t, time.Minute, "the leaf node link", box.LeafConnected)
-	mp4s := [][]byte{makeMP4(t, 1), makeMP4(t, 2)}
+	mp4s := [][]byte{testutil.SampleMP4(t, 1), testutil.SampleMP4(t, 2)}
 
 	// How a hub reads a box's clips: its JetStream through the box's domain.
 	nc, err := nats.Connect(hub.ClientURL())

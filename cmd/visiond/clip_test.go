@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,16 +29,7 @@ type clipBox struct {
 // set) and stores a 3 s clip of the sample recording for cameras door and yard.
 func startClipBox(t *testing.T, leafURL string) *clipBox {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "clip.mp4")
-	cmd := exec.Command(testutil.LookPath(t, "ffmpeg"), "-v", "error", "-y", "-t", "3", "-i", testutil.Media(t, "vtest.h264.ts"),
-		"-c", "copy", "-movflags", "+faststart", out)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ffmpeg: %v\n%s", err, msg)
-	}
-	mp4, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mp4 := testutil.SampleMP4(t, 3)
 	s := &sinks.Server{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab", Leaf: sinks.Leaf{URL: leafURL}}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,9 @@ package testutil
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,4 +57,22 @@ func ProbeVideo(t testing.TB, path string) Video {
 	dec, _ := exec.Command(LookPath(t, "ffmpeg"), "-v", "error", "-i", path, "-f", "null", "-").CombinedOutput()
 	p.Errors = strings.TrimSpace(string(dec))
 	return p
+}
+
+// SampleMP4 returns an MP4 of the first seconds of the sample stream (768x576 H.264 at 10
+// fps, a keyframe every second), remuxed by ffmpeg as a clip is written: the packets as they
+// came, the moov first.
+func SampleMP4(tb testing.TB, seconds int) []byte {
+	tb.Helper()
+	out := filepath.Join(tb.TempDir(), "clip.mp4")
+	cmd := exec.Command(LookPath(tb, "ffmpeg"), "-nostdin", "-v", "error", "-y", "-t", strconv.Itoa(seconds), "-i", Media(tb, "vtest.h264.ts"),
+		"-c", "copy", "-movflags", "+faststart", out)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("ffmpeg: %v\n%s", err, msg)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
 }
