@@ -18,6 +18,7 @@ import (
 
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sources/samplecam"
 )
 
 // clipEvents collects a camera's object events, the ObjectClip ones apart.
@@ -257,4 +258,45 @@ func TestReloadClipsLive(t *testing.T) {
 		}
 		return stopped
 	})
+}
+
+// TestClipEndsWhenCameraGoesOffline: the sample camera's server stops while its objects'
+// clip is being written: the clip ends there (camera_offline), is stored and plays.
+func TestClipEndsWhenCameraGoesOffline(t *testing.T) {
+	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: map[string]string{"cam0": testutil.Media(t, "vtest.h264.ts")}, Logger: testutil.Logger(t)}
+	if err := rtsp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rtsp.Close)
+	d := startTestDaemon(t, lifeConfig(t, fmt.Sprintf("  - {id: cam0, url: %q, clips: {enabled: true}}\n", rtsp.URL("cam0"))))
+	testutil.WaitFor(t, 3*time.Minute, "a clip being written", func() bool {
+		c := d.camera("cam0")
+		c.sceneMu.Lock()
+		defer c.sceneMu.Unlock()
+		return c.scene != nil && c.scene.Objects() > 0 && c.rec != nil && c.rec.Ring.Stats().Units > 0
+	})
+	testutil.WaitFor(t, time.Minute, "video written into the clip", func() bool {
+		st := d.camera("cam0").clipStatus()
+		return st != nil && st.RingSeconds >= 5
+	})
+	cut := time.Now()
+	rtsp.Close()
+	var info sinks.ClipInfo
+	testutil.WaitFor(t, 2*time.Minute, "the clip cut by the outage stored", func() bool {
+		list, err := d.clips.List(context.Background(), "cam0", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range list {
+			if c.Closed == sinks.ClipClosedOffline {
+				info = c
+				return true
+			}
+		}
+		return false
+	})
+	if info.End.After(cut.Add(time.Second)) || info.DurationS < 1 {
+		t.Errorf("clip %+v: want it to end by the outage at %s", info, cut)
+	}
+	fetchClip(t, d, info.Name, filepath.Join(t.TempDir(), "clip.mp4"))
 }
