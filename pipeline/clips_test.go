@@ -300,3 +300,23 @@ func TestClipEndsWhenCameraGoesOffline(t *testing.T) {
 	}
 	fetchClip(t, d, info.Name, filepath.Join(t.TempDir(), "clip.mp4"))
 }
+
+// TestClipLeftoversRemoved: what a daemon that was killed left in its recording directory
+// (a spool, an MP4 never handed to the store) goes at the next start.
+func TestClipLeftoversRemoved(t *testing.T) {
+	state := t.TempDir()
+	rec := filepath.Join(state, "clips", "recording")
+	if err := os.MkdirAll(rec, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"cam0_c1.mp4-123.spool", "cam0_c1.mp4"} {
+		testutil.WriteFile(t, filepath.Join(rec, f), "left by a killed daemon")
+	}
+	d := startTestDaemonIn(t, lifeConfig(t, "  []\n"), state)
+	if d.clips == nil {
+		t.Fatal("no clip store")
+	}
+	if left, _ := os.ReadDir(rec); len(left) != 0 {
+		t.Errorf("left in %s after the start: %v", rec, left)
+	}
+}

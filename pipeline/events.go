@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"os"
 	"path/filepath"
 	"time"
 
@@ -72,7 +73,13 @@ func (d *Daemon) startClips(cfg *config.Config) error {
 	if err := c.Start(); err != nil {
 		return err
 	}
-	d.clips, d.clipDir = c, filepath.Join(dir, "recording")
+	// Clips being recorded when the daemon last stopped (a crash, a kill) were never handed
+	// to the store and have no info: they go.
+	rec := filepath.Join(dir, "recording")
+	if err := os.RemoveAll(rec); err != nil {
+		log.Warn("clips left by an earlier run not removed", "dir", rec, "error", err)
+	}
+	d.clips, d.clipDir = c, rec
 	return nil
 }
 
