@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/sinks"
 )
 
@@ -37,9 +38,12 @@ type clipsResult struct {
 	Off   clipsCost `json:"off"`
 	On    clipsCost `json:"on"`
 	Ratio float64   `json:"daemon_cpu_on_over_off"`
-	// Stream is the sample's video bitrate; PreCaptureS the clips' pre_capture.
-	Stream      streamRate `json:"stream"`
-	PreCaptureS float64    `json:"pre_capture_s"`
+	// Stream is the sample's video bitrate; PreCaptureS, PostCaptureS and MaxLengthS the
+	// clips' settings, as the daemon's config package read the config the bench wrote.
+	Stream       streamRate `json:"stream"`
+	PreCaptureS  float64    `json:"pre_capture_s"`
+	PostCaptureS float64    `json:"post_capture_s"`
+	MaxLengthS   float64    `json:"max_length_s"`
 	// RingBytes and RingSeconds are the rings' memory and the video they span, mean over the
 	// cameras and the samples of the rounds with clips on.
 	RingBytes   float64 `json:"ring_bytes"`
@@ -130,7 +134,6 @@ func clipsCmd(args []string) error {
 	rounds := fs.Int("rounds", 2, "pairs of rounds, clips off then on")
 	warmup := fs.Duration("warmup", 30*time.Second, "wait after every camera is online (>= pre_capture: the rings are full)")
 	window := fs.Duration("window", 120*time.Second, "measurement window of each round")
-	pre := fs.Duration("pre-capture", 5*time.Second, "the clips' pre_capture, as in -clips (the daemon's default: 5s)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -141,8 +144,6 @@ func clipsCmd(args []string) error {
 		return fmt.Errorf("-rounds %d: want 1 or more", *rounds)
 	case *window < 10*time.Second:
 		return fmt.Errorf("-window %v: want 10s or more", *window)
-	case *warmup < *pre:
-		return fmt.Errorf("-warmup %v: want at least -pre-capture (%v), so that the rings are full", *warmup, *pre)
 	}
 	if f.Clips == "" {
 		f.Clips = "{enabled: true}"
@@ -152,7 +153,7 @@ func clipsCmd(args []string) error {
 		return err
 	}
 	res := clipsResult{Command: "bin/visiond-bench " + strings.Join(os.Args[1:], " "), Daemon: f, Cameras: *n, WarmupS: warmup.Seconds(),
-		WindowS: window.Seconds(), Stream: stream, PreCaptureS: pre.Seconds(), Started: time.Now(), Store: clipTotals{Closed: map[string]int{}}}
+		WindowS: window.Seconds(), Stream: stream, Started: time.Now(), Store: clipTotals{Closed: map[string]int{}}}
 	var afterEnd, afterVideo, ringBytes, ringSecs []float64
 	for i := range 2 * *rounds {
 		on := i%2 == 1
@@ -169,6 +170,7 @@ func clipsCmd(args []string) error {
 		}
 		res.Rounds = append(res.Rounds, rd.round)
 		if on {
+			res.PreCaptureS, res.PostCaptureS, res.MaxLengthS = rd.clips.PreCapture.Seconds(), rd.clips.PostCapture.Seconds(), rd.clips.Length().Seconds()
 			a, v, during := rd.log.latencies()
 			afterEnd, afterVideo = append(afterEnd, a...), append(afterVideo, v...)
 			res.During += during
@@ -227,6 +229,7 @@ type roundRun struct {
 	log                 *objectLog
 	ringBytes, ringSecs []float64 // per sample, mean over the cameras
 	store               clipTotals
+	clips               config.Clips // the clips settings in force (rounds with clips on)
 }
 
 // clipsRoundRun starts the daemon with f (clips on when f.Clips is set), warms it up and
@@ -241,6 +244,19 @@ func clipsRoundRun(f daemonFlags, n int, warmup, window time.Duration) (*roundRu
 	defer d.Stop()
 	if _, err := d.nc.Subscribe("visiond."+site+".*.objects", rr.log.handle); err != nil {
 		return nil, err
+	}
+	if rr.round.Clips {
+		cfg, err := config.Load(d.cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		rr.clips = cfg.Cameras[0].Clips
+		if !rr.clips.Enabled {
+			return nil, fmt.Errorf("-clips %s: clips not enabled in the config written", f.Clips)
+		}
+		if warmup < rr.clips.PreCapture {
+			return nil, fmt.Errorf("-warmup %v: want at least the clips' pre_capture (%v), so that the rings are full", warmup, rr.clips.PreCapture)
+		}
 	}
 	if err := d.warmUp(warmup); err != nil {
 		return nil, err
@@ -403,8 +419,11 @@ func parseSeries(text, name string) (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, l := range strings.Split(text, "\n") {
 		rest, ok := strings.CutPrefix(l, name)
-		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+		if !ok || rest != "" && rest[0] != ' ' && rest[0] != '{' {
 			continue // another metric whose name begins with this one, or a comment
+		}
+		if rest == "" {
+			return nil, fmt.Errorf("metric line %q: no value", l)
 		}
 		labels := ""
 		if rest[0] == '{' {
@@ -549,4 +568,125 @@ func (l *objectLog) latencies() (afterEnd, afterVideo []float64, during int) {
 		}
 	}
 	return afterEnd, afterVideo, during
+}
+
+// clipsAim is the issue's aim for the daemon's CPU with clips on: under 2% more than off.
+const clipsAim = 1.02
+
+// readClips reads clips.json of a run; nil when there is none (or it has no rounds).
+func readClips(ru *run) *clipsResult {
+	var c clipsResult
+	if readJSON(filepath.Join(ru.dir, "clips.json"), &c) != nil || len(c.Rounds) == 0 {
+		return nil
+	}
+	return &c
+}
+
+// clipsSummary is the summary's row of clips.json.
+func (r *report) clipsSummary(local *run) []string {
+	c := readClips(local)
+	if c == nil {
+		return []string{"clips: daemon CPU per camera, clips on ÷ off", local.name(), r.notRun(local, "clips")}
+	}
+	return []string{fmt.Sprintf("clips: daemon CPU per camera, clips on ÷ off (%d cameras at %g fps)", c.Cameras, c.Daemon.FPS), local.name(),
+		fmt.Sprintf("**%s** (aim < %g: %s); ring %s KiB per camera (pre_capture × bitrate %s KiB); clip readable %s s after its object's end (median); %s MiB per clip-minute",
+			f3(c.Ratio), clipsAim, met(c.Ratio < clipsAim), f0(c.RingBytes/1024), f0(c.PreCaptureS*c.Stream.BitsPerS/8/1024), f1(c.AfterEnd.P50), f2(c.Store.BytesPerMinute()/(1<<20)))}
+}
+
+// clipsSection reports clips.json of the local run.
+func (r *report) clipsSection(local *run) {
+	r.p("## Event clips: CPU, memory, delay and size")
+	r.p("")
+	c := readClips(local)
+	if c == nil {
+		r.p("`visiond-bench clips` (cmd/visiond-bench/clips.go; `make bench PARTS=clips`). Not run here: %s.", r.notRun(local, "clips"))
+		r.p("")
+		return
+	}
+	r.p("`visiond-bench clips` (cmd/visiond-bench/clips.go) runs the daemon (`visiond run` on the bench's config, workers %s, threads %s, %s) on %d cameras of the sample",
+		c.Daemon.Workers.describe(0), c.Daemon.Threads.describe(0), c.Daemon.Provider, c.Cameras)
+	r.p("(`%s`: H.264, served over RTSP on loopback, looped in real time), each analysed at %g fps, in rounds: clips off (no `clips` in the config),", c.Stream.File, c.Daemon.FPS)
+	settings := fmt.Sprintf("pre_capture %g s, post_capture %g s, max_length %g s", c.PreCaptureS, c.PostCaptureS, c.MaxLengthS)
+	if c.MaxLengthS == 0 { // a result from before the bench read them back: -clips left them to the daemon
+		settings = fmt.Sprintf("pre_capture %g s, post_capture and max_length the daemon's defaults, 5 s and 2 m", c.PreCaptureS)
+	}
+	r.p("then on (`camera_defaults: {clips: %s}`: %s), %d times over. Each round is a", c.Daemon.Clips, settings, len(c.Rounds)/2)
+	r.p("fresh daemon, %s s after every camera is online (the rings full), then a window of %s s. CPU: the daemon process's user + system time", f0(c.WarmupS), f0(c.WindowS))
+	r.p("(/proc/<pid>/stat) over the window, per camera per second, in percent of a core; the workers' the same, apart (their inference does not change")
+	r.p("with clips); the daemon's RSS at the window's end; the host's 1-minute load average at the round's start and end (the box is shared). Command:")
+	r.p("`%s`.", c.Command)
+	r.p("")
+	var rows [][]string
+	for i, x := range c.Rounds {
+		on := "off"
+		if x.Clips {
+			on = "on"
+		}
+		rows = append(rows, []string{fmt.Sprint(i + 1), on, f2(100 * x.DaemonCPU), f2(100 * x.WorkersCPU), f1(x.Analysed), f0(x.DaemonRSS), f1(x.Load1Start) + " → " + f1(x.Load1End)})
+	}
+	r.table([]string{"round", "clips", "daemon CPU per camera (% of a core)", "workers CPU per camera (%)", "frames analysed/s (all cameras)", "daemon RSS (MiB)", "load average"}, rows)
+	var offs []float64
+	for _, x := range c.Rounds {
+		if !x.Clips {
+			offs = append(offs, x.DaemonCPU)
+		}
+	}
+	noise := ""
+	if len(offs) > 1 {
+		noise = fmt.Sprintf(" The off rounds alone differ by %s%% (their spread ÷ their mean): the noise of the figure.", f1(100*(maxOf(offs)-minOf(offs))/mean(offs)))
+	}
+	r.p("Daemon CPU per camera, clips on ÷ off (mean of the on rounds ÷ mean of the off rounds): **%s** (%s%% ÷ %s%% of a core; the issue's aim: under %g: %s).%s",
+		f3(c.Ratio), f2(100*c.On.DaemonCPU), f2(100*c.Off.DaemonCPU), clipsAim, met(c.Ratio < clipsAim), noise)
+	r.p("Workers: %s%% against %s%% per camera. Daemon RSS: %s against %s MiB.", f2(100*c.On.WorkersCPU), f2(100*c.Off.WorkersCPU), f0(c.On.DaemonRSS), f0(c.Off.DaemonRSS))
+	r.p("")
+	bps := c.Stream.BitsPerS / 8
+	r.p("Memory: a camera's ring (`visiond_camera_clip_ring_bytes` on /metrics, mean over the cameras and %d samples through the on rounds' windows) holds", c.RingSamples)
+	r.p("**%s KiB**, spanning %s s of video (/api/cameras `clips.ring_seconds`). The stream's bitrate: %s kbit/s (ffprobe's video packets of the file,",
+		f0(c.RingBytes/1024), f1(c.RingSeconds), f0(c.Stream.BitsPerS/1000))
+	r.p("%d packets, %s MiB over %s s, the container left out), so pre_capture × bitrate = %s KiB: the ring holds %s× that, and %s× the video it",
+		c.Stream.Packets, f1(float64(c.Stream.Bytes)/(1<<20)), f1(c.Stream.Seconds), f0(c.PreCaptureS*bps/1024), f2(c.RingBytes/(c.PreCaptureS*bps)), f2(c.RingBytes/(c.RingSeconds*bps)))
+	r.p("spans (its buffers' and spares' overhead).")
+	r.p("")
+	r.p("Delay: every object event of the on rounds (`visiond.%s.*.objects`, received by the bench on the daemon's NATS server); a `clip` event says the clip is", site)
+	r.p("stored and readable. Per object, its last clip event after its `end` event, less the end's receive time; per clip, its first clip event's receive")
+	r.p("time less the clip's `end` (a capture time on the sample camera's clock, this host's): what the recorder and the store add after the video ends.")
+	r.p("")
+	dr := func(what string, d dist) []string {
+		return []string{what, fmt.Sprint(d.N), f1(d.P50), f1(d.P90), f1(d.Max)}
+	}
+	r.table([]string{"from", "n", "median (s)", "p90 (s)", "max (s)"}, [][]string{
+		dr("the object's `end` event to its clip event", c.AfterEnd), dr("the clip's end (capture time) to its first clip event", c.AfterVideo)})
+	r.p("%d clip events in all; %d objects had theirs only before their end (a clip that reached max_length while they lasted) or no end in the round.", c.ClipEvents, c.During)
+	r.p("A clip closes post_capture after the last of its objects ends, so the first row includes the rest of the burst of activity the object was in.")
+	r.p("")
+	s := c.Store
+	var closed []string
+	for _, k := range sortedKeys(s.Closed) {
+		closed = append(closed, fmt.Sprintf("%s %d", k, s.Closed[k]))
+	}
+	r.p("Size: the clips the store lists (/api/cameras/<id>/clips) at the end of the on rounds: %d clips, %s MiB, %s min of video: **%s MiB per clip-minute**",
+		s.Stored, f1(float64(s.Bytes)/(1<<20)), f1(s.DurationS/60), f2(s.BytesPerMinute()/(1<<20)))
+	r.p("(the stream's bitrate gives %s MiB a minute); closed: %s. Written by the recorders %d, failed %d; lost by the store %d (%d refused: the store full).",
+		f2(60*bps/(1<<20)), or(strings.Join(closed, ", "), "none"), s.Written, s.Failed, s.Lost, s.Refused)
+	r.p("")
+}
+
+func minOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	m := xs[0]
+	for _, x := range xs[1:] {
+		m = min(m, x)
+	}
+	return m
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
