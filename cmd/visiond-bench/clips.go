@@ -613,8 +613,8 @@ func (r *report) clipsSection(local *run) {
 	r.p("then on (`camera_defaults: {clips: %s}`: %s), %d times over. Each round is a", c.Daemon.Clips, settings, len(c.Rounds)/2)
 	r.p("fresh daemon, %s s after every camera is online (the rings full), then a window of %s s. CPU: the daemon process's user + system time", f0(c.WarmupS), f0(c.WindowS))
 	r.p("(/proc/<pid>/stat) over the window, per camera per second, in percent of a core; the workers' the same, apart (their inference does not change")
-	r.p("with clips); the daemon's RSS at the window's end; the host's 1-minute load average at the round's start and end (the box is shared). Command:")
-	r.p("`%s`.", c.Command)
+	r.p("with clips); the daemon's RSS at the window's end; the host's 1-minute load average at the round's start and end (the box is shared).")
+	r.p("Taken %s on the %s, in %s; command: `%s`.", c.Started.UTC().Format("2006-01-02 15:04 UTC"), local.name(), dur(c.Seconds), c.Command)
 	r.p("")
 	var rows [][]string
 	for i, x := range c.Rounds {
@@ -625,15 +625,32 @@ func (r *report) clipsSection(local *run) {
 		rows = append(rows, []string{fmt.Sprint(i + 1), on, f2(100 * x.DaemonCPU), f2(100 * x.WorkersCPU), f1(x.Analysed), f0(x.DaemonRSS), f1(x.Load1Start) + " → " + f1(x.Load1End)})
 	}
 	r.table([]string{"round", "clips", "daemon CPU per camera (% of a core)", "workers CPU per camera (%)", "frames analysed/s (all cameras)", "daemon RSS (MiB)", "load average"}, rows)
+	if local.env != nil {
+		high := 0.0
+		for _, x := range c.Rounds {
+			high = max(high, x.Load1Start, x.Load1End)
+		}
+		if high > float64(local.env.CPUs)/2 {
+			r.p("The box was shared with other work during these rounds (load average up to %s on %d CPUs): the rounds alternate, so that both sides", f1(high), local.env.CPUs)
+			r.p("ran under the same kind of load, and the off rounds' spread below is the noise that load adds.")
+			r.p("")
+		}
+	}
 	var offs []float64
-	for _, x := range c.Rounds {
+	var pairs []string // each on round against the off round just before it
+	for i, x := range c.Rounds {
 		if !x.Clips {
 			offs = append(offs, x.DaemonCPU)
+		} else if i > 0 && !c.Rounds[i-1].Clips {
+			pairs = append(pairs, fmt.Sprintf("%+.1f%%", 100*(x.DaemonCPU/c.Rounds[i-1].DaemonCPU-1)))
 		}
 	}
 	noise := ""
 	if len(offs) > 1 {
-		noise = fmt.Sprintf(" The off rounds alone differ by %s%% (their spread ÷ their mean): the noise of the figure.", f1(100*(maxOf(offs)-minOf(offs))/mean(offs)))
+		noise = fmt.Sprintf(" The off rounds alone differ by %s%% (their spread ÷ their mean): the noise of the figure;", f1(100*(maxOf(offs)-minOf(offs))/mean(offs)))
+	}
+	if len(pairs) > 0 {
+		noise += fmt.Sprintf(" each on round against the off round before it: %s.", strings.Join(pairs, ", "))
 	}
 	r.p("Daemon CPU per camera, clips on ÷ off (mean of the on rounds ÷ mean of the off rounds): **%s** (%s%% ÷ %s%% of a core; the issue's aim: under %g: %s).%s",
 		f3(c.Ratio), f2(100*c.On.DaemonCPU), f2(100*c.Off.DaemonCPU), clipsAim, met(c.Ratio < clipsAim), noise)
@@ -645,7 +662,8 @@ func (r *report) clipsSection(local *run) {
 		f0(c.RingBytes/1024), f1(c.RingSeconds), f0(c.Stream.BitsPerS/1000))
 	r.p("%d packets, %s MiB over %s s, the container left out), so pre_capture × bitrate = %s KiB: the ring holds %s× that, and %s× the video it",
 		c.Stream.Packets, f1(float64(c.Stream.Bytes)/(1<<20)), f1(c.Stream.Seconds), f0(c.PreCaptureS*bps/1024), f2(c.RingBytes/(c.PreCaptureS*bps)), f2(c.RingBytes/(c.RingSeconds*bps)))
-	r.p("spans (its buffers' and spares' overhead).")
+	r.p("spans (its buffers' and spares' overhead). The ring keeps pre_capture, a track's confirmation (4 analysed frames) and 2 s more, from the")
+	r.p("keyframe at or before that (pipeline/clips.go `ringKeep`): hence its span past pre_capture.")
 	r.p("")
 	r.p("Delay: every object event of the on rounds (`visiond.%s.*.objects`, received by the bench on the daemon's NATS server); a `clip` event says the clip is", site)
 	r.p("stored and readable. Per object, its last clip event after its `end` event, less the end's receive time; per clip, its first clip event's receive")
@@ -658,6 +676,10 @@ func (r *report) clipsSection(local *run) {
 		dr("the object's `end` event to its clip event", c.AfterEnd), dr("the clip's end (capture time) to its first clip event", c.AfterVideo)})
 	r.p("%d clip events in all; %d objects had theirs only before their end (a clip that reached max_length while they lasted) or no end in the round.", c.ClipEvents, c.During)
 	r.p("A clip closes post_capture after the last of its objects ends, so the first row includes the rest of the burst of activity the object was in.")
+	if n := c.Store.Closed[sinks.ClipClosedMaxLength]; n > 0 && n == c.Store.Stored {
+		r.p("Every clip here closed at max_length: the sample's scene is never empty for post_capture, so an object's clip is readable when the")
+		r.p("max_length clip it ended in closes, up to max_length after it; the second row is what the recorder and the store take.")
+	}
 	r.p("")
 	s := c.Store
 	var closed []string
