@@ -80,8 +80,9 @@ setup-test:
 # The benchmark report: decode against ffmpeg, the daemon against bare loops, cameras sustained
 # at 5 fps, overload, soak; raw results in $(BENCH_OUT), then BENCHMARKS.md and its soak plot.
 # About 45 minutes with the defaults; `make bench SOAK=2m OVERLOAD=1m` for a quick run,
-# PARTS="scale soak" to rerun some parts, GPU=DIR to merge scripts/bench/gpu.sh's results.
-BENCH_VARS := BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT PARTS BENCH_OUT GPU
+# PARTS="scale soak" to rerun some parts (PARTS=clips: event clips off and on, not by default),
+# GPU=DIR to merge scripts/bench/gpu.sh's results.
+BENCH_VARS := BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW PARTS BENCH_OUT GPU
 PIPE_SECONDS ?= 20
 PIPE_CAMERAS ?= 4
 PIPE_WORKERS ?=

@@ -42,6 +42,7 @@ type daemonFlags struct {
 	Video    string  `json:"video"`
 	Phases   int     `json:"phases"`                // camera servers started 1/phases of a frame apart
 	URLs     string  `json:"camera_urls,omitempty"` // cameras served by another process (visiond-bench serve)
+	Clips    string  `json:"clips,omitempty"`       // camera_defaults.clips, a YAML flow mapping ("": not written, clips off)
 	Dir      string  `json:"-"`
 }
 
@@ -65,6 +66,7 @@ func (f *daemonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Video, "video", "third_party/media/vtest.h264.ts", "the MPEG-TS file every camera plays (looped, in real time)")
 	fs.IntVar(&f.Phases, "phases", 4, "camera servers, started a fraction of a frame apart so that cameras are not all in phase; camera i reads server i mod phases")
 	fs.StringVar(&f.URLs, "camera-urls", "", "a file of camera URLs (from visiond-bench serve), camera i reading URL i mod their number; default: serve the cameras in this process")
+	fs.StringVar(&f.Clips, "clips", "", "the cameras' `clips` settings, a YAML flow mapping such as '{enabled: true}' (\"\": not written, clips off)")
 	fs.StringVar(&f.Dir, "dir", "", "work directory for the config, state and daemon log (default: a temporary one)")
 }
 
@@ -310,11 +312,14 @@ func (d *daemon) writeConfig(ids []string) error {
 	fmt.Fprintf(&b, "# written by visiond-bench\nsite: %s\nlog_level: warn\nstate_dir: %q\n", site, filepath.Join(d.dir, "state"))
 	fmt.Fprintf(&b, "http: {listen: %q}\nnats: {listen: %q}\n", d.httpAddr, d.natsAddr)
 	fmt.Fprintf(&b, "workers: {model: %q, library: %q, pools: [{%s}]}\n", abs(f.Model), abs(f.Library), f.pool())
-	decoder := ""
+	defaults := "" // camera_defaults' fields besides fps: only those set, so the daemon's defaults apply
 	if f.Decoder != "" {
-		decoder = ", decoder: " + f.Decoder
+		defaults = ", decoder: " + f.Decoder
 	}
-	fmt.Fprintf(&b, "camera_defaults: {fps: %g%s}\ncameras:\n", f.FPS, decoder)
+	if f.Clips != "" {
+		defaults += ", clips: " + f.Clips
+	}
+	fmt.Fprintf(&b, "camera_defaults: {fps: %g%s}\ncameras:\n", f.FPS, defaults)
 	if len(ids) == 0 {
 		b.WriteString("  []\n")
 	}

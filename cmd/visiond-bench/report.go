@@ -341,6 +341,7 @@ func (r *report) write() (string, error) {
 		return "", err
 	}
 	r.crowdSection(local)
+	r.clipsSection(local)
 	for _, k := range r.kept {
 		r.p("%s", k)
 	}
@@ -428,6 +429,7 @@ func (r *report) summary(local, gpu *run) {
 			rows = append(rows, []string{"soak", ru.name(), r.notRun(ru, "soak")})
 		}
 	}
+	rows = append(rows, r.clipsSummary(local))
 	r.table([]string{"what", "where", "figure"}, rows)
 	if local.env != nil && local.env.Load.One > float64(local.env.CPUs)/2 {
 		r.p("The %s was shared with other work during the run (%s, on %d CPUs): figures measured there are lower bounds of what an idle box gives,", local.name(), local.loadNote(), local.env.CPUs)

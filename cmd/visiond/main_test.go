@@ -283,6 +283,8 @@ func TestFormatEvent(t *testing.T) {
 			"s/door object end #12 person 0.80, seen 4.5 s, heading 92°"},
 		{"visiond.s.door.objects", `{"version":1,"site":"s","camera":"door","type":"end","reason":"camera_removed","track_id":13,"label":"car","score":0.7,"first_seen":"2026-11-30T10:00:00Z","last_seen":"2026-11-30T10:00:02Z","path":{"direction":0}}`,
 			"s/door object end #13 car 0.70, seen 2.0 s, heading 0°, camera_removed"},
+		{"visiond.s.door.objects", `{"version":1,"site":"s","camera":"door","type":"clip","track_id":12,"label":"person","score":0.8,"first_seen":"2026-11-30T10:00:00Z","last_seen":"2026-11-30T10:00:04Z","clip":{"name":"door/c1764496795000.mp4","start":"2026-11-30T09:59:55Z","end":"2026-11-30T10:00:09.5Z","duration_s":14.5}}`,
+			"s/door object clip #12 person 0.80, clip door/c1764496795000.mp4 (14.5 s)"},
 		{"visiond.s.door.zones", `{"version":1,"site":"s","camera":"door","type":"exit","zone":"lower","track_id":12,"label":"person","at":"2026-11-30T10:00:04Z","dwell_s":3.5,"occupancy":{"person":2,"car":1}}`,
 			"s/door zone lower exit #12 person after 3.5 s, 3 inside"},
 		{"visiond.s.door.lines", `{"version":1,"site":"s","camera":"door","line":"middle","track_id":12,"label":"person","direction":"in","at":"2026-11-30T10:00:04Z","counts":{"in":{"person":7}}}`,

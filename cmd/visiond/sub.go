@@ -147,6 +147,9 @@ func formatAnalytics(m *nats.Msg) (line string, ok bool) {
 		if o.Stationary {
 			line += ", stationary"
 		}
+		if o.Type == sinks.ObjectClip && o.Clip != nil {
+			line += fmt.Sprintf(", clip %s (%.1f s)", o.Clip.Name, o.Clip.DurationS)
+		}
 		if o.Type == sinks.ObjectEnd {
 			line += fmt.Sprintf(", seen %.1f s, heading %.0f°", o.LastSeen.Sub(o.FirstSeen).Seconds(), o.Path.Direction)
 			if o.Reason != "" {

@@ -9,11 +9,14 @@
 #   WORKERS=auto THREADS=auto  the daemon's CPU workers and their ONNX Runtime threads (scale,
 #                       overload, soak); auto: not set in its config, the daemon's defaults
 #   PARTS="decode pipeline scale overload soak crowd"      a subset to (re)run; the others' files stay;
-#                       also (not by default) cpu-scale and peer-scale, the cameras-per-box
+#                       also (not by default) clips (below), cpu-scale and peer-scale, the cameras-per-box
 #                       comparison of scripts/bench/gpu.sh on this box's cores: INT8_MODEL=
 #                       build/models/yolov8n-int8.onnx, SCALE_START=1, PYTHON=python3, PEER_ARGS
 #   SCALE_WINDOW=20s    measurement window per scale step
 #   OVERLOAD=10m        overload duration;  SOAK=30m soak duration, SOAK_EDIT=1m between config edits
+#   clips (not by default: about 11 minutes with these): the daemon with event clips off and on,
+#   CLIPS_ROUNDS pairs of rounds, each CLIPS_WARMUP then CLIPS_WINDOW on CLIPS_CAMERAS cameras
+#   CLIPS_CAMERAS=4 CLIPS_ROUNDS=2 CLIPS_WARMUP=30s CLIPS_WINDOW=120s
 #   BENCH_OUT=build/bench  GPU=  REPORT=BENCHMARKS.md
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,6 +27,7 @@ PIPE_SECONDS=${PIPE_SECONDS:-20} PIPE_CAMERAS=${PIPE_CAMERAS:-4} PIPE_WORKERS=${
 WORKERS=${WORKERS:-auto} THREADS=${THREADS:-auto}
 INT8_MODEL=${INT8_MODEL:-build/models/yolov8n-int8.onnx} SCALE_START=${SCALE_START:-1} PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-}
 SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SOAK_EDIT=${SOAK_EDIT:-1m}
+CLIPS_CAMERAS=${CLIPS_CAMERAS:-4} CLIPS_ROUNDS=${CLIPS_ROUNDS:-2} CLIPS_WARMUP=${CLIPS_WARMUP:-30s} CLIPS_WINDOW=${CLIPS_WINDOW:-120s}
 PARTS=${PARTS:-decode pipeline scale overload soak crowd}
 GPU=${GPU:-} REPORT=${REPORT:-BENCHMARKS.md}
 GO=${GO:-go}
@@ -32,7 +36,7 @@ set -e
 mkdir -p "$OUT"
 cmds=$OUT/commands.txt
 : >"$cmds"
-for k in BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT PARTS INT8_MODEL SCALE_START; do
+for k in BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT PARTS INT8_MODEL SCALE_START CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW; do
   echo "# knob $k=${!k}" >>"$cmds"
 done
 
@@ -99,6 +103,11 @@ if has crowd; then
   # The crowded scene with known truth replayed at 0.5-10 fps (pipeline/crowd_test.go), its figures in crowd.json.
   rm -f "$OUT/crowd.json"
   step crowd "$GO test -c -o $OUT/pipeline.test ./pipeline && cd pipeline && VISIOND_CROWD_OUT=$rel/crowd.json $rel/pipeline.test -test.run '^TestCrowdReplay\$' -test.v -test.timeout 30m"
+fi
+if has clips; then
+  # Event clips (issue 23): CPU with clips off and on, the rings' memory, a clip's delay after its object, bytes per clip-minute.
+  rm -f "$OUT/clips.json"
+  step clips "bin/visiond-bench clips $daemon -fps 5 -cameras $CLIPS_CAMERAS -rounds $CLIPS_ROUNDS -warmup $CLIPS_WARMUP -window $CLIPS_WINDOW -o $OUT/clips.json"
 fi
 step env-end "bin/visiond-bench env -o $OUT/env-end.json"
 
