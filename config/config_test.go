@@ -43,11 +43,12 @@ func TestShippedConfigs(t *testing.T) {
 	}
 	want := config.Camera{ID: "sample", Kind: "rtsp", URL: "rtsp://127.0.0.1:8554/sample", FPS: 5, Enabled: true,
 		Transport: "tcp", Decode: "all", Decoder: "cpu", StallTimeout: 10 * time.Second, Weight: 1, Events: config.Events{Detections: "all"},
-		Clips: config.DefaultClips()}
+		Clips: config.Clips{Enabled: true, PreCapture: 5 * time.Second, PostCapture: 5 * time.Second, MaxLength: 30 * time.Second}}
 	if cfg.Site != "demo" || !cfg.Sample.Enabled || len(cfg.Cameras) != 1 {
 		t.Fatalf("default.yaml: got site %q, sample %v, cameras %+v", cfg.Site, cfg.Sample.Enabled, cfg.Cameras)
 	}
-	// The demo's analytics: a zone over the lower half, a line down the middle.
+	// The demo's analytics: a zone over the lower half, a line down the middle; clips cut
+	// every 30 s (the demo's walkers never leave the scene empty).
 	cam := cfg.Cameras[0]
 	zones, lines := cam.Zones, cam.Lines
 	cam.Objects, cam.Masks, cam.Zones, cam.Lines = analytics.Objects{}, nil, nil, nil
