@@ -172,6 +172,13 @@ func (r *Ring) SetLimits(keep time.Duration, maxBytes int) {
 	r.mu.Unlock()
 }
 
+// Limits returns the ring's bounds: the video it keeps, in at most how many bytes.
+func (r *Ring) Limits() (time.Duration, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keep, r.maxBytes
+}
+
 // Push copies the access unit p into the ring. It is called from the camera's RTP callback.
 func (r *Ring) Push(p *sources.Packet) {
 	r.mu.Lock()

@@ -68,6 +68,7 @@ type camera struct {
 	// its session feeds and the recorder again, for the source's callbacks.
 	rec       *clips.Recorder
 	recFor    config.Clips
+	recWait   time.Duration        // the longest an object's first event came after its first sighting, when past confirmWait
 	objEvents []*sinks.ObjectEvent // a frame's object events, for the recorder (reused)
 	ring      atomic.Pointer[clips.Ring]
 	recorder  atomic.Pointer[clips.Recorder]

@@ -36,9 +36,29 @@ const ringMaxBytes = 64 << 20
 func confirmWait(interval time.Duration) time.Duration { return 4*interval + 2*time.Second }
 
 // ringKeep is how much video camera c's ring keeps for clips of s: pre_capture before an
-// object's first sighting, until its first event comes.
-func ringKeep(s config.Clips, interval time.Duration) time.Duration {
-	return s.PreCapture + confirmWait(interval)
+// object's first sighting, until its first event comes (confirmWait, or wait when the camera's
+// objects have come later than that).
+func ringKeep(s config.Clips, interval, wait time.Duration) time.Duration {
+	return s.PreCapture + max(confirmWait(interval), wait)
+}
+
+// maxConfirmWait bounds how far back a ring reaches past pre_capture for objects whose first
+// event comes late (an overloaded box analyses frames seconds after they were captured).
+const maxConfirmWait = 30 * time.Second
+
+// noteConfirmWait widens camera c's ring when an object's first event ev came later after its
+// first sighting than the ring allows for: the clip must still reach pre_capture before it.
+// Under c.sceneMu.
+func (rs *results) noteConfirmWait(c *camera, ev *sinks.ObjectEvent) {
+	if ev.Type != sinks.ObjectNew {
+		return
+	}
+	wait := time.Since(ev.FirstSeen)
+	if wait <= c.recWait || wait <= confirmWait(c.interval) {
+		return
+	}
+	c.recWait = min(wait+wait/2, maxConfirmWait) // room for it to grow a little more
+	c.rec.Ring.SetLimits(ringKeep(c.recFor, c.interval, c.recWait), ringMaxBytes)
 }
 
 // clipSettings are the recorder's settings of config's.
@@ -70,19 +90,19 @@ func (rs *results) syncClips(c *camera) {
 	case !on && c.rec != nil:
 		rs.stopClips(c, sinks.ClipClosedStopped)
 	case on && c.rec == nil:
-		ring := clips.NewRing(ringKeep(set, c.interval), ringMaxBytes)
+		ring := clips.NewRing(ringKeep(set, c.interval, 0), ringMaxBytes)
 		rec := &clips.Recorder{Camera: c.cfg.ID, Ring: ring, Dir: rs.clipDir, Settings: clipSettings(set),
 			Hold: confirmWait(c.interval), Finished: rs.clipFinished, Joined: rs.clipJoined, Logger: rs.log.With("component", "clips", "camera", c.cfg.ID)}
 		if err := rec.Start(); err != nil {
 			c.noteError(err)
 			return
 		}
-		c.rec, c.recFor = rec, set
+		c.rec, c.recFor, c.recWait = rec, set, 0
 		c.ring.Store(ring)
 		c.recorder.Store(rec)
 	case on && !reflect.DeepEqual(c.recFor, set):
 		c.rec.SetSettings(clipSettings(set))
-		c.rec.Ring.SetLimits(ringKeep(set, c.interval), ringMaxBytes)
+		c.rec.Ring.SetLimits(ringKeep(set, c.interval, c.recWait), ringMaxBytes)
 		c.recFor = set
 	}
 }
@@ -106,6 +126,7 @@ func (rs *results) observeClips(c *camera, evs []*sinks.ObjectEvent) {
 		return
 	}
 	for _, ev := range evs {
+		rs.noteConfirmWait(c, ev)
 		c.rec.Observe(ev)
 	}
 }

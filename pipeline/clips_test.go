@@ -16,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/visiond/visiond/clips"
+	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources/samplecam"
@@ -318,5 +320,32 @@ func TestClipLeftoversRemoved(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(rec); len(left) != 0 {
 		t.Errorf("left in %s after the start: %v", rec, left)
+	}
+}
+
+// TestRingWidensForLateObjects: an object whose first event comes later after its first
+// sighting than a camera's ring allows for (an overloaded box) widens the ring, so that the
+// next objects' clips still reach pre_capture before them; never past maxConfirmWait.
+func TestRingWidensForLateObjects(t *testing.T) {
+	c := &camera{interval: 200 * time.Millisecond, recFor: config.Clips{Enabled: true, PreCapture: 5 * time.Second}}
+	c.rec = &clips.Recorder{Ring: clips.NewRing(ringKeep(c.recFor, c.interval, 0), ringMaxBytes)}
+	rs := &results{}
+	keep := func() time.Duration { k, _ := c.rec.Ring.Limits(); return k }
+	if k := keep(); k != 5*time.Second+confirmWait(c.interval) {
+		t.Fatalf("keep %v at start", k)
+	}
+	now := time.Now()
+	rs.noteConfirmWait(c, &sinks.ObjectEvent{Type: sinks.ObjectNew, FirstSeen: now.Add(-time.Second)}) // within confirmWait
+	if k := keep(); k != 5*time.Second+confirmWait(c.interval) {
+		t.Errorf("keep %v after an object on time", k)
+	}
+	rs.noteConfirmWait(c, &sinks.ObjectEvent{Type: sinks.ObjectNew, FirstSeen: now.Add(-8 * time.Second)})
+	if k := keep(); k < 5*time.Second+12*time.Second || k > 5*time.Second+13*time.Second {
+		t.Errorf("keep %v after an object 8 s late, want pre_capture and about 12 s", k)
+	}
+	rs.noteConfirmWait(c, &sinks.ObjectEvent{Type: sinks.ObjectUpdate, FirstSeen: now.Add(-time.Minute)}) // not a first event
+	rs.noteConfirmWait(c, &sinks.ObjectEvent{Type: sinks.ObjectNew, FirstSeen: now.Add(-time.Hour)})
+	if k := keep(); k != 5*time.Second+maxConfirmWait {
+		t.Errorf("keep %v after an object an hour late, want pre_capture and %v", k, maxConfirmWait)
 	}
 }
