@@ -392,14 +392,6 @@ func (r *Recorder) drain(now time.Time) {
 	}
 }
 
-// contWanted reports whether the clip wanted goes on from a closed one: it starts at the
-// next keyframe, not back in the ring.
-func (r *Recorder) contWanted() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cont
-}
-
 // unit writes one unit of the ring, opening and closing clips as it goes.
 func (r *Recorder) unit(u *unit) {
 	if r.w != nil {
