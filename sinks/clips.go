@@ -681,7 +681,11 @@ func (c *Clips) List(ctx context.Context, camera string, limit int) ([]ClipInfo,
 	if c.obs == nil {
 		return nil, errors.New("clip store: not started")
 	}
-	clips, err := ListClips(ctx, c.obs, camera, limit)
+	// A clip that expires while the list is read leaves it waiting for a message that will
+	// not come (the watcher's end of the initial values is never sent): bound it.
+	lctx, cancel := context.WithTimeout(ctx, getTimeout)
+	defer cancel()
+	clips, err := ListClips(lctx, c.obs, camera, limit)
 	if err != nil {
 		return nil, fmt.Errorf("clip store %s: list: %w", c.Bucket, err)
 	}
