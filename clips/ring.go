@@ -234,17 +234,45 @@ func (r *Ring) len() int { return len(r.units) - r.start }
 
 func (r *Ring) index(seq uint64) int { return r.start + int(seq-r.first) }
 
-// buffer returns an empty buffer of at least n bytes' capacity.
+// buffer returns an empty buffer of at least n bytes' capacity: the smallest spare that
+// fits (the larger ones stay for keyframes), else a new one.
 func (r *Ring) buffer(n int) []byte {
-	for i := len(r.spare) - 1; i >= 0; i-- {
-		if b := r.spare[i]; cap(b) >= n {
-			r.spare = append(r.spare[:i], r.spare[i+1:]...)
-			return b[:0]
+	best := -1
+	for i, b := range r.spare {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(r.spare[best])) {
+			best = i
 		}
+	}
+	if best >= 0 {
+		b := r.spare[best]
+		r.spare[best] = r.spare[len(r.spare)-1]
+		r.spare = r.spare[:len(r.spare)-1]
+		return b[:0]
 	}
 	b := make([]byte, 0, n+n/4)
 	r.held += cap(b)
 	return b
+}
+
+// spareOf makes the evicted buffer b a spare. The spares are bounded (maxSpare): a full list
+// keeps its largest, so that units of any size find one.
+func (r *Ring) spareOf(b []byte) {
+	if len(r.spare) < maxSpare {
+		r.spare = append(r.spare, b[:0])
+		return
+	}
+	small := 0
+	for i, s := range r.spare {
+		if cap(s) < cap(r.spare[small]) {
+			small = i
+		}
+	}
+	if cap(b) <= cap(r.spare[small]) {
+		r.held -= cap(b)
+		return
+	}
+	r.held -= cap(r.spare[small])
+	r.spare[small] = b[:0]
 }
 
 // evict drops the oldest groups of pictures that Keep and MaxBytes allow.
@@ -270,11 +298,7 @@ func (r *Ring) dropTo(seq uint64) {
 	for r.first < seq {
 		u := &r.units[r.start]
 		r.bytes -= len(u.data)
-		if len(r.spare) < maxSpare {
-			r.spare = append(r.spare, u.data[:0])
-		} else {
-			r.held -= cap(u.data)
-		}
+		r.spareOf(u.data)
 		*u = unit{}
 		r.start++
 		r.first++
