@@ -3,6 +3,7 @@ module github.com/visiond/visiond
 go 1.26.8
 
 require (
+	github.com/abema/go-mp4 v1.4.1
 	github.com/bluenviron/gortsplib/v4 v4.16.2
 	github.com/bluenviron/mediacommon/v2 v2.4.1
 	github.com/coreos/go-systemd/v22 v22.6.0
@@ -23,7 +24,6 @@ require (
 )
 
 require (
-	github.com/abema/go-mp4 v1.4.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/asticode/go-astikit v0.30.0 // indirect
 	github.com/asticode/go-astits v1.13.0 // indirect

@@ -17,7 +17,7 @@ import (
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 
 	"github.com/visiond/visiond/internal/testutil"
-	"github.com/visiond/visiond/internal/tsfile"
+	"github.com/visiond/visiond/internal/videofile"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -29,7 +29,7 @@ var base = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 // over (sources.Packet), at capture times from t0 on their timestamps.
 func packets(t testing.TB, file string, session uint64, t0 time.Time) []sources.Packet {
 	t.Helper()
-	r, err := tsfile.Open(file)
+	r, err := videofile.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}

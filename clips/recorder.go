@@ -73,7 +73,8 @@ type Recorder struct {
 	Finished func(Clip)
 	// Hold is how long a clip that the next goes on from (max_length, a new codec or size)
 	// waits before Finished, so that an object first seen in it but confirmed after it
-	// closed is listed in it too: a track's confirmation. Default 0: none waits.
+	// closed is listed in it too: a track's confirmation. Default 0: none waits. SetHold
+	// changes it while the recorder runs.
 	Hold time.Duration
 	// Joined, when set, receives an object that joined a clip going on from an earlier one
 	// while its pre_capture reaches into that earlier clip, already finished (after Hold):
@@ -91,6 +92,7 @@ type Recorder struct {
 
 	mu       sync.Mutex
 	set      Settings
+	hold     time.Duration      // Hold, or what SetHold set
 	objects  map[uint64]*object // the camera's objects seen in events, until they end (or, in a clip, until it closes)
 	members  []*object          // the objects of the clip being written, or wanted
 	want     bool               // a clip is wanted: it opens at the first keyframe the ring gives from wantAt
@@ -158,7 +160,7 @@ func (r *Recorder) Start() error {
 	if r.Every <= 0 {
 		r.Every = 250 * time.Millisecond
 	}
-	r.set = r.Settings.withDefaults()
+	r.set, r.hold = r.Settings.withDefaults(), r.Hold
 	r.objects = map[uint64]*object{}
 	r.stop = make(chan string, 1)
 	r.done = make(chan struct{})
@@ -185,6 +187,14 @@ func (s Settings) withDefaults() Settings {
 func (r *Recorder) SetSettings(s Settings) {
 	r.mu.Lock()
 	r.set = s.withDefaults()
+	r.mu.Unlock()
+}
+
+// SetHold changes Hold for the clips that close from now on: longer when the camera's
+// objects are confirmed later than Hold allows for (an overloaded box).
+func (r *Recorder) SetHold(d time.Duration) {
+	r.mu.Lock()
+	r.hold = d
 	r.mu.Unlock()
 }
 
@@ -546,13 +556,16 @@ func (r *Recorder) close(reason string, next *unit) {
 	r.bytes.Add(uint64(info.Bytes))
 	r.log.Debug("clip written", "camera", r.Camera, "clip", r.name, "closed", reason, "frames", info.Frames,
 		"duration", info.Duration.Round(time.Millisecond), "bytes", info.Bytes, "objects", len(clip.Objects))
-	if !goOn || r.Hold <= 0 {
+	r.mu.Lock()
+	hold := r.hold
+	r.mu.Unlock()
+	if !goOn || hold <= 0 {
 		r.Finished(clip)
 		return
 	}
 	r.release(time.Time{}) // the one held before, if any
 	r.mu.Lock()
-	r.held, r.heldTill = &clip, time.Now().Add(r.Hold)
+	r.held, r.heldTill = &clip, time.Now().Add(hold)
 	if r.prev != nil {
 		r.prev = &r.held.Info // late objects are listed in the held clip
 	}

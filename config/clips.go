@@ -46,8 +46,8 @@ const (
 // PostCapture after its last object was last seen; objects whose clips overlap share one.
 type Clips struct {
 	// Enabled turns clips on. It needs nats.jetstream (the clip store is a JetStream
-	// object store), and a camera of kind rtsp, or of kind file with an MPEG-TS file of
-	// H.264 or H.265 video (a gstreamer camera hands over decoded frames only). Default
+	// object store), and a camera of kind rtsp, or of kind file with an MPEG-TS or MP4
+	// file of H.264 or H.265 video (a gstreamer camera hands over decoded frames only). Default
 	// false.
 	Enabled bool `yaml:"enabled"`
 	// PreCapture is how much video before an object was first seen a clip holds, from the

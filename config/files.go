@@ -7,7 +7,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/visiond/visiond/internal/tsfile"
+	"github.com/visiond/visiond/internal/videofile"
 
 	"github.com/visiond/visiond/sources"
 )
@@ -51,9 +51,9 @@ func (c *Config) CheckFiles() error {
 			n := len(v.problems)
 			v.readable(field, cam.File)
 			if cam.Clips.Enabled && len(v.problems) == n {
-				// Clips of a file camera come from its packets: MPEG-TS with H.264 or H.265.
-				if r, err := tsfile.Open(cam.File); err != nil {
-					v.add(fmt.Sprintf("cameras[%d].clips.enabled", i), "camera %q makes clips of its file's packets, which need MPEG-TS with H.264 or H.265 video: %v", cam.ID, err)
+				// Clips of a file camera come from its packets: MPEG-TS or MP4 with H.264 or H.265.
+				if r, err := videofile.Open(cam.File); err != nil {
+					v.add(fmt.Sprintf("cameras[%d].clips.enabled", i), "camera %q makes clips of its file's packets, which need an MPEG-TS or MP4 file with H.264 or H.265 video: %v", cam.ID, err)
 				} else {
 					_ = r.Close()
 				}

@@ -120,22 +120,25 @@ func TestFileTooLarge(t *testing.T) {
 }
 
 // TestCheckFilesClipsOfAFile: a file camera with clips on needs a file whose packets can be
-// read (MPEG-TS with H.264 or H.265): the sample passes, an AVI is a problem at its clips.
+// read (MPEG-TS or MP4 with H.264 or H.265): the sample and an MP4 of it pass, an AVI is a
+// problem at its clips.
 func TestCheckFilesClipsOfAFile(t *testing.T) {
 	doc := fmt.Sprintf(`workers: {model: %q, library: %q}
 cameras:
   - {id: ts, kind: file, file: %q, clips: {enabled: true}}
   - {id: avi, kind: file, file: %q, clips: {enabled: true}}
   - {id: plain, kind: file, file: %q}
+  - {id: mp4, kind: file, file: %q, clips: {enabled: true}}
 `, testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1"),
-		testutil.Media(t, "vtest.h264.ts"), testutil.Media(t, "vtest.avi"), testutil.Media(t, "vtest.avi"))
+		testutil.Media(t, "vtest.h264.ts"), testutil.Media(t, "vtest.avi"), testutil.Media(t, "vtest.avi"),
+		testutil.TempFile(t, "sample.mp4", string(testutil.SampleMP4(t, 3))))
 	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = cfg.CheckFiles()
 	if err == nil || strings.Count(err.Error(), "\n") != 0 ||
-		!strings.HasPrefix(err.Error(), `line 4: cameras[1].clips.enabled: camera "avi" makes clips of its file's packets, which need MPEG-TS with H.264 or H.265 video: `) {
+		!strings.HasPrefix(err.Error(), `line 4: cameras[1].clips.enabled: camera "avi" makes clips of its file's packets, which need an MPEG-TS or MP4 file with H.264 or H.265 video: `) {
 		t.Errorf("got %v, want one problem at the avi camera's clips", err)
 	}
 }

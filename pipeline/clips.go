@@ -48,7 +48,8 @@ const maxConfirmWait = 30 * time.Second
 
 // noteConfirmWait widens camera c's ring when an object's first event ev came later after its
 // first sighting than the ring allows for: the clip must still reach pre_capture before it.
-// Under c.sceneMu.
+// The recorder's Hold grows with it, so that a clip cut at max_length still lists the
+// objects first seen in it and confirmed after. Under c.sceneMu.
 func (rs *results) noteConfirmWait(c *camera, ev *sinks.ObjectEvent) {
 	if ev.Type != sinks.ObjectNew {
 		return
@@ -59,6 +60,7 @@ func (rs *results) noteConfirmWait(c *camera, ev *sinks.ObjectEvent) {
 	}
 	c.recWait = min(wait+wait/2, maxConfirmWait) // room for it to grow a little more
 	c.rec.Ring.SetLimits(ringKeep(c.recFor, c.interval, c.recWait), ringMaxBytes)
+	c.rec.SetHold(c.recWait)
 }
 
 // clipSettings are the recorder's settings of config's.

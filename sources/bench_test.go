@@ -18,7 +18,7 @@ import (
 
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
-	"github.com/visiond/visiond/internal/tsfile"
+	"github.com/visiond/visiond/internal/videofile"
 	"github.com/visiond/visiond/sources/capture"
 	"github.com/visiond/visiond/sources/samplecam"
 )
@@ -53,7 +53,7 @@ func (c benchClip) encode(b *testing.B) (string, []accessUnit) {
 // non-reference flags, and their pts (90 kHz) in at as unix ns.
 func clipAUs(b testing.TB, clip, codec string) []accessUnit {
 	b.Helper()
-	r, err := tsfile.Open(clip)
+	r, err := videofile.Open(clip)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
-	"github.com/visiond/visiond/internal/tsfile"
+	"github.com/visiond/visiond/internal/videofile"
 )
 
 // testLoop returns a decode loop of an unstarted camera whose frames land in *got.
@@ -172,7 +172,7 @@ func TestScaleGeometries(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ffmpeg: %v\n%s", err, out)
 	}
-	r, err := tsfile.Open(small)
+	r, err := videofile.Open(small)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,7 +167,11 @@ func encodeClip(t testing.TB, name string, args ...string) string {
 	ffmpeg := testutil.LookPath(t, "ffmpeg")
 	out := filepath.Join(t.TempDir(), name)
 	full := append([]string{"-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "3"}, args...)
-	full = append(full, "-pix_fmt", "yuv420p", "-bf", "0", "-f", "mpegts", out)
+	format := "mpegts"
+	if strings.HasSuffix(name, ".mp4") {
+		format = "mp4"
+	}
+	full = append(full, "-pix_fmt", "yuv420p", "-bf", "0", "-f", format, out)
 	if b, err := exec.Command(ffmpeg, full...).CombinedOutput(); err != nil {
 		t.Fatalf("ffmpeg %v: %v\n%s", full, err, b)
 	}

@@ -9,18 +9,18 @@ import (
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 
-	"github.com/visiond/visiond/internal/tsfile"
+	"github.com/visiond/visiond/internal/videofile"
 )
 
 // filePackets hands a file camera's access units to Camera.OnPacket, as its frames are
 // played: the file demuxed beside OpenCV's decoding (an MPEG-TS file with H.264 or H.265
-// video, as the sample is: OpenCV gives no packets), each unit sent when the frame shown at
+// video, as the sample is, or an MP4: OpenCV gives no packets), each unit sent when the frame shown at
 // its decoding time is, at that frame's capture time moved by the unit's own offset. Each
 // loop of the file is a session of its own (a new timeline). Session goroutine only.
 type filePackets struct {
 	c       *Camera
-	r       *tsfile.Reader
-	next    *tsfile.AccessUnit // read ahead, not sent yet
+	r       *videofile.Reader
+	next    *videofile.AccessUnit // read ahead, not sent yet
 	session uint64
 	first   int64 // the presentation time of the file's first unit: frame 1's
 	last    int   // the frame number last played: a lower one is a new loop
@@ -28,7 +28,7 @@ type filePackets struct {
 }
 
 // openFilePackets starts the file's first session; nil with the reason when the file is not
-// one whose packets can be read (not MPEG-TS, or no H.264 or H.265 video).
+// one whose packets can be read (neither MPEG-TS nor MP4, or no H.264 or H.265 video).
 func openFilePackets(c *Camera) (*filePackets, error) {
 	if c.OnPacket == nil {
 		return nil, nil
@@ -46,12 +46,12 @@ func (p *filePackets) rewind() error {
 		_ = p.r.Close()
 		p.r = nil
 	}
-	r, err := tsfile.Open(p.c.File)
+	r, err := videofile.Open(p.c.File)
 	if err != nil {
-		return fmt.Errorf("its packets cannot be read for clips (an MPEG-TS file with H.264 or H.265 video can): %w", err)
+		return fmt.Errorf("its packets cannot be read for clips (an MPEG-TS or MP4 file with H.264 or H.265 video can): %w", err)
 	}
 	p.r, p.next, p.session = r, nil, p.c.sessions.Add(1)
-	p.tap = &packetTap{fn: p.c.OnPacket, pkt: Packet{Session: p.session, Codec: r.Codec, ClockRate: 90000}}
+	p.tap = &packetTap{fn: p.c.OnPacket, pkt: Packet{Session: p.session, Codec: r.Codec, Params: r.Params, ClockRate: 90000}}
 	au, err := r.Next()
 	if err != nil {
 		return fmt.Errorf("its packets cannot be read for clips: %w", err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
-	"github.com/visiond/visiond/internal/tsfile"
+	"github.com/visiond/visiond/internal/videofile"
 )
 
 const sampleFile = "vtest.h264.ts" // 768x576, H.264, 10 fps, GOP 10
@@ -19,7 +19,7 @@ const sampleFile = "vtest.h264.ts" // 768x576, H.264, 10 fps, GOP 10
 // their random-access flags.
 func sampleAUs(t testing.TB, n int) ([]accessUnit, [][]byte) {
 	t.Helper()
-	r, err := tsfile.Open(testutil.Media(t, sampleFile))
+	r, err := videofile.Open(testutil.Media(t, sampleFile))
 	if err != nil {
 		t.Fatal(err)
 	}

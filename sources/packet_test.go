@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,17 +110,24 @@ func TestCameraPackets(t *testing.T) {
 	}
 }
 
-// TestFileCameraPackets: a camera of kind file hands its MPEG-TS file's access units to
-// OnPacket as it plays them: each loop a session of its own, from PTS 0, a keyframe first,
+// TestFileCameraPackets: a camera of kind file hands its MPEG-TS or MP4 file's access units
+// to OnPacket as it plays them: each loop a session of its own, from PTS 0, a keyframe first,
 // each unit at the capture time of the frame it is (no B-frames here).
 func TestFileCameraPackets(t *testing.T) {
+	for _, name := range []string{"file.ts", "file.mp4"} {
+		t.Run(name, func(t *testing.T) { fileCameraPackets(t, name) })
+	}
+}
+
+func fileCameraPackets(t *testing.T, name string) {
 	var logs testutil.LogBuffer
-	clip := encodeClip(t, "file.ts", "-c:v", "libx264", "-preset", "ultrafast", "-g", "10")
+	clip := encodeClip(t, name, "-c:v", "libx264", "-preset", "ultrafast", "-g", "10")
 	type seen struct {
 		session uint64
 		key     bool
 		pts     int64
 		at      time.Time
+		params  int
 	}
 	var (
 		mu     sync.Mutex
@@ -129,7 +137,7 @@ func TestFileCameraPackets(t *testing.T) {
 	cam := &Camera{ID: "file", Kind: KindFile, File: clip, InputW: 320, InputH: 320, Logger: logs.Logger(),
 		OnPacket: func(p *Packet) {
 			mu.Lock()
-			pkts = append(pkts, seen{p.Session, p.Key, p.PTS, p.At})
+			pkts = append(pkts, seen{p.Session, p.Key, p.PTS, p.At, len(p.Params)})
 			mu.Unlock()
 		},
 		OnFrame: func(f *Frame) {
@@ -156,6 +164,10 @@ func TestFileCameraPackets(t *testing.T) {
 			}
 		}
 		per[p.session]++
+		// An MP4 holds its SPS and PPS apart from the stream, an MPEG-TS in it.
+		if want := map[bool]int{true: 2, false: 0}[strings.HasSuffix(name, ".mp4")]; p.params != want {
+			t.Fatalf("unit %d: %d parameter sets given apart, want %d", i, p.params, want)
+		}
 		if !frames[p.at] {
 			t.Errorf("unit %d (session %d, PTS %d) at %s: no frame was played then", i, p.session, p.pts, p.at)
 		}

@@ -1,6 +1,6 @@
 // Package samplecam is the built-in sample camera: an in-process RTSP server that plays
-// MPEG-TS files with an H.264 or H.265 track, each looped forever at its own rate on its own path,
-// as if it were a live camera. Demos and tests point sources.Camera at it.
+// MPEG-TS or MP4 files with an H.264 or H.265 track, each looped forever at its own rate on
+// its own path, as if it were a live camera. Demos and tests point sources.Camera at it.
 package samplecam
 
 import (
@@ -28,7 +28,7 @@ import (
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 	"github.com/pion/rtp"
 
-	"github.com/visiond/visiond/internal/tsfile"
+	"github.com/visiond/visiond/internal/videofile"
 )
 
 // DefaultListen is the address used when Server.Listen is empty.
@@ -37,10 +37,10 @@ const DefaultListen = "127.0.0.1:8554"
 // clockRate is the RTP clock of H.264 and H.265, the same 90 kHz as MPEG-TS timestamps.
 const clockRate = 90000
 
-// Server serves MPEG-TS H.264 or H.265 files over RTSP (TCP transport), one path per file.
+// Server serves MPEG-TS or MP4 files of H.264 or H.265 video over RTSP (TCP transport), one path per file.
 type Server struct {
 	Listen  string            // host:port to listen on; port 0 picks a free one. Defaults to DefaultListen
-	Streams map[string]string // URL path (without the leading "/") → MPEG-TS file
+	Streams map[string]string // URL path (without the leading "/") → MPEG-TS or MP4 file
 	Logger  *slog.Logger      // defaults to slog.Default()
 	// Username and Password, when set, are required of readers (RTSP basic/digest auth).
 	Username, Password string
@@ -238,15 +238,36 @@ func (h handler) OnConnClose(ctx *gortsplib.ServerHandlerOnConnCloseCtx) {
 	h.s.log.Debug("connection closed", "remote", ctx.Conn.NetConn().RemoteAddr().String(), "reason", ctx.Error)
 }
 
-// probe checks that file is MPEG-TS with an H.264 or H.265 track and returns the track's
-// RTP format, with the parameter sets found in the first access units.
+// probe checks that file is MPEG-TS or MP4 with an H.264 or H.265 track and returns the
+// track's RTP format, with the parameter sets the container holds apart (MP4) or those found
+// in the first access units.
 func probe(file string) (format.Format, error) {
-	r, err := tsfile.Open(file)
+	r, err := videofile.Open(file)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	var vps, sps, pps []byte
+	// An MP4 holds them apart from the stream (they go in the SDP; the stream has none).
+	for _, n := range r.Params {
+		if r.Codec == "H.265" {
+			switch h265.NALUType((n[0] >> 1) & 0x3F) {
+			case h265.NALUType_VPS_NUT:
+				vps = first(vps, n)
+			case h265.NALUType_SPS_NUT:
+				sps = first(sps, n)
+			case h265.NALUType_PPS_NUT:
+				pps = first(pps, n)
+			}
+			continue
+		}
+		switch h264.NALUType(n[0] & 0x1F) {
+		case h264.NALUTypeSPS:
+			sps = first(sps, n)
+		case h264.NALUTypePPS:
+			pps = first(pps, n)
+		}
+	}
 	for i := 0; i < 100 && (sps == nil || pps == nil || r.Codec == "H.265" && vps == nil); i++ {
 		au, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -328,7 +349,7 @@ func (s *Server) play(ctx context.Context, fs *fileStream) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		r, err := tsfile.Open(fs.file)
+		r, err := videofile.Open(fs.file)
 		if err != nil {
 			log.Error("cannot reopen file, sample stream stopped", "error", err)
 			return

@@ -43,7 +43,7 @@ func TestStartErrors(t *testing.T) {
 		want               []string
 	}{
 		{"missing", "", filepath.Join(dir, "nope.ts"), []string{"nope.ts", "no such file"}},
-		{"not MPEG-TS", "", testutil.Media(t, "messi5.jpg"), []string{"messi5.jpg", "not an MPEG-TS file"}},
+		{"neither MPEG-TS nor MP4", "", testutil.Media(t, "messi5.jpg"), []string{"messi5.jpg", "neither an MPEG-TS nor an MP4 file"}},
 		{"no H.264", "", audio, []string{"audio.ts", "no H.264 or H.265 track", "AAC"}},
 		{"address in use", busy.Addr().String(), testutil.Media(t, "vtest.h264.ts"), []string{busy.Addr().String(), "address already in use"}},
 	} {
@@ -68,12 +68,20 @@ func TestStartErrors(t *testing.T) {
 	}
 }
 
-// TestLoopedStream plays a 1 s file and checks the RTP stream: SPS/PPS in the SDP, the
-// file's rate, and timestamps that keep increasing by one frame across the loop.
+// TestLoopedStream plays a 1 s file, MPEG-TS and MP4, and checks the RTP stream: SPS/PPS in
+// the SDP, the file's rate, and timestamps that keep increasing by one frame across the loop.
 func TestLoopedStream(t *testing.T) {
+	for _, c := range []struct{ name, format string }{{"MPEG-TS", "mpegts"}, {"MP4", "mp4"}} {
+		t.Run(c.name, func(t *testing.T) {
+			short := filepath.Join(t.TempDir(), "short."+c.format)
+			ffmpeg(t, "-i", testutil.Media(t, "vtest.avi"), "-t", "1", "-r", "10", "-c:v", "libx264", "-g", "10", "-bf", "0", "-f", c.format, short)
+			loopedStream(t, short)
+		})
+	}
+}
+
+func loopedStream(t *testing.T, short string) {
 	before := runtime.NumGoroutine()
-	short := filepath.Join(t.TempDir(), "short.ts")
-	ffmpeg(t, "-i", testutil.Media(t, "vtest.avi"), "-t", "1", "-r", "10", "-c:v", "libx264", "-g", "10", "-bf", "0", "-f", "mpegts", short)
 
 	s := &Server{Listen: "127.0.0.1:0", Streams: map[string]string{"/short": short}, Logger: slog.New(slog.DiscardHandler)}
 	started := time.Now() // before the stream's clock starts
