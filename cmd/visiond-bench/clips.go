@@ -691,6 +691,10 @@ func (r *report) clipsSection(local *run) {
 	r.p("(the stream's bitrate gives %s MiB a minute); closed: %s. Written by the recorders %d, failed %d; lost by the store %d (%d refused: the store full).",
 		f2(60*bps/(1<<20)), or(strings.Join(closed, ", "), "none"), s.Written, s.Failed, s.Lost, s.Refused)
 	r.p("")
+	r.p("Memory over time with clips on: a 30-minute soak, its command, plot and a heap profile's reading, is in")
+	r.p("[docs/bench/clips-soak-2026-12-02](docs/bench/clips-soak-2026-12-02/README.md): the daemon's memory was not flat (220 → 445 MiB, a peak of")
+	r.p("799 MiB); in a heap profile of a like run most of the heap was nats-server's block buffers for the object stores.")
+	r.p("")
 }
 
 func minOf(xs []float64) float64 {
