@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Smoke test of the arm64 build under qemu-user (make cross-test, after make arm64 and setup):
-#   1. `visiond check` on configs/visiond.yaml and on the embedded demo config (exit 0), and
-#      on a config with an unknown key (exit 1 with the error);
+#   1. `visiond check`: the embedded demo config passes (exit 0); the example config
+#      (configs/visiond.yaml) fails on exactly the four files of a production box it names
+#      (leaf credentials and CA, model, ONNX Runtime library: absent here, as documented at its
+#      top) and on nothing else; the same example with those four paths pointed at files that
+#      exist here (the model, the arm64 ONNX Runtime library, a CA made by openssl and a
+#      placeholder credentials file) passes; a config with an unknown key fails (exit 1, named);
 #   2. one inference on a still image (third_party/media/messi5.jpg) by an arm64 `visiond worker`
 #      with the CPU provider and ONNX Runtime's arm64 library, driven over the worker protocol
 #      by scripts/worker-smoke.py: hello, one job, a result with a person in it, clean exit;
@@ -112,9 +116,28 @@ passed=$((passed + 1))
 
 # 1. check.
 t0=$(now)
-out=$("${QEMU[@]}" "$BIN" check configs/visiond.yaml) || fail "check configs/visiond.yaml: $out"
-log "$out"
 out=$("${QEMU[@]}" "$BIN" check) || fail "check (embedded demo config): $out"
+log "$out"
+# The example names a production box's files: check must fail on those four, and only them.
+set +e
+out=$("${QEMU[@]}" "$BIN" check configs/visiond.yaml 2>&1)
+rc=$?
+set -e
+[ "$rc" = 1 ] || fail "check configs/visiond.yaml: want exit 1 (its production files are absent here), got $rc: $out"
+want=$'nats.leaf.auth.credentials_file\nnats.leaf.tls.ca_file\nworkers.library\nworkers.model'
+got=$(grep -o 'line [0-9]*: [a-z_.]*: cannot read "[^"]*": no such file or directory' <<<"$out" | sed -E 's/^line [0-9]+: ([a-z_.]+):.*/\1/' | sort)
+problems=$(grep -c ': line [0-9]*: \|^line [0-9]*: ' <<<"$out" || true)
+[ "$got" = "$want" ] && [ "$problems" = 4 ] ||
+  fail "check configs/visiond.yaml: want exactly its 4 absent production files ($(tr '\n' ' ' <<<"$want")), got $problems problem(s): $out"
+log "example config: its 4 production files reported absent, nothing else (expected): $(tr '\n' ' ' <<<"$got")"
+# The example with those files present here must pass.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=cross-test-ca \
+  -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null || fail "openssl could not make a CA"
+echo "placeholder: check reads this file, the leaf link (never made here) would use it" >"$WORK/leaf.creds"
+sed -e "s#/etc/visiond/warehouse-7.creds#$WORK/leaf.creds#" -e "s#/etc/visiond/hub-ca.pem#$WORK/ca.pem#" \
+  -e "s#/var/lib/visiond/yolov8n.onnx#$TP/yolov8n.onnx#" -e "s#/usr/lib/visiond/libonnxruntime.so.1#$ORT_ARM64#" \
+  configs/visiond.yaml >"$WORK/example.yaml"
+out=$("${QEMU[@]}" "$BIN" check "$WORK/example.yaml" 2>&1) || fail "check of the example with its files present ($WORK/example.yaml): $out"
 log "$out"
 printf 'site: x\nno_such_key: 1\n' >"$WORK/bad.yaml"
 set +e
