@@ -50,11 +50,13 @@ func TestHubCluster(t *testing.T) {
 	hubStream := hub.SourceStream(t, "ALL", "lab", "visiond-lab", 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	mirror, err := hubJS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "visiond-lab-state", Replicas: 3,
-		Mirror: &jetstream.StreamSource{Name: "visiond-lab-state", External: &jetstream.ExternalStream{APIPrefix: "$JS.lab.API"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var mirror jetstream.KeyValue
+	natstest.Retry(t, time.Minute, "create the hub's mirror of the state bucket", func(ctx context.Context) error {
+		var err error
+		mirror, err = hubJS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "visiond-lab-state", Replicas: 3,
+			Mirror: &jetstream.StreamSource{Name: "visiond-lab-state", External: &jetstream.ExternalStream{APIPrefix: "$JS.lab.API"}}})
+		return err
+	})
 	hubMsgs := func() uint64 {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -124,6 +126,7 @@ func TestHubCluster(t *testing.T) {
 		}
 		t.Logf("killing %s (the leaf's server); the hub stream's leader is %s, %d events in it, %d accepted by the box",
 			leaf.Name, info.Cluster.Leader, info.State.Msgs, published.Load())
+		atKill := uint64(published.Load())
 		killed := time.Now()
 		leaf.Kill(t)
 		var moved *natstest.ClusterServer
@@ -137,10 +140,13 @@ func TestHubCluster(t *testing.T) {
 			t.Errorf("the leaf link took %v to move to another server; want within 30 s", took)
 		}
 
-		// Events keep reaching the hub stream, now on two servers of three.
+		// Events keep reaching the hub stream, now on two servers of three: as many as the box
+		// had accepted at the kill, then 200 more.
+		waitFor(3*time.Minute, fmt.Sprintf("the %d events accepted before the kill in the hub stream", atKill),
+			func() bool { return hubMsgs() >= atKill })
+		t.Logf("the hub stream held the %d events accepted before the kill %v after it", atKill, time.Since(killed).Round(time.Millisecond))
 		since := hubMsgs()
 		waitFor(3*time.Minute, "200 more events in the hub stream with one server down", func() bool { return hubMsgs() >= since+200 })
-		t.Logf("%d events in the hub stream %v after the kill", hubMsgs(), time.Since(killed).Round(time.Millisecond))
 
 		// The killed server comes back with its config and store, and catches up.
 		leaf.Restart(t, 3*time.Minute)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,7 +39,8 @@ type ClusterServer struct {
 	MonitorURL string // http://127.0.0.1:port, the monitoring endpoints (/leafz, /healthz)
 	Dir        string // holds server.conf, the store (store/) and server.log
 
-	bin string
+	bin     string
+	cluster *HubCluster
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -62,11 +64,12 @@ func StartHubCluster(tb testing.TB, n int) *HubCluster {
 	bin := testutil.LookPath(tb, "nats-server")
 	root := tb.TempDir()
 	type ports struct{ client, cluster, leaf, http string }
+	// nats-server's config file names fixed ports: take free ones now (the routes of each
+	// server name the others' cluster ports before they start), all different.
+	addrs := freeAddrs(tb, 4*n)
 	ps := make([]ports, n)
 	for i := range ps {
-		// nats-server's config file names fixed ports: take free ones now (the routes of
-		// each server name the others' cluster ports before they start).
-		ps[i] = ports{testutil.FreeAddr(tb), testutil.FreeAddr(tb), testutil.FreeAddr(tb), testutil.FreeAddr(tb)}
+		ps[i] = ports{addrs[4*i], addrs[4*i+1], addrs[4*i+2], addrs[4*i+3]}
 	}
 	c := &HubCluster{}
 	tb.Cleanup(c.stop(tb))
@@ -84,6 +87,7 @@ func StartHubCluster(tb testing.TB, n int) *HubCluster {
 			MonitorURL: "http://" + ps[i].http,
 			Dir:        filepath.Join(root, fmt.Sprintf("hub-%d", i+1)),
 			bin:        bin,
+			cluster:    c,
 		}
 		if err := os.MkdirAll(filepath.Join(s.Dir, "store"), 0o750); err != nil {
 			tb.Fatal(err)
@@ -118,7 +122,83 @@ leafnodes {
 	for _, s := range c.Servers {
 		s.WaitReady(tb, 2*time.Minute)
 	}
+	c.WaitMeta(tb, 2*time.Minute)
 	return c
+}
+
+// WaitMeta waits until a running server leads JetStream's meta group with every other
+// running server as a current replica: until then a stream of several replicas may find no
+// peers to be placed on. It fails the test when a server exits meanwhile.
+func (c *HubCluster) WaitMeta(tb testing.TB, timeout time.Duration) {
+	tb.Helper()
+	testutil.WaitFor(tb, timeout, "a JetStream meta leader with every running server current", func() bool {
+		if err := c.Err(); err != nil {
+			tb.Fatal(err)
+		}
+		running := map[string]bool{}
+		for _, s := range c.Servers {
+			if s.Running() {
+				running[s.Name] = true
+			}
+		}
+		for _, s := range c.Servers {
+			if !running[s.Name] {
+				continue
+			}
+			m, err := s.meta()
+			if err != nil || m.Leader != s.Name {
+				continue
+			}
+			current := 1 // the leader
+			for _, r := range m.Replicas {
+				if running[r.Name] && r.Current && !r.Offline {
+					current++
+				}
+			}
+			return current == len(running)
+		}
+		return false
+	})
+}
+
+// metaCluster is the meta_cluster part of /jsz: the leader lists the other servers.
+type metaCluster struct {
+	Leader   string `json:"leader"`
+	Replicas []struct {
+		Name    string `json:"name"`
+		Current bool   `json:"current"`
+		Offline bool   `json:"offline"`
+	} `json:"replicas"`
+}
+
+// meta reads the server's view of JetStream's meta group from its /jsz.
+func (s *ClusterServer) meta() (*metaCluster, error) {
+	var z struct {
+		Meta *metaCluster `json:"meta_cluster"`
+	}
+	if err := s.monitor("/jsz", &z); err != nil {
+		return nil, err
+	}
+	if z.Meta == nil {
+		return nil, fmt.Errorf("%s /jsz: no meta_cluster", s.Name)
+	}
+	return z.Meta, nil
+}
+
+// freeAddrs returns n different loopback addresses that nothing listened on a moment ago: all
+// are listened on at once, then closed (one at a time, the kernel may give a port twice).
+func freeAddrs(tb testing.TB, n int) []string {
+	tb.Helper()
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs
 }
 
 // Conf is the path of the server's configuration file.
@@ -142,7 +222,9 @@ func (s *ClusterServer) start() error {
 	fmt.Fprintf(log, "---- natstest: starting %s %s at %s\n", s.bin, s.Conf(), time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(s.bin, "-c", s.Conf())
 	cmd.Stdout, cmd.Stderr = log, log
-	// Killed with the test binary, should it die before its cleanup.
+	// Killed with the test binary, should it die before its cleanup (a test's timeout panic).
+	// Linux sends it when the thread that started the process exits; Go ends a thread only
+	// when a goroutine locked to it (LockOSThread) exits, which nothing in these tests does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
@@ -166,13 +248,14 @@ func (s *ClusterServer) start() error {
 }
 
 // Restart starts the server again, with its configuration and store, and waits until it is
-// ready (WaitReady).
+// ready (WaitReady) and current in JetStream's meta group (HubCluster.WaitMeta).
 func (s *ClusterServer) Restart(tb testing.TB, timeout time.Duration) {
 	tb.Helper()
 	if err := s.start(); err != nil {
 		tb.Fatal(err)
 	}
 	s.WaitReady(tb, timeout)
+	s.cluster.WaitMeta(tb, timeout)
 }
 
 // Kill sends SIGKILL to the server's process and waits until it has exited: a crash, with
@@ -235,21 +318,27 @@ func (s *ClusterServer) Healthy() bool {
 
 // Leafs is the number of leaf node connections the server holds, from its /leafz.
 func (s *ClusterServer) Leafs() (int, error) {
-	resp, err := monitorClient.Get(s.MonitorURL + "/leafz")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s /leafz: %s", s.Name, resp.Status)
-	}
 	var z struct {
 		Leafs int `json:"leafnodes"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&z); err != nil {
-		return 0, fmt.Errorf("%s /leafz: %w", s.Name, err)
+	err := s.monitor("/leafz", &z)
+	return z.Leafs, err
+}
+
+// monitor decodes the JSON of the server's monitoring endpoint path into v.
+func (s *ClusterServer) monitor(path string, v any) error {
+	resp, err := monitorClient.Get(s.MonitorURL + path)
+	if err != nil {
+		return err
 	}
-	return z.Leafs, nil
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s", s.Name, path, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("%s %s: %w", s.Name, path, err)
+	}
+	return nil
 }
 
 // logTail is the last n lines of the server's log; s.mu may be held.
@@ -282,7 +371,7 @@ func (c *HubCluster) stop(tb testing.TB) func() {
 				<-exited
 			}
 		}
-		if err := c.Err(); err != nil {
+		if err := c.Err(); err != nil && !tb.Failed() { // a failed test has reported it
 			tb.Error(err)
 		}
 	}
@@ -356,21 +445,41 @@ func (c *HubCluster) SourceStream(tb testing.TB, name, boxDomain, boxStream stri
 // stream boxStream of the box in JetStream domain boxDomain.
 func sourceStream(tb testing.TB, js jetstream.JetStream, name, boxDomain, boxStream string, replicas int) jetstream.Stream {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:     name,
-		Storage:  jetstream.FileStorage,
-		Replicas: replicas,
-		Sources: []*jetstream.StreamSource{{
-			Name:     boxStream,
-			External: &jetstream.ExternalStream{APIPrefix: "$JS." + boxDomain + ".API"},
-		}},
+	var s jetstream.Stream
+	Retry(tb, time.Minute, "create stream "+name, func(ctx context.Context) error {
+		var err error
+		s, err = js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:     name,
+			Storage:  jetstream.FileStorage,
+			Replicas: replicas,
+			Sources: []*jetstream.StreamSource{{
+				Name:     boxStream,
+				External: &jetstream.ExternalStream{APIPrefix: "$JS." + boxDomain + ".API"},
+			}},
+		})
+		return err
 	})
-	if err != nil {
-		tb.Fatal(err)
-	}
 	return s
+}
+
+// Retry calls f, with a context of 10 s, until it returns nil; it fails the test with f's
+// last error when timeout has passed. For what a cluster may refuse for a moment (a stream of
+// several replicas while a server rejoins or a leader is elected).
+func Retry(tb testing.TB, timeout time.Duration, what string, f func(context.Context) error) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := f(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: still failing after %v: %v", what, timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // StreamIDs reads the Nats-Msg-Id of every message of stream name, in order, as many as the
