@@ -1,7 +1,8 @@
 // Package natstest provides what tests of visiond's delivery need around a box: a hub (a real
 // nats-server with JetStream and a leaf node port, in-process) whose stream sources the boxes'
-// streams, a TCP proxy to cut and restore the link between a box and the hub, and a validator
-// of events against the published JSON Schemas.
+// streams, a hub that is a cluster of nats-server processes (StartHubCluster, cluster.go), a
+// TCP proxy to cut and restore the link between a box and the hub, and a validator of events
+// against the published JSON Schemas.
 package natstest
 
 import (
@@ -66,21 +67,7 @@ func (h *Hub) Connect(tb testing.TB) jetstream.JetStream { return ConnectJS(tb, 
 // JetStream domain boxDomain: how a hub collects every box's events.
 func (h *Hub) SourceStream(tb testing.TB, name, boxDomain, boxStream string) jetstream.Stream {
 	tb.Helper()
-	js := h.Connect(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:    name,
-		Storage: jetstream.FileStorage,
-		Sources: []*jetstream.StreamSource{{
-			Name:     boxStream,
-			External: &jetstream.ExternalStream{APIPrefix: "$JS." + boxDomain + ".API"},
-		}},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return s
+	return sourceStream(tb, h.Connect(tb), name, boxDomain, boxStream, 0)
 }
 
 // Proxy forwards TCP connections from its own address to a target, and can cut every
