@@ -28,11 +28,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 GO=${GO:-go}
-SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64}
+SUITE=${VISIOND_SYSROOT_SUITE:-bookworm}
+case "$SUITE" in # the sysroot and binary of scripts/cross-arm64.sh for that suite
+  bookworm) suffix= ;;
+  bullseye) suffix=-bullseye ;;
+  *) echo "cross-test: VISIOND_SYSROOT_SUITE=$SUITE: bookworm (Debian 12) or bullseye (Debian 11)" >&2; exit 2 ;;
+esac
+SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64$suffix}
 TP=${VISIOND_THIRD_PARTY:-third_party}
-BIN=bin/linux-arm64/visiond
+BIN=bin/linux-arm64$suffix/visiond
 ORT_ARM64=$TP/linux-arm64/libonnxruntime.so.1
-WORK=build/cross-test
+WORK=build/cross-test$suffix
 IMAGE=$TP/media/messi5.jpg
 
 log() { echo "cross-test: $*"; }
@@ -42,7 +48,7 @@ fail() { echo "cross-test: FAIL: $*" >&2; exit 1; }
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 for f in "$BIN" "$SYSROOT/.visiond-sysroot" "$ORT_ARM64"; do
-  [ -e "$f" ] || fail "$f missing: run make arm64 first"
+  [ -e "$f" ] || fail "$f missing: run make arm64 SUITE=$SUITE first"
 done
 for f in "$TP/yolov8n.onnx" "$IMAGE" "$TP/libonnxruntime.so.1"; do
   [ -e "$f" ] || fail "$f missing: run make setup first"
@@ -141,5 +147,38 @@ scripts/worker-smoke.py --image "$IMAGE" --model "$TP/yolov8n.onnx" --library "$
   fail "arm64 and amd64 results differ"
 log "PASS amd64 worker inference, same detections as arm64 ($(took "$t0"))"
 passed=$((passed + 1))
+
+# 4. The FFmpeg decoder's own tests (package sources) against this suite's libavcodec, for a
+# suite other than bookworm (whose FFmpeg, 5.1, the amd64 `make test` already runs them
+# against; VISIOND_CROSS_DECODER_TESTS=1 or 0 overrides): cross-compiled as scripts/cross-arm64.sh
+# builds (gocv with its default flags, as every go test), run under the same emulator from the
+# package's directory, without -race (the race detector's shadow memory does not map under
+# qemu-user). The tests that decode: the decode loop, the scaler, non-reference skipping, the
+# fuzz seeds, cameras against the sample RTSP server (H.264, H.265 with audio, a resolution
+# change, a damaged link) and the cuda decoder's error where there is no GPU. The clips they
+# encode come from the host's (amd64) ffmpeg, which the emulated test binary execs natively.
+decoder_tests=${VISIOND_CROSS_DECODER_TESTS:-$([ "$SUITE" = bookworm ] && echo 0 || echo 1)}
+if [ "$decoder_tests" = 1 ]; then
+  t0=$(now)
+  SR=$(realpath "$SYSROOT")
+  (
+    export CGO_ENABLED=1 GOOS=linux GOARCH=arm64
+    export CC="aarch64-linux-gnu-gcc --sysroot=$SR" CXX="aarch64-linux-gnu-g++ --sysroot=$SR"
+    export PKG_CONFIG_SYSROOT_DIR="$SR" PKG_CONFIG_PATH=
+    export PKG_CONFIG_LIBDIR="$SR/usr/lib/aarch64-linux-gnu/pkgconfig:$SR/usr/share/pkgconfig"
+    $GO test -c -o "$WORK/sources.test" ./sources
+  ) || fail "cross-compiling the sources tests against $SYSROOT"
+  log "sources tests cross-compiled against $SUITE's libavcodec $(sed -n 's/^Version: //p' "$SYSROOT/usr/lib/aarch64-linux-gnu/pkgconfig/libavcodec.pc") ($(took "$t0"))"
+  t1=$(now)
+  run='^(TestDecodeLoop|TestScale|TestSkipNonRefFrames|TestCameraSampleEndToEnd|TestCameraH265WithAudio|TestCameraResolutionChange|TestCameraDamagedStream|TestCameraDecoderCUDA|FuzzDecodeAccessUnit|FuzzDepacketizeDecode)'
+  bin=$(realpath "$WORK/sources.test")
+  (cd sources && "${QEMU[@]}" "$bin" -test.run "$run" -test.v -test.count=1 -test.timeout 30m) >"$WORK/sources-tests.log" 2>&1 ||
+    { grep -E '^(=== RUN|--- |FAIL|ok|panic)' "$WORK/sources-tests.log" | tail -40 >&2; fail "decoder tests under qemu against $SUITE ($WORK/sources-tests.log)"; }
+  ran=$(grep -c '^--- PASS' "$WORK/sources-tests.log" || true)
+  skipped=$(grep -c '^--- SKIP' "$WORK/sources-tests.log" || true)
+  [ "$ran" -gt 0 ] || fail "no decoder test ran ($WORK/sources-tests.log)"
+  log "PASS decoder tests under qemu against $SUITE's FFmpeg: $ran passed, $skipped skipped ($(took "$t1"); $WORK/sources-tests.log)"
+  passed=$((passed + 1))
+fi
 
 echo "cross-test: $passed passed, 0 failed"
