@@ -29,16 +29,13 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 GO=${GO:-go}
 SUITE=${VISIOND_SYSROOT_SUITE:-bookworm}
-case "$SUITE" in # the sysroot and binary of scripts/cross-arm64.sh for that suite
-  bookworm) suffix= ;;
-  bullseye) suffix=-bullseye ;;
-  *) echo "cross-test: VISIOND_SYSROOT_SUITE=$SUITE: bookworm (Debian 12) or bullseye (Debian 11)" >&2; exit 2 ;;
-esac
-SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64$suffix}
+. scripts/cross-env.sh # the sysroot and binary of scripts/cross-arm64.sh for that suite
+cross_suite "$SUITE" || exit 2
+SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64$CROSS_SUFFIX}
 TP=${VISIOND_THIRD_PARTY:-third_party}
-BIN=bin/linux-arm64$suffix/visiond
+BIN=bin/linux-arm64$CROSS_SUFFIX/visiond
 ORT_ARM64=$TP/linux-arm64/libonnxruntime.so.1
-WORK=build/cross-test$suffix
+WORK=build/cross-test$CROSS_SUFFIX
 IMAGE=$TP/media/messi5.jpg
 
 log() { echo "cross-test: $*"; }
@@ -151,7 +148,7 @@ passed=$((passed + 1))
 # 4. The FFmpeg decoder's own tests (package sources) against this suite's libavcodec, for a
 # suite other than bookworm (whose FFmpeg, 5.1, the amd64 `make test` already runs them
 # against; VISIOND_CROSS_DECODER_TESTS=1 or 0 overrides): cross-compiled as scripts/cross-arm64.sh
-# builds (gocv with its default flags, as every go test), run under the same emulator from the
+# builds (scripts/cross-env.sh; gocv with its default flags, as every go test), run under the same emulator from the
 # package's directory, without -race (the race detector's shadow memory does not map under
 # qemu-user). The tests that decode: the decode loop, the scaler, non-reference skipping, the
 # fuzz seeds, cameras against the sample RTSP server (H.264, H.265 with audio, a resolution
@@ -160,20 +157,15 @@ passed=$((passed + 1))
 decoder_tests=${VISIOND_CROSS_DECODER_TESTS:-$([ "$SUITE" = bookworm ] && echo 0 || echo 1)}
 if [ "$decoder_tests" = 1 ]; then
   t0=$(now)
-  SR=$(realpath "$SYSROOT")
-  (
-    export CGO_ENABLED=1 GOOS=linux GOARCH=arm64
-    export CC="aarch64-linux-gnu-gcc --sysroot=$SR" CXX="aarch64-linux-gnu-g++ --sysroot=$SR"
-    export PKG_CONFIG_SYSROOT_DIR="$SR" PKG_CONFIG_PATH=
-    export PKG_CONFIG_LIBDIR="$SR/usr/lib/aarch64-linux-gnu/pkgconfig:$SR/usr/share/pkgconfig"
-    $GO test -c -o "$WORK/sources.test" ./sources
-  ) || fail "cross-compiling the sources tests against $SYSROOT"
+  (cross_env "$SYSROOT" && $GO test -c -o "$WORK/sources.test" ./sources) || fail "cross-compiling the sources tests against $SYSROOT"
   log "sources tests cross-compiled against $SUITE's libavcodec $(sed -n 's/^Version: //p' "$SYSROOT/usr/lib/aarch64-linux-gnu/pkgconfig/libavcodec.pc") ($(took "$t0"))"
   t1=$(now)
   run='^(TestDecodeLoop|TestScale|TestSkipNonRefFrames|TestCameraSampleEndToEnd|TestCameraH265WithAudio|TestCameraResolutionChange|TestCameraDamagedStream|TestCameraDecoderCUDA|FuzzDecodeAccessUnit|FuzzDepacketizeDecode)'
+  # From the package's directory (the tests find third_party/ above it): absolute paths.
+  qemu_abs=("$(realpath "$qemu")" -cpu "$QEMU_CPU" -L "$(realpath "$SYSROOT")")
   bin=$(realpath "$WORK/sources.test")
-  (cd sources && "${QEMU[@]}" "$bin" -test.run "$run" -test.v -test.count=1 -test.timeout 30m) >"$WORK/sources-tests.log" 2>&1 ||
-    { grep -E '^(=== RUN|--- |FAIL|ok|panic)' "$WORK/sources-tests.log" | tail -40 >&2; fail "decoder tests under qemu against $SUITE ($WORK/sources-tests.log)"; }
+  (cd sources && "${qemu_abs[@]}" "$bin" -test.run "$run" -test.v -test.count=1 -test.timeout 30m) >"$WORK/sources-tests.log" 2>&1 ||
+    { { grep -E '^(=== RUN|--- |FAIL|ok|panic)' "$WORK/sources-tests.log" || tail -20 "$WORK/sources-tests.log"; } | tail -40 >&2; fail "decoder tests under qemu against $SUITE ($WORK/sources-tests.log)"; }
   ran=$(grep -c '^--- PASS' "$WORK/sources-tests.log" || true)
   skipped=$(grep -c '^--- SKIP' "$WORK/sources-tests.log" || true)
   [ "$ran" -gt 0 ] || fail "no decoder test ran ($WORK/sources-tests.log)"
