@@ -7,6 +7,13 @@
 #      by scripts/worker-smoke.py: hello, one job, a result with a person in it, clean exit;
 #   3. the same with the native amd64 binary built from the same tree, and the two results
 #      compared (same detections, scores within 0.02, boxes within 2 px).
+#   4. for a suite other than bookworm, the FFmpeg decoder's own tests (package sources)
+#      cross-compiled against that suite's sysroot and run under the same emulator.
+# VISIOND_SYSROOT_SUITE (make cross-test SUITE=bullseye) picks the build of
+# scripts/cross-arm64.sh to test: bookworm (Debian 12, the default) or bullseye (Debian 11,
+# FFmpeg 4.3 and OpenCV 4.5.1, the nearest stand-in for JetPack 6's libraries), in
+# bin/linux-arm64[-bullseye] and build/sysroot-arm64[-bullseye]; step 3's amd64 build is the
+# native one either way.
 # The arm64 binary and its libraries run from the sysroot (qemu-aarch64 -L). The daemon
 # itself (`visiond run`) is not started: it execs its workers from /proc/self/exe, which needs
 # binfmt_misc to reach qemu again, and that is a setting of the whole machine.
@@ -129,8 +136,15 @@ log "bad config rejected (exit 1): $out"
 log "PASS check ($(took "$t0"))"
 passed=$((passed + 1))
 
-# 2. One inference by the arm64 worker.
+# 2. One inference by the arm64 worker. ONNX Runtime's library first: the glibc it asks for
+# must be the sysroot's or older (1.29.0's arm64 build: GLIBC_2.28, for fcntl64), else it
+# cannot load in that root, and this says so rather than failing inside dlopen.
 t0=$(now)
+ort_glibc=$(objdump -T "$ORT_ARM64" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+root_glibc=$(awk '$1 == "libc6" { sub(/-.*/, "", $2); print $2 }' "$SYSROOT/.visiond-packages")
+[ "$(printf '%s\n' "${ort_glibc#GLIBC_}" "$root_glibc" | sort -V | tail -1)" = "$root_glibc" ] ||
+  fail "$ORT_ARM64 asks for $ort_glibc, newer than $SUITE's glibc $root_glibc: ONNX Runtime cannot load in this root, so no inference can run here (check passed)"
+log "$ORT_ARM64 asks for $ort_glibc at most; $SUITE's glibc is $root_glibc"
 scripts/worker-smoke.py --image "$IMAGE" --model "$TP/yolov8n.onnx" --library "$ORT_ARM64" \
   --expect person --json "$WORK/arm64.json" -- "${QEMU[@]}" "$BIN" || fail "arm64 worker"
 log "PASS arm64 worker inference under qemu ($(took "$t0"))"
