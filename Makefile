@@ -143,13 +143,24 @@ clean:
 # linux/arm64 (issue 7): cross-build with cgo against a Debian 12 arm64 sysroot made by
 # debootstrap (build/sysroot-arm64, made once, about 5 min), plus ONNX Runtime's arm64
 # library: bin/linux-arm64/visiond and third_party/linux-arm64/libonnxruntime.so.1.
+# SUITE=bullseye builds against Debian 11 instead (FFmpeg 4.3, OpenCV 4.5.1, GStreamer 1.18:
+# the library generation of JetPack 6's Ubuntu 22.04, docs/jetson.md), in
+# build/sysroot-arm64-bullseye and bin/linux-arm64-bullseye/visiond.
+SUITE ?= bookworm
 arm64:
-	@scripts/cross-arm64.sh
+	@VISIOND_SYSROOT_SUITE=$(SUITE) scripts/cross-arm64.sh
 
 # The arm64 binary under qemu-user: check on the example config, and one worker inference
-# on a still image (CPU provider), compared with the native binary's.
+# on a still image (CPU provider), compared with the native binary's. SUITE=bullseye: the
+# Debian 11 build, plus the FFmpeg decoder's tests (package sources) against Debian 11's
+# libavcodec.
 cross-test: setup arm64
-	@scripts/cross-test.sh
+	@VISIOND_SYSROOT_SUITE=$(SUITE) scripts/cross-test.sh
+
+# Both library generations, one after the other.
+cross-test-all: setup
+	@$(MAKE) --no-print-directory cross-test SUITE=bookworm
+	@$(MAKE) --no-print-directory cross-test SUITE=bullseye
 
 # Debian packages in build/deb/: visiond_<version>_amd64.deb and, from the cross build, _arm64.deb.
 deb: deb-amd64 deb-arm64
@@ -167,4 +178,4 @@ deb-arm64: arm64
 # checked, run as the unit would run it, reinstalled and purged.
 deb-test: deb-amd64
 	@scripts/deb-test.sh
-.PHONY: arm64 cross-test deb deb-amd64 deb-arm64 deb-test
+.PHONY: arm64 cross-test cross-test-all deb deb-amd64 deb-arm64 deb-test

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Cross-build visiond for linux/arm64 with cgo (OpenCV 4.6 through gocv, FFmpeg's libavcodec,
+# Cross-build visiond for linux/arm64 with cgo (OpenCV 4.6 or 4.5 through gocv, FFmpeg's libavcodec,
 # libavutil and libswscale) on a Debian 12 amd64 box, and fetch ONNX Runtime's arm64 library.
 #
-#   scripts/cross-arm64.sh        (make arm64)
+#   scripts/cross-arm64.sh                                  (make arm64)
+#   VISIOND_SYSROOT_SUITE=bullseye scripts/cross-arm64.sh   (make arm64 SUITE=bullseye)
+#
+# Two library generations: bookworm (Debian 12: FFmpeg 5.1, OpenCV 4.6, GStreamer 1.22, glibc
+# 2.36), the default, into build/sysroot-arm64 and bin/linux-arm64/visiond; and bullseye
+# (Debian 11: FFmpeg 4.3, OpenCV 4.5.1, GStreamer 1.18, glibc 2.31), the nearest stand-in that
+# Debian's mirrors hold for JetPack 6's Ubuntu 22.04 (FFmpeg 4.4, OpenCV 4.5.4, GStreamer 1.20,
+# glibc 2.35), into build/sysroot-arm64-bullseye and bin/linux-arm64-bullseye/visiond.
 #
 # What it does, each step skipped when its result is already there:
 #   1. host tools from apt: debootstrap, gcc/g++-aarch64-linux-gnu, pkg-config, dpkg-dev
-#   2. an arm64 Debian 12 sysroot in build/sysroot-arm64 (git-ignored, about 1.2 GB):
-#      `debootstrap --foreign --variant=minbase --include=<the -dev packages>` downloads the
+#   2. an arm64 Debian sysroot of that suite (git-ignored, about 1.2 GB):
+#      `debootstrap --foreign --variant=minbase --merged-usr --include=<the -dev packages>`
+#      (merged /usr: debootstrap's default for both suites, said so that it stays) downloads the
 #      packages and their dependencies; every downloaded package is then extracted into the
 #      sysroot (no maintainer script runs, so nothing arm64 is executed). Absolute symlinks are
 #      made relative so that they resolve inside the sysroot, the BLAS/LAPACK alternatives that
@@ -19,10 +27,11 @@
 #      (the same release as scripts/setup.sh's x64 library), checked by sha256, into
 #      third_party/linux-arm64/
 #   4. scripts/build.sh (the shipped flags) with CGO_ENABLED=1 GOARCH=arm64, the cross compilers pointed at the sysroot and
-#      pkg-config reading the sysroot's .pc files: bin/linux-arm64/visiond
+#      pkg-config reading the sysroot's .pc files: bin/linux-arm64[-bullseye]/visiond
 #
-# Environment: VISIOND_SYSROOT_ARM64 (default build/sysroot-arm64), VISIOND_DEBIAN_MIRROR
-# (default http://deb.debian.org/debian), VISIOND_SYSROOT_SUITE (default bookworm).
+# Environment: VISIOND_SYSROOT_SUITE (bookworm, the default, or bullseye), VISIOND_SYSROOT_ARM64
+# (default build/sysroot-arm64, or build/sysroot-arm64-bullseye), VISIOND_DEBIAN_MIRROR
+# (default http://deb.debian.org/debian).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -30,12 +39,15 @@ cd "$(dirname "$0")/.."
 mkdir -p build && { [ -f build/go.mod ] || printf 'module visiond/build\n\n// Not code: the cross-build sysroot and packaging outputs. This go.mod keeps them out of ./...\n' >build/go.mod; }
 export PATH="/usr/local/go/bin:$PATH"
 GO=${GO:-go}
-SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64}
 MIRROR=${VISIOND_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=${VISIOND_SYSROOT_SUITE:-bookworm}
+# Each suite its own sysroot and binary, so that a bullseye build leaves the bookworm one be.
+. scripts/cross-env.sh
+cross_suite "$SUITE" || exit 2
+SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64$CROSS_SUFFIX}
 MULTIARCH=aarch64-linux-gnu
 TP=${VISIOND_THIRD_PARTY:-third_party}
-OUT=bin/linux-arm64/visiond
+OUT=bin/linux-arm64$CROSS_SUFFIX/visiond
 ORT_VERSION=1.29.0
 ORT_ARM64_SHA256=a27d21126db312aa8f02f3d5eaebe466e991f51f469882e6d0407d5a8b64afda
 ORT_ARM64=$TP/linux-arm64/libonnxruntime.so.1
@@ -43,7 +55,7 @@ ORT_ARM64=$TP/linux-arm64/libonnxruntime.so.1
 # What gocv v0.31.0 (pkg-config opencv4, every module) and sources/decoder.go (pkg-config
 # libavcodec libavutil libswscale) link against, plus the C and C++ runtimes. GStreamer's
 # libraries come in as dependencies of OpenCV's videoio module.
-SYSROOT_PACKAGES=libc6-dev,libstdc++-12-dev,libopencv-dev,libavcodec-dev,libavutil-dev,libswscale-dev
+SYSROOT_PACKAGES=libc6-dev,libstdc++-$CROSS_GCC-dev,libopencv-dev,libavcodec-dev,libavutil-dev,libswscale-dev
 STAMP="$SYSROOT/.visiond-sysroot"
 STAMP_TEXT="suite=$SUITE arch=arm64 variant=minbase include=$SYSROOT_PACKAGES layout=2"
 
@@ -75,7 +87,7 @@ else
   rm -rf "$tmp" "$SYSROOT"
   mkdir -p "$(dirname "$SYSROOT")"
   log "sysroot: debootstrap --arch=arm64 --foreign --variant=minbase $SUITE ($MIRROR), with $SYSROOT_PACKAGES"
-  debootstrap --arch=arm64 --foreign --variant=minbase --include="$SYSROOT_PACKAGES" \
+  debootstrap --arch=arm64 --foreign --variant=minbase --merged-usr --include="$SYSROOT_PACKAGES" \
     --keyring=/usr/share/keyrings/debian-archive-keyring.gpg "$SUITE" "$tmp" "$MIRROR" >"$tmp.log" 2>&1 ||
     { tail -20 "$tmp.log" >&2; echo "cross-arm64: debootstrap failed (whole log: $tmp.log)" >&2; exit 1; }
   t1=$(now)
@@ -133,13 +145,9 @@ log "onnxruntime arm64: $ORT_ARM64 ($(took "$t0"))"
 
 # 4. The build.
 t0=$(now)
-SR=$(realpath "$SYSROOT")
-export CGO_ENABLED=1 GOOS=linux GOARCH=arm64
-export CC="aarch64-linux-gnu-gcc --sysroot=$SR" CXX="aarch64-linux-gnu-g++ --sysroot=$SR"
-export PKG_CONFIG_SYSROOT_DIR="$SR"
-export PKG_CONFIG_LIBDIR="$SR/usr/lib/$MULTIARCH/pkgconfig:$SR/usr/share/pkgconfig"
-export PKG_CONFIG_PATH=
+cross_env "$SYSROOT"
 mkdir -p "$(dirname "$OUT")"
 GO="$GO" scripts/build.sh "$OUT"
 aarch64-linux-gnu-readelf -h "$OUT" | grep -q 'Machine:.*AArch64' || { echo "cross-arm64: $OUT is not an arm64 binary" >&2; exit 1; }
-log "build: $OUT ($(du -h "$OUT" | cut -f1)) in $(took "$t0")"
+glibc=$(aarch64-linux-gnu-readelf -V "$OUT" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+log "build: $OUT ($(du -h "$OUT" | cut -f1); asks for $glibc at most, the sysroot has libc6 $(awk '$1 == "libc6" { print $2 }' "$SYSROOT/.visiond-packages")) in $(took "$t0")"

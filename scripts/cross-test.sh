@@ -11,6 +11,13 @@
 #      by scripts/worker-smoke.py: hello, one job, a result with a person in it, clean exit;
 #   3. the same with the native amd64 binary built from the same tree, and the two results
 #      compared (same detections, scores within 0.02, boxes within 2 px).
+#   4. for a suite other than bookworm, the FFmpeg decoder's own tests (package sources)
+#      cross-compiled against that suite's sysroot and run under the same emulator.
+# VISIOND_SYSROOT_SUITE (make cross-test SUITE=bullseye) picks the build of
+# scripts/cross-arm64.sh to test: bookworm (Debian 12, the default) or bullseye (Debian 11,
+# FFmpeg 4.3 and OpenCV 4.5.1, the nearest stand-in for JetPack 6's libraries), in
+# bin/linux-arm64[-bullseye] and build/sysroot-arm64[-bullseye]; step 3's amd64 build is the
+# native one either way.
 # The arm64 binary and its libraries run from the sysroot (qemu-aarch64 -L). The daemon
 # itself (`visiond run`) is not started: it execs its workers from /proc/self/exe, which needs
 # binfmt_misc to reach qemu again, and that is a setting of the whole machine.
@@ -32,11 +39,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 GO=${GO:-go}
-SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64}
+SUITE=${VISIOND_SYSROOT_SUITE:-bookworm}
+. scripts/cross-env.sh # the sysroot and binary of scripts/cross-arm64.sh for that suite
+cross_suite "$SUITE" || exit 2
+SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64$CROSS_SUFFIX}
 TP=${VISIOND_THIRD_PARTY:-third_party}
-BIN=bin/linux-arm64/visiond
+BIN=bin/linux-arm64$CROSS_SUFFIX/visiond
 ORT_ARM64=$TP/linux-arm64/libonnxruntime.so.1
-WORK=build/cross-test
+WORK=build/cross-test$CROSS_SUFFIX
 IMAGE=$TP/media/messi5.jpg
 
 log() { echo "cross-test: $*"; }
@@ -46,7 +56,7 @@ fail() { echo "cross-test: FAIL: $*" >&2; exit 1; }
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 for f in "$BIN" "$SYSROOT/.visiond-sysroot" "$ORT_ARM64"; do
-  [ -e "$f" ] || fail "$f missing: run make arm64 first"
+  [ -e "$f" ] || fail "$f missing: run make arm64 SUITE=$SUITE first"
 done
 for f in "$TP/yolov8n.onnx" "$IMAGE" "$TP/libonnxruntime.so.1"; do
   [ -e "$f" ] || fail "$f missing: run make setup first"
@@ -149,8 +159,15 @@ log "bad config rejected (exit 1): $out"
 log "PASS check ($(took "$t0"))"
 passed=$((passed + 1))
 
-# 2. One inference by the arm64 worker.
+# 2. One inference by the arm64 worker. ONNX Runtime's library first: the glibc it asks for
+# must be the sysroot's or older (1.29.0's arm64 build: GLIBC_2.28, for fcntl64), else it
+# cannot load in that root, and this says so rather than failing inside dlopen.
 t0=$(now)
+ort_glibc=$(objdump -T "$ORT_ARM64" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+root_glibc=$(awk '$1 == "libc6" { sub(/-.*/, "", $2); print $2 }' "$SYSROOT/.visiond-packages")
+[ "$(printf '%s\n' "${ort_glibc#GLIBC_}" "$root_glibc" | sort -V | tail -1)" = "$root_glibc" ] ||
+  fail "$ORT_ARM64 asks for $ort_glibc, newer than $SUITE's glibc $root_glibc: ONNX Runtime cannot load in this root, so no inference can run here (check passed)"
+log "$ORT_ARM64 asks for $ort_glibc at most; $SUITE's glibc is $root_glibc"
 scripts/worker-smoke.py --image "$IMAGE" --model "$TP/yolov8n.onnx" --library "$ORT_ARM64" \
   --expect person --json "$WORK/arm64.json" -- "${QEMU[@]}" "$BIN" || fail "arm64 worker"
 log "PASS arm64 worker inference under qemu ($(took "$t0"))"
@@ -164,5 +181,33 @@ scripts/worker-smoke.py --image "$IMAGE" --model "$TP/yolov8n.onnx" --library "$
   fail "arm64 and amd64 results differ"
 log "PASS amd64 worker inference, same detections as arm64 ($(took "$t0"))"
 passed=$((passed + 1))
+
+# 4. The FFmpeg decoder's own tests (package sources) against this suite's libavcodec, for a
+# suite other than bookworm (whose FFmpeg, 5.1, the amd64 `make test` already runs them
+# against; VISIOND_CROSS_DECODER_TESTS=1 or 0 overrides): cross-compiled as scripts/cross-arm64.sh
+# builds (scripts/cross-env.sh; gocv with its default flags, as every go test), run under the same emulator from the
+# package's directory, without -race (the race detector's shadow memory does not map under
+# qemu-user). The tests that decode: the decode loop, the scaler, non-reference skipping, the
+# fuzz seeds, cameras against the sample RTSP server (H.264, H.265 with audio, a resolution
+# change, a damaged link) and the cuda decoder's error where there is no GPU. The clips they
+# encode come from the host's (amd64) ffmpeg, which the emulated test binary execs natively.
+decoder_tests=${VISIOND_CROSS_DECODER_TESTS:-$([ "$SUITE" = bookworm ] && echo 0 || echo 1)}
+if [ "$decoder_tests" = 1 ]; then
+  t0=$(now)
+  (cross_env "$SYSROOT" && $GO test -c -o "$WORK/sources.test" ./sources) || fail "cross-compiling the sources tests against $SYSROOT"
+  log "sources tests cross-compiled against $SUITE's libavcodec $(sed -n 's/^Version: //p' "$SYSROOT/usr/lib/aarch64-linux-gnu/pkgconfig/libavcodec.pc") ($(took "$t0"))"
+  t1=$(now)
+  run='^(TestDecodeLoop|TestScale|TestSkipNonRefFrames|TestCameraSampleEndToEnd|TestCameraH265WithAudio|TestCameraResolutionChange|TestCameraDamagedStream|TestCameraDecoderCUDA|FuzzDecodeAccessUnit|FuzzDepacketizeDecode)'
+  # From the package's directory (the tests find third_party/ above it): absolute paths.
+  qemu_abs=("$(realpath "$qemu")" -cpu "$QEMU_CPU" -L "$(realpath "$SYSROOT")")
+  bin=$(realpath "$WORK/sources.test")
+  (cd sources && "${qemu_abs[@]}" "$bin" -test.run "$run" -test.v -test.count=1 -test.timeout 30m) >"$WORK/sources-tests.log" 2>&1 ||
+    { { grep -E '^(=== RUN|--- |FAIL|ok|panic)' "$WORK/sources-tests.log" || tail -20 "$WORK/sources-tests.log"; } | tail -40 >&2; fail "decoder tests under qemu against $SUITE ($WORK/sources-tests.log)"; }
+  ran=$(grep -c '^--- PASS' "$WORK/sources-tests.log" || true)
+  skipped=$(grep -c '^--- SKIP' "$WORK/sources-tests.log" || true)
+  [ "$ran" -gt 0 ] || fail "no decoder test ran ($WORK/sources-tests.log)"
+  log "PASS decoder tests under qemu against $SUITE's FFmpeg: $ran passed, $skipped skipped ($(took "$t1"); $WORK/sources-tests.log)"
+  passed=$((passed + 1))
+fi
 
 echo "cross-test: $passed passed, 0 failed"

@@ -78,12 +78,17 @@ package sources
 // // open_cuda makes ctx decode on the GPU's video decoder (NVDEC): a CUDA device on the
 // // device's primary context (shared with every other user of the GPU in this process; it
 // // fails when that context is already active with other flags), frames in CUDA memory.
+// // The primary context is asked for with the flags argument, which FFmpeg 4.3's libavutil
+// // (56.51) already reads; the "primary_ctx" option of later ones only sets that same flag
+// // (5.1's), and one that predates the option ignores it, making a context of the
+// // decoder's own without a word. The flag's value is libavutil/hwcontext_cuda.h's, which
+// // is not included here because it includes the CUDA toolkit's cuda.h.
+// #ifndef AV_CUDA_USE_PRIMARY_CONTEXT
+// #define AV_CUDA_USE_PRIMARY_CONTEXT (1 << 0)
+// #endif
 // static int open_cuda(AVCodecContext *ctx) {
-// 	AVDictionary *opts = NULL;
-// 	av_dict_set(&opts, "primary_ctx", "1", 0);
 // 	AVBufferRef *dev = NULL;
-// 	int res = av_hwdevice_ctx_create(&dev, AV_HWDEVICE_TYPE_CUDA, NULL, opts, 0);
-// 	av_dict_free(&opts);
+// 	int res = av_hwdevice_ctx_create(&dev, AV_HWDEVICE_TYPE_CUDA, NULL, NULL, AV_CUDA_USE_PRIMARY_CONTEXT);
 // 	if (res < 0) return res;
 // 	ctx->hw_device_ctx = dev; // the context owns the reference now
 // 	ctx->get_format = pick_cuda;
