@@ -241,6 +241,24 @@ else
   fail "noble: apt-get install of GStreamer failed (log: $WORK/noble-apt.log)"
 fi
 
+# 5. The .deb of the same tree, installed with dpkg in place of the unpacked tarball.
+t0=$(now)
+DEB_AMD64=$(ls build/bundle/visiond-bundle_*_amd64.deb 2>/dev/null | head -1 || true)
+if [ -z "$DEB_AMD64" ]; then
+  fail "noble: no build/bundle/visiond-bundle_*_amd64.deb (make bundle)"
+else
+  rm -rf "$R/opt/visiond"
+  cp "$DEB_AMD64" "$R/root/"
+  if chroot "$R" dpkg -i "/root/$(basename "$DEB_AMD64")" >"$WORK/noble-dpkg.log" 2>&1 &&
+    out=$(chroot "$R" sh -c 'cd /root/demo && visiond check' 2>&1) && grep -q ': ok (1 cameras, 1 enabled)' <<<"$out" &&
+    [ "$(readlink "$R/usr/bin/visiond")" = /opt/visiond/bin/visiond ]; then
+    pass "noble: dpkg -i $(basename "$DEB_AMD64") (Depends: $(dpkg-deb -f "$DEB_AMD64" Depends)); /usr/bin/visiond -> /opt/visiond/bin/visiond; visiond check: $out ($(took "$t0"))"
+  else
+    tail -5 "$WORK/noble-dpkg.log" | sed 's/^/    /'
+    fail "noble: the .deb: ${out:-dpkg -i failed} (log: $WORK/noble-dpkg.log)"
+  fi
+fi
+
 # --- B. Ubuntu 22.04 amd64 (JetPack 6's user space) ---
 t0=$(now)
 R=$(fresh jammy amd64 "$T_AMD64")
