@@ -113,6 +113,7 @@ demo_dir() {
 start_daemon() {
   local root=$1 out=$2
   shift 2
+  : >"$out" # now, not in the background job: the caller reads it next
   unshare --net --fork sh -c 'ip link set lo up && exec chroot "$0" sh -c "cd /root/demo && exec /opt/visiond/bin/visiond \"\$@\"" visiond "$@"' \
     "$root" "$@" >"$out" 2>&1 &
   daemon=$!
