@@ -173,7 +173,8 @@ deb-test: deb-amd64
 # linux-$(ARCH).tar.gz (the binary, ONNX Runtime's CPU library and every shared library they
 # need but glibc's, found through the binary's RPATH; a launcher that checks the glibc floor)
 # and a .deb of the same tree (/opt/visiond). ARCH=arm64 bundles the cross build.
-ARCH ?= amd64
+# Not taken from the environment (where ARCH may be x86_64): make bundle ARCH=arm64.
+ARCH := amd64
 bundle: bundle-$(ARCH)
 
 bundle-amd64: setup build
