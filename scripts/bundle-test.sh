@@ -21,7 +21,10 @@
 #      qemu-user (no binfmt_misc here: that is a setting of the whole machine), so that the
 #      version it reads is the root's; expected: the refusal naming both versions, and the
 #      loader's own error under qemu. A floor at or below 2.31 would need a check and an
-#      inference there: not written (the bookworm build's floor is above it).
+#      inference there: not written (the bookworm build's floor is above it). Then the arm64
+#      bundle on the arm64 sysroot's own glibc (2.36) under qemu: `check`, and the loader's trace
+#      shows every library but glibc's loaded from the bundle (no inference: see cross-test.sh
+#      for the qemu that ONNX Runtime needs).
 # Roots are made once and kept as build/bundle-test/<suite>-<arch>.tar; each run unpacks afresh.
 # Ubuntu's archive key is not packaged for Debian 12 (no ubuntu-keyring candidate): the Ubuntu
 # roots are made with --no-check-gpg, over plain http. Every step is timed.
@@ -314,6 +317,34 @@ else
   else
     fail "bullseye arm64: the floor $AFLOOR is not above the root's glibc $have: the check and inference there are not written (docs/bundle.md)"
   fi
+fi
+
+# C2. The arm64 bundle where its floor holds: the sysroot's glibc (Debian 12's 2.36) under
+# qemu-aarch64 -L, the bundle's libraries through its RPATH: `check` passes, and the loader's own
+# trace (LD_DEBUG=libs) shows every library but glibc's initialised from the bundle. The sysroot
+# holds Debian's copies of them too: the trace, not their absence, is the assertion here.
+SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64}
+if [ -n "$T_ARM64" ] && [ -f "$SYSROOT/.visiond-sysroot" ]; then
+  t0=$(now)
+  B=$(realpath -m "$WORK/arm64-bundle")
+  rm -rf "$B" && mkdir -p "$B"
+  tar -C "$B" --strip-components=1 -xzf "$T_ARM64"
+  set +e
+  out=$("$qemu" -cpu cortex-a76 -L "$(realpath "$SYSROOT")" -E LD_LIBRARY_PATH="$B/lib/gstreamer:$B/lib/glib" \
+    -E LD_DEBUG=libs -E LD_DEBUG_OUTPUT="$WORK/arm64-ld" "$B/libexec/visiond" check 2>&1)
+  rc=$?
+  set -e
+  inits=$(cat "$WORK"/arm64-ld.* 2>/dev/null | sed -n 's/.*calling init: //p' | sort -u)
+  rm -f "$WORK"/arm64-ld.*
+  ours=$(grep -c "^$B/" <<<"$inits" || true)
+  others=$(grep -v "^$B/" <<<"$inits" | grep -vE '/(ld-linux-aarch64|libc|libm|libpthread|libdl|librt|libresolv)\.so' | tr '\n' ' ' || true)
+  if [ "$rc" = 0 ] && grep -q ': ok ' <<<"$out" && [ "$ours" -ge 200 ] && [ -z "$others" ]; then
+    pass "arm64 bundle on the sysroot's glibc $(glibc_of "$SYSROOT") under qemu: check: $out; $ours libraries initialised from the bundle, none but glibc's from elsewhere ($(took "$t0"))"
+  else
+    fail "arm64 bundle on the sysroot's glibc: exit $rc: $out; $ours from the bundle; from elsewhere: $others"
+  fi
+else
+  fail "arm64 bundle on the sysroot's glibc: no arm64 bundle or no sysroot at $SYSROOT (VISIOND_SYSROOT_ARM64)"
 fi
 
 log "total $(took "$t_all")"
