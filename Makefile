@@ -183,7 +183,8 @@ deb-test: deb-amd64
 # A bundle that runs where it was not built (docs/bundle.md): build/bundle/visiond-<version>-
 # linux-$(ARCH).tar.gz (the binary, ONNX Runtime's CPU library and every shared library they
 # need but glibc's, found through the binary's RPATH; a launcher that checks the glibc floor)
-# and a .deb of the same tree (/opt/visiond). ARCH=arm64 bundles the cross build.
+# and a .deb of the same tree (/opt/visiond). ARCH=arm64 bundles the cross build, SUITE=bullseye
+# the one against Debian 11 (a glibc floor JetPack 6 meets: docs/bundle.md).
 # Not taken from the environment (where ARCH may be x86_64): make bundle ARCH=arm64.
 ARCH := amd64
 bundle: bundle-$(ARCH)
@@ -192,12 +193,15 @@ bundle-amd64: setup build
 	@scripts/bundle.sh amd64
 
 bundle-arm64: arm64
-	@scripts/bundle.sh arm64
+	@VISIOND_SYSROOT_SUITE=$(SUITE) scripts/bundle.sh arm64
 
 # Both bundles in roots that have none of Debian 12's libraries (as root; debootstrap roots
 # kept in build/bundle-test/): Ubuntu 24.04 runs the demo and detects people, with the bundled
 # and with the system's GStreamer; Ubuntu 22.04 and Debian 11 arm64 (qemu-user) below the glibc
 # floor get the launcher's refusal.
-bundle-test: bundle-amd64 bundle-arm64
+# Needs make cross-test first (the qemu ONNX Runtime runs under, for the Debian 11 inference).
+bundle-test: bundle-amd64
+	@$(MAKE) --no-print-directory bundle-arm64 SUITE=bookworm
+	@$(MAKE) --no-print-directory bundle-arm64 SUITE=bullseye
 	@scripts/bundle-test.sh
 .PHONY: bundle bundle-amd64 bundle-arm64 bundle-test

@@ -23,8 +23,10 @@
 #      loader's own error under qemu. A floor at or below 2.31 would need a check and an
 #      inference there: not written (the bookworm build's floor is above it). Then the arm64
 #      bundle on the arm64 sysroot's own glibc (2.36) under qemu: `check`, and the loader's trace
-#      shows every library but glibc's loaded from the bundle (no inference: see cross-test.sh
-#      for the qemu that ONNX Runtime needs).
+#      shows every library but glibc's loaded from the bundle.
+#   D. the arm64 tarball built against Debian 11 (SUITE=bullseye; floor 2.31 or less) in the same
+#      bullseye root under qemu-user: `check`, and one worker inference with the bundle's ONNX
+#      Runtime (the qemu make cross-test fetches: run it first).
 # Roots are made once and kept as build/bundle-test/<suite>-<arch>.tar; each run unpacks afresh.
 # Ubuntu's archive key is not packaged for Debian 12 (no ubuntu-keyring candidate): the Ubuntu
 # roots are made with --no-check-gpg, over plain http. Every step is timed.
@@ -345,6 +347,47 @@ if [ -n "$T_ARM64" ] && [ -f "$SYSROOT/.visiond-sysroot" ]; then
   fi
 else
   fail "arm64 bundle on the sysroot's glibc: no arm64 bundle or no sysroot at $SYSROOT (VISIOND_SYSROOT_ARM64)"
+fi
+
+# D. The arm64 bundle built against Debian 11 (make bundle ARCH=arm64 SUITE=bullseye: the one for
+# JetPack 6): its floor is at or below the bullseye root's glibc, so there, under qemu-user with
+# the root as its / (-L), the binary through its RPATH runs `check` and one worker inference on
+# the sample image with the bundle's own ONNX Runtime (scripts/worker-smoke.py: a person found).
+# GStreamer: the minbase root has none, so the bundled fallback folders are on its library path,
+# as the launcher would set them (the launcher itself cannot exec an arm64 binary here: no
+# binfmt_misc). The emulator is the one make cross-test fetches (ONNX Runtime crashes under
+# Debian 12's qemu 7.2: scripts/cross-test.sh).
+T_ARM64B=$(ls build/bundle/visiond-*-linux-arm64-bullseye.tar.gz 2>/dev/null | head -1 || true)
+QEMU_ORT=${VISIOND_QEMU_AARCH64:-build/qemu-backports/usr/bin/qemu-aarch64}
+if [ -z "$T_ARM64B" ]; then
+  fail "no Debian 11 arm64 bundle (make bundle ARCH=arm64 SUITE=bullseye)"
+elif [ ! -x "$QEMU_ORT" ]; then
+  fail "$QEMU_ORT missing: make cross-test fetches the qemu that ONNX Runtime runs under"
+else
+  t0=$(now)
+  R=$(fresh bullseye arm64 "$T_ARM64B")
+  have=$(glibc_of "$R")
+  BFLOOR=$(floor_of "$T_ARM64B")
+  if ver_lt "$have" "$BFLOOR"; then
+    fail "Debian 11 arm64 bundle: its floor $BFLOOR is above the bullseye root's glibc $have"
+  else
+    RR=$(realpath "$R")
+    Q=("$(realpath "$QEMU_ORT")" -cpu cortex-a76 -L "$RR" -E LD_LIBRARY_PATH=/opt/visiond/lib/gstreamer:/opt/visiond/lib/glib)
+    set +e
+    out=$("${Q[@]}" "$RR/opt/visiond/libexec/visiond" check 2>&1)
+    rc=$?
+    set -e
+    if [ "$rc" != 0 ] || ! grep -q ': ok ' <<<"$out"; then
+      fail "Debian 11 arm64 bundle in the bullseye root (glibc $have, floor $BFLOOR): check exit $rc: $out"
+    elif scripts/worker-smoke.py --image "$TP/media/messi5.jpg" --model "$TP/yolov8n.onnx" \
+      --library "$RR/opt/visiond/lib/libonnxruntime.so.1" --expect person --json "$WORK/arm64-bullseye.json" \
+      -- "${Q[@]}" "$RR/opt/visiond/libexec/visiond" >"$WORK/arm64-bullseye-smoke.log" 2>&1; then
+      pass "Debian 11 arm64 bundle in the bullseye root (glibc $have, floor $BFLOOR) under qemu: check ($out) and one worker inference: $(grep -c '^  [a-z]' "$WORK/arm64-bullseye-smoke.log" || true) detections, a person among them ($(took "$t0"))"
+    else
+      tail -20 "$WORK/arm64-bullseye-smoke.log" >&2
+      fail "Debian 11 arm64 bundle in the bullseye root: the worker inference ($WORK/arm64-bullseye-smoke.log)"
+    fi
+  fi
 fi
 
 log "total $(took "$t_all")"

@@ -2,8 +2,11 @@
 # Build a relocatable bundle of visiond that runs where it was not built (issue 24, item 3):
 #   scripts/bundle.sh amd64    from bin/visiond (make build) and this Debian 12 box's libraries
 #   scripts/bundle.sh arm64    from bin/linux-arm64/visiond (make arm64) and the arm64 sysroot's
-# writes build/bundle/visiond-<version>-linux-<arch>.tar.gz and, from the same tree,
-# build/bundle/visiond-bundle_<version>_<arch>.deb (installs it under /opt/visiond).
+#   VISIOND_SYSROOT_SUITE=bullseye scripts/bundle.sh arm64   (make bundle ARCH=arm64 SUITE=bullseye)
+#                              from the Debian 11 build (make arm64 SUITE=bullseye) and its
+#                              sysroot: a glibc floor of 2.31 or less, under JetPack 6's 2.35
+# writes build/bundle/visiond-<version>-linux-<arch>[-<suite>].tar.gz and, from the same tree,
+# build/bundle/visiond-bundle_<version>_<arch>[-<suite>].deb (installs it under /opt/visiond).
 #
 # The tree (docs/bundle.md says why each piece is where it is):
 #   bin/visiond           the launcher (packaging/bundle/visiond, POSIX sh): checks the glibc
@@ -35,7 +38,14 @@ cd "$(dirname "$0")/.."
 mkdir -p build && { [ -f build/go.mod ] || printf 'module visiond/build\n\n// Not code: the cross-build sysroot and packaging outputs. This go.mod keeps them out of ./...\n' >build/go.mod; }
 ARCH=${1:?usage: scripts/bundle.sh amd64|arm64}
 TP=${VISIOND_THIRD_PARTY:-third_party}
-SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64}
+# shellcheck source=cross-env.sh
+. scripts/cross-env.sh
+SUITE=bookworm CROSS_SUFFIX=
+if [ "$ARCH" = arm64 ]; then
+  SUITE=${VISIOND_SYSROOT_SUITE:-bookworm}
+  cross_suite "$SUITE" || exit 2
+fi
+SYSROOT=${VISIOND_SYSROOT_ARM64:-build/sysroot-arm64$CROSS_SUFFIX}
 case "$ARCH" in
 amd64)
   BIN=bin/visiond ORT=$TP/libonnxruntime.so.1 ROOT=
@@ -43,7 +53,7 @@ amd64)
   MACHINE='Advanced Micro Devices X86-64' STRIP=strip MULTIARCH=x86_64-linux-gnu LDSO=ld-linux-x86-64.so.2
   ;;
 arm64)
-  BIN=bin/linux-arm64/visiond ORT=$TP/linux-arm64/libonnxruntime.so.1
+  BIN=bin/linux-arm64$CROSS_SUFFIX/visiond ORT=$TP/linux-arm64/libonnxruntime.so.1
   ORT_SHA256=a27d21126db312aa8f02f3d5eaebe466e991f51f469882e6d0407d5a8b64afda # scripts/cross-arm64.sh
   MACHINE=AArch64 STRIP=aarch64-linux-gnu-strip MULTIARCH=aarch64-linux-gnu LDSO=ld-linux-aarch64.so.1
   [ -f "$SYSROOT/.visiond-sysroot" ] || { echo "bundle(arm64): $SYSROOT is not a finished sysroot (make arm64)" >&2; exit 1; }
@@ -58,9 +68,17 @@ now() { date +%s.%N; }
 took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 t_all=$(now)
 
-[ -f "$BIN" ] || fail "$BIN missing (make build / make arm64)"
+[ -f "$BIN" ] || fail "$BIN missing (make build / make arm64 SUITE=$SUITE)"
 readelf -h "$BIN" | grep -q "Machine:.*$MACHINE" || fail "$BIN is not a $ARCH binary"
 echo "$ORT_SHA256  $ORT" | sha256sum -c --status || fail "$ORT missing or not the ONNX Runtime the scripts fetch (make setup / make arm64)"
+# Host tools: patchelf is the one a fresh Debian 12 box lacks (binutils and dpkg come with
+# build-essential; the arm64 strip with make arm64's cross compiler).
+if ! command -v patchelf >/dev/null; then
+  log "installing patchelf"
+  sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+  sudo_ apt-get update -q >/dev/null
+  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends patchelf >/dev/null
+fi
 for t in patchelf objdump readelf "$STRIP" dpkg-deb; do
   command -v "$t" >/dev/null || fail "$t missing (apt install patchelf binutils dpkg)"
 done
@@ -71,9 +89,10 @@ else
   VERSION="0.0~git$(git log -1 --format=%cd --date=format:%Y%m%d).$(git rev-parse --short=7 HEAD)"
   [ -z "$(git status --porcelain --untracked-files=no)" ] || VERSION="$VERSION+dirty"
 fi
-NAME=visiond-${VERSION//\~/-}-linux-$ARCH # no ~ in a file name that shells and URLs see
+FLAVOUR=$ARCH$CROSS_SUFFIX # arm64, or arm64-bullseye: which build, in the file names
+NAME=visiond-${VERSION//\~/-}-linux-$FLAVOUR # no ~ in a file name that shells and URLs see
 OUTDIR=build/bundle
-STAGE=$OUTDIR/stage-$ARCH/$NAME
+STAGE=$OUTDIR/stage-$FLAVOUR/$NAME
 TARBALL=$OUTDIR/$NAME.tar.gz
 
 # glibc's own libraries: the one part of the system the bundle asks for (with the kernel).
@@ -181,7 +200,7 @@ log "GLib (lib/glib/): ${!glib[*]}"
 
 # 3. The tree.
 t0=$(now)
-rm -rf "$OUTDIR/stage-$ARCH"
+rm -rf "$OUTDIR/stage-$FLAVOUR"
 umask 022
 mkdir -p "$STAGE"/{bin,libexec,lib/gstreamer,lib/glib,share/visiond,share/doc/visiond/licenses}
 install -m 0755 packaging/bundle/visiond "$STAGE/bin/visiond"
@@ -195,9 +214,17 @@ manifest=$STAGE/share/visiond/libraries.txt
 declare -A pkgs=() pkg_of=()
 # The Debian package of each: for amd64 from dpkg; for arm64 the same soname's package on this
 # box (both are bookworm) when it is installed here. One dpkg -S for all (it is slow per call).
-while IFS=: read -r pkg file; do
-  pkg_of[$(basename "$file")]=${pkg%%:*}
-done < <(dpkg -S $(for so in "${!path[@]}"; do echo "/lib/x86_64-linux-gnu/$so /usr/lib/x86_64-linux-gnu/$so"; done) 2>/dev/null | sed 's/: /:/' || true)
+# Another suite's packages are not this box's: then every package of its sysroot gives its
+# copyright file (more than the bundle holds, none missing), and libraries.txt names none.
+if [ "$SUITE" = bookworm ]; then
+  while IFS=: read -r pkg file; do
+    pkg_of[$(basename "$file")]=${pkg%%:*}
+  done < <(dpkg -S $(for so in "${!path[@]}"; do echo "/lib/x86_64-linux-gnu/$so /usr/lib/x86_64-linux-gnu/$so"; done) 2>/dev/null | sed 's/: /:/' || true)
+else
+  for c in "$ROOT"/usr/share/doc/*/copyright; do
+    [ -f "$c" ] && pkgs[$(basename "$(dirname "$c")")]=1
+  done
+fi
 for so in "${!path[@]}"; do
   [ "$so" != libonnxruntime.so.1 ] || continue
   dest=$STAGE/lib
@@ -249,7 +276,7 @@ log "glibc floor: $floor (asked by $askers)"
 
 # 5. The tarball, owned by root, reproducible order and times.
 size=$(du -sk "$STAGE" | cut -f1)
-rm -f "$OUTDIR"/visiond-*-linux-"$ARCH".tar.gz
+rm -f "$OUTDIR"/visiond-*-linux-"$FLAVOUR".tar.gz
 mtime=$(git log -1 --format=%cI)
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" -C "$(dirname "$STAGE")" -cf - "$NAME" | gzip -6n >"$TARBALL"
 log "tree: $(find "$STAGE"/lib -name '*.so*' | wc -l) libraries ($(ls "$STAGE"/lib/gstreamer | wc -l) in lib/gstreamer/), $n_lic copyright files, $((size / 1024)) MiB ($(took "$t0"))"
@@ -258,7 +285,7 @@ log "$TARBALL: $(du -h "$TARBALL" | cut -f1)"
 # 6. A .deb of the same tree: /opt/visiond, /usr/bin/visiond a link to the launcher, Depends on
 # libc6 only (the floor). No unit, no user, no config in /etc: it is the tarball, installed.
 t0=$(now)
-DEBSTAGE=$OUTDIR/stage-$ARCH/deb
+DEBSTAGE=$OUTDIR/stage-$FLAVOUR/deb
 mkdir -p "$DEBSTAGE/DEBIAN" "$DEBSTAGE/opt" "$DEBSTAGE/usr/bin"
 cp -al "$STAGE" "$DEBSTAGE/opt/visiond"
 ln -s /opt/visiond/bin/visiond "$DEBSTAGE/usr/bin/visiond"
@@ -280,9 +307,9 @@ Description: video analytics daemon, self-contained (the release tarball as a pa
  No model: /opt/visiond/share/visiond/fetch-model.sh fetches the AGPL-3.0
  YOLOv8n. No systemd unit or system user: see /opt/visiond/share/doc/visiond/bundle.md.
 EOF
-DEB=$OUTDIR/visiond-bundle_${VERSION}_$ARCH.deb
-rm -f "$OUTDIR"/visiond-bundle_*_"$ARCH".deb
+DEB=$OUTDIR/visiond-bundle_${VERSION}_$FLAVOUR.deb
+rm -f "$OUTDIR"/visiond-bundle_*_"$FLAVOUR".deb
 dpkg-deb --root-owner-group -Zgzip --build "$DEBSTAGE" "$DEB" >/dev/null
-rm -rf "$OUTDIR/stage-$ARCH"
+rm -rf "$OUTDIR/stage-$FLAVOUR"
 log "$DEB: $(du -h "$DEB" | cut -f1), Depends: libc6 (>= $floor) ($(took "$t0"))"
 log "done in $(took "$t_all")"
