@@ -248,35 +248,9 @@ func probe(file string) (format.Format, error) {
 	}
 	defer r.Close()
 	var vps, sps, pps []byte
-	// An MP4 holds them apart from the stream (they go in the SDP; the stream has none).
-	for _, n := range r.Params {
-		if r.Codec == "H.265" {
-			switch h265.NALUType((n[0] >> 1) & 0x3F) {
-			case h265.NALUType_VPS_NUT:
-				vps = first(vps, n)
-			case h265.NALUType_SPS_NUT:
-				sps = first(sps, n)
-			case h265.NALUType_PPS_NUT:
-				pps = first(pps, n)
-			}
-			continue
-		}
-		switch h264.NALUType(n[0] & 0x1F) {
-		case h264.NALUTypeSPS:
-			sps = first(sps, n)
-		case h264.NALUTypePPS:
-			pps = first(pps, n)
-		}
-	}
-	for i := 0; i < 100 && (sps == nil || pps == nil || r.Codec == "H.265" && vps == nil); i++ {
-		au, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		for _, n := range au.NALUs {
+	// note keeps the first parameter set of each kind among nalus.
+	note := func(nalus [][]byte) {
+		for _, n := range nalus {
 			if r.Codec == "H.265" {
 				switch h265.NALUType((n[0] >> 1) & 0x3F) {
 				case h265.NALUType_VPS_NUT:
@@ -295,6 +269,17 @@ func probe(file string) (format.Format, error) {
 				pps = first(pps, n)
 			}
 		}
+	}
+	note(r.Params) // an MP4 holds them apart from the stream (they go in the SDP; the stream has none)
+	for i := 0; i < 100 && (sps == nil || pps == nil || r.Codec == "H.265" && vps == nil); i++ {
+		au, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		note(au.NALUs)
 	}
 	if sps == nil || pps == nil || r.Codec == "H.265" && vps == nil {
 		return nil, fmt.Errorf("%s: %s track has no parameter sets in its first access units", file, r.Codec)
