@@ -371,6 +371,13 @@ type CUDA struct {
 	// convolutions (ONNX Runtime's own default), which the arena then keeps:
 	// more GPU memory per session. Default false (a small workspace).
 	CudnnConvMaxWorkspace bool `yaml:"cudnn_conv_max_workspace"`
+	// DeviceIO keeps each session's input and output in GPU memory at fixed
+	// addresses, copied from pinned host memory by the worker (no arena
+	// shrinkage then). Default false.
+	DeviceIO bool `yaml:"device_io"`
+	// Graph replays each session's kernels as one CUDA graph (ONNX Runtime's
+	// enable_cuda_graph); implies device_io; provider cuda only. Default false.
+	Graph bool `yaml:"graph"`
 }
 
 // TensorRT holds options of ONNX Runtime's TensorRT execution provider.

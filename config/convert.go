@@ -104,6 +104,8 @@ func (w Workers) PoolConfig(i int) pool.Config {
 				ArenaExtendStrategy:   pc.CUDA.ArenaExtendStrategy,
 				CudnnConvAlgoSearch:   pc.CUDA.CudnnConvAlgoSearch,
 				CudnnConvMaxWorkspace: pc.CUDA.CudnnConvMaxWorkspace,
+				DeviceIO:              pc.CUDA.DeviceIO,
+				Graph:                 pc.CUDA.Graph,
 			},
 			TensorRT: infer.TensorRTOptions{
 				FP16:          pc.TensorRT.FP16,

@@ -47,3 +47,22 @@ cameras: []
 		}
 	}
 }
+
+// workers.pools[].cuda.device_io and graph reach the pool's options; graph on a provider
+// other than cuda is an error naming the field and its line.
+func TestPoolCUDAGraph(t *testing.T) {
+	cfg, err := config.Parse([]byte("workers:\n  pools:\n    - {provider: cuda, cuda: {graph: true}}\n    - {provider: tensorrt, cuda: {device_io: true}}\ncameras: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Workers.PoolConfig(0).CUDA; !c.Graph {
+		t.Errorf("pool 0: %+v, want graph", c)
+	}
+	if c := cfg.Workers.PoolConfig(1).CUDA; !c.DeviceIO || c.Graph {
+		t.Errorf("pool 1: %+v, want device_io only", c)
+	}
+	_, err = config.Parse([]byte("workers: {pools: [{provider: tensorrt, cuda: {graph: true}}]}\ncameras: []\n"))
+	if want := "line 1: workers.pools[0].cuda.graph: needs provider cuda"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("graph on tensorrt: err %v, want one containing %q", err, want)
+	}
+}

@@ -143,6 +143,9 @@ func (c *Config) Validate() error {
 		if p.CUDA.CudnnConvAlgoSearch != "" {
 			v.oneOf(f+".cuda.cudnn_conv_algo_search", p.CUDA.CudnnConvAlgoSearch, "EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 		}
+		if p.CUDA.Graph && p.Provider != infer.ProviderCUDA {
+			v.add(f+".cuda.graph", "needs provider cuda (CUDA graphs of the CUDA provider), not %s", p.Provider)
+		}
 		if p.TensorRT.WorkspaceMiB < 0 {
 			v.add(f+".tensorrt.workspace_mib", "must be >= 0, got %d", p.TensorRT.WorkspaceMiB)
 		}

@@ -110,6 +110,16 @@ type CUDAOptions struct {
 	// workspace (ORT's own default, cudnn_conv_use_max_workspace=1), which the arena then
 	// keeps; false (the default here) limits the workspace, as ORT did before 1.14.
 	CudnnConvMaxWorkspace bool `json:"cudnn_conv_max_workspace,omitempty"`
+	// DeviceIO keeps the session's input and output in GPU memory at fixed addresses: the
+	// worker copies each frame in and the output out itself, from pinned host memory, on a
+	// stream of its own, and ONNX Runtime no longer binds (copies) a host input into its
+	// arena per run. No arena shrinkage runs then (the worker logs that it skips them).
+	DeviceIO bool `json:"device_io,omitempty"`
+	// Graph captures the session's kernels as a CUDA graph on its second run and replays
+	// it from then on (ORT's enable_cuda_graph): one launch per frame instead of one per
+	// kernel, the overhead that bounds batch=1 on a large GPU. It needs DeviceIO (set by
+	// SetDefaults) and provider cuda, and every node of the model on the CUDA provider.
+	Graph bool `json:"graph,omitempty"`
 }
 
 // TensorRTOptions are options of ONNX Runtime's TensorRT execution provider.
@@ -141,6 +151,9 @@ func (o *DetectorOptions) SetDefaults() {
 	}
 	if o.Provider.GPU() && o.CUDA.ArenaExtendStrategy == "" {
 		o.CUDA.ArenaExtendStrategy = "kSameAsRequested"
+	}
+	if o.CUDA.Graph {
+		o.CUDA.DeviceIO = true
 	}
 }
 
@@ -183,6 +196,12 @@ func (o *DetectorOptions) Validate() error {
 	}
 	if t.WorkspaceSize < 0 {
 		return fmt.Errorf("tensorrt.workspace_size %d must not be negative", t.WorkspaceSize)
+	}
+	if c.DeviceIO && !o.Provider.GPU() {
+		return fmt.Errorf("cuda.device_io needs provider cuda or tensorrt, not %s", o.Provider)
+	}
+	if c.Graph && o.Provider != ProviderCUDA {
+		return fmt.Errorf("cuda.graph needs provider cuda, not %s", o.Provider)
 	}
 	return nil
 }

@@ -33,6 +33,10 @@ func TestValidateDetectorOptions(t *testing.T) {
 		{"confidence negative", func(o *DetectorOptions) { o.Confidence = -0.5 }, "confidence must be between 0 and 1 (exclusive), got -0.5"},
 		{"iou 1", func(o *DetectorOptions) { o.IoU = 1 }, "iou must be between 0 and 1 (exclusive), got 1"},
 		{"negative threads", func(o *DetectorOptions) { o.Threads = -1 }, "threads -1"},
+		{"cuda graph", func(o *DetectorOptions) { o.Provider, o.CUDA.Graph = "cuda", true }, ""},
+		{"tensorrt device io", func(o *DetectorOptions) { o.Provider, o.CUDA.DeviceIO = "tensorrt", true }, ""},
+		{"cpu device io", func(o *DetectorOptions) { o.CUDA.DeviceIO = true }, "cuda.device_io needs provider cuda or tensorrt, not cpu"},
+		{"tensorrt graph", func(o *DetectorOptions) { o.Provider, o.CUDA.Graph, o.CUDA.DeviceIO = "tensorrt", true, true }, "cuda.graph needs provider cuda, not tensorrt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DetectorOptions{Model: "m.onnx"}
@@ -78,5 +82,20 @@ func TestCheckThresholds(t *testing.T) {
 		if CheckConfidence(v) == nil || CheckIoU(v) == nil {
 			t.Errorf("%v accepted", v)
 		}
+	}
+}
+
+// A CUDA graph needs the session's input and output at fixed device addresses: SetDefaults
+// turns device I/O on with it.
+func TestGraphImpliesDeviceIO(t *testing.T) {
+	o := DetectorOptions{Model: "m.onnx", Provider: ProviderCUDA, CUDA: CUDAOptions{Graph: true}}
+	o.SetDefaults()
+	if !o.CUDA.DeviceIO {
+		t.Fatal("cuda.graph without cuda.device_io after SetDefaults")
+	}
+	o = DetectorOptions{Model: "m.onnx", Provider: ProviderCUDA}
+	o.SetDefaults()
+	if o.CUDA.DeviceIO {
+		t.Fatal("cuda.device_io on by default")
 	}
 }

@@ -72,6 +72,8 @@ var reloadClasses = map[string]reloadClass{
 	"workers.pools[].cuda.arena_extend_strategy":    applyLive,
 	"workers.pools[].cuda.cudnn_conv_algo_search":   applyLive,
 	"workers.pools[].cuda.cudnn_conv_max_workspace": applyLive,
+	"workers.pools[].cuda.device_io":                applyLive,
+	"workers.pools[].cuda.graph":                    applyLive,
 	"workers.pools[].tensorrt.fp16":                 applyLive,
 	"workers.pools[].tensorrt.int8":                 applyLive,
 	"workers.pools[].tensorrt.engine_cache":         applyLive,

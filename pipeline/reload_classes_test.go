@@ -89,6 +89,8 @@ func liveLeafShows() map[string]leafShow {
 		"workers.pools[].cuda.arena_extend_strategy":    pc(func(c pool.Config) any { return c.CUDA.ArenaExtendStrategy }),
 		"workers.pools[].cuda.cudnn_conv_algo_search":   pc(func(c pool.Config) any { return c.CUDA.CudnnConvAlgoSearch }),
 		"workers.pools[].cuda.cudnn_conv_max_workspace": pc(func(c pool.Config) any { return c.CUDA.CudnnConvMaxWorkspace }),
+		"workers.pools[].cuda.device_io":                pc(func(c pool.Config) any { return c.CUDA.DeviceIO }),
+		"workers.pools[].cuda.graph":                    pc(func(c pool.Config) any { return c.CUDA.Graph }),
 		"workers.pools[].tensorrt.fp16":                 pc(func(c pool.Config) any { return c.TensorRT.FP16 }),
 		"workers.pools[].tensorrt.int8":                 pc(func(c pool.Config) any { return c.TensorRT.INT8 }),
 		"workers.pools[].tensorrt.engine_cache":         pc(func(c pool.Config) any { return c.TensorRT.EngineCache }),

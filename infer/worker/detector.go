@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
 	"golang.org/x/sys/unix"
@@ -61,6 +62,7 @@ type Detector struct {
 	f16LUT  []float32 // f16Table, for a float16 output
 	dec     decoder
 	binder  *inputBinder // binds inputs before each run; nil: through onnxruntime_go
+	dev     *deviceIO    // the session's input and output in GPU memory (cuda.device_io); nil: host tensors
 	thread  *sessionThread
 	load    loadTimings
 }
@@ -132,6 +134,9 @@ type tensorPair struct {
 	inU8    []uint8   // the uint8 input tensor's data (uint8input.go); nil for a float input
 	outF32  []float32 // the float32 output tensor's data; nil for a float16 output
 	outF16  []uint16  // the float16 output tensor's data; nil for a float32 output
+	// hostIn and hostOut are the pinned buffers of the slices above with device I/O
+	// (deviceIO), which then runs the session; input, output and binding are nil.
+	hostIn, hostOut unsafe.Pointer
 }
 
 // NewDetector loads the model and creates its session. Errors name the file, the
@@ -259,6 +264,9 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 		d.outConv = make([]float32, out.Dimensions.FlattenedSize())
 		d.f16LUT = f16Table()
 	}
+	if d.opts.CUDA.DeviceIO {
+		return d.newDeviceSession(so, in, out)
+	}
 	for i := range d.pairs {
 		if err := d.pairs[i].newTensors(d.io, in, out); err != nil {
 			return err
@@ -284,6 +292,26 @@ func (d *Detector) newSession(in, out ort.InputOutputInfo) error {
 	}
 	if d.binder, err = newInputBinder(d.opts.Library, in.Name, &d.pairs); err != nil {
 		return fmt.Errorf("model %s: %w", d.opts.Model, err)
+	}
+	d.thread = newSessionThread(d)
+	return nil
+}
+
+// newDeviceSession creates the session with its input and output in GPU memory (deviceIO)
+// and the pairs' host buffers pinned.
+func (d *Detector) newDeviceSession(so *ort.SessionOptions, in, out ort.InputOutputInfo) error {
+	var err error
+	d.session, err = ort.NewDynamicAdvancedSession(d.opts.Model, []string{in.Name}, []string{out.Name}, so)
+	if err != nil {
+		return fmt.Errorf("model %s: create session (provider %s): %w", d.opts.Model, d.opts.Provider, err)
+	}
+	if d.dev, err = newDeviceIO(d.opts.Library, d.session, d.opts.Device, in, out); err != nil {
+		return fmt.Errorf("model %s: %w", d.opts.Model, err)
+	}
+	for i := range d.pairs {
+		if err := d.dev.hostBuffers(&d.pairs[i], d.io); err != nil {
+			return fmt.Errorf("model %s: pair %d: %w", d.opts.Model, i, err)
+		}
 	}
 	d.thread = newSessionThread(d)
 	return nil
@@ -445,6 +473,12 @@ func (d *Detector) run(p int) error { return d.thread.call(sessionCall{pair: p})
 // without a library path.
 func (d *Detector) runHere(p int) error {
 	t := &d.pairs[p]
+	if d.dev != nil {
+		if err := d.dev.run(d.session, t.hostIn, t.hostOut); err != nil {
+			return fmt.Errorf("session run: %w", err)
+		}
+		return nil
+	}
 	var err error
 	if d.binder != nil {
 		err = d.binder.bind(p)
@@ -486,6 +520,7 @@ func (d *Detector) Close() error {
 	d.thread.close()
 	d.thread = nil
 	d.binder.close()
+	errs = append(errs, d.dev.close()) // its binding before the session
 	for i := range d.pairs {
 		if p := &d.pairs[i]; p.binding != nil {
 			errs = append(errs, p.binding.Destroy())

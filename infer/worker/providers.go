@@ -2,70 +2,24 @@ package worker
 
 /*
 #cgo LDFLAGS: -ldl
-#include <dlfcn.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include "ortapi.h"
 
-// The few OrtApi functions that onnxruntime_go does not wrap, called by their index in
-// the OrtApi table. ONNX Runtime keeps that table ABI-stable (functions are only ever
-// appended), so an index never changes; these were taken from onnxruntime_c_api.h with
-// ORT_API_VERSION 24 (offsetof(OrtApi, F)/sizeof(void*)).
-enum {
-	ortApiVersion = 24,
-	idxGetErrorMessage = 2,
-	idxReleaseStatus = 93,
-	idxAddRunConfigEntry = 165,
-	idxBindInput = 136,
-};
-
-typedef struct { const void *(*GetApi)(uint32_t); const char *(*GetVersionString)(void); } apiBase;
-typedef const char *(*getErrorMessageFn)(void *status);
-typedef void (*releaseStatusFn)(void *status);
 typedef void *(*addRunConfigEntryFn)(void *runOptions, const char *key, const char *value);
 typedef void *(*bindInputFn)(void *binding, const char *name, const void *value);
-
-// ortAPI returns the OrtApi table of the library at path, which must already be loaded
-// (and stays loaded: onnxruntime_go never unloads it), or NULL.
-static const void *const *ortAPI(const char *path) {
-	void *lib = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-	if (!lib) return NULL;
-	const apiBase *(*getApiBase)(void) = (const apiBase *(*)(void))dlsym(lib, "OrtGetApiBase");
-	const void *const *api = getApiBase ? (const void *const *)getApiBase()->GetApi(ortApiVersion) : NULL;
-	dlclose(lib);
-	return api;
-}
 
 // bindInput calls OrtApi's BindInput through api (ortAPI). It returns NULL, or an error
 // message to free.
 static char *bindInput(const void *api, void *binding, const char *name, const void *value) {
 	const void *const *fn = (const void *const *)api;
-	void *status = ((bindInputFn)fn[idxBindInput])(binding, name, value);
-	if (!status) return NULL;
-	char *err = strdup(((getErrorMessageFn)fn[idxGetErrorMessage])(status));
-	((releaseStatusFn)fn[idxReleaseStatus])(status);
-	return err;
+	return ortStatusMessage(fn, ((bindInputFn)fn[idxBindInput])(binding, name, value));
 }
 
 // addRunConfigEntry sets key=value on runOptions through the OrtApi of the library at
 // path, which must already be loaded. It returns NULL, or an error message to free.
 static char *addRunConfigEntry(const char *path, void *runOptions, const char *key, const char *value) {
-	void *lib = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-	if (!lib) return strdup("onnxruntime library is not loaded in this process");
-	const apiBase *(*getApiBase)(void) = (const apiBase *(*)(void))dlsym(lib, "OrtGetApiBase");
-	char *err = NULL;
-	const void *const *api = getApiBase ? (const void *const *)getApiBase()->GetApi(ortApiVersion) : NULL;
-	if (!api) {
-		err = strdup("onnxruntime library has no OrtApi of version 24");
-	} else {
-		void *status = ((addRunConfigEntryFn)api[idxAddRunConfigEntry])(runOptions, key, value);
-		if (status) {
-			err = strdup(((getErrorMessageFn)api[idxGetErrorMessage])(status));
-			((releaseStatusFn)api[idxReleaseStatus])(status);
-		}
-	}
-	dlclose(lib);
-	return err;
+	const void *const *api = ortAPI(path);
+	if (!api) return strdup("onnxruntime library is not loaded in this process, or has no OrtApi of version 24");
+	return ortStatusMessage(api, ((addRunConfigEntryFn)api[idxAddRunConfigEntry])(runOptions, key, value));
 }
 */
 import "C"
@@ -134,6 +88,9 @@ func cudaOptions(o infer.DetectorOptions) map[string]string {
 	}
 	if o.CUDA.CudnnConvAlgoSearch != "" {
 		m["cudnn_conv_algo_search"] = o.CUDA.CudnnConvAlgoSearch
+	}
+	if o.CUDA.Graph {
+		m["enable_cuda_graph"] = "1"
 	}
 	return m
 }
@@ -335,8 +292,12 @@ func newWarmDetector(o infer.DetectorOptions) (*Detector, error) {
 }
 
 // shrinkSpec is the value of memory.enable_memory_arena_shrinkage for d's session: its
-// CPU arena and, on cuda or tensorrt (which runs CUDA next to it), its GPU's.
+// CPU arena and, on cuda or tensorrt (which runs CUDA next to it), its GPU's; "" with
+// device I/O, which takes no shrinkage runs.
 func (d *Detector) shrinkSpec() string {
+	if d.dev != nil {
+		return "" // no shrinkage: the run it takes would go around the device binding (and a CUDA graph's buffers)
+	}
 	if d.opts.Provider.GPU() {
 		return "cpu:0;gpu:" + strconv.Itoa(d.opts.Device)
 	}

@@ -175,6 +175,12 @@ func TestCUDAOptions(t *testing.T) {
 	if got := cudaOptions(o); !maps.Equal(got, want) {
 		t.Errorf("set: %v, want %v", got, want)
 	}
+	o.CUDA = infer.CUDAOptions{Graph: true}
+	o.SetDefaults()
+	want = map[string]string{"device_id": "1", "arena_extend_strategy": "kSameAsRequested", "cudnn_conv_use_max_workspace": "0", "enable_cuda_graph": "1"}
+	if got := cudaOptions(o); !maps.Equal(got, want) {
+		t.Errorf("graph: %v, want %v", got, want)
+	}
 	cpu := infer.DetectorOptions{Model: "m"}
 	cpu.SetDefaults()
 	if cpu.CUDA != (infer.CUDAOptions{}) {

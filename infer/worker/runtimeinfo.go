@@ -2,26 +2,14 @@ package worker
 
 /*
 #cgo LDFLAGS: -ldl
-#include <dlfcn.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include "ortapi.h"
 
-// OrtApi indexes (offsetof(OrtApi, F)/sizeof(void*) in onnxruntime_c_api.h, ORT_API_VERSION
-// 24; the table only ever grows, so they never change), as in providers.go.
 enum {
-	riApiVersion = 24,
-	riIdxGetErrorMessage = 2,
-	riIdxReleaseStatus = 93,
-	riIdxGetAvailableProviders = 125,
-	riIdxReleaseAvailableProviders = 126,
+	idxGetAvailableProviders = 125,
+	idxReleaseAvailableProviders = 126,
 };
-
-typedef struct { const void *(*GetApi)(uint32_t); const char *(*GetVersionString)(void); } riApiBase;
-typedef const char *(*riGetErrorMessageFn)(void *status);
-typedef void (*riReleaseStatusFn)(void *status);
-typedef void *(*riGetAvailableProvidersFn)(char ***out, int *n);
-typedef void *(*riReleaseAvailableProvidersFn)(char **ptr, int n);
+typedef void *(*getAvailableProvidersFn)(char ***out, int *n);
+typedef void *(*releaseAvailableProvidersFn)(char **ptr, int n);
 
 // runtimeInfo loads the library at path (and leaves it loaded: ONNX Runtime is not made to
 // be unloaded) and sets *version to its version and *providers to its execution providers,
@@ -32,20 +20,16 @@ static char *runtimeInfo(const char *path, char **version, char **providers) {
 	*providers = NULL;
 	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!lib) return strdup(dlerror());
-	const riApiBase *(*getApiBase)(void) = (const riApiBase *(*)(void))dlsym(lib, "OrtGetApiBase");
+	const apiBase *(*getApiBase)(void) = (const apiBase *(*)(void))dlsym(lib, "OrtGetApiBase");
 	if (!getApiBase) return strdup("no OrtGetApiBase: not an ONNX Runtime library");
-	const riApiBase *base = getApiBase();
+	const apiBase *base = getApiBase();
 	*version = strdup(base->GetVersionString());
-	const void *const *api = (const void *const *)base->GetApi(riApiVersion);
+	const void *const *api = (const void *const *)base->GetApi(ortApiVersion);
 	if (!api) return strdup("no OrtApi of version 24: ONNX Runtime 1.24 or later is needed");
 	char **names = NULL;
 	int n = 0;
-	void *status = ((riGetAvailableProvidersFn)api[riIdxGetAvailableProviders])(&names, &n);
-	if (status) {
-		char *err = strdup(((riGetErrorMessageFn)api[riIdxGetErrorMessage])(status));
-		((riReleaseStatusFn)api[riIdxReleaseStatus])(status);
-		return err;
-	}
+	char *err = ortStatusMessage(api, ((getAvailableProvidersFn)api[idxGetAvailableProviders])(&names, &n));
+	if (err) return err;
 	size_t len = 1;
 	for (int i = 0; i < n; i++) len += strlen(names[i]) + 1;
 	char *out = calloc(len, 1);
@@ -54,8 +38,7 @@ static char *runtimeInfo(const char *path, char **version, char **providers) {
 		strcat(out, names[i]);
 	}
 	*providers = out;
-	status = ((riReleaseAvailableProvidersFn)api[riIdxReleaseAvailableProviders])(names, n);
-	if (status) ((riReleaseStatusFn)api[riIdxReleaseStatus])(status);
+	free(ortStatusMessage(api, ((releaseAvailableProvidersFn)api[idxReleaseAvailableProviders])(names, n)));
 	return NULL;
 }
 */

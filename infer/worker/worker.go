@@ -307,7 +307,9 @@ func (s *jobServer) run(ctx context.Context, ss *session, in <-chan stagedJob, o
 		if ss.shrink.Swap(false) {
 			spec := ss.det.shrinkSpec()
 			t0 := time.Now()
-			if err := ss.det.shrinkArenas(sj.pair, spec); err != nil {
+			if spec == "" {
+				s.log.Info("arena shrinkage skipped: the session runs on device buffers (cuda.device_io)", "job", sj.job.ID, "session", ss.index)
+			} else if err := ss.det.shrinkArenas(sj.pair, spec); err != nil {
 				s.log.Warn("arena shrinkage failed", "job", sj.job.ID, "session", ss.index, "err", err)
 			} else {
 				s.log.Info("arenas shrunk", "job", sj.job.ID, "session", ss.index, "arenas", spec, "took", time.Since(t0).Round(time.Microsecond))
