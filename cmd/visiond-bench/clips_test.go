@@ -12,7 +12,7 @@ import (
 // TestBenchClips: -clips reaches the cameras of the config the bench writes, as the daemon's
 // config package reads it; without it clips are off.
 func TestBenchClips(t *testing.T) {
-	f := daemonFlags{Provider: "cpu", Workers: unset, Threads: unset, Sessions: unset}
+	f := daemonFlags{Provider: "cpu", Workers: unset, Threads: unset, Sessions: unset, JetStream: true}
 	if _, cfg := writeAndLoad(t, f); cfg.Cameras[0].Clips.Enabled {
 		t.Error("no -clips: clips on")
 	}
@@ -212,5 +212,21 @@ func TestReportClips(t *testing.T) {
 	}
 	if !strings.Contains(sum, "**1.022** (aim < 1.02: **not met**); ring 1024 KiB per camera (pre_capture × bitrate 640 KiB); clip readable 6.0 s after its object's end (median); 7.50 MiB per clip-minute") {
 		t.Errorf("summary row %q", sum)
+	}
+}
+
+// TestBenchAnalytics: -analytics gives every camera of the config the bench writes a zone and
+// a line that the daemon's config package accepts; -jetstream reaches nats.jetstream.
+func TestBenchAnalytics(t *testing.T) {
+	f := daemonFlags{Provider: "cpu", Workers: unset, Threads: unset, Sessions: unset}
+	_, cfg := writeAndLoad(t, f)
+	if c := cfg.Cameras[0]; len(c.Zones) != 0 || len(c.Lines) != 0 || cfg.NATS.JetStream {
+		t.Errorf("-analytics=false -jetstream=false: zones %v, lines %v, jetstream %v", c.Zones, c.Lines, cfg.NATS.JetStream)
+	}
+	f.Analytics, f.JetStream = true, true
+	_, cfg = writeAndLoad(t, f)
+	c := cfg.Cameras[0]
+	if len(c.Zones) != 1 || c.Zones[0].ID != "lower-half" || len(c.Lines) != 1 || c.Lines[0].ID != "middle" || !cfg.NATS.JetStream {
+		t.Errorf("-analytics -jetstream: zones %+v, lines %+v, jetstream %v", c.Zones, c.Lines, cfg.NATS.JetStream)
 	}
 }

@@ -16,8 +16,13 @@ type stepCost struct {
 	RSSMiB        float64 `json:"rss_mib"`          // daemon and workers at the window's end
 	GPUMiB        float64 `json:"gpu_mib"`          // the daemon's and workers' GPU memory at the window's end (nvidia-smi); 0 without
 	DeviceGPUMiB  float64 `json:"device_gpu_mib"`   // the device's memory in use then, by every process
-	Processes     int     `json:"worker_processes"` // worker processes seen (/api/workers)
-	Restarted     bool    `json:"workers_restarted,omitempty"`
+	// DaemonGPUMiB and WorkersGPUMiB split GPUMiB: the daemon's pid (NVDEC decoding) and
+	// its workers' pids; GPUMiBPerCamera is GPUMiB over the step's cameras.
+	DaemonGPUMiB    float64 `json:"daemon_gpu_mib"`
+	WorkersGPUMiB   float64 `json:"workers_gpu_mib"`
+	GPUMiBPerCamera float64 `json:"gpu_mib_per_camera"`
+	Processes       int     `json:"worker_processes"` // worker processes seen (/api/workers)
+	Restarted       bool    `json:"workers_restarted,omitempty"`
 }
 
 // measureStep measures one window and what it cost: the CPU time of the daemon and its
@@ -48,20 +53,33 @@ func (d *daemon) measureStep(dur time.Duration) (window, stepCost) {
 	for _, p := range after {
 		c.RSSMiB += mib(procRSS(p))
 	}
-	if byPID := gpuMemByPID(); byPID != nil {
-		for _, p := range after {
-			c.GPUMiB += byPID[p]
-		}
-	}
+	c.splitGPU(gpuMemByPID(), after)
 	if c.GPUMiB == 0 { // nvidia-smi may not see this PID namespace's processes: the daemon's figures
 		if ws, err := d.workers(); err == nil {
 			for _, w := range ws {
-				c.GPUMiB += mib(w.GPU)
+				c.WorkersGPUMiB += mib(w.GPU)
 			}
+			c.GPUMiB = c.WorkersGPUMiB
 		}
+	}
+	if len(d.cams) > 0 {
+		c.GPUMiBPerCamera = c.GPUMiB / float64(len(d.cams))
 	}
 	c.DeviceGPUMiB = deviceMemUsed(d.f.Device)
 	return w, c
+}
+
+// splitGPU sets the GPU memory of pids from byPID (nvidia-smi's, nil without it): pids[0]
+// is the daemon's, the rest its workers'.
+func (c *stepCost) splitGPU(byPID map[int]float64, pids []int) {
+	for i, p := range pids {
+		if i == 0 {
+			c.DaemonGPUMiB = byPID[p]
+		} else {
+			c.WorkersGPUMiB += byPID[p]
+		}
+	}
+	c.GPUMiB = c.DaemonGPUMiB + c.WorkersGPUMiB
 }
 
 func cpuOf(pids []int) float64 {

@@ -43,7 +43,11 @@ type daemonFlags struct {
 	Phases   int     `json:"phases"`                // camera servers started 1/phases of a frame apart
 	URLs     string  `json:"camera_urls,omitempty"` // cameras served by another process (visiond-bench serve)
 	Clips    string  `json:"clips,omitempty"`       // camera_defaults.clips, a YAML flow mapping ("": not written, clips off)
-	Dir      string  `json:"-"`
+	// Analytics gives every camera one zone (the lower half, person) and one line (vertical,
+	// the middle, person and car), as users run it (docs/config.md "Analytics").
+	Analytics bool   `json:"analytics"`
+	JetStream bool   `json:"jetstream"` // nats.jetstream, written either way
+	Dir       string `json:"-"`
 }
 
 func (f *daemonFlags) register(fs *flag.FlagSet) {
@@ -67,6 +71,8 @@ func (f *daemonFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Phases, "phases", 4, "camera servers, started a fraction of a frame apart so that cameras are not all in phase; camera i reads server i mod phases")
 	fs.StringVar(&f.URLs, "camera-urls", "", "a file of camera URLs (from visiond-bench serve), camera i reading URL i mod their number; default: serve the cameras in this process")
 	fs.StringVar(&f.Clips, "clips", "", "the cameras' `clips` settings, a YAML flow mapping such as '{enabled: true}' (\"\": not written, clips off)")
+	fs.BoolVar(&f.Analytics, "analytics", true, "give every camera a zone (lower half, person) and a line (vertical middle, person and car), as users run it")
+	fs.BoolVar(&f.JetStream, "jetstream", true, "nats.jetstream in the config: every event stored in the stream, as users run it")
 	fs.StringVar(&f.Dir, "dir", "", "work directory for the config, state and daemon log (default: a temporary one)")
 }
 
@@ -129,19 +135,45 @@ func (cs *cameraServers) Close() {
 type event struct {
 	cam        string
 	at         time.Time // received
-	total, age float64   // capture to publish, capture to dispatch (ms)
+	total, age float64   // decode to publish, decode to dispatch (ms; latency_ms.total, .queue)
 	dets       int
+	// published and received are published_at - captured_at and the bench's clock at
+	// receipt - captured_at (ms); hasCapture says the event carried captured_at.
+	published, received float64
+	hasCapture          bool
+	pre, infer, post    float64 // latency_ms' worker stages (ms)
 }
 
 // wireEvent is the part of a detection event (docs/events.md) the bench reads.
 type wireEvent struct {
-	Camera     string            `json:"camera"`
-	Detections []json.RawMessage `json:"detections"`
-	LatencyMS  struct {
+	Camera      string            `json:"camera"`
+	Detections  []json.RawMessage `json:"detections"`
+	CapturedAt  time.Time         `json:"captured_at"`
+	PublishedAt time.Time         `json:"published_at"`
+	LatencyMS   struct {
 		Queue float64 `json:"queue"`
+		Pre   float64 `json:"pre"`
+		Infer float64 `json:"infer"`
+		Post  float64 `json:"post"`
 		Total float64 `json:"total"`
 	} `json:"latency_ms"`
 }
+
+// toEvent is what the bench keeps of w, received at now.
+func (w *wireEvent) toEvent(now time.Time) event {
+	e := event{cam: w.Camera, at: now, total: w.LatencyMS.Total, age: w.LatencyMS.Queue, dets: len(w.Detections),
+		pre: w.LatencyMS.Pre, infer: w.LatencyMS.Infer, post: w.LatencyMS.Post}
+	if !w.CapturedAt.IsZero() {
+		e.hasCapture = true
+		e.received = ms(now.Sub(w.CapturedAt))
+		if !w.PublishedAt.IsZero() {
+			e.published = ms(w.PublishedAt.Sub(w.CapturedAt))
+		}
+	}
+	return e
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // collector keeps every detection event received.
 type collector struct {
@@ -160,7 +192,7 @@ func (c *collector) handle(m *nats.Msg) {
 		c.bad++
 		return
 	}
-	c.events = append(c.events, event{cam: w.Camera, at: now, total: w.LatencyMS.Total, age: w.LatencyMS.Queue, dets: len(w.Detections)})
+	c.events = append(c.events, w.toEvent(now))
 }
 
 // between returns the events received in [from, to).
@@ -310,7 +342,7 @@ func (d *daemon) writeConfig(ids []string) error {
 	f := d.f
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by visiond-bench\nsite: %s\nlog_level: warn\nstate_dir: %q\n", site, filepath.Join(d.dir, "state"))
-	fmt.Fprintf(&b, "http: {listen: %q}\nnats: {listen: %q}\n", d.httpAddr, d.natsAddr)
+	fmt.Fprintf(&b, "http: {listen: %q}\nnats: {listen: %q, jetstream: %t}\n", d.httpAddr, d.natsAddr, f.JetStream)
 	fmt.Fprintf(&b, "workers: {model: %q, library: %q, pools: [{%s}]}\n", abs(f.Model), abs(f.Library), f.pool())
 	defaults := "" // camera_defaults' fields besides fps: only those set, so the daemon's defaults apply
 	if f.Decoder != "" {
@@ -325,7 +357,7 @@ func (d *daemon) writeConfig(ids []string) error {
 	}
 	for _, id := range ids {
 		n, _ := strconv.Atoi(strings.TrimLeft(id, "abcdefghijklmnopqrstuvwxyz"))
-		fmt.Fprintf(&b, "  - {id: %s, url: %q}\n", id, d.servers.URL(n))
+		fmt.Fprintf(&b, "  - {id: %s, url: %q%s}\n", id, d.servers.URL(n), f.analytics())
 	}
 	tmp := d.cfgPath + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
@@ -336,6 +368,16 @@ func (d *daemon) writeConfig(ids []string) error {
 	}
 	d.cams = append([]string(nil), ids...)
 	return nil
+}
+
+// analytics is a camera's zone and line as more fields of its YAML flow mapping, or "" with
+// -analytics=false. The detection events stay the daemon's default (events.detections: all).
+func (f daemonFlags) analytics() string {
+	if !f.Analytics {
+		return ""
+	}
+	return ", zones: [{id: lower-half, polygon: [[0, 0.5], [1, 0.5], [1, 1], [0, 1]], classes: [person]}]" +
+		", lines: [{id: middle, points: [[0.5, 0], [0.5, 1]], classes: [person, car]}]"
 }
 
 // pool is the config's one worker pool, as a YAML flow mapping's fields: the settings left
@@ -507,6 +549,32 @@ func (d *daemon) cameras() ([]camStatus, error) {
 	var cs []camStatus
 	err := d.getJSON("/api/cameras", &cs)
 	return cs, err
+}
+
+// reconnects is each camera's reconnect count now (/api/cameras); nil when it cannot be read.
+func (d *daemon) reconnects() map[string]uint64 {
+	cs, err := d.cameras()
+	if err != nil {
+		return nil
+	}
+	m := make(map[string]uint64, len(cs))
+	for _, c := range cs {
+		m[c.ID] = c.Reconnects
+	}
+	return m
+}
+
+// reconnectsSince is the reconnects between two readings of the cameras in now (a camera
+// not in then counts from 0; a counter that went down, a camera re-added, counts from 0).
+func reconnectsSince(then, now map[string]uint64) int {
+	n := 0
+	for id, v := range now {
+		if p, ok := then[id]; ok && p <= v {
+			v -= p
+		}
+		n += int(v)
+	}
+	return n
 }
 
 func (d *daemon) workers() ([]workerStatus, error) {

@@ -84,6 +84,37 @@ type window struct {
 	AgeP99       float64            `json:"frame_age_p99_ms"`
 	AgeMax       float64            `json:"frame_age_max_ms"`
 	Load1        float64            `json:"load1"` // the host's 1-minute load average at the window's end
+	// As a subscriber sees it (events carrying captured_at): published_at - captured_at, and
+	// the bench's clock at receipt - captured_at; Subscriber is what the criterion uses.
+	Captured      int     `json:"events_with_captured_at,omitempty"`
+	PublishedP50  float64 `json:"published_p50_ms,omitempty"`
+	PublishedP99  float64 `json:"published_p99_ms,omitempty"`
+	SubscriberP50 float64 `json:"subscriber_p50_ms,omitempty"`
+	SubscriberP99 float64 `json:"subscriber_p99_ms,omitempty"`
+	SubscriberMax float64 `json:"subscriber_max_ms,omitempty"`
+	// Stages are latency_ms' stages (queue, pre, infer, post, total): where the time goes.
+	Stages map[string]quantiles `json:"stages_ms,omitempty"`
+	// Reconnects are the cameras' RTSP reconnects (/api/cameras) while the step warmed up
+	// and over the window (set by the scale steps).
+	ReconnectsWarmup int `json:"reconnects_warmup"`
+	ReconnectsWindow int `json:"reconnects_window"`
+}
+
+// quantiles are the p50 and p99 of one latency.
+type quantiles struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+func quantilesOf(xs []float64) quantiles { return quantiles{P50: pct(xs, .5), P99: pct(xs, .99)} }
+
+// p99 is the latency the criterion judges: received - captured_at (what a subscriber sees)
+// when the events carried captured_at, else latency_ms.total (a peer's events).
+func (w window) p99() float64 {
+	if w.Captured > 0 {
+		return w.SubscriberP99
+	}
+	return w.TotalP99
 }
 
 // summarise summarises evs, received over secs seconds from the cameras ids (a camera with
@@ -93,7 +124,7 @@ func summarise(evs []event, secs float64, ids []string) window {
 	for _, id := range ids {
 		w.PerCamera[id] = 0
 	}
-	var tot, age []float64
+	var tot, age, pub, recv, pre, inf, post []float64
 	dets := 0
 	for _, e := range evs {
 		if _, ok := w.PerCamera[e.cam]; !ok {
@@ -102,6 +133,10 @@ func summarise(evs []event, secs float64, ids []string) window {
 		w.PerCamera[e.cam]++
 		tot = append(tot, e.total)
 		age = append(age, e.age)
+		pre, inf, post = append(pre, e.pre), append(inf, e.infer), append(post, e.post)
+		if e.hasCapture {
+			pub, recv = append(pub, e.published), append(recv, e.received)
+		}
 		dets += e.dets
 	}
 	w.Events = len(tot)
@@ -123,6 +158,13 @@ func summarise(evs []event, secs float64, ids []string) window {
 	}
 	w.TotalP50, w.TotalP99, w.TotalMax = pct(tot, .5), pct(tot, .99), maxOf(tot)
 	w.AgeP50, w.AgeP99, w.AgeMax = pct(age, .5), pct(age, .99), maxOf(age)
+	w.Captured = len(recv)
+	w.PublishedP50, w.PublishedP99 = pct(pub, .5), pct(pub, .99)
+	w.SubscriberP50, w.SubscriberP99, w.SubscriberMax = pct(recv, .5), pct(recv, .99), maxOf(recv)
+	if len(tot) > 0 {
+		w.Stages = map[string]quantiles{"queue": quantilesOf(age), "pre": quantilesOf(pre), "infer": quantilesOf(inf),
+			"post": quantilesOf(post), "total": quantilesOf(tot)}
+	}
 	return w
 }
 
