@@ -230,3 +230,12 @@ func TestBenchAnalytics(t *testing.T) {
 		t.Errorf("-analytics -jetstream: zones %+v, lines %+v, jetstream %v", c.Zones, c.Lines, cfg.NATS.JetStream)
 	}
 }
+
+// TestBenchCUDA: -cuda reaches the pool's cuda options in the config the bench writes.
+func TestBenchCUDA(t *testing.T) {
+	f := daemonFlags{Provider: "cuda", Workers: unset, Threads: unset, Sessions: unset, CUDA: "{graph: true}"}
+	_, cfg := writeAndLoad(t, f)
+	if c := cfg.Workers.PoolConfig(0).CUDA; !c.Graph {
+		t.Errorf("-cuda %q: pool cuda options %+v, want graph", f.CUDA, c)
+	}
+}

@@ -43,6 +43,7 @@ type daemonFlags struct {
 	Phases   int     `json:"phases"`                // camera servers started 1/phases of a frame apart
 	URLs     string  `json:"camera_urls,omitempty"` // cameras served by another process (visiond-bench serve)
 	Clips    string  `json:"clips,omitempty"`       // camera_defaults.clips, a YAML flow mapping ("": not written, clips off)
+	CUDA     string  `json:"cuda,omitempty"`        // the pool's cuda options, a YAML flow mapping ("": not written)
 	// Analytics gives every camera one zone (the lower half, person) and one line (vertical,
 	// the middle, person and car), as users run it (docs/config.md "Analytics").
 	Analytics bool   `json:"analytics"`
@@ -70,6 +71,7 @@ func (f *daemonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Video, "video", "third_party/media/vtest.h264.ts", "the MPEG-TS file every camera plays (looped, in real time)")
 	fs.IntVar(&f.Phases, "phases", 4, "camera servers, started a fraction of a frame apart so that cameras are not all in phase; camera i reads server i mod phases")
 	fs.StringVar(&f.URLs, "camera-urls", "", "a file of camera URLs (from visiond-bench serve), camera i reading URL i mod their number; default: serve the cameras in this process")
+	fs.StringVar(&f.CUDA, "cuda", "", "the pool's `cuda` options, a YAML flow mapping such as '{graph: true}' (\"\": not written, the daemon's defaults)")
 	fs.StringVar(&f.Clips, "clips", "", "the cameras' `clips` settings, a YAML flow mapping such as '{enabled: true}' (\"\": not written, clips off)")
 	fs.BoolVar(&f.Analytics, "analytics", true, "give every camera a zone (lower half, person) and a line (vertical middle, person and car), as users run it")
 	fs.BoolVar(&f.JetStream, "jetstream", true, "nats.jetstream in the config: every event stored in the stream, as users run it")
@@ -391,6 +393,9 @@ func (f daemonFlags) pool() string {
 		if s.v.set() && (s.key != "sessions" || s.v > 0) {
 			fields = append(fields, fmt.Sprintf("%s: %d", s.key, s.v))
 		}
+	}
+	if f.CUDA != "" {
+		fields = append(fields, "cuda: "+f.CUDA)
 	}
 	return strings.Join(fields, ", ")
 }
