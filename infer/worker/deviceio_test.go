@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"fmt"
 	"math"
 	"os"
 	"sync"
@@ -103,13 +102,7 @@ func BenchmarkCUDALevers(b *testing.B) {
 		b.Skip("VISIOND_BENCH_PROVIDER is not cuda")
 	}
 	sessions, seconds := 4, 10
-	for v, p := range map[string]*int{"VISIOND_BENCH_SESSIONS": &sessions, "VISIOND_BENCH_SECONDS": &seconds} {
-		if s := os.Getenv(v); s != "" {
-			if _, err := fmt.Sscan(s, p); err != nil {
-				b.Fatalf("%s=%q: %v", v, s, err)
-			}
-		}
-	}
+	benchEnvInts(b, map[string]*int{"VISIOND_BENCH_SESSIONS": &sessions, "VISIOND_BENCH_SECONDS": &seconds})
 	a := infertest.ThirdParty(b)
 	model := a.Model
 	if m := os.Getenv("VISIOND_BENCH_MODEL"); m != "" {

@@ -33,13 +33,7 @@ func BenchmarkGPUMemory(b *testing.B) {
 		b.Skip("VISIOND_BENCH_PROVIDER is not a GPU provider")
 	}
 	sessions, seconds := 4, 60
-	for v, p := range map[string]*int{"VISIOND_BENCH_SESSIONS": &sessions, "VISIOND_BENCH_SECONDS": &seconds} {
-		if s := os.Getenv(v); s != "" {
-			if _, err := fmt.Sscan(s, p); err != nil {
-				b.Fatalf("%s=%q: %v", v, s, err)
-			}
-		}
-	}
+	benchEnvInts(b, map[string]*int{"VISIOND_BENCH_SESSIONS": &sessions, "VISIOND_BENCH_SECONDS": &seconds})
 	a := infertest.ThirdParty(b)
 	opts := infer.DetectorOptions{Model: a.Model, Library: a.Library, Provider: provider}
 	if v := os.Getenv("VISIOND_BENCH_CUDA"); v != "" {
@@ -143,4 +137,17 @@ func ownGPUMiB() (float64, error) {
 		}
 	}
 	return 0, nil
+}
+
+// benchEnvInts sets each int from its environment variable, where that is set (the GPU
+// benchmarks' knobs); a value that is not an integer fails tb, naming the variable.
+func benchEnvInts(tb testing.TB, vars map[string]*int) {
+	tb.Helper()
+	for v, p := range vars {
+		if s := os.Getenv(v); s != "" {
+			if _, err := fmt.Sscan(s, p); err != nil {
+				tb.Fatalf("%s=%q: %v", v, s, err)
+			}
+		}
+	}
 }
