@@ -64,6 +64,7 @@ type Daemon struct {
 	httpSrv        *http.Server
 	httpAddr       net.Addr
 	cams           []*camera
+	decoderGate    *sources.DecoderGate // every camera's GPU decoder opens through it
 	reloads        chan reloadRequest
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
 	retiring       sync.WaitGroup // pools replaced by a reload, closing
@@ -111,6 +112,7 @@ func (d *Daemon) Start() (err error) {
 	d.leaf.since.Store(d.started.UnixNano())
 	d.wake = make(chan struct{}, 1)
 	d.done = make(chan struct{})
+	d.decoderGate = sources.NewDecoderGate(sources.DefaultDecoderOpens)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.ctx, d.cancel = ctx, cancel
 	defer func() {
@@ -184,6 +186,7 @@ func (d *Daemon) startCamera(cc config.Camera, slice time.Duration, model infer.
 	c := newCamera(cc, slice, d.wakeUp)
 	c.src = cc.Source()
 	c.src.InputW, c.src.InputH = model.InputW, model.InputH
+	c.src.DecoderGate = d.decoderGate
 	c.src.OnFrame, c.src.OnPacket = c.onFrame, c.onPacket
 	c.src.OnStatus = func(ch sources.StatusChange) {
 		d.publishStatus(ch)

@@ -103,6 +103,12 @@ func TestDaemonReload(t *testing.T) {
 	if st := east.Status(); st.Reconnects != 0 {
 		t.Fatalf("east reconnected %d times during the reload", st.Reconnects)
 	}
+	// Cameras started and added open their GPU decoders through the daemon's one gate.
+	for _, id := range []string{"east", "north", "down"} {
+		if g := d.camera(id).src.DecoderGate; g == nil || g != d.decoderGate {
+			t.Fatalf("camera %s: decoder gate %p, want the daemon's %p", id, g, d.decoderGate)
+		}
+	}
 	select {
 	case m := <-northEvents: // north started after the swap: every job of it ran on the new workers
 		var ev sinks.DetectionEvent

@@ -97,13 +97,16 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	if err != nil {
 		return time.Time{}, err
 	}
-	loop := &decodeLoop{cam: c, dec: dec, needKey: true}
+	stopDecode := make(chan struct{})
+	loop := &decodeLoop{cam: c, dec: dec, needKey: true, stop: stopDecode}
+	if c.DecoderGate != nil && (c.Decoder == DecoderCUDA || c.gateCPU) {
+		loop.gate = c.DecoderGate
+	}
 	if params := track.params(); len(params) > 0 {
 		_ = dec.decode(appendAnnexB(nil, params), noPTS, nil) // bad parameter sets show up on the first frames
 	}
 	recv = newReceiver(c, track, queueLen)
 	recv.tap = newPacketTap(c.OnPacket, c.sessions.Add(1), track)
-	stopDecode := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -265,6 +268,11 @@ type decodeLoop struct {
 	errLog   rateLog
 	onFrame  func(w, h int, pts int64)
 	gaps     frameGaps
+	// gate, when set, is taken for the session's first decode of a keyframe, which opens
+	// the GPU decoder; opened says that one succeeded. stop ends a wait for it.
+	gate   *DecoderGate
+	opened bool
+	stop   <-chan struct{}
 }
 
 // frameGaps estimates a stream's frame interval from its access units' capture times: the
@@ -319,7 +327,16 @@ func (l *decodeLoop) handle(au accessUnit) {
 	l.gaps.observe(au.at)
 	skip := au.nonRef && l.cam.skippableNow(time.Now(), l.gaps.gap)
 	l.dec.skipNonRef(skip)
-	if err := l.dec.decode(au.data, au.at.UnixNano(), l.onFrame); err != nil {
+	gated := l.gate != nil && !l.opened
+	if gated && !l.gate.enter(l.cam, l.stop) {
+		return // the session is ending
+	}
+	err := l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
+	if gated {
+		l.gate.leave()
+		l.opened = err == nil
+	}
+	if err != nil {
 		l.needKey = true
 		l.cam.resyncs.Add(1)
 		l.errLog.warn(l.cam.log, "decode error, waiting for the next keyframe", "error", err.Error())

@@ -116,6 +116,9 @@ type Camera struct {
 	Decode DecodeMode
 	// Decoder is what decodes the video, for kind rtsp. Default DefaultDecoder (cpu).
 	Decoder Decoder
+	// DecoderGate, for decoder cuda, bounds how many cameras open their GPU decoders at
+	// once; the cameras of a process share one. Default nil: unbounded.
+	DecoderGate *DecoderGate
 	// Pipeline is a GStreamer pipeline ending in appsink, for kind gstreamer. Required for
 	// kind gstreamer.
 	Pipeline string
@@ -127,8 +130,9 @@ type Camera struct {
 	CaptureCommand []string
 
 	// StallTimeout closes and reopens a session that delivers no frame for this long (from
-	// its start, so it also bounds the opening; kind gstreamer: its capture process is
-	// killed, however the open or read was blocked). Default DefaultStallTimeout (10 s).
+	// its start, so it also bounds the opening, less any wait at DecoderGate; kind
+	// gstreamer: its capture process is killed, however the open or read was blocked).
+	// Default DefaultStallTimeout (10 s).
 	StallTimeout time.Duration
 	// InputW and InputH are the model's input size, which frames are letterboxed into.
 	// Default DefaultInputW x DefaultInputH (640x640).
@@ -151,6 +155,7 @@ type Camera struct {
 
 	// tunables, overridden by tests
 	retryMin, retryMax, stableAfter, readTimeout time.Duration
+	gateCPU                                      bool // DecoderGate gates decoder cpu too
 
 	log      *slog.Logger
 	redactor redact.Redactor // hides the URL's password (or the pipeline's credentials) in logs, status and errors
@@ -169,6 +174,9 @@ type Camera struct {
 	skippedNonRef                          atomic.Uint64 // non-reference frames not decoded (NeedFrom)
 	sinceFrame                             atomic.Int64  // frames not decoded since the last decoded one
 	sessions                               atomic.Uint64 // RTSP sessions started (Packet.Session)
+	inGate                                 atomic.Bool   // waiting for a DecoderGate slot: the stall watchdog holds off
+	readyAt                                atomic.Int64  // unix ns a DecoderGate slot was last taken: the watchdog counts from here
+	gateWaits                              atomic.Uint64 // times the camera found DecoderGate full and waited
 
 	mu        sync.Mutex
 	started   bool
@@ -418,7 +426,8 @@ func (c *Camera) run(ctx context.Context) {
 }
 
 // watchedSession runs one session and ends it with errStalled when no frame arrives for
-// StallTimeout (from its start, then from each frame).
+// StallTimeout (from its start, then from each frame; time spent waiting for a DecoderGate
+// slot does not count).
 func (c *Camera) watchedSession(ctx context.Context) (time.Time, error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -433,7 +442,10 @@ func (c *Camera) watchedSession(ctx context.Context) (time.Time, error) {
 			case <-sctx.Done():
 				return
 			case now := <-tick.C:
-				last := time.Unix(0, max(c.lastFrame.Load(), start.UnixNano()))
+				if c.inGate.Load() {
+					continue
+				}
+				last := time.Unix(0, max(c.lastFrame.Load(), start.UnixNano(), c.readyAt.Load()))
 				if now.Sub(last) >= c.StallTimeout {
 					cancel(fmt.Errorf("%w: no frame for %v", errStalled, now.Sub(last).Round(time.Second)))
 					return

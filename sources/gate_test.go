@@ -1,0 +1,91 @@
+package sources
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/visiond/visiond/internal/testutil"
+)
+
+// gated makes a test camera open its (CPU) decoder through g, as a camera on the GPU does.
+func gated(g *DecoderGate, stall time.Duration) func(*Camera) {
+	return func(c *Camera) {
+		c.DecoderGate, c.gateCPU, c.StallTimeout = g, true, stall
+	}
+}
+
+// A camera waiting for a slot of a full DecoderGate is not cut by its stall watchdog, however
+// long the wait: it stays connecting with no reconnect, and comes online once a slot frees,
+// still without one. The 150 cameras on NVDEC were cut as stalled while their
+// decoders waited in the driver.
+func TestDecoderGateHoldsOffStallWatchdog(t *testing.T) {
+	var logs testutil.LogBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs)
+	g := NewDecoderGate(1)
+	g.slots <- struct{}{} // another camera is opening its decoder
+	// Long enough for the first keyframe (the sample's GOP is 1 s) to reach the gate.
+	const stall = 2 * time.Second
+	cam, rec := testCamera(t, srv.URL("cam"), &logs, gated(g, stall))
+
+	testutil.WaitFor(t, time.Minute, "the camera waiting at the gate", func() bool { return cam.gateWaits.Load() > 0 })
+	time.Sleep(2 * stall)
+	if st := cam.Status(); st.Reconnects != 0 || st.Frames != 0 || st.State != StateConnecting {
+		t.Fatalf("after %v at a full gate: %+v, want connecting with no frame and no reconnect\nlogs:\n%s", 2*stall, st, logs.String())
+	}
+	g.leave()
+	rec.next(t, StateOnline, time.Minute, &logs)
+	if st := cam.Status(); st.Reconnects != 0 {
+		t.Fatalf("online after the wait with %d reconnects, want none\nlogs:\n%s", st.Reconnects, logs.String())
+	}
+	// The slot is given back right after the decode that brought the camera online.
+	testutil.WaitFor(t, time.Minute, "the slot given back", func() bool { return len(g.slots) == 0 })
+}
+
+// Close ends a camera waiting at the gate (the test's own timeout catches a hang), and the
+// camera takes no slot on the way out.
+func TestDecoderGateCloseWhileWaiting(t *testing.T) {
+	var logs testutil.LogBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs)
+	g := NewDecoderGate(1)
+	g.slots <- struct{}{}
+	cam, _ := testCamera(t, srv.URL("cam"), &logs, gated(g, time.Minute))
+	testutil.WaitFor(t, time.Minute, "the camera waiting at the gate", func() bool { return cam.gateWaits.Load() > 0 })
+	cam.Close()
+	if n := len(g.slots); n != 1 {
+		t.Fatalf("%d slots taken after Close, want only the test's 1", n)
+	}
+	if st := cam.Status(); st.Frames != 0 || st.Reconnects != 0 {
+		t.Fatalf("status after Close %+v, want no frame and no reconnect", st)
+	}
+}
+
+// Cameras starting together through a gate of one slot all come online, none reconnects,
+// and every slot is given back.
+func TestDecoderGateManyCameras(t *testing.T) {
+	var logs testutil.LogBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs)
+	g := NewDecoderGate(1)
+	const n = 6
+	cams := make([]*Camera, n)
+	for i := range cams {
+		cams[i], _ = testCamera(t, srv.URL("cam"), &logs, gated(g, 2*time.Second), func(c *Camera) { c.ID = fmt.Sprintf("cam%d", i) })
+	}
+	testutil.WaitFor(t, 2*time.Minute, "every camera online", func() bool {
+		for _, c := range cams {
+			if c.Status().State != StateOnline {
+				return false
+			}
+		}
+		return true
+	})
+	var waits uint64
+	for _, c := range cams {
+		if st := c.Status(); st.Reconnects != 0 {
+			t.Errorf("camera %s: %d reconnects, want none\nlogs:\n%s", c.ID, st.Reconnects, logs.String())
+		}
+		waits += c.gateWaits.Load()
+	}
+	t.Logf("%d cameras online through one slot, %d waits for it", n, waits)
+	testutil.WaitFor(t, time.Minute, "every slot given back", func() bool { return len(g.slots) == 0 })
+}
