@@ -67,13 +67,51 @@ package sources
 // 	return AV_PIX_FMT_NONE;
 // }
 //
+// // NVDEC's surfaces. libavcodec 59 (FFmpeg 5.x) gives a decoder it sets up itself as many
+// // decode surfaces as the stream's DPB plus 5 (2 for filters holding frames, 3 "base work
+// // surfaces"), and as many output surfaces again (nvdec.c: ulNumOutputSurfaces is the pool's
+// // size): 12 NV12 surfaces for a stream of one reference frame such as the sample's. A
+// // camera here holds one mapped output frame at a time (decode unrefs it before the next)
+// // and runs no filter, so sized_frames gives the decoder a frames context of its own with
+// // the count avcodec_get_hw_frames_parameters asks for (the DPB plus 2), and a pool that
+// // allocates nothing (as libavcodec's own: NVDEC's frames are its mapped surfaces). This
+// // follows FFmpeg 5.1's nvdec.c; later majors copy each frame out of its surface into the
+// // frames context's pool, which an empty pool cannot serve, so they and earlier ones keep
+// // libavcodec's own setup.
+// #define SIZED_SURFACES (LIBAVCODEC_VERSION_MAJOR == 59)
+// #if SIZED_SURFACES
+// static AVBufferRef *empty_buffer(size_t size) { return av_buffer_create(NULL, 0, NULL, NULL, 0); }
+// static void free_empty_pool(AVHWFramesContext *fc) { av_buffer_pool_uninit(&fc->pool); }
+// static int sized_frames(AVCodecContext *ctx) {
+// 	AVBufferRef *ref = NULL;
+// 	int res = avcodec_get_hw_frames_parameters(ctx, ctx->hw_device_ctx, AV_PIX_FMT_CUDA, &ref);
+// 	if (res < 0) return res;
+// 	AVHWFramesContext *fc = (AVHWFramesContext *)ref->data;
+// 	fc->pool = av_buffer_pool_init(0, empty_buffer);
+// 	if (!fc->pool) { av_buffer_unref(&ref); return AVERROR(ENOMEM); }
+// 	fc->free = free_empty_pool;
+// 	if ((res = av_hwframe_ctx_init(ref)) < 0) { av_buffer_unref(&ref); return res; }
+// 	av_buffer_unref(&ctx->hw_frames_ctx); // get_format runs again at a new SPS
+// 	ctx->hw_frames_ctx = ref;
+// 	return 0;
+// }
+// #endif
+// static int sized_surfaces(void) { return SIZED_SURFACES; }
+// static int avcodec_major(void) { return LIBAVCODEC_VERSION_MAJOR; }
+//
 // // pick_cuda is the get_format of a decoder on the GPU: frames in CUDA memory, or none.
+// // ctx->opaque non-NULL asks for sized_frames.
 // static enum AVPixelFormat pick_cuda(AVCodecContext *ctx, const enum AVPixelFormat *fmts) {
 // 	for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++) {
-// 		if (*p == AV_PIX_FMT_CUDA) return *p;
+// 		if (*p != AV_PIX_FMT_CUDA) continue;
+// #if SIZED_SURFACES
+// 		if (ctx->opaque && sized_frames(ctx) < 0) return AV_PIX_FMT_NONE;
+// #endif
+// 		return *p;
 // 	}
 // 	return AV_PIX_FMT_NONE; // not for this stream (profile, size): the decode fails
 // }
+// static void set_sized(AVCodecContext *ctx, int on) { ctx->opaque = on ? (void *)ctx : NULL; }
 //
 // // open_cuda makes ctx decode on the GPU's video decoder (NVDEC): a CUDA device on the
 // // device's primary context (shared with every other user of the GPU in this process; it
@@ -157,6 +195,13 @@ const (
 // (thread_count 1): many cameras share a few cores, and frame threads would add latency.
 // On the GPU (NVDEC) every frame stays in GPU memory until scaleInto copies it to the host.
 func newDecoder(codecName string, hw Decoder) (*decoder, error) {
+	return newDecoderSurfaces(codecName, hw, true)
+}
+
+// newDecoderSurfaces is newDecoder; on the GPU, sized says whether NVDEC's surfaces are
+// sized to what a camera holds (sized_frames, where libavcodec allows) or left to libavcodec
+// (for the benchmark that compares the two).
+func newDecoderSurfaces(codecName string, hw Decoder, sized bool) (*decoder, error) {
 	// FFmpeg logs every concealed macroblock to stderr; errors reach us as return values.
 	// The level is process-wide; setting it again is harmless.
 	C.av_log_set_level(C.AV_LOG_QUIET)
@@ -189,6 +234,9 @@ func newDecoder(codecName string, hw Decoder) (*decoder, error) {
 				return nil, fmt.Errorf("decoder cuda: this process already holds the GPU's primary CUDA context with other flags (%w)", averror(res))
 			}
 			return nil, fmt.Errorf("decoder cuda: no CUDA device for NVDEC (%w): is there an NVIDIA GPU and driver here?", averror(res))
+		}
+		if sized {
+			C.set_sized(d.ctx, 1)
 		}
 		if d.host = C.av_frame_alloc(); d.host == nil {
 			d.close()
@@ -226,6 +274,10 @@ func (d *decoder) close() {
 		C.avcodec_free_context(&d.ctx)
 	}
 }
+
+// surfacesSized reports whether this build sizes NVDEC's surfaces (sized_frames), and the
+// major version of the libavcodec it was built against, which decides.
+func surfacesSized() (bool, int) { return C.sized_surfaces() != 0, int(C.avcodec_major()) }
 
 // noPTS is the pts of a frame whose access unit had none.
 var noPTS = int64(C.no_pts())

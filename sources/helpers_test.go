@@ -19,7 +19,13 @@ const sampleFile = "vtest.h264.ts" // 768x576, H.264, 10 fps, GOP 10
 // their random-access flags.
 func sampleAUs(t testing.TB, n int) ([]accessUnit, [][]byte) {
 	t.Helper()
-	r, err := videofile.Open(testutil.Media(t, sampleFile))
+	return fileAUs(t, testutil.Media(t, sampleFile), n)
+}
+
+// fileAUs is sampleAUs for the H.264 file at path.
+func fileAUs(t testing.TB, path string, n int) ([]accessUnit, [][]byte) {
+	t.Helper()
+	r, err := videofile.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +46,7 @@ func sampleAUs(t testing.TB, n int) ([]accessUnit, [][]byte) {
 		aus = append(aus, accessUnit{data: appendAnnexB(nil, au.NALUs), key: h264.IsRandomAccess(au.NALUs), at: time.Now()})
 	}
 	if len(aus) < n || !aus[0].key {
-		t.Fatalf("sample file: got %d access units, first random-access %v", len(aus), aus[0].key)
+		t.Fatalf("%s: got %d access units, first random-access %v", path, len(aus), aus[0].key)
 	}
 	return aus, nalus
 }

@@ -1,9 +1,14 @@
 package sources
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,13 +86,47 @@ func TestCameraDecoderCUDA(t *testing.T) {
 
 // TestDecoderCUDAMatchesCPU decodes the same access units on the GPU and on the CPU: H.264
 // decoding is exact, so the letterboxed pictures differ only by the scaler's input layout
-// (NV12 from NVDEC, planar 4:2:0 from libavcodec), within rounding.
+// (NV12 from NVDEC, planar 4:2:0 from libavcodec), within rounding. Two streams: the sample
+// (one reference frame, no B-frames) and one of 4 reference frames and 3 B-frames, whose
+// pictures NVDEC must keep more of: the GPU's surfaces, sized to what the stream needs
+// (sized_frames), must not run out.
 func TestDecoderCUDAMatchesCPU(t *testing.T) {
 	if have, err := haveCUDA(t); !have {
 		t.Skipf("no CUDA decoder here: %v", err)
 	}
-	aus, _ := sampleAUs(t, 20)
-	lb := geom.NewLetterbox(768, 576, 640, 640)
+	sized, major := surfacesSized()
+	t.Logf("surfaces sized by visiond: %v (libavcodec %d)", sized, major)
+	t.Run("sample", func(t *testing.T) {
+		aus, _ := sampleAUs(t, 20)
+		compareGPUWithCPU(t, aus, 768, 576)
+	})
+	t.Run("bframes", func(t *testing.T) {
+		aus, _ := fileAUs(t, bframesClip(t), 60)
+		compareGPUWithCPU(t, aus, 640, 360)
+	})
+}
+
+// bframesClip is an H.264 clip with 4 reference frames and 3 B-frames: the file named by
+// VISIOND_TEST_BFRAMES (for a machine without ffmpeg), else made by ffmpeg from vtest.avi.
+func bframesClip(t *testing.T) string {
+	if p := os.Getenv("VISIOND_TEST_BFRAMES"); p != "" {
+		return p
+	}
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("no ffmpeg here to make the clip, and VISIOND_TEST_BFRAMES is not set")
+	}
+	out := filepath.Join(t.TempDir(), "bframes.ts")
+	args := []string{"-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "6", "-vf", "scale=640:360",
+		"-c:v", "libx264", "-preset", "fast", "-x264-params", "ref=4:bframes=3:keyint=30", "-pix_fmt", "yuv420p", "-f", "mpegts", out}
+	if b, err := exec.Command("ffmpeg", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg %v: %v\n%s", args, err, b)
+	}
+	return out
+}
+
+// compareGPUWithCPU decodes aus (w x h) on both and compares the letterboxed pictures.
+func compareGPUWithCPU(t *testing.T, aus []accessUnit, w, h int) {
+	lb := geom.NewLetterbox(w, h, 640, 640)
 	pictures := func(hw Decoder) [][]byte {
 		dec, err := newDecoder(codecH264, hw)
 		if err != nil {
@@ -125,6 +164,103 @@ func TestDecoderCUDAMatchesCPU(t *testing.T) {
 		}
 	}
 	t.Logf("%d frames alike", len(gpu))
+}
+
+// BenchmarkNVDECOpen measures what a camera's decoder on the GPU costs to keep and to open.
+// Memory: for libavcodec's own surfaces, then for visiond's sized ones, it opens decoders in
+// steps up to VISIOND_BENCH_DECODERS (40), each decoding the sample's first GOP (so that its
+// NVDEC decoder exists and has output frames), and reads this process's GPU memory after
+// each step (nvidia-smi); the MiB per added decoder is over the steps after the first, so
+// the CUDA context counts once. Opening: VISIOND_BENCH_OPENS (32) decoders opened by 1, 4
+// and 16 goroutines at once, each open timed from newDecoder to its first frame (what a
+// DecoderGate slot covers). It skips where no CUDA decoder opens.
+func BenchmarkNVDECOpen(b *testing.B) {
+	if have, err := haveCUDA(b); !have {
+		b.Skipf("no CUDA decoder here: %v", err)
+	}
+	most, opens := 40, 32
+	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_DECODERS": &most, "VISIOND_BENCH_OPENS": &opens})
+	aus, _ := sampleAUs(b, 10)
+	open := func(sized bool) (*decoder, error) {
+		dec, err := newDecoderSurfaces(codecH264, DecoderCUDA, sized)
+		if err != nil {
+			return nil, err
+		}
+		frames := 0
+		for i, au := range aus {
+			if err := dec.decode(au.data, int64(i), func(int, int, int64) { frames++ }); err != nil {
+				dec.close()
+				return nil, fmt.Errorf("access unit %d: %w", i, err)
+			}
+		}
+		if frames == 0 {
+			dec.close()
+			return nil, errors.New("no frame")
+		}
+		return dec, nil
+	}
+	sized, major := surfacesSized()
+	b.Logf("surfaces sized by visiond: %v (libavcodec %d)", sized, major)
+	for range b.N {
+		for _, sized := range []bool{false, true} {
+			name := map[bool]string{false: "libavcodec", true: "sized"}[sized]
+			var decs []*decoder
+			var first, last float64
+			for _, n := range []int{1, 10, most} {
+				for len(decs) < n {
+					dec, err := open(sized)
+					if err != nil {
+						b.Fatalf("%s: decoder %d: %v", name, len(decs)+1, err)
+					}
+					decs = append(decs, dec)
+				}
+				m, err := testutil.OwnGPUMiB()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Logf("%s: %d decoders, %.0f MiB", name, n, m)
+				if n == 1 {
+					first = m
+				}
+				last = m
+			}
+			b.ReportMetric((last-first)/float64(most-1), "MiB/decoder-"+name)
+			for _, d := range decs {
+				d.close()
+			}
+		}
+		for _, par := range []int{1, 4, 16} {
+			var mu sync.Mutex
+			var total, worst time.Duration
+			var wg sync.WaitGroup
+			next := make(chan struct{}, opens)
+			for range opens {
+				next <- struct{}{}
+			}
+			close(next)
+			for range par {
+				wg.Go(func() {
+					for range next {
+						t0 := time.Now()
+						dec, err := open(true)
+						d := time.Since(t0)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						dec.close()
+						mu.Lock()
+						total += d
+						worst = max(worst, d)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(total.Milliseconds())/float64(opens), fmt.Sprintf("ms/open-%d-at-once", par))
+			b.ReportMetric(float64(worst.Milliseconds()), fmt.Sprintf("ms-worst-open-%d-at-once", par))
+		}
+	}
 }
 
 // BenchmarkDecodeCUDA measures a frame decoded on the GPU (NVDEC), copied to the host and

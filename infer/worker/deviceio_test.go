@@ -9,6 +9,7 @@ import (
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/internal/infertest"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // cudaLevers are the ways a cuda session can run: ONNX Runtime's own copies of host
@@ -102,7 +103,7 @@ func BenchmarkCUDALevers(b *testing.B) {
 		b.Skip("VISIOND_BENCH_PROVIDER is not cuda")
 	}
 	sessions, seconds := 4, 10
-	benchEnvInts(b, map[string]*int{"VISIOND_BENCH_SESSIONS": &sessions, "VISIOND_BENCH_SECONDS": &seconds})
+	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_SESSIONS": &sessions, "VISIOND_BENCH_SECONDS": &seconds})
 	a := infertest.ThirdParty(b)
 	model := a.Model
 	if m := os.Getenv("VISIOND_BENCH_MODEL"); m != "" {

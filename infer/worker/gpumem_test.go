@@ -1,19 +1,16 @@
 package worker
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/internal/infertest"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // BenchmarkGPUMemory says where a GPU worker's memory goes: it opens sessions one by one in
@@ -33,7 +30,7 @@ func BenchmarkGPUMemory(b *testing.B) {
 		b.Skip("VISIOND_BENCH_PROVIDER is not a GPU provider")
 	}
 	sessions, seconds := 4, 60
-	benchEnvInts(b, map[string]*int{"VISIOND_BENCH_SESSIONS": &sessions, "VISIOND_BENCH_SECONDS": &seconds})
+	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_SESSIONS": &sessions, "VISIOND_BENCH_SECONDS": &seconds})
 	a := infertest.ThirdParty(b)
 	opts := infer.DetectorOptions{Model: a.Model, Library: a.Library, Provider: provider}
 	if v := os.Getenv("VISIOND_BENCH_CUDA"); v != "" {
@@ -45,7 +42,7 @@ func BenchmarkGPUMemory(b *testing.B) {
 	began := time.Now()
 	mib := func(stage string) float64 {
 		b.Helper()
-		m, err := ownGPUMiB()
+		m, err := testutil.OwnGPUMiB()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -119,35 +116,6 @@ func BenchmarkGPUMemory(b *testing.B) {
 		b.ReportMetric(load[len(load)-1]-warm[len(warm)-1], "MiB-growth-under-load")
 		if len(load) > 12 {
 			b.ReportMetric(load[len(load)-1]-load[11], "MiB-growth-after-60s")
-		}
-	}
-}
-
-// ownGPUMiB is this process's GPU memory as nvidia-smi reports it (0 if not listed).
-func ownGPUMiB() (float64, error) {
-	out, err := exec.Command("nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits").Output()
-	if err != nil {
-		return 0, fmt.Errorf("nvidia-smi: %w", err)
-	}
-	me := strconv.Itoa(os.Getpid())
-	for line := range strings.Lines(string(bytes.TrimSpace(out))) {
-		pid, m, ok := strings.Cut(line, ",")
-		if ok && strings.TrimSpace(pid) == me {
-			return strconv.ParseFloat(strings.TrimSpace(m), 64)
-		}
-	}
-	return 0, nil
-}
-
-// benchEnvInts sets each int from its environment variable, where that is set (the GPU
-// benchmarks' knobs); a value that is not an integer fails tb, naming the variable.
-func benchEnvInts(tb testing.TB, vars map[string]*int) {
-	tb.Helper()
-	for v, p := range vars {
-		if s := os.Getenv(v); s != "" {
-			if _, err := fmt.Sscan(s, p); err != nil {
-				tb.Fatalf("%s=%q: %v", v, s, err)
-			}
 		}
 	}
 }
