@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Issue 25 on the GPU machine with the daemon users run: NVDEC's cost per camera and its
+# opens (items 2 and 5), then `visiond run` itself at many cameras, all in phase (one
+# server, one stream), decoded on the GPU, analytics and JetStream on (item 1), with each
+# batch=1 lever on and off (items 3 and 4).
+#
+# Here (after scripts/setup.sh):
+#   scripts/bench/gpu-daemon.sh pack   # .gpud: binaries; .gpue: models, media, this script
+#   ../shared/gpu/stage.sh bin/visiond bin/visiond-bench bin/sources.test   # .gpu1..N: libraries
+# There, one call per .gpuK (mkdir -p /tmp/gpustage && cp .gpuK/* /tmp/gpustage/), then
+#   source /tmp/gpustage/activate.sh && bash .gpue/gpu-daemon.sh PART ...
+# with .gpud and .gpue carried. PARTs (results in $OUT, as JSON and text):
+#   nvdec    TestDecoderCUDAMatchesCPU, TestCameraDecoderCUDA, BenchmarkNVDECOpen (~1 min)
+#   levers   visiond-bench measure at $CAMERAS cameras, $SESSIONS sessions, decoder cuda, one
+#            phase: FP32 host tensors, FP32 graph, FP16+uint8 graph (~90 s each)
+#   scale    visiond-bench scale with $SCALE_CUDA and $SCALE_MODEL from $SCALE_START (~6 min)
+# Knobs: CAMERAS=150 SESSIONS=8 WINDOW=30s WARMUP=20s LEVERS="host graph fp16u8-graph"
+# SCALE_START=200 SCALE_CUDA='{graph: true}' SCALE_MODEL=y8-fp16-u8.onnx SCALE_WINDOW=10s.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "${1:-}" = pack ]; then
+  cd "$here/../.."
+  GO=${GO:-go}
+  export CGO_CPPFLAGS="$(pkg-config --cflags opencv4)" CGO_CFLAGS="-O2 -ffunction-sections -fdata-sections"
+  export CGO_CXXFLAGS="$CGO_CFLAGS" CGO_LDFLAGS="-Wl,--gc-sections -lopencv_videoio -lopencv_imgcodecs -lopencv_imgproc -lopencv_core"
+  $GO build -tags customenv -ldflags='-s -w' -o bin/visiond ./cmd/visiond || exit 1
+  $GO build -tags customenv -ldflags='-s -w' -o bin/visiond-bench ./cmd/visiond-bench || exit 1
+  $GO test -c -tags customenv -ldflags='-s -w' -o bin/sources.test ./sources || exit 1
+  rm -rf .gpud .gpue && mkdir -p .gpud .gpue
+  cp bin/visiond bin/visiond-bench bin/sources.test .gpud/
+  cp third_party/yolov8n.onnx third_party/media/vtest.h264.ts scripts/bench/gpu-daemon.sh .gpue/
+  export ONNXRUNTIME_SHARED_LIBRARY_PATH=$PWD/third_party/libonnxruntime.so.1
+  bin/visiond model fp16 -model third_party/yolov8n.onnx -out /tmp/y8-fp16.onnx >/dev/null || exit 1
+  bin/visiond model prelude -model /tmp/y8-fp16.onnx -out .gpue/y8-fp16-u8.onnx >/dev/null || exit 1
+  ffmpeg -v error -y -i third_party/media/vtest.avi -t 6 -vf scale=640:360 -c:v libx264 -preset fast \
+    -x264-params ref=4:bframes=3:keyint=30 -pix_fmt yuv420p -f mpegts .gpue/bframes.ts || exit 1
+  du -sh .gpud .gpue
+  exit 0
+fi
+: "${ONNXRUNTIME_SHARED_LIBRARY_PATH:?source /tmp/gpustage/activate.sh first}"
+OUT=${OUT:-/tmp/out}
+root=$(cd "$here/.." && pwd) # the repository root there: .gpud and .gpue are in it
+bin=$root/.gpud
+w=/tmp/w
+mkdir -p $w/sources $w/third_party/media "$OUT"
+cp "$here"/*.onnx "$here"/*.ts $w/third_party/ 2>/dev/null
+cp "$here/vtest.h264.ts" $w/third_party/media/
+: >$w/go.mod # the tests find third_party/ at the module root
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
+graph='{graph: true}'
+SCALE_CUDA=${SCALE_CUDA:-$graph}
+CAMERAS=${CAMERAS:-150} SESSIONS=${SESSIONS:-8} WINDOW=${WINDOW:-30s} WARMUP=${WARMUP:-20s}
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
+for part in "$@"; do
+  case $part in
+  nvdec)
+    cp "$bin/sources.test" $w/sources/
+    (cd $w/sources && VISIOND_TEST_CUDA=1 VISIOND_TEST_BFRAMES=$w/third_party/bframes.ts \
+      ./sources.test -test.run 'TestDecoderCUDAMatchesCPU|TestCameraDecoderCUDA' -test.v 2>&1 | tail -20
+      ./sources.test -test.run '^$' -test.bench 'BenchmarkNVDECOpen' -test.benchtime 1x -test.v 2>&1 |
+        grep -v '^goos\|^goarch\|^pkg\|^cpu') | tee "$OUT/nvdec.txt"
+    ;;
+  levers)
+    for lever in ${LEVERS:-host graph fp16u8-graph}; do
+      model=$w/third_party/yolov8n.onnx cuda=
+      case $lever in
+      graph) cuda=$graph ;;
+      fp16u8-graph) cuda=$graph model=$w/third_party/y8-fp16-u8.onnx ;;
+      esac
+      cd "$root"
+      "$bin/visiond-bench" measure -visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda \
+        -workers 1 -sessions "$SESSIONS" -decoder cuda -cameras "$CAMERAS" -fps 5 -phases 1 -video $w/third_party/media/vtest.h264.ts \
+        -duration "$WINDOW" -warmup "$WARMUP" -model "$model" ${cuda:+-cuda "$cuda"} -o "$OUT/measure-$lever-c$CAMERAS-s$SESSIONS.json" \
+        2>"$OUT/measure-$lever.log"
+      echo "levers: $lever rc=$? $(tail -c 300 "$OUT/measure-$lever.log" | tr '\n' ' ')"
+    done
+    ;;
+  scale)
+    cd "$root"
+    "$bin/visiond-bench" scale -visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda \
+      -workers 1 -sessions "$SESSIONS" -decoder cuda -fps 5 -phases 1 -video $w/third_party/media/vtest.h264.ts \
+      -model "$w/third_party/${SCALE_MODEL:-y8-fp16-u8.onnx}" -cuda "$SCALE_CUDA" \
+      -start "${SCALE_START:-200}" -grow 1.25 -resolution 8 -window "${SCALE_WINDOW:-10s}" -settle 3s -warmup 20s -curve '' \
+      -label "visiond run, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph, decoder cuda, one phase" \
+      -o "$OUT/scale-cuda-s$SESSIONS-graph-fp16u8-nvdec.json" 2>"$OUT/scale.log"
+    echo "scale: rc=$? $(tail -c 600 "$OUT/scale.log" | tr '\n' ' ')"
+    ;;
+  *) echo "gpu-daemon.sh: unknown part $part" >&2 ;;
+  esac
+done
