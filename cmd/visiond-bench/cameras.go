@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,7 +155,8 @@ func (r *report) cameraRows() [][]string {
 			s := ru.scales[k]
 			fig := fmt.Sprintf("**%d** (aim %d: %s)", s.Capacity, aimGPUCameras, met(s.Capacity >= aimGPUCameras))
 			if st := capStep(s); st != nil {
-				fig += fmt.Sprintf("; p99 %s ms; GPU %s MiB, %s MiB per camera", f0(st.Window.TotalP99), f0(gpuMiB(st)), f1(gpuMiB(st)/float64(st.Cameras)))
+				fig += fmt.Sprintf("; p99 %s ms; %d reconnects at start; GPU %s MiB, %s MiB per camera", f0(st.Window.p99()), st.Window.ReconnectsWarmup,
+					f0(gpuMiB(st)), f1(gpuMiB(st)/float64(st.Cameras)))
 			}
 			n := sessionsOf(k)
 			if strings.HasSuffix(k, "-fp16") {
@@ -257,29 +259,45 @@ func (r *report) camerasSection() error {
 				fmt.Sprintf("÷ the loop's (aim ≤ %g)", aimCPUVsPeer), "cores busy", "p99 ms", "slowest camera /s", "MiB RSS", "started (UTC)"}, cpuRows)
 		}
 		var gpuRows [][]string
+		var commands []string
 		for _, k := range ru.gpuKeys() {
 			s := ru.scales[k]
-			row := []string{setup(s) + modelNote(s), sustained(s), "-", "-", "-", "-", "-", "-", runAt(s)}
+			row := []string{setup(s) + modelNote(s), sustained(s), "-", "-", "-", "-", "-", "-", "-", "-", runAt(s)}
 			if st := capStep(s); st != nil {
 				g := gpuMiB(st)
-				row[2], row[3], row[4], row[5], row[6] = f0(st.Window.TotalP99), f0(g), f1(g/float64(st.Cameras)), f2(st.Cost.CoresBusy), f1(st.Cost.CPUPerFrameMS)
+				row[2], row[3] = f0(st.Window.p99()), fmt.Sprintf("%d / %d", st.Window.ReconnectsWarmup, st.Window.ReconnectsWindow)
+				row[4], row[5], row[6], row[7] = f0(g), f1(g/float64(st.Cameras)), f2(st.Cost.CoresBusy), f1(st.Cost.CPUPerFrameMS)
 			}
-			var xs, ys []float64
+			var xs, ys, ds []float64
 			for _, st := range s.measured() {
 				if g := gpuMiB(&st); g > 0 {
-					xs, ys = append(xs, float64(st.Cameras)), append(ys, g)
+					xs, ys, ds = append(xs, float64(st.Cameras)), append(ys, g), append(ds, st.Cost.DaemonGPUMiB)
 				}
 			}
 			if len(xs) >= 2 {
-				row[7] = f1(slope(xs, ys))
+				row[8] = f1(slope(xs, ys))
+				if slices.Max(ds) > 0 {
+					row[9] = f1(slope(xs, ds))
+				}
 			}
 			gpuRows = append(gpuRows, row)
+			if len(s.Command) > 0 {
+				commands = append(commands, fmt.Sprintf("- %s: `%s`", setup(s), strings.Join(s.Command, " ")))
+			}
 		}
 		if len(gpuRows) > 0 {
-			r.p("%s, one CUDA worker process (`visiond-bench scale -provider cuda -workers 1 -sessions N`):", ru.name())
+			r.p("%s, one CUDA worker process (`visiond-bench scale -provider cuda -workers 1 -sessions N`, driving `visiond run`):", ru.name())
 			r.p("")
-			r.table([]string{"setup", fmt.Sprintf("cameras sustained (aim %d)", aimGPUCameras), "p99 ms", "GPU MiB (daemon and worker)", "GPU MiB per camera",
-				"cores busy", "CPU ms per analysed frame", "GPU MiB per added camera (least squares over the steps)", "started (UTC)"}, gpuRows)
+			r.table([]string{"setup", fmt.Sprintf("cameras sustained (aim %d)", aimGPUCameras), "p99 ms (as a subscriber sees it, where events carry captured_at)",
+				"reconnects (warm-up / window)", "GPU MiB (daemon and worker)", "GPU MiB per camera",
+				"cores busy", "CPU ms per analysed frame", "GPU MiB per added camera (least squares over the steps)",
+				"of which the daemon's (NVDEC)", "started (UTC)"}, gpuRows)
+			for _, c := range commands {
+				r.p("%s", c)
+			}
+			if len(commands) > 0 {
+				r.p("")
+			}
 		}
 		for _, fam := range []string{"cpu", "gpu"} {
 			name, err := r.growthPlot(ru, fam)

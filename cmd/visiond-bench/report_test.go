@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -23,6 +24,8 @@ func steps(capacity int, cpuMS, gpu0 float64, ns ...int) []scaleStep {
 			Cost: stepCost{CPUSeconds: cpuMS * fps * float64(n) / 100, CoresBusy: cpuMS * fps * float64(n) / 1000, CPUPerFrameMS: cpuMS, RSSMiB: 100}}
 		if gpu0 > 0 {
 			st.Cost.GPUMiB = gpu0 + 3*float64(n)
+			st.Cost.DaemonGPUMiB = 300 + 2*float64(n) // NVDEC: 2 of the 3 MiB a camera adds
+			st.Window.ReconnectsWarmup = n / 100      // the cameras that reconnected at start
 		}
 		if !st.Pass {
 			st.Why = "too slow"
@@ -67,7 +70,8 @@ func TestReportCamerasPerBox(t *testing.T) {
 	}{{"scale-cuda-s1", 1, 58, 1000}, {"scale-cuda-s4", 4, 160, 3000}, {"scale-cuda-s4-fp16", 4, 200, 1500}} {
 		f := cuda
 		f.Sessions = setting(s.sessions)
-		write(gpu, s.name+".json", scaleResult{Label: s.name, Daemon: f, Criterion: crit, Capacity: s.capacity, FirstFail: s.capacity + 2,
+		write(gpu, s.name+".json", scaleResult{Label: s.name, Command: []string{"visiond-bench", "scale", "-sessions", strconv.Itoa(s.sessions)},
+			Daemon: f, Criterion: crit, Capacity: s.capacity, FirstFail: s.capacity + 2,
 			Curve: steps(s.capacity, 20, s.gpu0, 1), Steps: steps(s.capacity, 20, s.gpu0, s.capacity/2, s.capacity, s.capacity+2)})
 	}
 	if err := os.WriteFile(filepath.Join(local, "scale.failed"), []byte("exit status 1"), 0o644); err != nil {
@@ -97,11 +101,12 @@ func TestReportCamerasPerBox(t *testing.T) {
 		// 24 ÷ 20 cameras, 120 ÷ 160 ms: both aims missed; 40 ÷ 20 and 80 ÷ 160: both met.
 		"visiond, default CPU pool, FP32 | GPU machine (16 CPUs, NVIDIA H200) | **24** against the Python loop's 20: 1.20× (aim 1.5×: **not met**); CPU per analysed frame 120.0 ÷ 160.0 ms = 0.75× (aim ≤ 0.6×: **not met**)",
 		"visiond, default CPU pool, INT8 | GPU machine (16 CPUs, NVIDIA H200) | **40** against the Python loop's 20: 2.00× (aim 1.5×: met); CPU per analysed frame 80.0 ÷ 160.0 ms = 0.50× (aim ≤ 0.6×: met)",
-		"scale-cuda-s1 | GPU machine (16 CPUs, NVIDIA H200) | **58** (aim 150: **not met**); p99 158 ms; GPU 1174 MiB, 20.2 MiB per camera",
+		"scale-cuda-s1 | GPU machine (16 CPUs, NVIDIA H200) | **58** (aim 150: **not met**); p99 158 ms; 0 reconnects at start; GPU 1174 MiB, 20.2 MiB per camera",
 		"scale-cuda-s4 | GPU machine (16 CPUs, NVIDIA H200) | **160** (aim 150: met)",
 		"FP16 ÷ FP32 (4 session(s)): 1.25× the cameras",
 		"| default CPU pool, INT8 (`build/models/yolov8n-int8.onnx`) | **40** (41 failed) | 2.00 | 80.0 | 0.50 |",
-		"| scale-cuda-s4 | **160** (162 failed) | 260 | 3480 | 21.8 | 16.00 | 20.0 | 3.0 |",
+		"| scale-cuda-s4 | **160** (162 failed) | 260 | 1 / 0 | 3480 | 21.8 | 16.00 | 20.0 | 3.0 | 2.0 |",
+		"- scale-cuda-s4: `visiond-bench scale -sessions 4`",
 		"| 1 | 5.0 | 5.00 | 0 | 101 | 0 | 0 | 0.10 | 20.0 | 3003 | 0.0 | (for the curve, not the search) pass |",
 		"## Cameras per box, side by side",
 		"run there in 2 calls from 2026-11-30 08:05 to 2026-12-01 05:34 UTC",
