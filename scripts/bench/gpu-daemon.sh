@@ -40,7 +40,7 @@ fi
 : "${ONNXRUNTIME_SHARED_LIBRARY_PATH:?source /tmp/gpustage/activate.sh first}"
 OUT=${OUT:-/tmp/out}
 root=$(cd "$here/.." && pwd) # the repository root there: .gpud and .gpue are in it
-bin=$root/.gpud
+bin=${BIN:-$root/.gpud} # BIN: where an earlier call left them (.gpud and .gpue together pass 64 MiB)
 w=/tmp/w
 mkdir -p $w/sources $w/third_party/media "$OUT"
 cp "$here"/*.onnx "$here"/*.ts $w/third_party/ 2>/dev/null
