@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -298,4 +299,79 @@ func BenchmarkDecodeCUDA(b *testing.B) {
 		b.Fatal("no frame")
 	}
 	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/1000/float64(frames), "ms-cpu/frame")
+}
+
+// BenchmarkNVDECDecode measures how many frames the GPU's decoder gives many cameras at once:
+// N decoders on N goroutines, each decoding the sample (10 fps, every frame a reference)
+// in a loop as fast as it can, and letterboxing every other frame (copy to the host, then
+// the scaler), as a camera analysed at half its stream's rate does; for N of 1, 50, 150 and
+// 250, VISIOND_BENCH_SECONDS (5) each. It reports the frames decoded per second in all and
+// the p99 of one decode call: if the driver takes the decoders' calls one at a time, the
+// total stays flat as N grows and the calls wait longer. It skips where no CUDA decoder
+// opens.
+func BenchmarkNVDECDecode(b *testing.B) {
+	if have, err := haveCUDA(b); !have {
+		b.Skipf("no CUDA decoder here: %v", err)
+	}
+	seconds := 5
+	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_SECONDS": &seconds})
+	aus, _ := sampleAUs(b, 100)
+	lb := geom.NewLetterbox(768, 576, 640, 640)
+	for range b.N {
+		for _, n := range []int{1, 50, 150, 250} {
+			decs := make([]*decoder, n)
+			for i := range decs {
+				dec, err := newDecoder(codecH264, DecoderCUDA)
+				if err != nil {
+					b.Fatal(err)
+				}
+				decs[i] = dec
+			}
+			var mu sync.Mutex
+			var frames int
+			var calls []float64
+			var wg sync.WaitGroup
+			stop := time.Now().Add(time.Duration(seconds) * time.Second)
+			t0 := time.Now()
+			for _, dec := range decs {
+				wg.Go(func() {
+					pix := make([]byte, 640*640*3)
+					fillPad(pix)
+					n, own := 0, make([]float64, 0, 1024)
+					for i := 0; time.Now().Before(stop); i++ {
+						c0 := time.Now()
+						err := dec.decode(aus[i%len(aus)].data, int64(i), func(int, int, int64) {
+							if n++; n%2 == 0 {
+								if err := dec.scaleInto(pix, lb); err != nil {
+									b.Error(err)
+								}
+							}
+						})
+						own = append(own, float64(time.Since(c0).Microseconds())/1000)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+					mu.Lock()
+					frames += n
+					calls = append(calls, own...)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			secs := time.Since(t0).Seconds()
+			for _, d := range decs {
+				d.close()
+			}
+			slices.Sort(calls)
+			p99 := 0.0
+			if len(calls) > 0 {
+				p99 = calls[len(calls)*99/100]
+			}
+			b.Logf("%d decoders: %.0f frames/s in all, %.1f each; a decode call p99 %.2f ms", n, float64(frames)/secs, float64(frames)/secs/float64(n), p99)
+			b.ReportMetric(float64(frames)/secs, fmt.Sprintf("frames/s-%d-decoders", n))
+			b.ReportMetric(p99, fmt.Sprintf("ms-p99-call-%d-decoders", n))
+		}
+	}
 }

@@ -10,11 +10,13 @@
 # There, one call per .gpuK (mkdir -p /tmp/gpustage && cp .gpuK/* /tmp/gpustage/), then
 #   source /tmp/gpustage/activate.sh && bash .gpue/gpu-daemon.sh PART ...
 # with .gpud and .gpue carried. PARTs (results in $OUT, as JSON and text):
-#   nvdec    TestDecoderCUDAMatchesCPU, TestCameraDecoderCUDA, BenchmarkNVDECOpen (~1 min)
-#   levers   visiond-bench measure at $CAMERAS cameras, $SESSIONS sessions, decoder cuda, one
-#            phase: FP32 host tensors, FP32 graph, FP16+uint8 graph (~90 s each)
+#   nvdec    TestDecoderCUDAMatchesCPU, TestCameraDecoderCUDA, the benchmarks matching
+#            $NVDEC_BENCH (BenchmarkNVDEC: BenchmarkNVDECOpen, BenchmarkNVDECDecode; ~1.5 min)
+#   levers   visiond-bench measure at $CAMERAS cameras, $SESSIONS sessions, decoder cuda, $PHASES
+#            camera server(s) (1: every camera in phase): FP32 host tensors, FP32 graph,
+#            FP16+uint8 graph (~90 s each)
 #   scale    visiond-bench scale with $SCALE_CUDA and $SCALE_MODEL from $SCALE_START (~6 min)
-# Knobs: CAMERAS=150 SESSIONS=8 WINDOW=30s WARMUP=20s LEVERS="host graph fp16u8-graph"
+# Knobs: CAMERAS=150 SESSIONS=8 PHASES=1 DECODER=cuda WINDOW=30s WARMUP=20s LEVERS="host graph fp16u8-graph"
 # SCALE_START=200 SCALE_CUDA='{graph: true}' SCALE_MODEL=y8-fp16-u8.onnx SCALE_WINDOW=10s.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,7 +59,7 @@ for part in "$@"; do
     cp "$bin/sources.test" $w/sources/
     (cd $w/sources && VISIOND_TEST_CUDA=1 VISIOND_TEST_BFRAMES=$w/third_party/bframes.ts \
       ./sources.test -test.run 'TestDecoderCUDAMatchesCPU|TestCameraDecoderCUDA' -test.v 2>&1 | tail -20
-      ./sources.test -test.run '^$' -test.bench 'BenchmarkNVDECOpen' -test.benchtime 1x -test.v 2>&1 |
+      ./sources.test -test.run '^$' -test.bench "${NVDEC_BENCH:-BenchmarkNVDEC}" -test.benchtime 1x -test.v 2>&1 |
         grep -v '^goos\|^goarch\|^pkg\|^cpu') | tee "$OUT/nvdec.txt"
     ;;
   levers)
@@ -69,10 +71,10 @@ for part in "$@"; do
       esac
       cd "$root"
       "$bin/visiond-bench" measure -visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda \
-        -workers 1 -sessions "$SESSIONS" -decoder cuda -cameras "$CAMERAS" -fps 5 -phases 1 -video $w/third_party/media/vtest.h264.ts \
-        -duration "$WINDOW" -warmup "$WARMUP" -model "$model" ${cuda:+-cuda "$cuda"} -o "$OUT/measure-$lever-c$CAMERAS-s$SESSIONS.json" \
-        2>"$OUT/measure-$lever.log"
-      echo "levers: $lever rc=$? $(tail -c 300 "$OUT/measure-$lever.log" | tr '\n' ' ')"
+        -workers 1 -sessions "$SESSIONS" -decoder "${DECODER:-cuda}" -cameras "$CAMERAS" -fps 5 -phases "${PHASES:-1}" -video $w/third_party/media/vtest.h264.ts \
+        -duration "$WINDOW" -warmup "$WARMUP" -model "$model" ${cuda:+-cuda "$cuda"} -o "$OUT/measure-$lever-c$CAMERAS-s$SESSIONS-p${PHASES:-1}-${DECODER:-cuda}.json" \
+        2>"$OUT/measure-$lever-c$CAMERAS-p${PHASES:-1}-${DECODER:-cuda}.log"
+      echo "levers: $lever rc=$? $(tail -c 300 "$OUT/measure-$lever-c$CAMERAS-p${PHASES:-1}-${DECODER:-cuda}.log" | tr '\n' ' ')"
     done
     ;;
   scale)
