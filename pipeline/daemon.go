@@ -112,7 +112,7 @@ func (d *Daemon) Start() (err error) {
 	d.leaf.since.Store(d.started.UnixNano())
 	d.wake = make(chan struct{}, 1)
 	d.done = make(chan struct{})
-	d.decoderGate = sources.NewDecoderGate(sources.DefaultDecoderOpens)
+	d.decoderGate = sources.NewDecoderGate(sources.DefaultDecoderOpens, sources.DefaultDecoderCalls)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.ctx, d.cancel = ctx, cancel
 	defer func() {

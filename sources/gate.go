@@ -2,34 +2,51 @@ package sources
 
 import "time"
 
-// DefaultDecoderOpens is how many cameras of a process open a GPU decoder at once when the
-// daemon gives them a DecoderGate: enough to keep the opens going back to back, few enough
-// that none waits long in the driver.
-const DefaultDecoderOpens = 4
+// The bounds of the daemon's DecoderGate, from BenchmarkNVDECOpen and BenchmarkNVDECDecode on
+// an H200 (docs/gpu-memory.md, "NVDEC: surfaces sized to a camera, and opens in turn").
+const (
+	// DefaultDecoderOpens is how many cameras open a GPU decoder at once: the driver takes
+	// the opens in turn (159 ms each alone, 745 ms on average 16 at once), so a few keep them
+	// going back to back and none waits long in the driver.
+	DefaultDecoderOpens = 4
+	// DefaultDecoderCalls is how many decode calls (each with its frame's copy to the host)
+	// are under way at once on the GPU: 250 decoders free to call at once got 2080 frames/s
+	// in all, 48 at a time 6492.
+	DefaultDecoderCalls = 48
+)
 
-// DecoderGate bounds how many cameras open a GPU decoder (decoder cuda) at the same time.
+// DecoderGate bounds what the cameras of a process do at once on the GPU's video decoder
+// (decoder cuda): how many open a decoder, and how many decode calls are under way.
+//
 // libavcodec creates a session's NVDEC decoder when it decodes the session's first keyframe,
 // and the driver takes these creations one by one: with 150 cameras starting together, the
-// last ones waited past their stall timeout, were cut as stalled and opened again, adding
-// to the queue. A camera given a gate waits for one of its slots before that first keyframe
-// and leaves it once the keyframe is decoded; the time it waits for a slot is not counted by
+// last ones waited past their stall timeout, were cut as stalled and opened again, adding to
+// the queue. A camera given a gate waits for an open slot before that first keyframe and
+// leaves it once the keyframe is decoded; the time it waits for the slot is not counted by
 // its stall watchdog (which counts from the slot's being taken, so an open that hangs still
-// ends as a stall). One gate serves every camera of a process; the zero of Camera.DecoderGate,
-// nil, leaves the opens unbounded. Safe for concurrent use.
+// ends as a stall).
+//
+// Past some tens of decoders calling at once, the decoder's throughput falls, and every
+// camera's frames fall behind; each decode call (and the copy of its frame to the host)
+// takes a call slot first.
+//
+// One gate serves every camera of a process; the zero of Camera.DecoderGate, nil, leaves
+// both unbounded. Safe for concurrent use.
 type DecoderGate struct {
-	slots chan struct{}
+	opens chan struct{}
+	calls chan struct{}
 }
 
-// NewDecoderGate returns a gate of n slots (at least 1).
-func NewDecoderGate(n int) *DecoderGate {
-	return &DecoderGate{slots: make(chan struct{}, max(n, 1))}
+// NewDecoderGate returns a gate of the given open and call slots (each at least 1).
+func NewDecoderGate(opens, calls int) *DecoderGate {
+	return &DecoderGate{opens: make(chan struct{}, max(opens, 1)), calls: make(chan struct{}, max(calls, 1))}
 }
 
-// enter takes a slot for camera c, or returns false when stop is closed first. While it
-// waits, c's stall watchdog is held off; from the slot on, it counts again.
+// enter takes an open slot for camera c, or returns false when stop is closed first. While
+// it waits, c's stall watchdog is held off; from the slot on, it counts again.
 func (g *DecoderGate) enter(c *Camera, stop <-chan struct{}) bool {
 	select {
-	case g.slots <- struct{}{}: // free at once: nothing to hold off
+	case g.opens <- struct{}{}: // free at once: nothing to hold off
 		c.readyAt.Store(time.Now().UnixNano())
 		return true
 	default:
@@ -38,7 +55,7 @@ func (g *DecoderGate) enter(c *Camera, stop <-chan struct{}) bool {
 	c.inGate.Store(true)
 	defer c.inGate.Store(false)
 	select {
-	case g.slots <- struct{}{}:
+	case g.opens <- struct{}{}:
 		c.readyAt.Store(time.Now().UnixNano())
 		return true
 	case <-stop:
@@ -46,5 +63,18 @@ func (g *DecoderGate) enter(c *Camera, stop <-chan struct{}) bool {
 	}
 }
 
-// leave gives a slot back.
-func (g *DecoderGate) leave() { <-g.slots }
+// leave gives an open slot back.
+func (g *DecoderGate) leave() { <-g.opens }
+
+// call takes a call slot, or returns false when stop is closed first.
+func (g *DecoderGate) call(stop <-chan struct{}) bool {
+	select {
+	case g.calls <- struct{}{}:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// called gives a call slot back.
+func (g *DecoderGate) called() { <-g.calls }

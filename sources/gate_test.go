@@ -22,8 +22,8 @@ func gated(g *DecoderGate, stall time.Duration) func(*Camera) {
 func TestDecoderGateHoldsOffStallWatchdog(t *testing.T) {
 	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
-	g := NewDecoderGate(1)
-	g.slots <- struct{}{} // another camera is opening its decoder
+	g := NewDecoderGate(1, 1)
+	g.opens <- struct{}{} // another camera is opening its decoder
 	// Long enough for the first keyframe (the sample's GOP is 1 s) to reach the gate.
 	const stall = 2 * time.Second
 	cam, rec := testCamera(t, srv.URL("cam"), &logs, gated(g, stall))
@@ -39,7 +39,7 @@ func TestDecoderGateHoldsOffStallWatchdog(t *testing.T) {
 		t.Fatalf("online after the wait with %d reconnects, want none\nlogs:\n%s", st.Reconnects, logs.String())
 	}
 	// The slot is given back right after the decode that brought the camera online.
-	testutil.WaitFor(t, time.Minute, "the slot given back", func() bool { return len(g.slots) == 0 })
+	testutil.WaitFor(t, time.Minute, "the slot given back", func() bool { return len(g.opens) == 0 })
 }
 
 // Close ends a camera waiting at the gate (the test's own timeout catches a hang), and the
@@ -47,25 +47,25 @@ func TestDecoderGateHoldsOffStallWatchdog(t *testing.T) {
 func TestDecoderGateCloseWhileWaiting(t *testing.T) {
 	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
-	g := NewDecoderGate(1)
-	g.slots <- struct{}{}
+	g := NewDecoderGate(1, 1)
+	g.opens <- struct{}{}
 	cam, _ := testCamera(t, srv.URL("cam"), &logs, gated(g, time.Minute))
 	testutil.WaitFor(t, time.Minute, "the camera waiting at the gate", func() bool { return cam.gateWaits.Load() > 0 })
 	cam.Close()
-	if n := len(g.slots); n != 1 {
-		t.Fatalf("%d slots taken after Close, want only the test's 1", n)
+	if n, k := len(g.opens), len(g.calls); n != 1 || k != 0 {
+		t.Fatalf("%d open and %d call slots taken after Close, want only the test's open slot", n, k)
 	}
 	if st := cam.Status(); st.Frames != 0 || st.Reconnects != 0 {
 		t.Fatalf("status after Close %+v, want no frame and no reconnect", st)
 	}
 }
 
-// Cameras starting together through a gate of one slot all come online, none reconnects,
-// and every slot is given back.
+// Cameras starting together through a gate of one open and one call slot all come online,
+// none reconnects, and every slot is given back.
 func TestDecoderGateManyCameras(t *testing.T) {
 	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
-	g := NewDecoderGate(1)
+	g := NewDecoderGate(1, 1)
 	const n = 6
 	cams := make([]*Camera, n)
 	for i := range cams {
@@ -87,5 +87,28 @@ func TestDecoderGateManyCameras(t *testing.T) {
 		waits += c.gateWaits.Load()
 	}
 	t.Logf("%d cameras online through one slot, %d waits for it", n, waits)
-	testutil.WaitFor(t, time.Minute, "every slot given back", func() bool { return len(g.slots) == 0 })
+	for _, c := range cams {
+		c.Close()
+	}
+	if n, k := len(g.opens), len(g.calls); n != 0 || k != 0 {
+		t.Fatalf("%d open and %d call slots taken with every camera closed, want none", n, k)
+	}
+}
+
+// Every decode of a gated camera takes a call slot: while the test holds the only one, the
+// camera's frames stop; given back, they come again.
+func TestDecoderGateCallSlots(t *testing.T) {
+	var logs testutil.LogBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs)
+	g := NewDecoderGate(1, 1)
+	cam, rec := testCamera(t, srv.URL("cam"), &logs, gated(g, time.Minute))
+	rec.next(t, StateOnline, time.Minute, &logs)
+	g.calls <- struct{}{} // waits for the camera's decode under way, if any, to end
+	held := cam.Status().Frames
+	time.Sleep(time.Second) // 10 frames of the sample's stream
+	if n := cam.Status().Frames; n != held {
+		t.Fatalf("%d frames decoded while the test held the only call slot, want none", n-held)
+	}
+	<-g.calls
+	testutil.WaitFor(t, time.Minute, "frames again", func() bool { return cam.Status().Frames > held })
 }

@@ -305,10 +305,10 @@ func BenchmarkDecodeCUDA(b *testing.B) {
 // N decoders on N goroutines, each decoding the sample (10 fps, every frame a reference)
 // in a loop as fast as it can, and letterboxing every other frame (copy to the host, then
 // the scaler), as a camera analysed at half its stream's rate does; for N of 1, 50, 150 and
-// 250, VISIOND_BENCH_SECONDS (5) each. It reports the frames decoded per second in all and
-// the p99 of one decode call: if the driver takes the decoders' calls one at a time, the
-// total stays flat as N grows and the calls wait longer. It skips where no CUDA decoder
-// opens.
+// 250 with every decoder free to call at once, then 250 with at most 16 and 48 decode calls
+// under way at once; VISIOND_BENCH_SECONDS (5) each. It reports the frames decoded per second
+// in all and the p99 of one decode call (with a bound, the wait for it included). It skips
+// where no CUDA decoder opens.
 func BenchmarkNVDECDecode(b *testing.B) {
 	if have, err := haveCUDA(b); !have {
 		b.Skipf("no CUDA decoder here: %v", err)
@@ -317,15 +317,21 @@ func BenchmarkNVDECDecode(b *testing.B) {
 	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_SECONDS": &seconds})
 	aus, _ := sampleAUs(b, 100)
 	lb := geom.NewLetterbox(768, 576, 640, 640)
+	runs := []struct{ n, atOnce int }{{1, 0}, {50, 0}, {150, 0}, {250, 0}, {250, 16}, {250, 48}}
+	decs := make([]*decoder, 250)
+	for i := range decs {
+		dec, err := newDecoder(codecH264, DecoderCUDA)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer dec.close()
+		decs[i] = dec
+	}
 	for range b.N {
-		for _, n := range []int{1, 50, 150, 250} {
-			decs := make([]*decoder, n)
-			for i := range decs {
-				dec, err := newDecoder(codecH264, DecoderCUDA)
-				if err != nil {
-					b.Fatal(err)
-				}
-				decs[i] = dec
+		for _, run := range runs {
+			var slots chan struct{}
+			if run.atOnce > 0 {
+				slots = make(chan struct{}, run.atOnce)
 			}
 			var mu sync.Mutex
 			var frames int
@@ -333,13 +339,16 @@ func BenchmarkNVDECDecode(b *testing.B) {
 			var wg sync.WaitGroup
 			stop := time.Now().Add(time.Duration(seconds) * time.Second)
 			t0 := time.Now()
-			for _, dec := range decs {
+			for _, dec := range decs[:run.n] {
 				wg.Go(func() {
 					pix := make([]byte, 640*640*3)
 					fillPad(pix)
 					n, own := 0, make([]float64, 0, 1024)
 					for i := 0; time.Now().Before(stop); i++ {
 						c0 := time.Now()
+						if slots != nil {
+							slots <- struct{}{}
+						}
 						err := dec.decode(aus[i%len(aus)].data, int64(i), func(int, int, int64) {
 							if n++; n%2 == 0 {
 								if err := dec.scaleInto(pix, lb); err != nil {
@@ -347,6 +356,9 @@ func BenchmarkNVDECDecode(b *testing.B) {
 								}
 							}
 						})
+						if slots != nil {
+							<-slots
+						}
 						own = append(own, float64(time.Since(c0).Microseconds())/1000)
 						if err != nil {
 							b.Error(err)
@@ -361,17 +373,18 @@ func BenchmarkNVDECDecode(b *testing.B) {
 			}
 			wg.Wait()
 			secs := time.Since(t0).Seconds()
-			for _, d := range decs {
-				d.close()
-			}
 			slices.Sort(calls)
 			p99 := 0.0
 			if len(calls) > 0 {
 				p99 = calls[len(calls)*99/100]
 			}
-			b.Logf("%d decoders: %.0f frames/s in all, %.1f each; a decode call p99 %.2f ms", n, float64(frames)/secs, float64(frames)/secs/float64(n), p99)
-			b.ReportMetric(float64(frames)/secs, fmt.Sprintf("frames/s-%d-decoders", n))
-			b.ReportMetric(p99, fmt.Sprintf("ms-p99-call-%d-decoders", n))
+			name := fmt.Sprintf("%d-decoders", run.n)
+			if run.atOnce > 0 {
+				name += fmt.Sprintf("-%d-at-once", run.atOnce)
+			}
+			b.Logf("%s: %.0f frames/s in all, %.1f each; a decode call p99 %.2f ms", name, float64(frames)/secs, float64(frames)/secs/float64(run.n), p99)
+			b.ReportMetric(float64(frames)/secs, "frames/s-"+name)
+			b.ReportMetric(p99, "ms-p99-call-"+name)
 		}
 	}
 }

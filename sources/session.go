@@ -268,8 +268,9 @@ type decodeLoop struct {
 	errLog   rateLog
 	onFrame  func(w, h int, pts int64)
 	gaps     frameGaps
-	// gate, when set, is taken for the session's first decode of a keyframe, which opens
-	// the GPU decoder; opened says that one succeeded. stop ends a wait for it.
+	// gate, when set, is passed by every decode (decode): its open slot for the session's
+	// first decode of a keyframe, which opens the GPU decoder, its call slot for each;
+	// opened says that the first succeeded. stop ends a wait for it.
 	gate   *DecoderGate
 	opened bool
 	stop   <-chan struct{}
@@ -307,6 +308,32 @@ func (g *frameGaps) observe(at time.Time) {
 	}
 }
 
+// decode decodes au, through the gate when the loop has one: an open slot for the
+// session's first decode, a call slot for every one. ended says that the session ended while
+// it waited (nothing was decoded).
+func (l *decodeLoop) decode(au accessUnit) (ended bool, err error) {
+	if l.gate == nil {
+		return false, l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
+	}
+	opening := !l.opened
+	if opening && !l.gate.enter(l.cam, l.stop) {
+		return true, nil
+	}
+	if !l.gate.call(l.stop) {
+		if opening {
+			l.gate.leave()
+		}
+		return true, nil
+	}
+	err = l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
+	l.gate.called()
+	if opening {
+		l.gate.leave()
+		l.opened = err == nil
+	}
+	return false, err
+}
+
 // handle decodes one access unit; decoding errors only make it wait for the next
 // random-access unit.
 func (l *decodeLoop) handle(au accessUnit) {
@@ -327,14 +354,9 @@ func (l *decodeLoop) handle(au accessUnit) {
 	l.gaps.observe(au.at)
 	skip := au.nonRef && l.cam.skippableNow(time.Now(), l.gaps.gap)
 	l.dec.skipNonRef(skip)
-	gated := l.gate != nil && !l.opened
-	if gated && !l.gate.enter(l.cam, l.stop) {
-		return // the session is ending
-	}
-	err := l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
-	if gated {
-		l.gate.leave()
-		l.opened = err == nil
+	ended, err := l.decode(au)
+	if ended {
+		return
 	}
 	if err != nil {
 		l.needKey = true
