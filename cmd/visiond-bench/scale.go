@@ -159,8 +159,9 @@ func search(o searchOpts, step func(n int) (scaleStep, error)) (steps []scaleSte
 }
 
 // scaleCmd searches for the most cameras the daemon sustains (search), the cameras set by
-// config reloads. Each step waits for every camera to be online, lets it settle, then
-// measures one window and what it cost (CPU, memory, GPU memory).
+// config reloads (or, with -restart, by a new daemon for each step). Each step waits for
+// every camera to be online, lets it settle, then measures one window and what it cost (CPU,
+// memory, GPU memory).
 func scaleCmd(args []string) error {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	var f daemonFlags
@@ -177,6 +178,8 @@ func scaleCmd(args []string) error {
 	warmup := fs.Duration("warmup", 10*time.Second, "more wait before the first step's window (the workers' first runs are slow)")
 	minShare := fs.Float64("min-share", 0.95, "each camera must reach this share of -fps (0.95: 4.75 of 5)")
 	totalShare := fs.Float64("total-share", 0.95, "all cameras together must reach this share of cameras x -fps")
+	restart := fs.Bool("restart", false, "start a new daemon for every step, with -warmup each time, rather than reload the cameras of one "+
+		"(slower; no step inherits another's state: on the GPU, a daemon reloaded down from an overloaded step paced its cameras low for a while)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -190,11 +193,19 @@ func scaleCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Stop()
+	defer func() { d.Stop() }() // the daemon of the last step
 
 	first := true
 	measure := func(n int) (scaleStep, error) {
 		step := scaleStep{Cameras: n}
+		if *restart && !first {
+			d.Stop()
+			if d, err = startDaemon(f, 0); err != nil {
+				return step, err
+			}
+			first = true // its workers' first runs are slow too
+			logf("scale: a new daemon (pid %d) for the step of %d cameras", d.cmd.Process.Pid, n)
+		}
 		ids := make([]string, n)
 		for i := range ids {
 			ids[i] = fmt.Sprintf("cam%03d", i)

@@ -15,9 +15,10 @@
 #   levers   visiond-bench measure at $CAMERAS cameras, $SESSIONS sessions, decoder cuda, $PHASES
 #            camera server(s) (1: every camera in phase): FP32 host tensors, FP32 graph,
 #            FP16+uint8 graph (~90 s each)
-#   scale    visiond-bench scale with $SCALE_CUDA and $SCALE_MODEL from $SCALE_START (~6 min)
+#   scale    visiond-bench scale -restart (a new daemon for every step) with $SCALE_CUDA and
+#            $SCALE_MODEL from $SCALE_START cameras (~1.5 min a step)
 # Knobs: CAMERAS=150 SESSIONS=8 PHASES=1 DECODER=cuda WINDOW=30s WARMUP=20s LEVERS="host graph fp16u8-graph"
-# SCALE_START=200 SCALE_CUDA='{graph: true}' SCALE_MODEL=y8-fp16-u8.onnx SCALE_WINDOW=10s.
+# SCALE_START=150 SCALE_CUDA='{graph: true}' SCALE_MODEL=y8-fp16-u8.onnx SCALE_WINDOW=10s.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = pack ]; then
@@ -82,7 +83,7 @@ for part in "$@"; do
     "$bin/visiond-bench" scale -visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda \
       -workers 1 -sessions "$SESSIONS" -decoder cuda -fps 5 -phases 1 -video $w/third_party/media/vtest.h264.ts \
       -model "$w/third_party/${SCALE_MODEL:-y8-fp16-u8.onnx}" -cuda "$SCALE_CUDA" \
-      -start "${SCALE_START:-200}" -grow 1.25 -resolution 8 -window "${SCALE_WINDOW:-10s}" -settle 3s -warmup 20s -curve '' \
+      -restart -start "${SCALE_START:-150}" -grow 1.25 -resolution 8 -window "${SCALE_WINDOW:-10s}" -settle 3s -warmup 20s -curve '' \
       -label "visiond run, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph, decoder cuda, one phase" \
       -o "$OUT/scale-cuda-s$SESSIONS-graph-fp16u8-nvdec.json" 2>"$OUT/scale.log"
     echo "scale: rc=$? $(tail -c 600 "$OUT/scale.log" | tr '\n' ' ')"
