@@ -24,8 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = pack ]; then
   cd "$here/../.."
   GO=${GO:-go}
-  export CGO_CPPFLAGS="$(pkg-config --cflags opencv4)" CGO_CFLAGS="-O2 -ffunction-sections -fdata-sections"
-  export CGO_CXXFLAGS="$CGO_CFLAGS" CGO_LDFLAGS="-Wl,--gc-sections -lopencv_videoio -lopencv_imgcodecs -lopencv_imgproc -lopencv_core"
+  . scripts/bench/gpu-build-env.sh
   $GO build -tags customenv -ldflags='-s -w' -o bin/visiond ./cmd/visiond || exit 1
   $GO build -tags customenv -ldflags='-s -w' -o bin/visiond-bench ./cmd/visiond-bench || exit 1
   $GO test -c -tags customenv -ldflags='-s -w' -o bin/sources.test ./sources || exit 1

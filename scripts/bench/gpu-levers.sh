@@ -15,8 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = pack ]; then
   cd "$here/../.."
   GO=${GO:-go}
-  export CGO_CPPFLAGS="$(pkg-config --cflags opencv4)" CGO_CFLAGS="-O2 -ffunction-sections -fdata-sections"
-  export CGO_CXXFLAGS="$CGO_CFLAGS" CGO_LDFLAGS="-Wl,--gc-sections -lopencv_videoio -lopencv_imgcodecs -lopencv_imgproc -lopencv_core"
+  . scripts/bench/gpu-build-env.sh
   $GO test -c -tags customenv -ldflags='-s -w' -o bin/worker.test ./infer/worker || exit 1
   rm -rf .gpuw && mkdir -p .gpuw
   cp bin/worker.test third_party/yolov8n.onnx third_party/media/messi5.jpg scripts/bench/gpu-levers.sh .gpuw/
