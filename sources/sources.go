@@ -117,7 +117,8 @@ type Camera struct {
 	// Decoder is what decodes the video, for kind rtsp. Default DefaultDecoder (cpu).
 	Decoder Decoder
 	// DecoderGate, for decoder cuda, bounds how many cameras open their GPU decoders at
-	// once; the cameras of a process share one. Default nil: unbounded.
+	// once and how many decode calls are under way; the cameras of a process share one.
+	// Default nil: unbounded.
 	DecoderGate *DecoderGate
 	// Pipeline is a GStreamer pipeline ending in appsink, for kind gstreamer. Required for
 	// kind gstreamer.
