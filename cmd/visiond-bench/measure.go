@@ -22,6 +22,7 @@ type measureResult struct {
 	DaemonRSSMiB   float64     `json:"daemon_rss_mib"`
 	WorkersRSSMiB  float64     `json:"workers_rss_mib"`
 	WorkersGPUMiB  float64     `json:"workers_gpu_mib"`
+	DaemonGPUMiB   float64     `json:"daemon_gpu_mib"` // the daemon's own (NVDEC decoding), nvidia-smi; 0 without
 	WorkerProvider string      `json:"worker_provider"`
 	Load           loadAvg     `json:"load"`
 }
@@ -79,6 +80,7 @@ func measureCmd(args []string) error {
 			res.WorkerProvider = w.Provider
 		}
 	}
+	res.DaemonGPUMiB = gpuMemByPID()[d.cmd.Process.Pid]
 	res.Load = readLoad()
 	logf("measure: %d cameras: %.1f frames/s (%.1f detections/s), Jain %.3f, p50 %.0f p99 %.0f ms, %.1f ms CPU per frame, %.2f cores",
 		*n, res.Window.EventsPerSec, res.Window.DetsPerSec, res.Window.Jain, res.Window.TotalP50, res.Window.TotalP99, res.CPUPerFrameMS, res.CoresBusy)
