@@ -14,6 +14,7 @@ type soakSample struct {
 	Online     int       `json:"cameras_online"`
 	DaemonMiB  float64   `json:"daemon_rss_mib"`
 	HeapMiB    float64   `json:"daemon_heap_mib"` // the daemon's Go heap in use (go_memstats_heap_inuse_bytes)
+	DaemonGPU  float64   `json:"daemon_gpu_mib"`  // the daemon's own GPU memory (NVDEC decoding), nvidia-smi; 0 without
 	WorkerMiB  []float64 `json:"worker_rss_mib"`
 	WorkerGPU  []float64 `json:"worker_gpu_mib"`
 	WorkerPIDs []int     `json:"worker_pids"`
@@ -144,6 +145,7 @@ func soakCmd(args []string) error {
 		now := time.Now()
 		s := soakSample{T: now.Sub(t0).Seconds(), Configured: len(d.cams), DaemonMiB: mib(d.daemonRSS()), Load1: readLoad().One}
 		s.HeapMiB = mib(int64(d.metric("go_memstats_heap_inuse_bytes")))
+		s.DaemonGPU = gpuMemByPID()[d.cmd.Process.Pid]
 		if cs, err := d.cameras(); err == nil {
 			for _, c := range cs {
 				if c.State == "online" {
@@ -167,8 +169,8 @@ func soakCmd(args []string) error {
 		w := summarise(d.events.between(lastSample, now), now.Sub(lastSample).Seconds(), d.cams)
 		s.EventsPS, s.P50, s.P99, s.AgeP99 = w.EventsPerSec, w.TotalP50, w.TotalP99, w.AgeP99
 		res.Samples = append(res.Samples, s)
-		logf("soak: +%4.0fs daemon %.0f MiB, workers %v MiB, %.1f events/s, p50 %.0f p99 %.0f ms, %d/%d online",
-			s.T, s.DaemonMiB, s.WorkerMiB, s.EventsPS, s.P50, s.P99, s.Online, s.Configured)
+		logf("soak: +%4.0fs daemon %.0f MiB (GPU %.0f), workers %v MiB (GPU %v), %.1f events/s, p50 %.0f p99 %.0f ms, %d/%d online",
+			s.T, s.DaemonMiB, s.DaemonGPU, s.WorkerMiB, s.WorkerGPU, s.EventsPS, s.P50, s.P99, s.Online, s.Configured)
 		lastSample = now
 		nextSample = nextSample.Add(*sample)
 	}
@@ -215,13 +217,13 @@ func writeSoakCSV(path string, r soakResult) error {
 	for _, s := range r.Samples {
 		nw = max(nw, len(s.WorkerMiB))
 	}
-	b.WriteString("t_s,cameras_configured,cameras_online,daemon_rss_mib,daemon_heap_mib")
+	b.WriteString("t_s,cameras_configured,cameras_online,daemon_rss_mib,daemon_heap_mib,daemon_gpu_mib")
 	for i := range nw {
 		fmt.Fprintf(&b, ",worker%d_rss_mib,worker%d_gpu_mib,worker%d_pid", i, i, i)
 	}
 	b.WriteString(",events_per_s,latency_p50_ms,latency_p99_ms,frame_age_p99_ms,load1\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "%.0f,%d,%d,%.1f,%.1f", s.T, s.Configured, s.Online, s.DaemonMiB, s.HeapMiB)
+		fmt.Fprintf(&b, "%.0f,%d,%d,%.1f,%.1f,%.1f", s.T, s.Configured, s.Online, s.DaemonMiB, s.HeapMiB, s.DaemonGPU)
 		for i := range nw {
 			if i < len(s.WorkerMiB) {
 				fmt.Fprintf(&b, ",%.1f,%.1f,%d", s.WorkerMiB[i], s.WorkerGPU[i], s.WorkerPIDs[i])

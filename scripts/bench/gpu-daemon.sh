@@ -17,8 +17,12 @@
 #            FP16+uint8 graph (~90 s each)
 #   scale    visiond-bench scale -restart (a new daemon for every step) with $SCALE_CUDA and
 #            $SCALE_MODEL from $SCALE_START cameras (~1.5 min a step)
+#   soak     visiond-bench soak: $CAMERAS cameras, $SOAK_CHURN added and removed by a config edit
+#            every $SOAK_EDIT, for $SOAK (5m), with $SCALE_CUDA and $SCALE_MODEL; the daemon's and
+#            the workers' GPU memory over time (soak-*.json, .csv, .png)
 # Knobs: CAMERAS=150 SESSIONS=8 PHASES=1 DECODER=cuda WINDOW=30s WARMUP=20s LEVERS="host graph fp16u8-graph"
-# SCALE_START=150 SCALE_CUDA='{graph: true}' SCALE_MODEL=y8-fp16-u8.onnx SCALE_WINDOW=10s.
+# SCALE_START=150 SCALE_CUDA='{graph: true}' SCALE_MODEL=y8-fp16-u8.onnx SCALE_WINDOW=10s
+# SOAK=5m SOAK_EDIT=30s SOAK_CHURN=10.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = pack ]; then
@@ -86,6 +90,16 @@ for part in "$@"; do
       -label "visiond run, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph, decoder cuda, one phase" \
       -o "$OUT/scale-cuda-s$SESSIONS-graph-fp16u8-nvdec.json" 2>"$OUT/scale.log"
     echo "scale: rc=$? $(tail -c 600 "$OUT/scale.log" | tr '\n' ' ')"
+    ;;
+  soak)
+    cd "$root"
+    "$bin/visiond-bench" soak -visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda \
+      -workers 1 -sessions "$SESSIONS" -decoder "${DECODER:-cuda}" -fps 5 -phases "${PHASES:-1}" -video $w/third_party/media/vtest.h264.ts \
+      -model "$w/third_party/${SCALE_MODEL:-y8-fp16-u8.onnx}" -cuda "$SCALE_CUDA" -cameras "$CAMERAS" -churn "${SOAK_CHURN:-10}" \
+      -duration "${SOAK:-5m}" -edit-every "${SOAK_EDIT:-30s}" -sample-every 10s -warmup 20s \
+      -title "visiond run, $CAMERAS cameras (decoder ${DECODER:-cuda}), ${SOAK_CHURN:-10} added and removed every ${SOAK_EDIT:-30s}" \
+      -o "$OUT/soak-c$CAMERAS.json" -csv "$OUT/soak-c$CAMERAS.csv" -png "$OUT/soak-c$CAMERAS.png" 2>"$OUT/soak.log"
+    echo "soak: rc=$? $(tail -c 600 "$OUT/soak.log" | tr '\n' ' ')"
     ;;
   *) echo "gpu-daemon.sh: unknown part $part" >&2 ;;
   esac
