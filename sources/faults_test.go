@@ -166,12 +166,14 @@ func encodeClip(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	ffmpeg := testutil.LookPath(t, "ffmpeg")
 	out := filepath.Join(t.TempDir(), name)
-	full := append([]string{"-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "3"}, args...)
+	// The defaults (3 s, 4:2:0, no B-frames) come before args: ffmpeg takes an option's last
+	// value, so args may override them.
+	full := append([]string{"-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "3", "-pix_fmt", "yuv420p", "-bf", "0"}, args...)
 	format := "mpegts"
 	if strings.HasSuffix(name, ".mp4") {
 		format = "mp4"
 	}
-	full = append(full, "-pix_fmt", "yuv420p", "-bf", "0", "-f", format, out)
+	full = append(full, "-f", format, out)
 	if b, err := exec.Command(ffmpeg, full...).CombinedOutput(); err != nil {
 		t.Fatalf("ffmpeg %v: %v\n%s", full, err, b)
 	}

@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -116,13 +115,8 @@ func bframesClip(t *testing.T) string {
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		t.Skip("no ffmpeg here to make the clip, and VISIOND_TEST_BFRAMES is not set")
 	}
-	out := filepath.Join(t.TempDir(), "bframes.ts")
-	args := []string{"-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "6", "-vf", "scale=640:360",
-		"-c:v", "libx264", "-preset", "fast", "-x264-params", "ref=4:bframes=3:keyint=30", "-pix_fmt", "yuv420p", "-f", "mpegts", out}
-	if b, err := exec.Command("ffmpeg", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ffmpeg %v: %v\n%s", args, err, b)
-	}
-	return out
+	return encodeClip(t, "bframes.ts", "-t", "6", "-vf", "scale=640:360", "-c:v", "libx264", "-preset", "fast",
+		"-bf", "3", "-x264-params", "ref=4:bframes=3:keyint=30")
 }
 
 // compareGPUWithCPU decodes aus (w x h) on both and compares the letterboxed pictures.
