@@ -38,7 +38,7 @@ if [ "${1:-}" = pack ]; then
   export ONNXRUNTIME_SHARED_LIBRARY_PATH=$PWD/third_party/libonnxruntime.so.1
   bin/visiond model fp16 -model third_party/yolov8n.onnx -out /tmp/y8-fp16.onnx >/dev/null || exit 1
   bin/visiond model prelude -model /tmp/y8-fp16.onnx -out .gpue/y8-fp16-u8.onnx >/dev/null || exit 1
-  ffmpeg -v error -y -i third_party/media/vtest.avi -t 6 -vf scale=640:360 -c:v libx264 -preset fast \
+  ffmpeg -v error -y -i third_party/media/vtest.avi -t 6 -vf scale=640:360 -c:v libx264 -preset fast -bf 3 \
     -x264-params ref=4:bframes=3:keyint=30 -pix_fmt yuv420p -f mpegts .gpue/bframes.ts || exit 1
   du -sh .gpud .gpue
   exit 0
@@ -56,6 +56,11 @@ export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
 graph='{graph: true}'
 SCALE_CUDA=${SCALE_CUDA:-$graph}
 CAMERAS=${CAMERAS:-150} SESSIONS=${SESSIONS:-8} WINDOW=${WINDOW:-30s} WARMUP=${WARMUP:-20s}
+DECODER=${DECODER:-cuda} PHASES=${PHASES:-1}
+# What every daemon run here shares: the binary, one CUDA worker of $SESSIONS sessions, the
+# cameras' decoder and servers, 5 fps a camera.
+daemon=(-visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda -workers 1 -sessions "$SESSIONS"
+  -decoder "$DECODER" -fps 5 -phases "$PHASES" -video $w/third_party/media/vtest.h264.ts)
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
 for part in "$@"; do
   case $part in
@@ -74,30 +79,27 @@ for part in "$@"; do
       fp16u8-graph) cuda=$graph model=$w/third_party/y8-fp16-u8.onnx ;;
       esac
       cd "$root"
-      "$bin/visiond-bench" measure -visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda \
-        -workers 1 -sessions "$SESSIONS" -decoder "${DECODER:-cuda}" -cameras "$CAMERAS" -fps 5 -phases "${PHASES:-1}" -video $w/third_party/media/vtest.h264.ts \
-        -duration "$WINDOW" -warmup "$WARMUP" -model "$model" ${cuda:+-cuda "$cuda"} -o "$OUT/measure-$lever-c$CAMERAS-s$SESSIONS-p${PHASES:-1}-${DECODER:-cuda}.json" \
-        2>"$OUT/measure-$lever-c$CAMERAS-p${PHASES:-1}-${DECODER:-cuda}.log"
-      echo "levers: $lever rc=$? $(tail -c 300 "$OUT/measure-$lever-c$CAMERAS-p${PHASES:-1}-${DECODER:-cuda}.log" | tr '\n' ' ')"
+      "$bin/visiond-bench" measure "${daemon[@]}" -cameras "$CAMERAS" \
+        -duration "$WINDOW" -warmup "$WARMUP" -model "$model" ${cuda:+-cuda "$cuda"} -o "$OUT/measure-$lever-c$CAMERAS-s$SESSIONS-p$PHASES-$DECODER.json" \
+        2>"$OUT/measure-$lever-c$CAMERAS-p$PHASES-$DECODER.log"
+      echo "levers: $lever rc=$? $(tail -c 300 "$OUT/measure-$lever-c$CAMERAS-p$PHASES-$DECODER.log" | tr '\n' ' ')"
     done
     ;;
   scale)
     cd "$root"
-    "$bin/visiond-bench" scale -visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda \
-      -workers 1 -sessions "$SESSIONS" -decoder cuda -fps 5 -phases 1 -video $w/third_party/media/vtest.h264.ts \
+    "$bin/visiond-bench" scale "${daemon[@]}" \
       -model "$w/third_party/${SCALE_MODEL:-y8-fp16-u8.onnx}" -cuda "$SCALE_CUDA" \
       -restart -start "${SCALE_START:-150}" -grow 1.25 -resolution 8 -window "${SCALE_WINDOW:-10s}" -settle 3s -warmup 20s -curve '' \
-      -label "visiond run, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph, decoder cuda, one phase" \
-      -o "$OUT/scale-cuda-s$SESSIONS-graph-fp16u8-nvdec.json" 2>"$OUT/scale.log"
+      -label "visiond run, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph, decoder $DECODER, $PHASES camera server(s)" \
+      -o "$OUT/scale-cuda-s$SESSIONS-graph-fp16u8-$DECODER-p$PHASES.json" 2>"$OUT/scale.log"
     echo "scale: rc=$? $(tail -c 600 "$OUT/scale.log" | tr '\n' ' ')"
     ;;
   soak)
     cd "$root"
-    "$bin/visiond-bench" soak -visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda \
-      -workers 1 -sessions "$SESSIONS" -decoder "${DECODER:-cuda}" -fps 5 -phases "${PHASES:-1}" -video $w/third_party/media/vtest.h264.ts \
+    "$bin/visiond-bench" soak "${daemon[@]}" \
       -model "$w/third_party/${SCALE_MODEL:-y8-fp16-u8.onnx}" -cuda "$SCALE_CUDA" -cameras "$CAMERAS" -churn "${SOAK_CHURN:-10}" \
       -duration "${SOAK:-5m}" -edit-every "${SOAK_EDIT:-30s}" -sample-every 10s -warmup 20s \
-      -title "visiond run, $CAMERAS cameras (decoder ${DECODER:-cuda}), ${SOAK_CHURN:-10} added and removed every ${SOAK_EDIT:-30s}" \
+      -title "visiond run, $CAMERAS cameras (decoder $DECODER), ${SOAK_CHURN:-10} added and removed every ${SOAK_EDIT:-30s}" \
       -o "$OUT/soak-c$CAMERAS.json" -csv "$OUT/soak-c$CAMERAS.csv" -png "$OUT/soak-c$CAMERAS.png" 2>"$OUT/soak.log"
     echo "soak: rc=$? $(tail -c 600 "$OUT/soak.log" | tr '\n' ' ')"
     ;;
