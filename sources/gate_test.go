@@ -24,14 +24,18 @@ func TestDecoderGateHoldsOffStallWatchdog(t *testing.T) {
 	srv := startSample(t, "127.0.0.1:0", &logs)
 	g := NewDecoderGate(1, 1)
 	g.opens <- struct{}{} // another camera is opening its decoder
-	// Long enough for the first keyframe (the sample's GOP is 1 s) to reach the gate.
-	const stall = 2 * time.Second
+	// Long enough for the session's first keyframe (the sample's GOP is 1 s) to reach the
+	// gate on a loaded machine.
+	const stall = 4 * time.Second
 	cam, rec := testCamera(t, srv.URL("cam"), &logs, gated(g, stall))
 
 	testutil.WaitFor(t, time.Minute, "the camera waiting at the gate", func() bool { return cam.gateWaits.Load() > 0 })
-	time.Sleep(2 * stall)
+	// Past the stall timeout from the session's start, and past the watchdog's next tick
+	// (every stall/4): without the hold-off it would have cut the session by now.
+	wait := stall + stall/2
+	time.Sleep(wait)
 	if st := cam.Status(); st.Reconnects != 0 || st.Frames != 0 || st.State != StateConnecting {
-		t.Fatalf("after %v at a full gate: %+v, want connecting with no frame and no reconnect\nlogs:\n%s", 2*stall, st, logs.String())
+		t.Fatalf("after %v at a full gate: %+v, want connecting with no frame and no reconnect\nlogs:\n%s", wait, st, logs.String())
 	}
 	g.leave()
 	rec.next(t, StateOnline, time.Minute, &logs)
