@@ -133,3 +133,20 @@ func TestPlotSoak(t *testing.T) {
 		t.Errorf("size %v", b)
 	}
 }
+
+func TestSourceCounts(t *testing.T) {
+	cam := func(id string, decoded, dropped uint64) camStatus {
+		c := camStatus{ID: id, Decoded: decoded}
+		c.Drops.Source = dropped
+		return c
+	}
+	then := []camStatus{cam("a", 100, 1), cam("b", 100, 0), cam("restarted", 500, 9), cam("removed", 10, 0)}
+	now := []camStatus{cam("a", 200, 4), cam("b", 150, 0), cam("restarted", 20, 0), cam("added", 30, 5)}
+	lo, mean, drops := sourceCounts(then, now, 10)
+	if lo != 5 || mean != 7.5 || drops != 3 {
+		t.Errorf("sourceCounts = %v/s slowest, %v/s mean, %d drops; want 5, 7.5, 3 (a and b only)", lo, mean, drops)
+	}
+	if lo, mean, drops := sourceCounts(nil, now, 10); lo != 0 || mean != 0 || drops != 0 {
+		t.Errorf("no earlier reading: %v %v %d, want zeros", lo, mean, drops)
+	}
+}

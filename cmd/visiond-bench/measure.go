@@ -82,8 +82,9 @@ func measureCmd(args []string) error {
 	}
 	res.DaemonGPUMiB = gpuMemByPID()[d.cmd.Process.Pid]
 	res.Load = readLoad()
-	logf("measure: %d cameras: %.1f frames/s (%.1f detections/s), Jain %.3f, p50 %.0f p99 %.0f ms, %.1f ms CPU per frame, %.2f cores",
-		*n, res.Window.EventsPerSec, res.Window.DetsPerSec, res.Window.Jain, res.Window.TotalP50, res.Window.TotalP99, res.CPUPerFrameMS, res.CoresBusy)
+	logf("measure: %d cameras: %.1f frames/s (%.1f detections/s), Jain %.3f, p50 %.0f p99 %.0f ms, decoded %.2f/s slowest (%.2f mean), %d source drops, %.1f ms CPU per frame, %.2f cores",
+		*n, res.Window.EventsPerSec, res.Window.DetsPerSec, res.Window.Jain, res.Window.TotalP50, res.Window.TotalP99, res.Window.DecodedMin, res.Window.DecodedMean,
+		res.Window.SourceDrops, res.CPUPerFrameMS, res.CoresBusy)
 	return writeJSON(*out, res)
 }
 

@@ -98,6 +98,13 @@ type window struct {
 	// and over the window (set by the scale steps).
 	ReconnectsWarmup int `json:"reconnects_warmup"`
 	ReconnectsWindow int `json:"reconnects_window"`
+	// The cameras' own counts over the window (/api/cameras): frames their decoders put out
+	// a second, the slowest camera's and the mean, and frames their sources dropped (decode
+	// queue full, no free frame buffer). A frame late or lost before it reaches the daemon's
+	// queue shows here, not in latency_ms.
+	DecodedMin  float64 `json:"decoded_min_per_s,omitempty"`
+	DecodedMean float64 `json:"decoded_mean_per_s,omitempty"`
+	SourceDrops uint64  `json:"source_drops,omitempty"`
 }
 
 // quantiles are the p50 and p99 of one latency.
@@ -168,12 +175,45 @@ func summarise(evs []event, secs float64, ids []string) window {
 	return w
 }
 
-// measureWindow waits dur and summarises the events received meanwhile.
+// measureWindow waits dur and summarises the events received meanwhile, and the cameras'
+// decoder output and source drops (left out when /api/cameras cannot be read).
 func (d *daemon) measureWindow(dur time.Duration) window {
+	cs0, err0 := d.cameras()
 	from := time.Now()
 	time.Sleep(dur)
 	to := time.Now()
+	cs1, err1 := d.cameras()
 	w := summarise(d.events.between(from, to), to.Sub(from).Seconds(), d.cams)
+	if err0 == nil && err1 == nil {
+		w.DecodedMin, w.DecodedMean, w.SourceDrops = sourceCounts(cs0, cs1, w.Seconds)
+	}
 	w.Load1 = readLoad().One
 	return w
+}
+
+// sourceCounts compares two readings of /api/cameras secs seconds apart: the slowest
+// camera's and the mean decoded frames a second, and the frames the sources dropped. A
+// camera in only one reading, or whose counters went down (restarted), is left out.
+func sourceCounts(then, now []camStatus, secs float64) (minPerS, meanPerS float64, drops uint64) {
+	prev := make(map[string]camStatus, len(then))
+	for _, c := range then {
+		prev[c.ID] = c
+	}
+	var rates []float64
+	for _, c := range now {
+		p, ok := prev[c.ID]
+		if !ok || c.Decoded < p.Decoded || c.Drops.Source < p.Drops.Source || secs <= 0 {
+			continue
+		}
+		rates = append(rates, float64(c.Decoded-p.Decoded)/secs)
+		drops += c.Drops.Source - p.Drops.Source
+	}
+	if len(rates) == 0 {
+		return 0, 0, drops
+	}
+	sum := 0.0
+	for _, r := range rates {
+		sum += r
+	}
+	return slices.Min(rates), sum / float64(len(rates)), drops
 }
