@@ -333,6 +333,20 @@ type CameraStatus struct {
 	LastAnalysed time.Time     `json:"last_analysed,omitempty"`
 	// Clips, while the camera makes clips: its recorder's counts and its ring of video.
 	Clips *ClipStatus `json:"clips,omitempty"`
+	// Decode is where the camera's decoding went since it started (kind rtsp).
+	Decode DecodeStatus `json:"decode"`
+}
+
+// DecodeStatus sums a camera's decoding by step (CameraStatus.Decode; sources.DecodeTimes):
+// divide a difference of two readings of a sum by that of its count for the mean of a call
+// or a frame.
+type DecodeStatus struct {
+	Calls    uint64  `json:"calls"`   // access units sent to the decoder
+	WaitSec  float64 `json:"wait_s"`  // waiting for a call slot of the GPU decoder (decoder cuda)
+	BusySec  float64 `json:"busy_s"`  // in the decoder's calls, the frames' copies and scaling included
+	Scaled   uint64  `json:"scaled"`  // frames copied out and scaled into a buffer
+	CopySec  float64 `json:"copy_s"`  // of busy_s: copying frames from GPU memory to the host (decoder cuda)
+	ScaleSec float64 `json:"scale_s"` // of busy_s: letterboxing frames into RGB24
 }
 
 func (c *camera) status() CameraStatus {
@@ -381,6 +395,10 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 		LatencyMS:    ms(tot),
 		LastAnalysed: last,
 		Clips:        c.clipStatus(),
+		Decode: DecodeStatus{
+			Calls: st.Decode.Calls, WaitSec: st.Decode.Wait.Seconds(), BusySec: st.Decode.Busy.Seconds(),
+			Scaled: st.Decode.Scaled, CopySec: st.Decode.Copy.Seconds(), ScaleSec: st.Decode.Scale.Seconds(),
+		},
 	}, latency
 }
 

@@ -22,7 +22,7 @@ type metricsCollector struct {
 	d *Daemon
 
 	camDecoded, camAnalysed, camDropped, camDetections, camReconnects, camResyncs, camStuck *prometheus.Desc
-	camNotDecoded                                                                           *prometheus.Desc
+	camNotDecoded, camDecodeCalls, camDecodeSeconds                                         *prometheus.Desc
 	camState, camFPS, camFPSTarget                                                          *prometheus.Desc
 	camAgeMean, camAgeMax, camInferMean, camLatencyMean                                     *prometheus.Desc
 	stageLatency                                                                            *prometheus.Desc
@@ -47,12 +47,15 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		return prometheus.NewDesc("visiond_"+name, help, labels, nil)
 	}
 	return &metricsCollector{
-		d:             d,
-		camDecoded:    desc("camera_frames_decoded_total", "Frames the camera's source decoded.", cam...),
-		camNotDecoded: desc("camera_frames_not_decoded_total", "Frames the camera's source left undecoded, not dropped: decode keyframes, or frames nothing references before the camera's turn.", cam...),
-		camAnalysed:   desc("camera_frames_analysed_total", "Frames analysed and published as detection events.", cam...),
-		camDropped:    desc("camera_frames_dropped_total", "Frames not analysed, by reason: superseded (a newer frame replaced it before its turn), stale (older than max_frame_age), source (decode queue full or no free buffer), worker_lost, timeout, rejected, shutdown (cut off when stopping).", "camera", "reason"),
-		camDetections: desc("camera_detections_total", "Objects detected.", cam...),
+		d:              d,
+		camDecoded:     desc("camera_frames_decoded_total", "Frames the camera's source decoded.", cam...),
+		camNotDecoded:  desc("camera_frames_not_decoded_total", "Frames the camera's source left undecoded, not dropped: decode keyframes, or frames nothing references before the camera's turn.", cam...),
+		camAnalysed:    desc("camera_frames_analysed_total", "Frames analysed and published as detection events.", cam...),
+		camDropped:     desc("camera_frames_dropped_total", "Frames not analysed, by reason: superseded (a newer frame replaced it before its turn), stale (older than max_frame_age), source (decode queue full or no free buffer), worker_lost, timeout, rejected, shutdown (cut off when stopping).", "camera", "reason"),
+		camDetections:  desc("camera_detections_total", "Objects detected.", cam...),
+		camDecodeCalls: desc("camera_decode_calls_total", "Access units the camera's source sent to its decoder.", cam...),
+		camDecodeSeconds: desc("camera_decode_seconds_total", "Time the camera's source spent decoding, by step: wait (for a call slot of the GPU decoder, decoder cuda), "+
+			"busy (in the decoder's calls, copy and scale included), copy (of busy: frames copied from GPU memory to the host), scale (of busy: frames letterboxed into RGB24).", "camera", "step"),
 		camReconnects: desc("camera_reconnects_total", "Sessions the camera's source opened after the first.", cam...),
 		camResyncs:    desc("camera_resyncs_total", "Skips to the next keyframe after loss or damage.", cam...),
 		camStuck:      desc("camera_stuck_sessions_total", "Kind gstreamer: capture processes killed because their open or read blocked past stall_timeout.", cam...),
@@ -122,7 +125,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 // Describe implements prometheus.Collector.
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		m.camDecoded, m.camNotDecoded, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck,
+		m.camDecoded, m.camNotDecoded, m.camDecodeCalls, m.camDecodeSeconds, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck,
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
 		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings, m.camFiltered,
 		m.camClips, m.camClipsFailed, m.camClipBytes, m.camRingBytes,
@@ -166,6 +169,13 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(m.camDetections, c.Detections, id)
 		counter(m.camReconnects, c.Reconnects, id)
 		counter(m.camResyncs, c.Resyncs, id)
+		counter(m.camDecodeCalls, c.Decode.Calls, id)
+		for _, st := range []struct {
+			step string
+			s    float64
+		}{{"wait", c.Decode.WaitSec}, {"busy", c.Decode.BusySec}, {"copy", c.Decode.CopySec}, {"scale", c.Decode.ScaleSec}} {
+			ch <- prometheus.MustNewConstMetric(m.camDecodeSeconds, prometheus.CounterValue, st.s, id, st.step)
+		}
 		counter(m.camStuck, c.Stuck, id)
 		// A series for every state, so that a state that is not current reads 0 rather
 		// than missing.

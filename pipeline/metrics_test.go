@@ -69,6 +69,19 @@ func TestDaemonMetrics(t *testing.T) {
 		m.get(`visiond_camera_frames_analysed_total{camera="east"}`); dec < an {
 		t.Errorf("east: %v frames decoded < %v analysed", dec, an)
 	}
+	// The decoding by step (the CPU's decoder: no gate to wait for, nothing to copy).
+	if calls := m.mustHave(t, `visiond_camera_decode_calls_total{camera="east"}`); calls < m.get(`visiond_camera_frames_decoded_total{camera="east"}`) {
+		t.Errorf("east: %v decode calls, fewer than its frames decoded", calls)
+	}
+	busy := m.mustHave(t, `visiond_camera_decode_seconds_total{camera="east",step="busy"}`)
+	for _, step := range []string{"wait", "copy", "scale"} {
+		if v := m.mustHave(t, fmt.Sprintf(`visiond_camera_decode_seconds_total{camera="east",step=%q}`, step)); v < 0 || v > busy || (step == "wait" && v != 0) {
+			t.Errorf("east: decode %s %v s, busy %v s", step, v, busy)
+		}
+	}
+	if busy <= 0 {
+		t.Errorf("east: decode busy %v s, want some", busy)
+	}
 	if v := m.get(`visiond_camera_fps_target{camera="west"}`); v != 3 {
 		t.Errorf("west: fps target %v, want 3", v)
 	}

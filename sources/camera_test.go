@@ -71,6 +71,14 @@ func TestCameraSampleEndToEnd(t *testing.T) {
 	}
 
 	cam.Close()
+	// Closed, its counts are final: a decode call for every frame (one access unit each:
+	// the sample has no B-frames) and every frame scaled (none was unneeded), with time
+	// spent in both and none waiting (no gate) nor copying (the CPU's decoder).
+	st = cam.Status()
+	if d := st.Decode; d.Calls < st.Frames || d.Scaled != st.Delivered || d.Busy <= 0 || d.Scale <= 0 ||
+		d.Scale > d.Busy || d.Wait != 0 || d.Copy < 0 || d.Copy > d.Busy {
+		t.Errorf("decode times %+v, with %d frames decoded and %d delivered", d, st.Frames, st.Delivered)
+	}
 	cam.Close() // safe twice
 	for len(frames) > 0 {
 		(<-frames).Release()

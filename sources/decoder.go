@@ -150,6 +150,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/visiond/visiond/internal/geom"
@@ -182,6 +183,21 @@ type decoder struct {
 	swsLB     geom.Letterbox
 
 	skipping bool // skip_frame is AVDISCARD_NONREF (skipNonRef)
+
+	// spent sums scaleInto's frames and their times, copy to the host and scaling, until
+	// the decoder's user takes them (takeSpent).
+	spent struct {
+		frames       uint64
+		copy, scaled time.Duration
+	}
+}
+
+// takeSpent returns the frames scaleInto scaled and the time their copies to the host and
+// their scaling took since the last call, and starts the sums again.
+func (d *decoder) takeSpent() (frames uint64, copyTime, scaleTime time.Duration) {
+	s := d.spent
+	d.spent.frames, d.spent.copy, d.spent.scaled = 0, 0, 0
+	return s.frames, s.copy, s.scaled
 }
 
 // Codecs the decoder takes.
@@ -373,9 +389,16 @@ func (d *decoder) geometry(dstW, dstH int) geom.Letterbox {
 // host. The scaler is rebuilt when the source size, pixel format or geometry changes. It
 // does not touch the padding: the caller fills it once per buffer and geometry.
 func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
+	t0 := time.Now()
 	if err := d.download(); err != nil {
 		return err
 	}
+	t1 := time.Now()
+	defer func() {
+		d.spent.frames++
+		d.spent.copy += t1.Sub(t0)
+		d.spent.scaled += time.Since(t1)
+	}()
 	src := d.source()
 	w, h, fmtID := int(C.frame_width(src)), int(C.frame_height(src)), d.format()
 	if w != lb.SrcW || h != lb.SrcH {

@@ -100,7 +100,8 @@ func TestDecoderGateManyCameras(t *testing.T) {
 }
 
 // Every decode of a gated camera takes a call slot: while the test holds the only one, the
-// camera's frames stop; given back, they come again.
+// camera's frames stop; given back, they come again, and the camera's DecodeTimes count the
+// wait.
 func TestDecoderGateCallSlots(t *testing.T) {
 	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
@@ -113,6 +114,11 @@ func TestDecoderGateCallSlots(t *testing.T) {
 	if n := cam.Status().Frames; n != held {
 		t.Fatalf("%d frames decoded while the test held the only call slot, want none", n-held)
 	}
+	waited := cam.Status().Decode.Wait
 	<-g.calls
 	testutil.WaitFor(t, time.Minute, "frames again", func() bool { return cam.Status().Frames > held })
+	// The decode call that waited for the slot counts its wait once it returns: most of
+	// the second held (the camera's next access unit came up to a frame or two after the
+	// test took the slot).
+	testutil.WaitFor(t, time.Minute, "the wait counted", func() bool { return cam.Status().Decode.Wait-waited >= time.Second/2 })
 }

@@ -313,25 +313,44 @@ func (g *frameGaps) observe(at time.Time) {
 // it waited (nothing was decoded).
 func (l *decodeLoop) decode(au accessUnit) (ended bool, err error) {
 	if l.gate == nil {
-		return false, l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
+		t0 := time.Now()
+		err = l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
+		l.spent(t0, t0)
+		return false, err
 	}
 	opening := !l.opened
 	if opening && !l.gate.enter(l.cam, l.stop) {
 		return true, nil
 	}
+	t0 := time.Now()
 	if !l.gate.call(l.stop) {
 		if opening {
 			l.gate.leave()
 		}
 		return true, nil
 	}
+	t1 := time.Now()
 	err = l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
 	l.gate.called()
+	l.spent(t0, t1)
 	if opening {
 		l.gate.leave()
 		l.opened = err == nil
 	}
 	return false, err
+}
+
+// spent adds a decode call to the camera's DecodeTimes: one that asked for its call slot
+// at asked, got it at began and has just returned.
+func (l *decodeLoop) spent(asked, began time.Time) {
+	c := l.cam
+	c.decCalls.Add(1)
+	c.decWait.Add(int64(began.Sub(asked)))
+	c.decBusy.Add(int64(time.Since(began)))
+	frames, copyTime, scaleTime := l.dec.takeSpent()
+	c.decScaled.Add(frames)
+	c.decCopy.Add(int64(copyTime))
+	c.decScale.Add(int64(scaleTime))
 }
 
 // handle decodes one access unit; decoding errors only make it wait for the next

@@ -91,6 +91,22 @@ type Status struct {
 	Resyncs       uint64 // times decoding skipped to the next keyframe after a loss or a decode error
 	Unneeded      uint64 // frames decoded but not scaled: a newer one was expected before NeedFrom's time
 	Stuck         uint64 // kind gstreamer: sessions whose capture process was killed, its open or read blocked past StallTimeout
+	// Decode is where the camera's decoding went (kind rtsp): sums since the camera started.
+	Decode DecodeTimes
+}
+
+// DecodeTimes sums a camera's time in decoding, by step (Status.Decode), for kind rtsp: how
+// long its decode goroutine waited for the GPU decoder (a DecoderGate call slot) and how long
+// the calls took, and of these the frames' copies out of GPU memory and their scaling.
+type DecodeTimes struct {
+	Calls uint64        // access units sent to the decoder
+	Wait  time.Duration // waiting for a DecoderGate call slot (decoder cuda)
+	Busy  time.Duration // in the decoder's calls, with the copying and scaling of their frames
+	// Scaled counts the frames copied (decoder cuda) and scaled into a buffer; Copy and
+	// Scale are their parts of Busy.
+	Scaled uint64
+	Copy   time.Duration // copying frames from GPU memory to the host (decoder cuda)
+	Scale  time.Duration // letterboxing frames into RGB24 buffers
 }
 
 // Camera is one camera (an RTSP stream, a GStreamer pipeline or a video file), supervised: a
@@ -178,6 +194,8 @@ type Camera struct {
 	inGate                                 atomic.Bool   // waiting for a DecoderGate slot: the stall watchdog holds off
 	readyAt                                atomic.Int64  // unix ns a DecoderGate slot was last taken: the watchdog counts from here
 	gateWaits                              atomic.Uint64 // times the camera found DecoderGate full and waited
+	decCalls, decScaled                    atomic.Uint64 // Status.Decode's counts
+	decWait, decBusy, decCopy, decScale    atomic.Int64  // Status.Decode's times, ns
 
 	mu        sync.Mutex
 	started   bool
@@ -282,6 +300,10 @@ func (c *Camera) Status() Status {
 	st.Resyncs = c.resyncs.Load()
 	st.Unneeded = c.unneeded.Load()
 	st.Stuck = c.stuck.Load()
+	st.Decode = DecodeTimes{
+		Calls: c.decCalls.Load(), Wait: time.Duration(c.decWait.Load()), Busy: time.Duration(c.decBusy.Load()),
+		Scaled: c.decScaled.Load(), Copy: time.Duration(c.decCopy.Load()), Scale: time.Duration(c.decScale.Load()),
+	}
 	return st
 }
 

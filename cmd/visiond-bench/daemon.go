@@ -501,6 +501,14 @@ type camStatus struct {
 	} `json:"frames_dropped"`
 	Reconnects uint64  `json:"reconnects"`
 	FrameAgeMS float64 `json:"frame_age_ms"`
+	Decode     struct {
+		Calls  uint64  `json:"calls"`
+		Wait   float64 `json:"wait_s"`
+		Busy   float64 `json:"busy_s"`
+		Scaled uint64  `json:"scaled"`
+		Copy   float64 `json:"copy_s"`
+		Scale  float64 `json:"scale_s"`
+	} `json:"decode"`
 }
 
 // workerStatus is the part of /api/workers the bench reads.

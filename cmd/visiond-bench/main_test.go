@@ -135,18 +135,26 @@ func TestPlotSoak(t *testing.T) {
 }
 
 func TestSourceCounts(t *testing.T) {
-	cam := func(id string, decoded, dropped uint64) camStatus {
+	cam := func(id string, decoded, dropped, calls uint64, busy float64) camStatus {
 		c := camStatus{ID: id, Decoded: decoded}
 		c.Drops.Source = dropped
+		c.Decode.Calls, c.Decode.Busy, c.Decode.Wait = calls, busy, busy/2
+		c.Decode.Scaled, c.Decode.Copy, c.Decode.Scale = calls/2, busy/4, busy/8
 		return c
 	}
-	then := []camStatus{cam("a", 100, 1), cam("b", 100, 0), cam("restarted", 500, 9), cam("removed", 10, 0)}
-	now := []camStatus{cam("a", 200, 4), cam("b", 150, 0), cam("restarted", 20, 0), cam("added", 30, 5)}
-	lo, mean, drops := sourceCounts(then, now, 10)
-	if lo != 5 || mean != 7.5 || drops != 3 {
-		t.Errorf("sourceCounts = %v/s slowest, %v/s mean, %d drops; want 5, 7.5, 3 (a and b only)", lo, mean, drops)
+	then := []camStatus{cam("a", 100, 1, 100, 1), cam("b", 100, 0, 100, 1), cam("restarted", 500, 9, 500, 9), cam("removed", 10, 0, 10, 0)}
+	now := []camStatus{cam("a", 200, 4, 200, 2), cam("b", 150, 0, 200, 4), cam("restarted", 20, 0, 20, 1), cam("added", 30, 5, 30, 1)}
+	w := sourceCounts(then, now, 10)
+	if w.DecodedMin != 5 || w.DecodedMean != 7.5 || w.SourceDrops != 3 {
+		t.Errorf("sourceCounts = %v/s slowest, %v/s mean, %d drops; want 5, 7.5, 3 (a and b only)", w.DecodedMin, w.DecodedMean, w.SourceDrops)
 	}
-	if lo, mean, drops := sourceCounts(nil, now, 10); lo != 0 || mean != 0 || drops != 0 {
-		t.Errorf("no earlier reading: %v %v %d, want zeros", lo, mean, drops)
+	// a and b: 200 calls in 10 s taking 4 s (20 ms each) and waiting 2 s; 100 frames scaled
+	// with 1 s of copies and 0.5 s of scaling.
+	want := decodeSteps{CallsPerSec: 20, WaitMS: 10, BusyMS: 20, ScaledPerSec: 10, CopyMS: 10, ScaleMS: 5}
+	if w.Decode == nil || *w.Decode != want {
+		t.Errorf("decode steps %v, want %v", w.Decode, &want)
+	}
+	if w := sourceCounts(nil, now, 10); w.DecodedMin != 0 || w.DecodedMean != 0 || w.SourceDrops != 0 || w.Decode != nil {
+		t.Errorf("no earlier reading: %+v, want zeros", w)
 	}
 }

@@ -82,9 +82,9 @@ func measureCmd(args []string) error {
 	}
 	res.DaemonGPUMiB = gpuMemByPID()[d.cmd.Process.Pid]
 	res.Load = readLoad()
-	logf("measure: %d cameras: %.1f frames/s (%.1f detections/s), Jain %.3f, p50 %.0f p99 %.0f ms, decoded %.2f/s slowest (%.2f mean), %d source drops, %.1f ms CPU per frame, %.2f cores",
+	logf("measure: %d cameras: %.1f frames/s (%.1f detections/s), Jain %.3f, p50 %.0f p99 %.0f ms, decoded %.2f/s slowest (%.2f mean), %d source drops, decode: %v, %.1f ms CPU per frame, %.2f cores",
 		*n, res.Window.EventsPerSec, res.Window.DetsPerSec, res.Window.Jain, res.Window.TotalP50, res.Window.TotalP99, res.Window.DecodedMin, res.Window.DecodedMean,
-		res.Window.SourceDrops, res.CPUPerFrameMS, res.CoresBusy)
+		res.Window.SourceDrops, res.Window.Decode, res.CPUPerFrameMS, res.CoresBusy)
 	return writeJSON(*out, res)
 }
 

@@ -255,6 +255,6 @@ func (res *scaleResult) measure(what string, o searchOpts, curve cameraList, mea
 
 func logStep(what string, st scaleStep) {
 	w, c := st.Window, st.Cost
-	logf("%s: %d cameras: %.1f frames/s, slowest camera %.2f/s, p99 %.0f ms (subscriber; decode→publish %.0f), decoded %.2f/s slowest, %d source drops, reconnects %d+%d, %.2f cores, %.1f ms CPU per frame, GPU %.0f MiB (%.1f per camera): pass=%v %s",
-		what, st.Cameras, w.EventsPerSec, w.MinCamera, w.p99(), w.TotalP99, w.DecodedMin, w.SourceDrops, w.ReconnectsWarmup, w.ReconnectsWindow, c.CoresBusy, c.CPUPerFrameMS, c.GPUMiB, c.GPUMiBPerCamera, st.Pass, st.Why)
+	logf("%s: %d cameras: %.1f frames/s, slowest camera %.2f/s, p99 %.0f ms (subscriber; decode→publish %.0f), decoded %.2f/s slowest, %d source drops, decode: %v, reconnects %d+%d, %.2f cores, %.1f ms CPU per frame, GPU %.0f MiB (%.1f per camera): pass=%v %s",
+		what, st.Cameras, w.EventsPerSec, w.MinCamera, w.p99(), w.TotalP99, w.DecodedMin, w.SourceDrops, w.Decode, w.ReconnectsWarmup, w.ReconnectsWindow, c.CoresBusy, c.CPUPerFrameMS, c.GPUMiB, c.GPUMiBPerCamera, st.Pass, st.Why)
 }

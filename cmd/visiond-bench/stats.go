@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -105,6 +106,30 @@ type window struct {
 	DecodedMin  float64 `json:"decoded_min_per_s,omitempty"`
 	DecodedMean float64 `json:"decoded_mean_per_s,omitempty"`
 	SourceDrops uint64  `json:"source_drops,omitempty"`
+	// Decode is where the cameras' decoding went over the window, from their counts
+	// (/api/cameras' decode); nil when they were not read or nothing was decoded.
+	Decode *decodeSteps `json:"decode,omitempty"`
+}
+
+// decodeSteps are the cameras' decode calls over a window, all cameras together: the mean
+// time a call waited for its slot of the GPU decoder and the mean time it took, and of the
+// frames scaled, the mean time of a frame's copy out of GPU memory and of its scaling.
+type decodeSteps struct {
+	CallsPerSec  float64 `json:"calls_per_s"`
+	WaitMS       float64 `json:"wait_ms"`
+	BusyMS       float64 `json:"busy_ms"`
+	ScaledPerSec float64 `json:"scaled_per_s"`
+	CopyMS       float64 `json:"copy_ms"`
+	ScaleMS      float64 `json:"scale_ms"`
+}
+
+// String is the steps for a log line.
+func (d *decodeSteps) String() string {
+	if d == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f calls/s waiting %.2f ms and taking %.2f ms each; %.0f frames/s scaled, copy %.2f ms + scale %.2f ms each",
+		d.CallsPerSec, d.WaitMS, d.BusyMS, d.ScaledPerSec, d.CopyMS, d.ScaleMS)
 }
 
 // quantiles are the p50 and p99 of one latency.
@@ -185,35 +210,53 @@ func (d *daemon) measureWindow(dur time.Duration) window {
 	cs1, err1 := d.cameras()
 	w := summarise(d.events.between(from, to), to.Sub(from).Seconds(), d.cams)
 	if err0 == nil && err1 == nil {
-		w.DecodedMin, w.DecodedMean, w.SourceDrops = sourceCounts(cs0, cs1, w.Seconds)
+		sc := sourceCounts(cs0, cs1, w.Seconds)
+		w.DecodedMin, w.DecodedMean, w.SourceDrops, w.Decode = sc.DecodedMin, sc.DecodedMean, sc.SourceDrops, sc.Decode
 	}
 	w.Load1 = readLoad().One
 	return w
 }
 
-// sourceCounts compares two readings of /api/cameras secs seconds apart: the slowest
-// camera's and the mean decoded frames a second, and the frames the sources dropped. A
-// camera in only one reading, or whose counters went down (restarted), is left out.
-func sourceCounts(then, now []camStatus, secs float64) (minPerS, meanPerS float64, drops uint64) {
+// sourceCounts compares two readings of /api/cameras secs seconds apart: the cameras'
+// decoder output and their sources' drops (window's Decoded*, SourceDrops) and where their
+// decoding went (Decode). A camera in only one reading, or whose counters went down
+// (restarted), is left out.
+func sourceCounts(then, now []camStatus, secs float64) (w window) {
 	prev := make(map[string]camStatus, len(then))
 	for _, c := range then {
 		prev[c.ID] = c
 	}
 	var rates []float64
+	var calls, scaled uint64
+	var wait, busy, cp, scale float64
 	for _, c := range now {
 		p, ok := prev[c.ID]
-		if !ok || c.Decoded < p.Decoded || c.Drops.Source < p.Drops.Source || secs <= 0 {
+		if !ok || c.Decoded < p.Decoded || c.Drops.Source < p.Drops.Source || c.Decode.Calls < p.Decode.Calls || secs <= 0 {
 			continue
 		}
 		rates = append(rates, float64(c.Decoded-p.Decoded)/secs)
-		drops += c.Drops.Source - p.Drops.Source
+		w.SourceDrops += c.Drops.Source - p.Drops.Source
+		calls += c.Decode.Calls - p.Decode.Calls
+		scaled += c.Decode.Scaled - p.Decode.Scaled
+		wait += c.Decode.Wait - p.Decode.Wait
+		busy += c.Decode.Busy - p.Decode.Busy
+		cp += c.Decode.Copy - p.Decode.Copy
+		scale += c.Decode.Scale - p.Decode.Scale
 	}
 	if len(rates) == 0 {
-		return 0, 0, drops
+		return w
 	}
 	sum := 0.0
 	for _, r := range rates {
 		sum += r
 	}
-	return slices.Min(rates), sum / float64(len(rates)), drops
+	w.DecodedMin, w.DecodedMean = slices.Min(rates), sum/float64(len(rates))
+	if calls > 0 {
+		d := &decodeSteps{CallsPerSec: float64(calls) / secs, WaitMS: 1000 * wait / float64(calls), BusyMS: 1000 * busy / float64(calls)}
+		if scaled > 0 {
+			d.ScaledPerSec, d.CopyMS, d.ScaleMS = float64(scaled)/secs, 1000*cp/float64(scaled), 1000*scale/float64(scaled)
+		}
+		w.Decode = d
+	}
+	return w
 }

@@ -17,6 +17,11 @@
 #            FP16+uint8 graph (~90 s each)
 #   scale    visiond-bench scale -restart (a new daemon for every step) with $SCALE_CUDA and
 #            $SCALE_MODEL from $SCALE_START cameras (~1.5 min a step)
+#   contend  BenchmarkNVDECDecode alone, then again while a daemon of $CONTEND_CAMERAS cameras
+#            decoded on the CPU at 10 fps keeps its CUDA worker busy (another process's
+#            inference on the same GPU), then the bench with only the CPU loaded by as many
+#            busy loops as the daemon took cores (nvdec-alone.txt, nvdec-beside-daemon.txt,
+#            nvdec-beside-cpu.txt, measure-contend-*.json; ~5 min)
 #   soak     visiond-bench soak: $CAMERAS cameras, $SOAK_CHURN added and removed by a config edit
 #            every $SOAK_EDIT, for $SOAK (5m), with $SCALE_CUDA and $SCALE_MODEL; the daemon's and
 #            the workers' GPU memory over time (soak-*.json, .csv, .png)
@@ -93,6 +98,28 @@ for part in "$@"; do
       -label "visiond run, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph, decoder $DECODER, $PHASES camera server(s)" \
       -o "$OUT/scale-cuda-s$SESSIONS-graph-fp16u8-$DECODER-p$PHASES.json" 2>"$OUT/scale.log"
     echo "scale: rc=$? $(tail -c 600 "$OUT/scale.log" | tr '\n' ' ')"
+    ;;
+  contend)
+    cp "$bin/sources.test" $w/sources/
+    nvdec() { (cd $w/sources && ./sources.test -test.run '^$' -test.bench BenchmarkNVDECDecode -test.benchtime 1x -test.v 2>&1 |
+      grep -v '^goos\|^goarch\|^pkg\|^cpu') >"$OUT/$1"; grep 'frames/s in all' "$OUT/$1" | sed "s/^/contend: $1: /"; }
+    nvdec nvdec-alone.txt
+    cd "$root"
+    "$bin/visiond-bench" measure "${daemon[@]}" -decoder cpu -fps 10 -cameras "${CONTEND_CAMERAS:-100}" \
+      -duration 90s -warmup 25s -model "$w/third_party/y8-fp16-u8.onnx" -cuda "$graph" \
+      -o "$OUT/measure-contend-c${CONTEND_CAMERAS:-100}-cpu.json" 2>"$OUT/measure-contend.log" &
+    mpid=$!
+    sleep 40
+    nvdec nvdec-beside-daemon.txt
+    wait $mpid
+    echo "contend: measure rc=$? $(tail -c 400 "$OUT/measure-contend.log" | tr '\n' ' ')"
+    cores=$(grep -o '[0-9.]* cores' "$OUT/measure-contend.log" | tail -1 | cut -d' ' -f1)
+    n=$(printf '%.0f' "${cores:-4}")
+    pids=()
+    for _ in $(seq "$n"); do (while :; do :; done) & pids+=($!); done
+    nvdec nvdec-beside-cpu.txt
+    kill "${pids[@]}"
+    echo "contend: $n busy loops"
     ;;
   soak)
     cd "$root"
