@@ -1,6 +1,9 @@
 package sources
 
 // #cgo pkg-config: libavcodec libavutil libswscale
+// #cgo LDFLAGS: -ldl
+// #include <dlfcn.h>
+// #include <pthread.h>
 // #include <string.h>
 // #include <libavcodec/avcodec.h>
 // #include <libavutil/frame.h>
@@ -132,6 +135,72 @@ package sources
 // 	ctx->get_format = pick_cuda;
 // 	return 0;
 // }
+//
+// // A CUDA stream of a decoder's own. libavutil's CUDA device queues its work (NVDEC's
+// // mapping of each output frame, the copies to the host) on the device's stream, which is
+// // NULL, the context's legacy default stream, unless its user sets one: every decoder of
+// // the process then queues on that one stream of the shared primary context, and each
+// // frame's copy waits, in its cuStreamSynchronize, for the work every other decoder queued
+// // before it. own_stream gives the device a non-blocking stream of its own, made on the
+// // device's context, which it retains meanwhile; free_stream, after the codec context (and
+// // with it the device) is freed, destroys it and releases the context. The driver's
+// // functions come from libcuda.so.1, which libavutil has loaded already, looked up once.
+// // AVCUDADeviceContext's first two fields, as libavutil/hwcontext_cuda.h (4.x to 7.x)
+// // declares them; that header is not included since it includes the CUDA toolkit's cuda.h.
+// typedef struct { void *cuda_ctx; void *stream; } cuda_device_head;
+// static struct {
+// 	int ok;
+// 	int (*push)(void *ctx);
+// 	int (*pop)(void **ctx);
+// 	int (*get_device)(int *dev);
+// 	int (*retain)(void **ctx, int dev);
+// 	int (*release)(int dev);
+// 	int (*create)(void **stream, unsigned flags);
+// 	int (*destroy)(void *stream);
+// } cu;
+// static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+// static void cu_load(void) {
+// 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+// 	if (!h) return;
+// 	cu.push = dlsym(h, "cuCtxPushCurrent_v2");
+// 	cu.pop = dlsym(h, "cuCtxPopCurrent_v2");
+// 	cu.get_device = dlsym(h, "cuCtxGetDevice");
+// 	cu.retain = dlsym(h, "cuDevicePrimaryCtxRetain");
+// 	cu.release = dlsym(h, "cuDevicePrimaryCtxRelease_v2");
+// 	cu.create = dlsym(h, "cuStreamCreate");
+// 	cu.destroy = dlsym(h, "cuStreamDestroy_v2");
+// 	cu.ok = cu.push && cu.pop && cu.get_device && cu.retain && cu.release && cu.create && cu.destroy;
+// }
+// typedef struct { void *stream; void *ctx; int dev; } cuda_stream;
+// #define CU_STREAM_NON_BLOCKING 0x1
+// static int own_stream(AVCodecContext *ctx, cuda_stream *out) {
+// 	pthread_once(&cu_once, cu_load);
+// 	if (!cu.ok || !ctx->hw_device_ctx) return -1;
+// 	cuda_device_head *hw = ((AVHWDeviceContext *)ctx->hw_device_ctx->data)->hwctx;
+// 	void *popped, *retained = NULL, *stream = NULL;
+// 	int dev = 0, res;
+// 	if ((res = cu.push(hw->cuda_ctx)) != 0) return res;
+// 	if ((res = cu.get_device(&dev)) == 0 && (res = cu.retain(&retained, dev)) == 0 &&
+// 			(res = cu.create(&stream, CU_STREAM_NON_BLOCKING)) != 0)
+// 		cu.release(dev);
+// 	cu.pop(&popped);
+// 	if (res != 0) return res;
+// 	hw->stream = stream;
+// 	out->stream = stream;
+// 	out->ctx = retained;
+// 	out->dev = dev;
+// 	return 0;
+// }
+// static void free_stream(cuda_stream *s) {
+// 	if (!s->stream) return;
+// 	void *popped;
+// 	if (cu.push(s->ctx) == 0) {
+// 		cu.destroy(s->stream);
+// 		cu.pop(&popped);
+// 	}
+// 	cu.release(s->dev);
+// 	s->stream = NULL;
+// }
 // static int on_gpu(const AVFrame *f) { return f->format == AV_PIX_FMT_CUDA; }
 //
 // static int frame_width(const AVFrame *f) { return f->width; }
@@ -168,6 +237,9 @@ type decoder struct {
 	// host is the current frame copied from the GPU, for a decoder on it (DecoderCUDA): the
 	// frame scaleInto reads. Unused (nil) on the CPU.
 	host *C.AVFrame
+	// stream is the decoder's own CUDA stream (DecoderCUDA; own_stream), freed after ctx;
+	// zero when it has none (on the CPU, or the default stream).
+	stream C.cuda_stream
 
 	// The scaler, for the source size, format and geometry in sws*: one context from the
 	// frame to RGB24 (sws), or for most 4:2:0 frames two (scale_via, mid_format): sws
@@ -209,15 +281,22 @@ const (
 // newDecoder returns an H.264 or H.265 decoder (codecH264, codecH265) of the kind named by
 // hw (DecoderCPU, DecoderCUDA). On the CPU it decodes on the calling goroutine's thread only
 // (thread_count 1): many cameras share a few cores, and frame threads would add latency.
-// On the GPU (NVDEC) every frame stays in GPU memory until scaleInto copies it to the host.
+// On the GPU (NVDEC) every frame stays in GPU memory until scaleInto copies it to the host,
+// and the decoder's work goes on a CUDA stream of its own.
 func newDecoder(codecName string, hw Decoder) (*decoder, error) {
-	return newDecoderSurfaces(codecName, hw, true)
+	return newDecoderWith(codecName, hw, decoderOpts{})
 }
 
-// newDecoderSurfaces is newDecoder; on the GPU, sized says whether NVDEC's surfaces are
-// sized to what a camera holds (sized_frames, where libavcodec allows) or left to libavcodec
-// (for the benchmark that compares the two).
-func newDecoderSurfaces(codecName string, hw Decoder, sized bool) (*decoder, error) {
+// decoderOpts are what the benchmarks compare: on the GPU, NVDEC's surfaces left to
+// libavcodec (rather than sized to what a camera holds: sized_frames, where libavcodec
+// allows), and the work of every decoder on the context's default stream (rather than one of
+// the decoder's own).
+type decoderOpts struct {
+	libavSurfaces bool
+	defaultStream bool
+}
+
+func newDecoderWith(codecName string, hw Decoder, opts decoderOpts) (*decoder, error) {
 	// FFmpeg logs every concealed macroblock to stderr; errors reach us as return values.
 	// The level is process-wide; setting it again is harmless.
 	C.av_log_set_level(C.AV_LOG_QUIET)
@@ -251,8 +330,17 @@ func newDecoderSurfaces(codecName string, hw Decoder, sized bool) (*decoder, err
 			}
 			return nil, fmt.Errorf("decoder cuda: no CUDA device for NVDEC (%w): is there an NVIDIA GPU and driver here?", averror(res))
 		}
-		if sized {
+		if !opts.libavSurfaces {
 			C.set_sized(d.ctx, 1)
+		}
+		if !opts.defaultStream {
+			if res := C.own_stream(d.ctx, &d.stream); res != 0 {
+				d.close()
+				if res < 0 {
+					return nil, errors.New("decoder cuda: libcuda.so.1's stream functions not found")
+				}
+				return nil, fmt.Errorf("decoder cuda: a CUDA stream for the decoder: CUDA error %d", int(res))
+			}
 		}
 		if d.host = C.av_frame_alloc(); d.host == nil {
 			d.close()
@@ -289,7 +377,11 @@ func (d *decoder) close() {
 	if d.ctx != nil {
 		C.avcodec_free_context(&d.ctx)
 	}
+	C.free_stream(&d.stream) // after the device, which queues its work on it
 }
+
+// ownStream reports whether the decoder's work goes on a CUDA stream of its own.
+func (d *decoder) ownStream() bool { return d.stream.stream != nil }
 
 // surfacesSized reports whether this build sizes NVDEC's surfaces (sized_frames), and the
 // major version of the libavcodec it was built against, which decides.

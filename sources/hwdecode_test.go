@@ -128,6 +128,9 @@ func compareGPUWithCPU(t *testing.T, aus []accessUnit, w, h int) {
 			t.Fatal(err)
 		}
 		defer dec.close()
+		if hw == DecoderCUDA && !dec.ownStream() {
+			t.Error("the GPU's decoder has no CUDA stream of its own")
+		}
 		var out [][]byte
 		for i, au := range aus {
 			if err := dec.decode(au.data, int64(i), func(w, h int, _ int64) {
@@ -177,7 +180,7 @@ func BenchmarkNVDECOpen(b *testing.B) {
 	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_DECODERS": &most, "VISIOND_BENCH_OPENS": &opens})
 	aus, _ := sampleAUs(b, 10)
 	open := func(sized bool) (*decoder, error) {
-		dec, err := newDecoderSurfaces(codecH264, DecoderCUDA, sized)
+		dec, err := newDecoderWith(codecH264, DecoderCUDA, decoderOpts{libavSurfaces: !sized})
 		if err != nil {
 			return nil, err
 		}
@@ -300,21 +303,36 @@ func BenchmarkDecodeCUDA(b *testing.B) {
 // in a loop as fast as it can, and letterboxing every other frame (copy to the host, then
 // the scaler), as a camera analysed at half its stream's rate does; for N of 1, 50, 150 and
 // 250 with every decoder free to call at once, then 250 with at most 16 and 48 decode calls
-// under way at once; VISIOND_BENCH_SECONDS (5) each. It reports the frames decoded per second
-// in all and the p99 of one decode call (with a bound, the wait for it included). It skips
-// where no CUDA decoder opens.
+// under way at once; VISIOND_BENCH_SECONDS (5) each. It does so for the decoders' work on
+// streams of their own (own, as the daemon's) and on the context's default stream
+// (default), or those of VISIOND_BENCH_STREAMS ("own default"). It reports the frames
+// decoded per second in all and the p99 of one decode call (with a bound, the wait for it
+// included). It skips where no CUDA decoder opens.
 func BenchmarkNVDECDecode(b *testing.B) {
 	if have, err := haveCUDA(b); !have {
 		b.Skipf("no CUDA decoder here: %v", err)
 	}
 	seconds := 5
 	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_SECONDS": &seconds})
+	streams := "own default"
+	if v := os.Getenv("VISIOND_BENCH_STREAMS"); v != "" {
+		streams = v
+	}
+	for _, stream := range strings.Fields(streams) {
+		if stream != "own" && stream != "default" {
+			b.Fatalf("VISIOND_BENCH_STREAMS: %q is neither own nor default", stream)
+		}
+		b.Run(stream+"-stream", func(b *testing.B) { benchNVDECDecode(b, decoderOpts{defaultStream: stream == "default"}, seconds) })
+	}
+}
+
+func benchNVDECDecode(b *testing.B, opts decoderOpts, seconds int) {
 	aus, _ := sampleAUs(b, 100)
 	lb := geom.NewLetterbox(768, 576, 640, 640)
 	runs := []struct{ n, atOnce int }{{1, 0}, {50, 0}, {150, 0}, {250, 0}, {250, 16}, {250, 48}}
 	decs := make([]*decoder, 250)
 	for i := range decs {
-		dec, err := newDecoder(codecH264, DecoderCUDA)
+		dec, err := newDecoderWith(codecH264, DecoderCUDA, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

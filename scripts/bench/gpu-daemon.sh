@@ -6,7 +6,7 @@
 #
 # Here (after scripts/setup.sh):
 #   scripts/bench/gpu-daemon.sh pack   # .gpud: binaries; .gpue: models, media, this script
-#   ../shared/gpu/stage.sh bin/visiond bin/visiond-bench bin/sources.test   # .gpu1..N: libraries
+#   ../shared/gpu/stage.sh bin/gpu/visiond bin/gpu/visiond-bench bin/gpu/sources.test   # .gpu1..N: libraries
 # There, one call per .gpuK (mkdir -p /tmp/gpustage && cp .gpuK/* /tmp/gpustage/), then
 #   source /tmp/gpustage/activate.sh && bash .gpue/gpu-daemon.sh PART ...
 # with .gpud and .gpue carried. PARTs (results in $OUT, as JSON and text):
@@ -34,15 +34,16 @@ if [ "${1:-}" = pack ]; then
   cd "$here/../.."
   GO=${GO:-go}
   . scripts/bench/gpu-build-env.sh
-  $GO build -tags customenv -ldflags='-s -w' -o bin/visiond ./cmd/visiond || exit 1
-  $GO build -tags customenv -ldflags='-s -w' -o bin/visiond-bench ./cmd/visiond-bench || exit 1
-  $GO test -c -tags customenv -ldflags='-s -w' -o bin/sources.test ./sources || exit 1
+  gb=bin/gpu # not bin/: a `make bench` here may be running bin/visiond
+  $GO build -tags customenv -ldflags='-s -w' -o $gb/visiond ./cmd/visiond || exit 1
+  $GO build -tags customenv -ldflags='-s -w' -o $gb/visiond-bench ./cmd/visiond-bench || exit 1
+  $GO test -c -tags customenv -ldflags='-s -w' -o $gb/sources.test ./sources || exit 1
   rm -rf .gpud .gpue && mkdir -p .gpud .gpue
-  cp bin/visiond bin/visiond-bench bin/sources.test .gpud/
+  cp $gb/visiond $gb/visiond-bench $gb/sources.test .gpud/
   cp third_party/yolov8n.onnx third_party/media/vtest.h264.ts scripts/bench/gpu-daemon.sh .gpue/
   export ONNXRUNTIME_SHARED_LIBRARY_PATH=$PWD/third_party/libonnxruntime.so.1
-  bin/visiond model fp16 -model third_party/yolov8n.onnx -out /tmp/y8-fp16.onnx >/dev/null || exit 1
-  bin/visiond model prelude -model /tmp/y8-fp16.onnx -out .gpue/y8-fp16-u8.onnx >/dev/null || exit 1
+  $gb/visiond model fp16 -model third_party/yolov8n.onnx -out /tmp/y8-fp16.onnx >/dev/null || exit 1
+  $gb/visiond model prelude -model /tmp/y8-fp16.onnx -out .gpue/y8-fp16-u8.onnx >/dev/null || exit 1
   ffmpeg -v error -y -i third_party/media/vtest.avi -t 6 -vf scale=640:360 -c:v libx264 -preset fast -bf 3 \
     -x264-params ref=4:bframes=3:keyint=30 -pix_fmt yuv420p -f mpegts .gpue/bframes.ts || exit 1
   du -sh .gpud .gpue
