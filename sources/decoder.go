@@ -157,6 +157,8 @@ package sources
 // 	int (*release)(int dev);
 // 	int (*create)(void **stream, unsigned flags);
 // 	int (*destroy)(void *stream);
+// 	int (*host_alloc)(void **p, size_t size, unsigned flags);
+// 	int (*host_free)(void *p);
 // } cu;
 // static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 // static void cu_load(void) {
@@ -169,7 +171,10 @@ package sources
 // 	cu.release = dlsym(h, "cuDevicePrimaryCtxRelease_v2");
 // 	cu.create = dlsym(h, "cuStreamCreate");
 // 	cu.destroy = dlsym(h, "cuStreamDestroy_v2");
-// 	cu.ok = cu.push && cu.pop && cu.get_device && cu.retain && cu.release && cu.create && cu.destroy;
+// 	cu.host_alloc = dlsym(h, "cuMemHostAlloc");
+// 	cu.host_free = dlsym(h, "cuMemFreeHost");
+// 	cu.ok = cu.push && cu.pop && cu.get_device && cu.retain && cu.release && cu.create && cu.destroy &&
+// 		cu.host_alloc && cu.host_free;
 // }
 // typedef struct { void *stream; void *ctx; int dev; } cuda_stream;
 // #define CU_STREAM_NON_BLOCKING 0x1
@@ -200,6 +205,54 @@ package sources
 // 	}
 // 	cu.release(s->dev);
 // 	s->stream = NULL;
+// }
+//
+// // Page-locked host memory for a decoder's frames copied from the GPU. Into pageable memory
+// // (what av_hwframe_transfer_data allocates itself) the driver copies through a staging
+// // buffer of its own, in pieces; into page-locked memory a frame's planes are one DMA each.
+// // pin_host gives host, unreferenced, page-locked planes for frames like src (a CUDA frame:
+// // its frames context's software format and src's size), allocated on the decoder's stream's
+// // context; unpin_host unreferences host and frees them. av_hwframe_transfer_data copies into
+// // a frame's planes when it has them.
+// typedef struct { void *ptr; } pinned_buf;
+// static void keep_pinned(void *opaque, uint8_t *data) {} // unpin_host frees the memory
+// static int pinned_fits(const AVFrame *host, const AVFrame *src) {
+// 	const AVHWFramesContext *fc = (const AVHWFramesContext *)src->hw_frames_ctx->data;
+// 	return host->buf[0] && host->format == fc->sw_format && host->width == src->width && host->height == src->height;
+// }
+// static void unpin_host(AVFrame *host, cuda_stream *s, pinned_buf *pb) {
+// 	av_frame_unref(host);
+// 	if (!pb->ptr) return;
+// 	void *popped;
+// 	if (cu.push(s->ctx) == 0) {
+// 		cu.host_free(pb->ptr);
+// 		cu.pop(&popped);
+// 	}
+// 	pb->ptr = NULL;
+// }
+// #define CU_MEMHOSTALLOC_PORTABLE 0x1
+// static int pin_host(AVFrame *host, const AVFrame *src, cuda_stream *s, pinned_buf *pb) {
+// 	const AVHWFramesContext *fc = (const AVHWFramesContext *)src->hw_frames_ctx->data;
+// 	int size = av_image_get_buffer_size(fc->sw_format, src->width, src->height, 64);
+// 	if (size < 0) return size;
+// 	void *popped;
+// 	int res = cu.push(s->ctx);
+// 	if (res != 0) return res;
+// 	res = cu.host_alloc(&pb->ptr, size, CU_MEMHOSTALLOC_PORTABLE);
+// 	cu.pop(&popped);
+// 	if (res != 0) {
+// 		pb->ptr = NULL;
+// 		return res;
+// 	}
+// 	host->buf[0] = av_buffer_create(pb->ptr, size, keep_pinned, NULL, 0);
+// 	if (!host->buf[0] || (res = av_image_fill_arrays(host->data, host->linesize, pb->ptr, fc->sw_format, src->width, src->height, 64)) < 0) {
+// 		unpin_host(host, s, pb);
+// 		return res < 0 ? res : AVERROR(ENOMEM);
+// 	}
+// 	host->format = fc->sw_format;
+// 	host->width = src->width;
+// 	host->height = src->height;
+// 	return 0;
 // }
 // static int on_gpu(const AVFrame *f) { return f->format == AV_PIX_FMT_CUDA; }
 //
@@ -238,8 +291,14 @@ type decoder struct {
 	// frame scaleInto reads. Unused (nil) on the CPU.
 	host *C.AVFrame
 	// stream is the decoder's own CUDA stream (DecoderCUDA; own_stream), freed after ctx;
-	// zero when it has none (on the CPU, or the default stream).
-	stream C.cuda_stream
+	// zero when it has none (on the CPU, or the default stream). pinned is host's
+	// page-locked memory (pin_host), kept from frame to frame while their size and format
+	// stay; without it (pageable, or no stream of its own) host's planes are allocated for
+	// every frame by its copy. downloaded says that the current frame is in host.
+	stream     C.cuda_stream
+	pinned     C.pinned_buf
+	pageable   bool
+	downloaded bool
 
 	// The scaler, for the source size, format and geometry in sws*: one context from the
 	// frame to RGB24 (sws), or for most 4:2:0 frames two (scale_via, mid_format): sws
@@ -289,11 +348,12 @@ func newDecoder(codecName string, hw Decoder) (*decoder, error) {
 
 // decoderOpts are what the benchmarks compare: on the GPU, NVDEC's surfaces left to
 // libavcodec (rather than sized to what a camera holds: sized_frames, where libavcodec
-// allows), and the work of every decoder on the context's default stream (rather than one of
-// the decoder's own).
+// allows), the work of every decoder on the context's default stream (rather than one of
+// the decoder's own), and frames copied into pageable host memory (rather than page-locked).
 type decoderOpts struct {
 	libavSurfaces bool
 	defaultStream bool
+	pageable      bool // frames copied into pageable host memory (as with defaultStream)
 }
 
 func newDecoderWith(codecName string, hw Decoder, opts decoderOpts) (*decoder, error) {
@@ -333,6 +393,7 @@ func newDecoderWith(codecName string, hw Decoder, opts decoderOpts) (*decoder, e
 		if !opts.libavSurfaces {
 			C.set_sized(d.ctx, 1)
 		}
+		d.pageable = opts.pageable || opts.defaultStream
 		if !opts.defaultStream {
 			if res := C.own_stream(d.ctx, &d.stream); res != 0 {
 				d.close()
@@ -369,6 +430,7 @@ func (d *decoder) close() {
 		C.av_frame_free(&d.frame)
 	}
 	if d.host != nil {
+		C.unpin_host(d.host, &d.stream, &d.pinned)
 		C.av_frame_free(&d.host)
 	}
 	if d.pkt != nil {
@@ -419,7 +481,8 @@ func (d *decoder) decode(annexb []byte, pts int64, onFrame func(w, h int, pts in
 			onFrame(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), int64(C.frame_pts(d.frame)))
 		}
 		C.av_frame_unref(d.frame)
-		if d.host != nil {
+		d.downloaded = false
+		if d.host != nil && d.pinned.ptr == nil {
 			C.av_frame_unref(d.host)
 		}
 	}
@@ -458,17 +521,31 @@ func (d *decoder) source() *C.AVFrame {
 	return d.frame
 }
 
-// download copies the current frame from GPU memory to d.host, once per frame; a frame
-// decoded on the CPU needs none.
+// download copies the current frame from GPU memory to d.host, once per frame, into
+// page-locked memory when the decoder has a stream of its own; a frame decoded on the CPU
+// needs none.
 func (d *decoder) download() error {
-	if C.on_gpu(d.frame) == 0 || C.frame_width(d.host) != 0 {
+	if C.on_gpu(d.frame) == 0 || d.downloaded {
 		return nil
+	}
+	if !d.pageable && d.ownStream() && (d.pinned.ptr == nil || C.pinned_fits(d.host, d.frame) == 0) {
+		C.unpin_host(d.host, &d.stream, &d.pinned)
+		if res := C.pin_host(d.host, d.frame, &d.stream, &d.pinned); res != 0 {
+			if res < 0 {
+				return fmt.Errorf("decoder cuda: page-locked host memory for the frame: %w", averror(res))
+			}
+			return fmt.Errorf("decoder cuda: page-locked host memory for the frame: CUDA error %d", int(res))
+		}
 	}
 	if res := C.av_hwframe_transfer_data(d.host, d.frame, 0); res < 0 {
 		return fmt.Errorf("decoder cuda: copy of the frame to the host: %w", averror(res))
 	}
+	d.downloaded = true
 	return nil
 }
+
+// pinnedHost reports whether the current frame's copy on the host is in page-locked memory.
+func (d *decoder) pinnedHost() bool { return d.pinned.ptr != nil }
 
 // geometry returns the letterbox of the current frame into a dstW x dstH input.
 func (d *decoder) geometry(dstW, dstH int) geom.Letterbox {

@@ -139,6 +139,9 @@ func compareGPUWithCPU(t *testing.T, aus []accessUnit, w, h int) {
 				if err := dec.scaleInto(pix, lb); err != nil {
 					t.Fatalf("%s: %v", hw, err)
 				}
+				if hw == DecoderCUDA && !dec.pinnedHost() {
+					t.Fatal("the GPU's frame was not copied into page-locked host memory")
+				}
 				out = append(out, pix)
 			}); err != nil {
 				t.Fatalf("%s: access unit %d: %v", hw, i, err)
@@ -303,26 +306,29 @@ func BenchmarkDecodeCUDA(b *testing.B) {
 // in a loop as fast as it can, and letterboxing every other frame (copy to the host, then
 // the scaler), as a camera analysed at half its stream's rate does; for N of 1, 50, 150 and
 // 250 with every decoder free to call at once, then 250 with at most 16 and 48 decode calls
-// under way at once; VISIOND_BENCH_SECONDS (5) each. It does so for the decoders' work on
-// streams of their own (own, as the daemon's) and on the context's default stream
-// (default), or those of VISIOND_BENCH_STREAMS ("own default"). It reports the frames
-// decoded per second in all and the p99 of one decode call (with a bound, the wait for it
-// included). It skips where no CUDA decoder opens.
+// under way at once; VISIOND_BENCH_SECONDS (5) each. It does so for each of the decoders'
+// setups in VISIOND_BENCH_MODES ("pinned pageable default"): pinned, as the daemon's (work on
+// a stream of the decoder's own, frames copied into page-locked host memory); pageable (the
+// stream, but pageable memory); default (the context's default stream and pageable memory,
+// as before either). It reports the frames decoded per second in all and the p99 of one
+// decode call (with a bound, the wait for it included). It skips where no CUDA decoder opens.
 func BenchmarkNVDECDecode(b *testing.B) {
 	if have, err := haveCUDA(b); !have {
 		b.Skipf("no CUDA decoder here: %v", err)
 	}
 	seconds := 5
 	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_SECONDS": &seconds})
-	streams := "own default"
-	if v := os.Getenv("VISIOND_BENCH_STREAMS"); v != "" {
-		streams = v
+	modes := map[string]decoderOpts{"pinned": {}, "pageable": {pageable: true}, "default": {defaultStream: true}}
+	names := "pinned pageable default"
+	if v := os.Getenv("VISIOND_BENCH_MODES"); v != "" {
+		names = v
 	}
-	for _, stream := range strings.Fields(streams) {
-		if stream != "own" && stream != "default" {
-			b.Fatalf("VISIOND_BENCH_STREAMS: %q is neither own nor default", stream)
+	for _, name := range strings.Fields(names) {
+		opts, ok := modes[name]
+		if !ok {
+			b.Fatalf("VISIOND_BENCH_MODES: %q is none of pinned, pageable, default", name)
 		}
-		b.Run(stream+"-stream", func(b *testing.B) { benchNVDECDecode(b, decoderOpts{defaultStream: stream == "default"}, seconds) })
+		b.Run(name, func(b *testing.B) { benchNVDECDecode(b, opts, seconds) })
 	}
 }
 
