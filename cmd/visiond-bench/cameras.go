@@ -20,8 +20,35 @@ import (
 const (
 	aimCamerasVsPeer = 1.5 // at least this many times the loop's cameras
 	aimCPUVsPeer     = 0.6 // at most this many times its CPU per analysed frame
-	aimGPUCameras    = 150 // cameras at 5 fps with p99 under 300 ms
+	aimGPUCameras    = 250 // cameras at 5 fps with p99 under 300 ms (issue 25)
 )
+
+// holdPrefix names the GPU machine's hold results: `visiond-bench measure` of one setup at
+// a number of cameras, over one window (hold-*.json), which say whether that many are held
+// where a scale search has not been run to its end.
+const holdPrefix = "hold-"
+
+// holdSetup is a hold result's setup in words, from its daemon's flags.
+func holdSetup(m *measureResult) string {
+	d := m.Daemon
+	text := fmt.Sprintf("visiond run, %s %s worker(s)", d.Workers.describe(0), d.Provider)
+	if d.Sessions > 0 {
+		text += fmt.Sprintf(" of %d sessions", d.Sessions)
+	}
+	if d.CUDA != "" {
+		text += ", cuda " + d.CUDA
+	}
+	if d.Decoder != "" {
+		text += ", decoder " + d.Decoder
+	}
+	if d.Analytics {
+		text += ", analytics on"
+	}
+	if d.JetStream {
+		text += ", JetStream on"
+	}
+	return text + fmt.Sprintf(", %d camera server(s)", max(d.Phases, 1))
+}
 
 // The raw files of the comparison (gpu.sh's cpu-scale, peer-scale and gpu-scale parts).
 const (
@@ -169,7 +196,26 @@ func (r *report) cameraRows() [][]string {
 			} else {
 				fp32[n] = s
 			}
+			fig += "; started " + runAt(s)
 			rows = append(rows, []string{fmt.Sprintf("cameras per box on the GPU (%g fps each, p99 < %g ms): %s", s.Criterion.FPS, s.Criterion.P99MS, setup(s)), ru.name(), fig})
+		}
+		for _, k := range ru.holdKeys() {
+			m, c := ru.holds[k], holdCriterion()
+			ok, why := c.check(m.Window)
+			fig := fmt.Sprintf("**%d cameras %s** for %s s (aim %d: %s)", m.Cameras, map[bool]string{true: "held", false: "not held"}[ok], f0(m.Window.Seconds),
+				aimGPUCameras, met(ok && m.Cameras >= aimGPUCameras))
+			if !ok {
+				fig += ": " + why
+			}
+			g := m.DaemonGPUMiB + m.WorkersGPUMiB
+			fig += fmt.Sprintf("; slowest camera %s/s; p99 %s ms; %d reconnects at start; GPU %s MiB, %s MiB per camera", f2(m.Window.MinCamera),
+				f0(m.Window.p99()), m.Window.ReconnectsWarmup, f0(g), f1(g/float64(max(m.Cameras, 1))))
+			if len(m.Command) > 0 {
+				fig += fmt.Sprintf("; `%s`", strings.Join(m.Command, " "))
+			} else {
+				fig += "; from " + k + ".json"
+			}
+			rows = append(rows, []string{fmt.Sprintf("cameras held on the GPU (%g fps each, p99 < %g ms, one window): %s%s", c.FPS, c.P99MS, holdSetup(m), modelNoteOf(m.Daemon.Model)), ru.name(), fig})
 		}
 		var failed []string
 		for k := range ru.failed {
@@ -330,12 +376,28 @@ func peer0(s *scaleResult) *scaleResult {
 }
 
 // modelNote names the model when it is not the default one.
-func modelNote(s *scaleResult) string {
-	if s.Daemon.Model == "" || s.Daemon.Model == "third_party/yolov8n.onnx" {
+func modelNote(s *scaleResult) string { return modelNoteOf(s.Daemon.Model) }
+
+func modelNoteOf(model string) string {
+	if model == "" || model == "third_party/yolov8n.onnx" {
 		return ""
 	}
-	return " (`" + s.Daemon.Model + "`)"
+	return " (`" + model + "`)"
 }
+
+// holdKeys are the run's hold results, by name.
+func (ru *run) holdKeys() []string {
+	ks := make([]string, 0, len(ru.holds))
+	for k := range ru.holds {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// holdCriterion is what a hold result is judged by: the GPU scale searches' criterion
+// (visiond-bench scale's defaults, -fps 5 -p99 300ms).
+func holdCriterion() criterion { return criterion{FPS: 5, P99MS: 300, MinShare: 0.95, Total: 0.95} }
 
 // family is the kind of machine part a search loads: "gpu" for cuda and tensorrt workers,
 // "cpu" for CPU workers and the Python loop.

@@ -12,6 +12,7 @@ import (
 )
 
 type measureResult struct {
+	Command        []string    `json:"command,omitempty"` // visiond-bench's own argv
 	Daemon         daemonFlags `json:"daemon"`
 	Cameras        int         `json:"cameras"`
 	WarmupS        float64     `json:"warmup_s"`
@@ -62,7 +63,7 @@ func measureCmd(args []string) error {
 		return t
 	}
 	c0 := cpu()
-	res := measureResult{Daemon: f, Cameras: *n, WarmupS: warmup.Seconds()}
+	res := measureResult{Command: os.Args, Daemon: f, Cameras: *n, WarmupS: warmup.Seconds()}
 	res.Window = d.measureWindow(*dur)
 	res.CPUSeconds = cpu() - c0
 	if res.Window.Events > 0 {

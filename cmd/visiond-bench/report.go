@@ -63,8 +63,9 @@ type run struct {
 	soak       *soakResult
 	peerPlain  map[string]any
 	peerLatest map[string]any
-	peerD      *measureResult   // visiond against the peer: the daemon's default workers
-	peerAlt    []*measureResult // visiond against the peer in other configurations (peer-visiond-*.json)
+	peerD      *measureResult            // visiond against the peer: the daemon's default workers
+	peerAlt    []*measureResult          // visiond against the peer in other configurations (peer-visiond-*.json)
+	holds      map[string]*measureResult // hold-*.json, by name without .json
 	selftest   string
 	failed     map[string]string // part -> why
 	soakPNG    string
@@ -156,6 +157,14 @@ func loadRun(dir, tag string) (*run, error) {
 		}
 	}
 	r.scale = r.scales["scale"]
+	r.holds = map[string]*measureResult{}
+	holdFiles, _ := filepath.Glob(filepath.Join(dir, holdPrefix+"*.json"))
+	for _, f := range holdFiles {
+		var m measureResult
+		if readJSON(f, &m) == nil {
+			r.holds[strings.TrimSuffix(filepath.Base(f), ".json")] = &m
+		}
+	}
 	var o overloadResult
 	if readJSON(filepath.Join(dir, "overload.json"), &o) == nil {
 		r.overload = &o

@@ -74,6 +74,16 @@ func TestReportCamerasPerBox(t *testing.T) {
 			Daemon: f, Criterion: crit, Capacity: s.capacity, FirstFail: s.capacity + 2,
 			Curve: steps(s.capacity, 20, s.gpu0, 1), Steps: steps(s.capacity, 20, s.gpu0, s.capacity/2, s.capacity, s.capacity+2)})
 	}
+	// Two hold results of visiond run: 250 cameras held, 300 not (a camera behind).
+	held := measureResult{Command: []string{"visiond-bench", "measure", "-cameras", "250"},
+		Daemon: daemonFlags{Provider: "cuda", Workers: 1, Sessions: 8, Decoder: "cuda", Analytics: true, JetStream: true, Phases: 1, CUDA: "{graph: true}"},
+		Cameras: 250, Window: window{Seconds: 30, Cameras: 250, Events: 37500, EventsPerSec: 1250, MinCamera: 5, Captured: 37500, SubscriberP99: 151},
+		DaemonGPUMiB: 2500, WorkersGPUMiB: 1750}
+	behind := held
+	behind.Command = nil
+	behind.Cameras, behind.Window.Cameras, behind.Window.EventsPerSec, behind.Window.MinCamera = 300, 300, 1490, 4.5
+	write(gpu, "hold-cuda-s8-c250.json", held)
+	write(gpu, "hold-cuda-s8-c300.json", behind)
 	if err := os.WriteFile(filepath.Join(local, "scale.failed"), []byte("exit status 1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +111,11 @@ func TestReportCamerasPerBox(t *testing.T) {
 		// 24 ÷ 20 cameras, 120 ÷ 160 ms: both aims missed; 40 ÷ 20 and 80 ÷ 160: both met.
 		"visiond, default CPU pool, FP32 | GPU machine (16 CPUs, NVIDIA H200) | **24** against the Python loop's 20: 1.20× (aim 1.5×: **not met**); CPU per analysed frame 120.0 ÷ 160.0 ms = 0.75× (aim ≤ 0.6×: **not met**)",
 		"visiond, default CPU pool, INT8 | GPU machine (16 CPUs, NVIDIA H200) | **40** against the Python loop's 20: 2.00× (aim 1.5×: met); CPU per analysed frame 80.0 ÷ 160.0 ms = 0.50× (aim ≤ 0.6×: met)",
-		"scale-cuda-s1 | GPU machine (16 CPUs, NVIDIA H200) | **58** (aim 150: **not met**); p99 158 ms; 0 reconnects at start; GPU 1174 MiB, 20.2 MiB per camera",
-		"scale-cuda-s4 | GPU machine (16 CPUs, NVIDIA H200) | **160** (aim 150: met)",
+		"scale-cuda-s1 | GPU machine (16 CPUs, NVIDIA H200) | **58** (aim 250: **not met**); p99 158 ms; 0 reconnects at start; GPU 1174 MiB, 20.2 MiB per camera",
+		"scale-cuda-s4 | GPU machine (16 CPUs, NVIDIA H200) | **160** (aim 250: **not met**)",
+		"cameras held on the GPU (5 fps each, p99 < 300 ms, one window): visiond run, 1 cuda worker(s) of 8 sessions, cuda {graph: true}, decoder cuda, analytics on, JetStream on, 1 camera server(s) | GPU machine (16 CPUs, NVIDIA H200) | " +
+			"**250 cameras held** for 30 s (aim 250: met); slowest camera 5.00/s; p99 151 ms; 0 reconnects at start; GPU 4250 MiB, 17.0 MiB per camera; `visiond-bench measure -cameras 250`",
+		"**300 cameras not held** for 30 s (aim 250: **not met**): a camera at 4.50/s < 0.95 x 5; slowest camera 4.50/s; p99 151 ms; 0 reconnects at start; GPU 4250 MiB, 14.2 MiB per camera; from hold-cuda-s8-c300.json",
 		"FP16 ÷ FP32 (4 session(s)): 1.25× the cameras",
 		"| default CPU pool, INT8 (`build/models/yolov8n-int8.onnx`) | **40** (41 failed) | 2.00 | 80.0 | 0.50 |",
 		"| scale-cuda-s4 | **160** (162 failed) | 260 | 1 / 0 | 3480 | 21.8 | 16.00 | 20.0 | 3.0 | 2.0 |",
