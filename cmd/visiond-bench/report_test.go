@@ -76,7 +76,7 @@ func TestReportCamerasPerBox(t *testing.T) {
 	}
 	// Two hold results of visiond run: 250 cameras held, 300 not (a camera behind).
 	held := measureResult{Command: []string{"visiond-bench", "measure", "-cameras", "250"},
-		Daemon: daemonFlags{Provider: "cuda", Workers: 1, Sessions: 8, Decoder: "cuda", Analytics: true, JetStream: true, Phases: 1, CUDA: "{graph: true}"},
+		Daemon:  daemonFlags{Provider: "cuda", Workers: 1, Sessions: 8, Decoder: "cuda", Analytics: true, JetStream: true, Phases: 1, CUDA: "{graph: true}"},
 		Cameras: 250, Window: window{Seconds: 30, Cameras: 250, Events: 37500, EventsPerSec: 1250, MinCamera: 5, Captured: 37500, SubscriberP99: 151},
 		DaemonGPUMiB: 2500, WorkersGPUMiB: 1750}
 	behind := held
