@@ -47,7 +47,11 @@ func holdSetup(m *measureResult) string {
 	if d.JetStream {
 		text += ", JetStream on"
 	}
-	return text + fmt.Sprintf(", %d camera server(s)", max(d.Phases, 1))
+	text += fmt.Sprintf(", %d camera server(s)", max(d.Phases, 1))
+	if v := m.Version.String(); v != "" {
+		text += ", visiond " + v
+	}
+	return text
 }
 
 // The raw files of the comparison (gpu.sh's cpu-scale, peer-scale and gpu-scale parts).
@@ -85,6 +89,9 @@ func hasCost(s *scaleResult) bool {
 
 // setup is the search's subject in words.
 func setup(s *scaleResult) string {
+	if v := s.Version.String(); s.Label != "" && v != "" {
+		return s.Label + ", visiond " + v
+	}
 	if s.Label != "" {
 		return s.Label
 	}

@@ -558,6 +558,34 @@ func (d *daemon) metric(name string) float64 {
 	return 0
 }
 
+// buildInfo is the part of the daemon's /api/version the bench records: what was measured.
+type buildInfo struct {
+	Version  string `json:"version"`
+	Revision string `json:"revision"`
+	Modified bool   `json:"modified"`
+}
+
+// String is the revision, short, and whether the tree had uncommitted changes.
+func (b *buildInfo) String() string {
+	if b == nil || b.Revision == "" {
+		return ""
+	}
+	s := b.Revision[:min(len(b.Revision), 7)]
+	if b.Modified {
+		s += " with uncommitted changes"
+	}
+	return s
+}
+
+// version is the daemon's build (/api/version); nil when it cannot be read.
+func (d *daemon) version() *buildInfo {
+	var b buildInfo
+	if err := d.getJSON("/api/version", &b); err != nil {
+		return nil
+	}
+	return &b
+}
+
 func (d *daemon) cameras() ([]camStatus, error) {
 	var cs []camStatus
 	err := d.getJSON("/api/cameras", &cs)

@@ -14,6 +14,7 @@ import (
 type measureResult struct {
 	Command        []string    `json:"command,omitempty"` // visiond-bench's own argv
 	Daemon         daemonFlags `json:"daemon"`
+	Version        *buildInfo  `json:"daemon_version,omitempty"` // the daemon's /api/version
 	Cameras        int         `json:"cameras"`
 	WarmupS        float64     `json:"warmup_s"`
 	Window         window      `json:"window"`
@@ -48,6 +49,7 @@ func measureCmd(args []string) error {
 		return err
 	}
 	defer d.Stop()
+	built := d.version()
 	if err := d.warmUp(*warmup); err != nil {
 		return err
 	}
@@ -63,7 +65,7 @@ func measureCmd(args []string) error {
 		return t
 	}
 	c0 := cpu()
-	res := measureResult{Command: os.Args, Daemon: f, Cameras: *n, WarmupS: warmup.Seconds()}
+	res := measureResult{Command: os.Args, Daemon: f, Version: built, Cameras: *n, WarmupS: warmup.Seconds()}
 	res.Window = d.measureWindow(*dur)
 	res.CPUSeconds = cpu() - c0
 	if res.Window.Events > 0 {

@@ -45,7 +45,8 @@ type scaleResult struct {
 	Label     string        `json:"label,omitempty"`   // what was measured, for the report
 	Command   []string      `json:"command,omitempty"` // the command line that produced it (os.Args)
 	Daemon    daemonFlags   `json:"daemon"`
-	Peer      *peerSettings `json:"peer,omitempty"` // set when the subject is scripts/bench/peer.py, not visiond
+	Version   *buildInfo    `json:"daemon_version,omitempty"` // the daemon's /api/version`
+	Peer      *peerSettings `json:"peer,omitempty"`           // set when the subject is scripts/bench/peer.py, not visiond
 	Criterion criterion     `json:"criterion"`
 	WindowS   float64       `json:"window_s"`
 	SettleS   float64       `json:"settle_s"`
@@ -194,6 +195,7 @@ func scaleCmd(args []string) error {
 		return err
 	}
 	defer func() { d.Stop() }() // the daemon of the last step
+	res.Version = d.version()
 
 	first := true
 	measure := func(n int) (scaleStep, error) {
