@@ -15,6 +15,7 @@ type measureResult struct {
 	Command        []string    `json:"command,omitempty"` // visiond-bench's own argv
 	Daemon         daemonFlags `json:"daemon"`
 	Version        *buildInfo  `json:"daemon_version,omitempty"` // the daemon's /api/version
+	Started        time.Time   `json:"started,omitzero"`
 	Cameras        int         `json:"cameras"`
 	WarmupS        float64     `json:"warmup_s"`
 	Window         window      `json:"window"`
@@ -44,6 +45,7 @@ func measureCmd(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	started := time.Now()
 	d, err := startDaemon(f, *n)
 	if err != nil {
 		return err
@@ -65,7 +67,7 @@ func measureCmd(args []string) error {
 		return t
 	}
 	c0 := cpu()
-	res := measureResult{Command: os.Args, Daemon: f, Version: built, Cameras: *n, WarmupS: warmup.Seconds()}
+	res := measureResult{Command: os.Args, Daemon: f, Version: built, Cameras: *n, WarmupS: warmup.Seconds(), Started: started}
 	res.Window = d.measureWindow(*dur)
 	res.CPUSeconds = cpu() - c0
 	if res.Window.Events > 0 {

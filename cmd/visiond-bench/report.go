@@ -71,6 +71,23 @@ type run struct {
 	soakPNG    string
 }
 
+// laterScales are the run's scale searches that started after its last gpu.sh call (made by
+// another script), by start.
+func (ru *run) laterScales() []string {
+	if len(ru.calls) == 0 {
+		return nil
+	}
+	last := ru.calls[len(ru.calls)-1]
+	var ks []string
+	for k, s := range ru.scales {
+		if s.Started.After(last.Add(12 * time.Hour)) {
+			ks = append(ks, k)
+		}
+	}
+	sort.Slice(ks, func(i, j int) bool { return ru.scales[ks[i]].Started.Before(ru.scales[ks[j]].Started) })
+	return ks
+}
+
 // benchLine is one `go test -bench` result line, with an optional "k=v k=v: " prefix.
 type benchLine struct {
 	name    string
@@ -328,6 +345,13 @@ func (r *report) write() (string, error) {
 			r.p("each part's figures come from one call (the commands of each call, with its time, are in the GPU results' commands-*.txt and under How to reproduce).")
 		} else {
 			r.p("the GPU machine's figures come from `scripts/bench/gpu.sh`, run there on %s, merged from its raw output.", gpu.env.Taken.UTC().Format("2006-01-02 15:04 UTC"))
+		}
+		if late := gpu.laterScales(); len(late) > 0 {
+			r.p("%d of its scale searches (%s) started after those calls, from `scripts/bench/gpu-daemon.sh`, %s to %s; each has its command in it (below, with each setup);",
+				len(late), strings.Join(late, ", "), gpu.scales[late[0]].Started.UTC().Format("2006-01-02 15:04"), gpu.scales[late[len(late)-1]].Started.UTC().Format("2006-01-02 15:04 UTC"))
+		}
+		if len(gpu.holds) > 0 {
+			r.p("and its hold results (%s) are single `visiond-bench measure` runs of that script, each in one call;", strings.Join(gpu.holdKeys(), ", "))
 		}
 	} else {
 		r.p("no GPU machine's results were given (`make bench GPU=DIR`), so its rows say \"not run\".")
