@@ -176,6 +176,7 @@ func scaleCmd(args []string) error {
 	p99 := fs.Duration("p99", 300*time.Millisecond, "p99 capture-to-publish latency bound")
 	win := fs.Duration("window", 20*time.Second, "measurement window per step")
 	settle := fs.Duration("settle", 5*time.Second, "wait after every camera is online, before the window")
+	online := fs.Duration("online", 90*time.Second, "how long a step waits for every camera to come online before it fails (the GPU's decoders open a few at a time)")
 	warmup := fs.Duration("warmup", 10*time.Second, "more wait before the first step's window (the workers' first runs are slow)")
 	minShare := fs.Float64("min-share", 0.95, "each camera must reach this share of -fps (0.95: 4.75 of 5)")
 	totalShare := fs.Float64("total-share", 0.95, "all cameras together must reach this share of cameras x -fps")
@@ -213,7 +214,7 @@ func scaleCmd(args []string) error {
 			ids[i] = fmt.Sprintf("cam%03d", i)
 		}
 		r0 := d.reconnects()
-		if err := d.setCameras(ids, 90*time.Second); err != nil {
+		if err := d.setCameras(ids, *online); err != nil {
 			if aerr := d.alive(); aerr != nil {
 				return step, aerr
 			}

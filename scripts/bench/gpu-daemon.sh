@@ -95,7 +95,7 @@ for part in "$@"; do
     cd "$root"
     "$bin/visiond-bench" scale "${daemon[@]}" \
       -model "$w/third_party/${SCALE_MODEL:-y8-fp16-u8.onnx}" -cuda "$SCALE_CUDA" \
-      -restart -start "${SCALE_START:-150}" -grow 1.25 -resolution 8 -window "${SCALE_WINDOW:-10s}" -settle 3s -warmup 20s -curve '' \
+      -restart -start "${SCALE_START:-150}" -grow 1.25 -resolution 8 -window "${SCALE_WINDOW:-10s}" -settle 3s -warmup 20s -curve '' -online 3m \
       -label "visiond run, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph, decoder $DECODER, $PHASES camera server(s)" \
       -o "$OUT/scale-cuda-s$SESSIONS-graph-fp16u8-$DECODER-p$PHASES.json" 2>"$OUT/scale.log"
     echo "scale: rc=$? $(tail -c 600 "$OUT/scale.log" | tr '\n' ' ')"
