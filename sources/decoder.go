@@ -353,7 +353,7 @@ func newDecoder(codecName string, hw Decoder) (*decoder, error) {
 type decoderOpts struct {
 	libavSurfaces bool
 	defaultStream bool
-	pageable      bool // frames copied into pageable host memory (as with defaultStream)
+	pageable      bool // frames copied into pageable host memory (always, with defaultStream: no stream to allocate on)
 }
 
 func newDecoderWith(codecName string, hw Decoder, opts decoderOpts) (*decoder, error) {
@@ -393,7 +393,7 @@ func newDecoderWith(codecName string, hw Decoder, opts decoderOpts) (*decoder, e
 		if !opts.libavSurfaces {
 			C.set_sized(d.ctx, 1)
 		}
-		d.pageable = opts.pageable || opts.defaultStream
+		d.pageable = opts.pageable
 		if !opts.defaultStream {
 			if res := C.own_stream(d.ctx, &d.stream); res != 0 {
 				d.close()
