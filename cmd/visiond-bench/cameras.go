@@ -474,10 +474,18 @@ func (r *report) growthPlot(ru *run, fam string) (string, error) {
 	return name, plot(filepath.Join(filepath.Dir(r.out), name), title, "cameras", xmax*1.05, panels)
 }
 
-// sustained is the search's capacity with its first failure.
+// sustained is the search's capacity with its first failure, and whether its budget cut it
+// short of its resolution.
 func sustained(s *scaleResult) string {
-	if s.FirstFail == 0 {
+	cut := ""
+	if s.Cut {
+		cut = fmt.Sprintf("; search cut by its %s budget", dur(s.Search.Budget))
+	}
+	switch {
+	case s.FirstFail == 0 && s.Cut:
+		return fmt.Sprintf("**%d** (none failed%s)", s.Capacity, cut)
+	case s.FirstFail == 0:
 		return fmt.Sprintf("**%d** (none failed up to %d)", s.Capacity, s.Search.Max)
 	}
-	return fmt.Sprintf("**%d** (%d failed)", s.Capacity, s.FirstFail)
+	return fmt.Sprintf("**%d** (%d failed%s)", s.Capacity, s.FirstFail, cut)
 }

@@ -488,6 +488,7 @@ func (d *daemon) logTail() string {
 type camStatus struct {
 	ID       string `json:"id"`
 	State    string `json:"state"`
+	Error    string `json:"last_error"`
 	Decoded  uint64 `json:"frames_decoded"`
 	Analysed uint64 `json:"frames_analysed"`
 	Drops    struct {
@@ -624,15 +625,23 @@ func (d *daemon) workers() ([]workerStatus, error) {
 	return ws, err
 }
 
-// waitCameras waits until /api/cameras lists exactly ids, each online.
+// onlineStall is how long waitCameras waits for one more camera to come online before it
+// gives up early: cameras held back by a limit (descriptors, the GPU) do not come later.
+const onlineStall = time.Minute
+
+// waitCameras waits until /api/cameras lists exactly ids, each online, for at most timeout
+// or onlineStall without one more camera online.
 func (d *daemon) waitCameras(ids []string, timeout time.Duration) error {
 	want := map[string]bool{}
 	for _, id := range ids {
 		want[id] = true
 	}
 	deadline := time.Now().Add(timeout)
-	last := ""
+	last, most, rose := "", -1, time.Now()
 	for time.Now().Before(deadline) {
+		if time.Since(rose) > onlineStall {
+			return fmt.Errorf("cameras not all online, none more for %v: %s%s", onlineStall, last, openFiles(d.cmd.Process.Pid))
+		}
 		select {
 		case <-d.exited:
 			return fmt.Errorf("visiond exited: %s", d.logTail())
@@ -652,13 +661,68 @@ func (d *daemon) waitCameras(ids []string, timeout time.Duration) error {
 			if online == len(ids) && other == 0 && len(cs) == len(ids) {
 				return nil
 			}
-			last = fmt.Sprintf("%d of %d online, %d not in the config", online, len(ids), other)
+			if online > most {
+				most, rose = online, time.Now()
+			}
+			last = fmt.Sprintf("%d of %d online, %d not in the config%s", online, len(ids), other, notOnline(cs))
 		} else {
 			last = err.Error()
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return fmt.Errorf("cameras not all online after %v: %s", timeout, last)
+	return fmt.Errorf("cameras not all online after %v: %s%s", timeout, last, openFiles(d.cmd.Process.Pid))
+}
+
+// openFiles is "; N open files of a limit of M" for process pid, or "" where /proc does
+// not say (a daemon short of descriptors fails to open cameras).
+func openFiles(pid int) string {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return ""
+	}
+	limit := "?"
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid)); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); strings.HasPrefix(line, "Max open files") && len(f) >= 5 {
+				limit = f[3] // soft limit
+			}
+		}
+	}
+	return fmt.Sprintf("; %d open files of a limit of %s", len(fds), limit)
+}
+
+// notOnline says what the cameras not online are doing: how many in each state, and their
+// most common last errors (most first, at most three).
+func notOnline(cs []camStatus) string {
+	states, errs := map[string]int{}, map[string]int{}
+	for _, c := range cs {
+		if c.State != "online" {
+			states[c.State]++
+			if c.Error != "" {
+				errs[c.Error]++
+			}
+		}
+	}
+	if len(states) == 0 {
+		return ""
+	}
+	count := func(m map[string]int) []string {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+		out := make([]string, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, fmt.Sprintf("%d %q", m[k], k))
+		}
+		return out
+	}
+	s := "; not online: " + strings.Join(count(states), ", ")
+	if e := count(errs); len(e) > 0 {
+		s += "; their last errors: " + strings.Join(e[:min(3, len(e))], ", ")
+	}
+	return s
 }
 
 // daemonRSS is the daemon process's resident memory in bytes (the taskset wrapper execs it,

@@ -435,7 +435,7 @@ func (r *report) summary(local, gpu *run) {
 		if s := ru.scale; s != nil {
 			rows = append(rows, []string{fmt.Sprintf("scale: cameras sustained at %g fps with p99 capture-to-publish < %g ms (%s)",
 				s.Criterion.FPS, s.Criterion.P99MS, setup(s)), ru.name(),
-				fmt.Sprintf("**%d** (%d failed)", s.Capacity, s.FirstFail)})
+				sustained(s)})
 		} else if ru.tag == "cpu" || ru.failed["scale"] != "" {
 			rows = append(rows, []string{"scale", ru.name(), r.notRun(ru, "scale")})
 		}

@@ -56,6 +56,7 @@ type scaleResult struct {
 	Curve     []scaleStep   `json:"curve,omitempty"` // steps measured before the search, for the cost curve only
 	Capacity  int           `json:"capacity"`        // most cameras that passed (0: not even one)
 	FirstFail int           `json:"first_fail,omitempty"`
+	Cut       bool          `json:"cut,omitempty"` // -budget ended the search before it came within -resolution
 	Load      loadAvg       `json:"load"`
 	Started   time.Time     `json:"started"`
 	Seconds   float64       `json:"seconds"`
@@ -69,6 +70,9 @@ type searchOpts struct {
 	Max        int     `json:"max"`
 	Grow       float64 `json:"grow"`
 	Resolution int     `json:"resolution"`
+	// Budget, when set, ends the search before a step that would not end within it (the
+	// longest step so far as the estimate); the result then says it was cut.
+	Budget float64 `json:"budget_s,omitempty"`
 }
 
 func (o *searchOpts) register(fs *flag.FlagSet) {
@@ -76,6 +80,15 @@ func (o *searchOpts) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.Max, "max", 512, "most cameras to try")
 	fs.Float64Var(&o.Grow, "grow", 2, "factor by which the cameras grow after a passing step, until one fails (> 1)")
 	fs.IntVar(&o.Resolution, "resolution", 1, "bisect until the first failure is at most this many cameras above the capacity")
+	fs.Func("budget", "end the search, and write what it found, before a step that would not end within this `duration` of the start "+
+		"(the longest step so far as the estimate; 0: no bound)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("want a duration >= 0, got %q", v)
+		}
+		o.Budget = d.Seconds()
+		return nil
+	})
 }
 
 // cameraList is a flag of camera counts: "1,8" or "1 8"; "" none.
@@ -132,14 +145,20 @@ func (o searchOpts) check() error {
 // search finds the most cameras for which step passes: it grows the count from o.Start by
 // o.Grow until a step fails (or o.Max passes), then bisects between the last pass and the
 // first failure. It returns the steps in the order run, the most cameras that passed (0:
-// none) and the fewest that failed (0: none); an error from step ends the search.
-func search(o searchOpts, step func(n int) (scaleStep, error)) (steps []scaleStep, lo, hi int, err error) {
+// none) and the fewest that failed (0: none); an error from step ends the search. With
+// o.Budget it runs no step that would end past the budget by the longest step's time, and
+// says whether that cut the search short.
+func search(o searchOpts, step func(n int) (scaleStep, error)) (steps []scaleStep, lo, hi int, cut bool, err error) {
+	start := time.Now()
+	var longest time.Duration
 	n := o.Start
 	for {
+		t0 := time.Now()
 		st, err := step(n)
 		if err != nil {
-			return steps, lo, hi, err
+			return steps, lo, hi, false, err
 		}
+		longest = max(longest, time.Since(t0))
 		steps = append(steps, st)
 		if st.Pass {
 			lo = n
@@ -148,13 +167,18 @@ func search(o searchOpts, step func(n int) (scaleStep, error)) (steps []scaleSte
 		}
 		switch {
 		case hi == 0 && n >= o.Max:
-			return steps, lo, hi, nil
+			return steps, lo, hi, false, nil
 		case hi == 0:
 			n = min(o.Max, max(n+1, int(math.Ceil(float64(n)*o.Grow))))
 		case hi-lo > o.Resolution:
 			n = (lo + hi) / 2
 		default:
-			return steps, lo, hi, nil
+			return steps, lo, hi, false, nil
+		}
+		if o.Budget > 0 && time.Since(start)+longest > time.Duration(o.Budget*float64(time.Second)) {
+			logf("search: the next step (%d cameras) would end past -budget %v: stopping with %d passed, %d failed",
+				n, time.Duration(o.Budget*float64(time.Second)), lo, hi)
+			return steps, lo, hi, true, nil
 		}
 	}
 }
@@ -243,12 +267,12 @@ func (res *scaleResult) measure(what string, o searchOpts, curve cameraList, mea
 	if res.Curve, err = curveSteps(curve, measure); err != nil {
 		return err
 	}
-	steps, lo, hi, err := search(o, measure)
+	steps, lo, hi, cut, err := search(o, measure)
 	res.Steps = steps
 	if err != nil {
 		return err
 	}
-	res.Capacity, res.FirstFail = lo, hi
+	res.Capacity, res.FirstFail, res.Cut = lo, hi, cut
 	res.Load = readLoad()
 	res.Seconds = time.Since(res.Started).Seconds()
 	logf("%s: capacity %d cameras at %g fps (p99 < %v) in %.0f s", what, lo, res.Criterion.FPS,

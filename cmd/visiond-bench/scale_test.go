@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/sources"
@@ -40,9 +41,9 @@ func TestSearch(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var tried []int
-			steps, lo, hi, err := search(c.o, passUpTo(c.capacity, &tried))
-			if err != nil {
-				t.Fatal(err)
+			steps, lo, hi, cut, err := search(c.o, passUpTo(c.capacity, &tried))
+			if err != nil || cut {
+				t.Fatal(err, cut)
 			}
 			if c.name == "coarse" { // within the resolution
 				if lo > c.capacity || lo < c.capacity-c.o.Resolution || hi <= c.capacity || hi-lo > c.o.Resolution {
@@ -60,6 +61,37 @@ func TestSearch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSearchBudget: a search with a budget runs no step that the longest step so far says
+// would end past it, keeps what it found, and says it was cut; one without comes within
+// its resolution.
+func TestSearchBudget(t *testing.T) {
+	slow := func(tried *[]int) func(n int) (scaleStep, error) {
+		pass := passUpTo(37, tried)
+		return func(n int) (scaleStep, error) {
+			time.Sleep(40 * time.Millisecond)
+			return pass(n)
+		}
+	}
+	o := searchOpts{Start: 1, Max: 512, Grow: 2, Resolution: 1, Budget: 0.2}
+	var tried []int
+	steps, lo, hi, cut, err := search(o, slow(&tried))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A full search takes 12 steps (TestSearch); 0.2 s holds at most 4 of 40 ms.
+	if !cut || len(steps) == 0 || len(steps) > 4 || len(steps) != len(tried) {
+		t.Fatalf("cut %v after %d steps (tried %v), want cut within 4", cut, len(steps), tried)
+	}
+	if want := tried[len(tried)-1]; lo != want || hi != 0 { // doubling from one: every step so far passed
+		t.Errorf("lo %d hi %d after %v, want %d 0", lo, hi, tried, want)
+	}
+	o.Budget = 60
+	tried = nil
+	if _, lo, hi, cut, err = search(o, slow(&tried)); err != nil || cut || lo != 37 || hi != 38 {
+		t.Errorf("with a minute's budget: lo %d hi %d cut %v err %v (tried %v), want 37 38 false", lo, hi, cut, err, tried)
 	}
 }
 
@@ -207,4 +239,33 @@ func flagSet(f *daemonFlags) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	f.register(fs)
 	return fs
+}
+
+// TestNotOnline: a step whose cameras do not all come online says what the rest are doing.
+func TestNotOnline(t *testing.T) {
+	cs := []camStatus{
+		{ID: "a", State: "online"},
+		{ID: "b", State: "connecting", Error: "dial tcp: connection refused"},
+		{ID: "c", State: "connecting", Error: "dial tcp: connection refused"},
+		{ID: "d", State: "starting"},
+		{ID: "e", State: "connecting", Error: "decoder: no NVDEC session"},
+	}
+	got := notOnline(cs)
+	want := `; not online: 3 "connecting", 1 "starting"; their last errors: 2 "dial tcp: connection refused", 1 "decoder: no NVDEC session"`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := notOnline(cs[:1]); got != "" {
+		t.Errorf("all online: got %q, want nothing", got)
+	}
+}
+
+func TestOpenFiles(t *testing.T) {
+	got := openFiles(os.Getpid())
+	if !strings.HasPrefix(got, "; ") || !strings.Contains(got, " open files of a limit of ") || strings.Contains(got, "limit of ?") {
+		t.Errorf("openFiles(self) = %q", got)
+	}
+	if got := openFiles(-1); got != "" {
+		t.Errorf("openFiles(-1) = %q, want nothing", got)
+	}
 }

@@ -16,7 +16,8 @@
 #            camera server(s) (1: every camera in phase): FP32 host tensors, FP32 graph,
 #            FP16+uint8 graph (~90 s each)
 #   scale    visiond-bench scale -restart (a new daemon for every step) with $SCALE_CUDA and
-#            $SCALE_MODEL from $SCALE_START cameras (~1.5 min a step)
+#            $SCALE_MODEL from $SCALE_START cameras (~1.5 min a step), cut by $SCALE_BUDGET
+#            (8m30s: a call's 10 minutes) with what it found
 #   contend  BenchmarkNVDECDecode alone, then again while a daemon of $CONTEND_CAMERAS cameras
 #            decoded on the CPU at 10 fps keeps its CUDA worker busy (another process's
 #            inference on the same GPU), then the bench with only the CPU loaded by as many
@@ -26,7 +27,7 @@
 #            every $SOAK_EDIT, for $SOAK (5m), with $SCALE_CUDA and $SCALE_MODEL; the daemon's and
 #            the workers' GPU memory over time (soak-*.json, .csv, .png)
 # Knobs: CAMERAS=150 SESSIONS=8 PHASES=1 DECODER=cuda WINDOW=30s WARMUP=20s LEVERS="host graph fp16u8-graph"
-# SCALE_START=150 SCALE_CUDA='{graph: true}' SCALE_MODEL=y8-fp16-u8.onnx SCALE_WINDOW=10s
+# SCALE_START=150 SCALE_GROW=1.25 SCALE_BUDGET=8m30s SCALE_CUDA='{graph: true}' SCALE_MODEL=y8-fp16-u8.onnx SCALE_WINDOW=10s
 # SOAK=5m SOAK_EDIT=30s SOAK_CHURN=10.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -68,6 +69,7 @@ DECODER=${DECODER:-cuda} PHASES=${PHASES:-1}
 daemon=(-visiond "$bin/visiond" -library "$ONNXRUNTIME_SHARED_LIBRARY_PATH" -provider cuda -workers 1 -sessions "$SESSIONS"
   -decoder "$DECODER" -fps 5 -phases "$PHASES" -video $w/third_party/media/vtest.h264.ts)
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
+echo "open files: soft $(ulimit -Sn), hard $(ulimit -Hn)" >>"$OUT/gpu.txt"
 for part in "$@"; do
   case $part in
   nvdec)
@@ -95,7 +97,7 @@ for part in "$@"; do
     cd "$root"
     "$bin/visiond-bench" scale "${daemon[@]}" \
       -model "$w/third_party/${SCALE_MODEL:-y8-fp16-u8.onnx}" -cuda "$SCALE_CUDA" \
-      -restart -start "${SCALE_START:-150}" -grow 1.25 -resolution 8 -window "${SCALE_WINDOW:-10s}" -settle 3s -warmup 20s -curve '' -online 3m \
+      -restart -start "${SCALE_START:-150}" -grow "${SCALE_GROW:-1.25}" -resolution 8 -window "${SCALE_WINDOW:-10s}" -settle 3s -warmup 20s -curve '' -online 3m -budget "${SCALE_BUDGET:-8m30s}" \
       -label "visiond run, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph, decoder $DECODER, $PHASES camera server(s)" \
       -o "$OUT/scale-cuda-s$SESSIONS-graph-fp16u8-$DECODER-p$PHASES.json" 2>"$OUT/scale.log"
     echo "scale: rc=$? $(tail -c 600 "$OUT/scale.log" | tr '\n' ' ')"
