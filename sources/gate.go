@@ -22,9 +22,11 @@ const (
 // and the driver takes these creations one by one: with 150 cameras starting together, the
 // last ones waited past their stall timeout, were cut as stalled and opened again, adding to
 // the queue. A camera given a gate waits for an open slot before that first keyframe and
-// leaves it once the keyframe is decoded; the time it waits for the slot is not counted by
-// its stall watchdog (which counts from the slot's being taken, so an open that hangs still
-// ends as a stall).
+// leaves it once the keyframe is decoded; the time a session's first open waits for the slot
+// is not counted by its stall watchdog (which counts from the slot's being taken, so an open
+// that hangs still ends as a stall). An open that fails is tried again at the next keyframe,
+// through the gate, and counted: a GPU that opens no more decoders (the H200 opened 285 in one
+// process) ends the session as a stall naming the decode error.
 //
 // Past some tens of decoders calling at once, the decoder's throughput falls, and every
 // camera's frames fall behind; each decode call (and the copy of its frame to the host)
@@ -42,9 +44,20 @@ func NewDecoderGate(opens, calls int) *DecoderGate {
 	return &DecoderGate{opens: make(chan struct{}, max(opens, 1)), calls: make(chan struct{}, max(calls, 1))}
 }
 
-// enter takes an open slot for camera c, or returns false when stop is closed first. While
-// it waits, c's stall watchdog is held off; from the slot on, it counts again.
-func (g *DecoderGate) enter(c *Camera, stop <-chan struct{}) bool {
+// enter takes an open slot for camera c, or returns false when stop is closed first. For a
+// session's first open (first), c's stall watchdog is held off while it waits and counts
+// again from the slot on. A later one, after an open that failed, holds nothing off: a
+// decoder that cannot be opened (past the GPU's last decoder, the driver refuses more) must
+// end as a stall, not keep the camera connecting without an error.
+func (g *DecoderGate) enter(c *Camera, stop <-chan struct{}, first bool) bool {
+	if !first {
+		select {
+		case g.opens <- struct{}{}:
+			return true
+		case <-stop:
+			return false
+		}
+	}
 	select {
 	case g.opens <- struct{}{}: // free at once: nothing to hold off
 		c.readyAt.Store(time.Now().UnixNano())

@@ -1,7 +1,9 @@
 package sources
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +123,45 @@ func TestDecoderGateCallSlots(t *testing.T) {
 	// the second held (the camera's next access unit came up to a frame or two after the
 	// test took the slot).
 	testutil.WaitFor(t, time.Minute, "the wait counted", func() bool { return cam.Status().Decode.Wait-waited >= time.Second/2 })
+}
+
+// A camera whose decoder will not open (the GPU refuses one more: past 285 decoders in one
+// process on the H200, every open failed with AVERROR_INVALIDDATA) retries at each keyframe
+// through the gate; those retries do not hold off its stall watchdog, so the session ends as
+// a stall naming the decode error, where before each retry's slot restarted the count and
+// the camera stayed connecting with no error for good.
+func TestDecoderGateOpenThatFailsEndsAsStall(t *testing.T) {
+	var logs testutil.LogBuffer
+	srv := startSample(t, "127.0.0.1:0", &logs)
+	g := NewDecoderGate(4, 4)
+	const stall = 3 * time.Second
+	cam, rec := testCamera(t, srv.URL("cam"), &logs, gated(g, stall), func(c *Camera) {
+		c.openErr = errors.New("test: no more decoders")
+	})
+	off := rec.next(t, StateOffline, time.Minute, &logs)
+	if !strings.Contains(off.Reason, "stalled: no frame for") || !strings.Contains(off.Reason, "the last decode failed: test: no more decoders") {
+		t.Fatalf("offline with reason %q, want a stall naming the decode error\nlogs:\n%s", off.Reason, logs.String())
+	}
+	if st := cam.Status(); st.Frames != 0 || !strings.Contains(st.LastError, "test: no more decoders") {
+		t.Fatalf("status %+v, want no frame and the decode error as the last error", st)
+	}
+	cam.Close()
+	if n, k := len(g.opens), len(g.calls); n != 0 || k != 0 {
+		t.Fatalf("%d open and %d call slots taken after Close, want none", n, k)
+	}
+}
+
+// A stall's reason names the session's last decode error while no frame has been decoded
+// since it, and is the plain stall otherwise.
+func TestStallError(t *testing.T) {
+	msg := "avcodec_send_packet: Invalid data found when processing input"
+	if got, want := stallError(10*time.Second, &msg).Error(), "stalled: no frame for 10s; the last decode failed: "+msg; got != want {
+		t.Errorf("stallError with a decode error = %q, want %q", got, want)
+	}
+	if got, want := stallError(10400*time.Millisecond, nil).Error(), "stalled: no frame for 10s"; got != want {
+		t.Errorf("stallError = %q, want %q", got, want)
+	}
+	if !errors.Is(stallError(time.Second, &msg), errStalled) {
+		t.Error("stallError is not errStalled")
+	}
 }

@@ -270,10 +270,13 @@ type decodeLoop struct {
 	gaps     frameGaps
 	// gate, when set, is passed by every decode (decode): its open slot for the session's
 	// first decode of a keyframe, which opens the GPU decoder, its call slot for each;
-	// opened says that the first succeeded. stop ends a wait for it.
-	gate   *DecoderGate
-	opened bool
-	stop   <-chan struct{}
+	// opened says that the first succeeded, entered that the session has taken an open
+	// slot (the first open's wait is not counted by the stall watchdog; a retry's is). stop
+	// ends a wait for it.
+	gate    *DecoderGate
+	opened  bool
+	entered bool
+	stop    <-chan struct{}
 }
 
 // frameGaps estimates a stream's frame interval from its access units' capture times: the
@@ -319,9 +322,10 @@ func (l *decodeLoop) decode(au accessUnit) (ended bool, err error) {
 		return false, err
 	}
 	opening := !l.opened
-	if opening && !l.gate.enter(l.cam, l.stop) {
+	if opening && !l.gate.enter(l.cam, l.stop, !l.entered) {
 		return true, nil
 	}
+	l.entered = l.entered || opening
 	t0 := time.Now()
 	if !l.gate.call(l.stop) {
 		if opening {
@@ -330,7 +334,11 @@ func (l *decodeLoop) decode(au accessUnit) (ended bool, err error) {
 		return true, nil
 	}
 	t1 := time.Now()
-	err = l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
+	if opening && l.cam.openErr != nil {
+		err = l.cam.openErr
+	} else {
+		err = l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
+	}
 	l.gate.called()
 	l.spent(t0, t1)
 	if opening {
@@ -380,7 +388,9 @@ func (l *decodeLoop) handle(au accessUnit) {
 	if err != nil {
 		l.needKey = true
 		l.cam.resyncs.Add(1)
-		l.errLog.warn(l.cam.log, "decode error, waiting for the next keyframe", "error", err.Error())
+		msg := err.Error()
+		l.cam.decodeErr.Store(&msg)
+		l.errLog.warn(l.cam.log, "decode error, waiting for the next keyframe", "error", msg)
 		return
 	}
 	if skip {

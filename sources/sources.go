@@ -172,7 +172,8 @@ type Camera struct {
 
 	// tunables, overridden by tests
 	retryMin, retryMax, stableAfter, readTimeout time.Duration
-	gateCPU                                      bool // DecoderGate gates decoder cpu too
+	gateCPU                                      bool  // DecoderGate gates decoder cpu too
+	openErr                                      error // set: every gated decoder open fails with it (tests: a GPU that opens no more decoders)
 
 	log      *slog.Logger
 	redactor redact.Redactor // hides the URL's password (or the pipeline's credentials) in logs, status and errors
@@ -180,22 +181,23 @@ type Camera struct {
 	pool     chan *Frame
 
 	frames, delivered, dropped, reconnects atomic.Uint64
-	skipped                                atomic.Uint64 // access units not decoded (decode: keyframes)
-	resyncs                                atomic.Uint64 // waits for a keyframe after loss or damage
-	lastFrame                              atomic.Int64  // unix ns of the last decoded frame
-	unneeded                               atomic.Uint64 // frames not scaled (NeedFrom)
-	stuck                                  atomic.Uint64 // capture processes killed by the stall watchdog
-	needFrom                               atomic.Int64  // unix ns: see NeedFrom
-	analysedEvery                          atomic.Int64  // ns: see AnalysedEvery
-	gapMean                                atomic.Int64  // ns: mean time between the stream's frames
-	skippedNonRef                          atomic.Uint64 // non-reference frames not decoded (NeedFrom)
-	sinceFrame                             atomic.Int64  // frames not decoded since the last decoded one
-	sessions                               atomic.Uint64 // RTSP sessions started (Packet.Session)
-	inGate                                 atomic.Bool   // waiting for a DecoderGate slot: the stall watchdog holds off
-	readyAt                                atomic.Int64  // unix ns a DecoderGate slot was last taken: the watchdog counts from here
-	gateWaits                              atomic.Uint64 // times the camera found DecoderGate full and waited
-	decCalls, decScaled                    atomic.Uint64 // Status.Decode's counts
-	decWait, decBusy, decCopy, decScale    atomic.Int64  // Status.Decode's times, ns
+	skipped                                atomic.Uint64          // access units not decoded (decode: keyframes)
+	resyncs                                atomic.Uint64          // waits for a keyframe after loss or damage
+	lastFrame                              atomic.Int64           // unix ns of the last decoded frame
+	unneeded                               atomic.Uint64          // frames not scaled (NeedFrom)
+	stuck                                  atomic.Uint64          // capture processes killed by the stall watchdog
+	needFrom                               atomic.Int64           // unix ns: see NeedFrom
+	analysedEvery                          atomic.Int64           // ns: see AnalysedEvery
+	gapMean                                atomic.Int64           // ns: mean time between the stream's frames
+	skippedNonRef                          atomic.Uint64          // non-reference frames not decoded (NeedFrom)
+	sinceFrame                             atomic.Int64           // frames not decoded since the last decoded one
+	sessions                               atomic.Uint64          // RTSP sessions started (Packet.Session)
+	inGate                                 atomic.Bool            // waiting for a DecoderGate slot: the stall watchdog holds off
+	readyAt                                atomic.Int64           // unix ns a DecoderGate slot was last taken: the watchdog counts from here
+	gateWaits                              atomic.Uint64          // times the camera found DecoderGate full and waited
+	decodeErr                              atomic.Pointer[string] // the session's last decode error: a stall names it
+	decCalls, decScaled                    atomic.Uint64          // Status.Decode's counts
+	decWait, decBusy, decCopy, decScale    atomic.Int64           // Status.Decode's times, ns
 
 	mu        sync.Mutex
 	started   bool
@@ -455,6 +457,7 @@ func (c *Camera) watchedSession(ctx context.Context) (time.Time, error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	start := time.Now()
+	c.decodeErr.Store(nil)
 	watchdog := make(chan struct{})
 	go func() {
 		defer close(watchdog)
@@ -470,7 +473,7 @@ func (c *Camera) watchedSession(ctx context.Context) (time.Time, error) {
 				}
 				last := time.Unix(0, max(c.lastFrame.Load(), start.UnixNano(), c.readyAt.Load()))
 				if now.Sub(last) >= c.StallTimeout {
-					cancel(fmt.Errorf("%w: no frame for %v", errStalled, now.Sub(last).Round(time.Second)))
+					cancel(stallError(now.Sub(last), c.decodeErr.Load()))
 					return
 				}
 			}
@@ -483,6 +486,16 @@ func (c *Camera) watchedSession(ctx context.Context) (time.Time, error) {
 		err = cause
 	}
 	return onlineAt, err
+}
+
+// stallError is the cause a session is cut with after d without a frame; decodeErr, when
+// set, is the session's last decode error, often the reason (a decoder the GPU would not
+// open fails every keyframe).
+func stallError(d time.Duration, decodeErr *string) error {
+	if decodeErr != nil {
+		return fmt.Errorf("%w: no frame for %v; the last decode failed: %s", errStalled, d.Round(time.Second), *decodeErr)
+	}
+	return fmt.Errorf("%w: no frame for %v", errStalled, d.Round(time.Second))
 }
 
 // setState records a state other than online and reports the change.
@@ -504,6 +517,9 @@ func (c *Camera) emit(lb geom.Letterbox, captured time.Time, fill func(pix []byt
 	seq := c.frames.Add(1)
 	now := time.Now()
 	prev := c.lastFrame.Swap(now.UnixNano())
+	if c.decodeErr.Load() != nil {
+		c.decodeErr.Store(nil) // decoded since: a later stall is not that error's
+	}
 	c.setOnline(now, prev)
 	if c.unneededNow(now.UnixNano(), prev) {
 		c.unneeded.Add(1)
