@@ -51,12 +51,7 @@ func NewDecoderGate(opens, calls int) *DecoderGate {
 // end as a stall, not keep the camera connecting without an error.
 func (g *DecoderGate) enter(c *Camera, stop <-chan struct{}, first bool) bool {
 	if !first {
-		select {
-		case g.opens <- struct{}{}:
-			return true
-		case <-stop:
-			return false
-		}
+		return take(g.opens, stop)
 	}
 	select {
 	case g.opens <- struct{}{}: // free at once: nothing to hold off
@@ -67,22 +62,23 @@ func (g *DecoderGate) enter(c *Camera, stop <-chan struct{}, first bool) bool {
 	c.gateWaits.Add(1)
 	c.inGate.Store(true)
 	defer c.inGate.Store(false)
-	select {
-	case g.opens <- struct{}{}:
-		c.readyAt.Store(time.Now().UnixNano())
-		return true
-	case <-stop:
+	if !take(g.opens, stop) {
 		return false
 	}
+	c.readyAt.Store(time.Now().UnixNano())
+	return true
 }
 
 // leave gives an open slot back.
 func (g *DecoderGate) leave() { <-g.opens }
 
 // call takes a call slot, or returns false when stop is closed first.
-func (g *DecoderGate) call(stop <-chan struct{}) bool {
+func (g *DecoderGate) call(stop <-chan struct{}) bool { return take(g.calls, stop) }
+
+// take takes one of slots, waiting for it, or returns false when stop is closed first.
+func take(slots chan struct{}, stop <-chan struct{}) bool {
 	select {
-	case g.calls <- struct{}{}:
+	case slots <- struct{}{}:
 		return true
 	case <-stop:
 		return false

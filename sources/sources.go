@@ -147,7 +147,7 @@ type Camera struct {
 	CaptureCommand []string
 
 	// StallTimeout closes and reopens a session that delivers no frame for this long (from
-	// its start, so it also bounds the opening, less any wait at DecoderGate; kind
+	// its start, so it also bounds the opening, less the first open's wait at DecoderGate; kind
 	// gstreamer: its capture process is killed, however the open or read was blocked).
 	// Default DefaultStallTimeout (10 s).
 	StallTimeout time.Duration
