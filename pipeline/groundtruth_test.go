@@ -69,7 +69,7 @@ type sighting struct {
 }
 
 // tracksOf is the number of tracks that followed the truth's objects.
-func tracksOf(sc groundtruth.Score) int {
+func tracksOf(sc groundtruth.CLEAR) int {
 	n := 0
 	for _, ids := range sc.Tracks {
 		n += len(ids)
@@ -121,7 +121,7 @@ func checkPlaza(t *testing.T, m *groundtruth.Media, fps int) {
 	people := len(s.Objects)
 	t.Logf("figures: fps %d, achieved %.1f: %d people, %d tracks, %d identity switches (%.0f per 100 people), %d fragmentations; "+
 		"crossings in %d/%d, out %d/%d; zone dwell %.2f s (true %.2f s)",
-		fps, run.achieved, people, tracksOf(score), score.IDSwitches, 100*float64(score.IDSwitches)/float64(people), score.Fragmentations,
+		fps, run.achieved, people, tracksOf(score), score.IDSW, 100*float64(score.IDSW)/float64(people), score.Frag,
 		counted[in], crossings[in], counted[out], crossings[out], dwell.Seconds(), trueDwell.Seconds())
 }
 
@@ -191,7 +191,7 @@ cameras:
 
 // evaluate scores the tracked detections against the truth, logs the figures and
 // returns the score and the truth object each track followed most (owner).
-func (r *plazaRun) evaluate(t *testing.T) (groundtruth.Score, map[uint64]int) {
+func (r *plazaRun) evaluate(t *testing.T) (groundtruth.CLEAR, map[uint64]int) {
 	var ev groundtruth.Evaluator
 	votes := map[uint64]map[int]int{} // track -> truth object -> frames matched
 	var people, tracked int           // person detections matching a truth box, and of those with a track id
@@ -237,13 +237,13 @@ func (r *plazaRun) evaluate(t *testing.T) (groundtruth.Score, map[uint64]int) {
 		}
 		owner[id] = best
 	}
-	sc := ev.Score()
+	sc := ev.CLEAR()
 	objs := len(r.scene.Scenario().Objects)
-	t.Logf("fps %d: %d frames, %d object-frames required, %d matched, %d missed, %d false positives; "+
+	t.Logf("fps %d: %d frames, %d object-frames matched, %d missed, %d false positives (MOTA %.3f); "+
 		"%d identity switches (%.0f per 100 tracks), %d fragmentations; tracks per person %v; "+
 		"%d of %d person detections on a person carry a track id",
-		r.fps, sc.Frames, sc.Required, sc.Matched, sc.Missed, sc.FalsePositives,
-		sc.IDSwitches, 100*float64(sc.IDSwitches)/float64(objs), sc.Fragmentations, sc.Tracks, tracked, people)
+		r.fps, sc.Frames, sc.TP, sc.FN, sc.FP, sc.MOTA,
+		sc.IDSW, 100*float64(sc.IDSW)/float64(objs), sc.Frag, sc.Tracks, tracked, people)
 
 	// Detections carry track ids: every person is followed, and most of the detections of
 	// a person carry their track's id (not the first ConfirmHits-1 of a track, before it is
@@ -469,7 +469,7 @@ func (r *plazaRun) videoTime(c time.Time) (at, before time.Duration, ok bool) {
 
 // checkObjects: each person's main track (the first that followed it) has a `new` and an
 // `end` object event, in that order, with the person's label.
-func (r *plazaRun) checkObjects(t *testing.T, sc groundtruth.Score) {
+func (r *plazaRun) checkObjects(t *testing.T, sc groundtruth.CLEAR) {
 	for _, o := range r.scene.Scenario().Objects {
 		ids := sc.Tracks[o.ID]
 		if len(ids) == 0 {

@@ -49,6 +49,12 @@ type ReplayOptions struct {
 	// worker's environment.
 	WorkerCommand []string
 	WorkerEnv     []string
+
+	// OnResult, if set, is called with each analysed frame's result from the worker, in
+	// frame order, before the result stage takes it: the detections as the model gave them,
+	// before the camera's filters (a benchmark records them to run the scene again at other
+	// rates). It runs on Replay's goroutine and must not keep the result's slices.
+	OnResult func(infer.Result)
 }
 
 // ReplayStats is what a replay did.
@@ -131,16 +137,17 @@ func Replay(ctx context.Context, opt ReplayOptions, sink EventSink) (ReplayStats
 	model := pools.model()
 	c := newCamera(cc, opt.Config.Pipeline.Slice, func() {})
 	r := &replay{
-		c:       c,
-		rs:      &results{pub: sink, ids: &countedIDs{}, log: log},
-		pools:   pools,
-		video:   video,
-		inW:     model.InputW,
-		inH:     model.InputH,
-		start:   start,
-		log:     log.With("camera", c.cfg.ID, "file", opt.File),
-		choose:  decimator{interval: c.interval, slack: min(c.slack, video.FrameDuration()/2), every: every},
-		results: make(chan infer.Result, replayWindow(pools)),
+		c:        c,
+		rs:       &results{pub: sink, ids: &countedIDs{}, log: log},
+		pools:    pools,
+		video:    video,
+		inW:      model.InputW,
+		inH:      model.InputH,
+		start:    start,
+		log:      log.With("camera", c.cfg.ID, "file", opt.File),
+		choose:   decimator{interval: c.interval, slack: min(c.slack, video.FrameDuration()/2), every: every},
+		results:  make(chan infer.Result, replayWindow(pools)),
+		onResult: opt.OnResult,
 	}
 	r.log.Info("replaying", "fps", cc.FPS, "every_frame", every, "workers", len(pools.workers()))
 	err = r.run(ctx)
@@ -223,6 +230,7 @@ type replay struct {
 	log      *slog.Logger
 	choose   decimator
 	results  chan infer.Result // the workers' results; holds every job in flight
+	onResult func(infer.Result)
 
 	queue    []*replayJob // jobs in frame order, from the oldest not finished
 	free     [][]byte     // pixel buffers
@@ -376,6 +384,9 @@ func (r *replay) take(res infer.Result) error {
 		q := r.queue[0]
 		r.queue[0] = nil
 		r.queue = r.queue[1:]
+		if r.onResult != nil {
+			r.onResult(*q.res)
+		}
 		r.rs.finish(r.c, q.run, *q.res)
 		r.analysed++
 	}

@@ -89,15 +89,22 @@
 //
 // # Scoring a tracker
 //
+// Scored as the field scores, with TrackEval's definitions (its code is the reference:
+// TestTrackEvalReference compares every figure with TrackEval's own on a small sequence).
 // Evaluator takes, frame by frame, the truth and the tracked boxes (Tracked: track id,
-// class, box) and tallies CLEAR-MOT style: matched, missed, false positives, identity
-// switches, fragmentations, and the track ids each object was followed by (Score, MOTA);
-// and by identity: IDF1, IDP and IDR under the global one-to-one assignment of objects to
-// tracks (IDScore).
+// class, box) and gives CLEAR (MOTA, MOTP, switches, fragmentations, mostly tracked: the
+// Hungarian method on each frame, the previous frame's pairs first, TrackEval's switch
+// rule), Identity (IDF1, IDP, IDR under the global one-to-one assignment of objects to
+// tracks) and HOTA (DetA, AssA, and their recall and precision, over the 19 thresholds).
+// The truth keeps an object while any part of it shows, as MOTChallenge does; the "at least
+// half visible" truth is the variant (MinVisible), never the headline. Objects showing less
+// and the Ignore boxes are distractors: a box matched to one is removed with it.
 //
 // ScoreRun scores a whole run of the analytics over a scene's video, given as Observed
 // (analysed frames with their tracked boxes, line crossings, zone stays, in the video's
-// time: the daemon's events with no dependency on its packages): the Evaluator's figures,
-// the line's count accuracy by direction and class, and the zone's dwell error. pipeline's
-// TestCrowdReplay is its user.
+// time: the daemon's events with no dependency on its packages): the tracking figures
+// against both truths, the line's crossings one by one (ScoreCrossings: a report matches a
+// true crossing of the same direction and class within max(1 s, the analysed interval), one
+// to one; precision and recall, never netted) and the zone's dwell per visit (ScoreStays).
+// pipeline's crowd tests are its users.
 package groundtruth

@@ -21,7 +21,7 @@ func idOf(frames [][2][]any) IDScore {
 		}
 		e.Add(truth, got)
 	}
-	return e.IDScore()
+	return e.Identity()
 }
 
 func approx(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -77,10 +77,10 @@ func TestIDF1(t *testing.T) {
 	})), 6, 2, 4, map[int]uint64{1: 7})
 
 	// False positives: 1 followed perfectly, and a track 5 on nothing on 5 frames; a
-	// hidden person (visible 0.2) followed by track 6 on the other 5 counts for nothing.
-	// IDTP 10, IDFP 5, IDFN 0: IDF1 = 20/25.
+	// hidden person (visible 0, a distractor) followed by track 6 on the other 5 counts
+	// for nothing. IDTP 10, IDFP 5, IDFN 0: IDF1 = 20/25.
 	hidden := tb(3, 100)
-	hidden.Visible = 0.2
+	hidden.Visible = 0
 	checkID(t, "false positives", idOf(frames(10, func(i int) ([]any, []any) {
 		if i%2 == 0 {
 			return []any{tb(1, 0)}, []any{gb(7, 0), gb(5, 200)}

@@ -1,0 +1,65 @@
+package groundtruth
+
+// Summary is a run's Figures flattened for a report: what the crowd benchmark writes per
+// seed and rate (pipeline's TestCrowdReplay, VISIOND_CROWD_OUT) and cmd/visiond-bench reads.
+type Summary struct {
+	Seed     uint64  `json:"seed"`
+	FPS      float64 `json:"fps"`
+	Frames   int     `json:"frames"`    // analysed frames scored
+	ElapsedS float64 `json:"elapsed_s"` // wall time of the run, where it was timed
+
+	// Against every object showing (TrackEval's figures).
+	HOTA float64 `json:"hota"`
+	DetA float64 `json:"deta"`
+	AssA float64 `json:"assa"`
+	IDF1 float64 `json:"idf1"`
+	IDP  float64 `json:"idp"`
+	IDR  float64 `json:"idr"`
+	MOTA float64 `json:"mota"`
+	MOTP float64 `json:"motp"`
+	TP   int     `json:"tp"`
+	FN   int     `json:"fn"`
+	FP   int     `json:"fp"`
+	IDSW int     `json:"idsw"`
+	Frag int     `json:"frag"`
+	MT   int     `json:"mt"`
+	PT   int     `json:"pt"`
+	ML   int     `json:"ml"`
+	// Against the objects at least half visible.
+	HalfHOTA float64 `json:"half_hota"`
+	HalfIDF1 float64 `json:"half_idf1"`
+	HalfMOTA float64 `json:"half_mota"`
+
+	Tracks    int `json:"tracks"`
+	Objects   int `json:"objects"`
+	Handovers int `json:"handovers"`
+
+	CrossingsTrue     int     `json:"crossings_true"`
+	CrossingsReported int     `json:"crossings_reported"`
+	CrossingsMatched  int     `json:"crossings_matched"`
+	CrossingPrecision float64 `json:"crossing_precision"`
+	CrossingRecall    float64 `json:"crossing_recall"`
+
+	Visits          int     `json:"visits"`
+	Stays           int     `json:"stays"`
+	VisitsFound     int     `json:"visits_found"`
+	DwellTrueS      float64 `json:"dwell_true_s"`
+	DwellReportedS  float64 `json:"dwell_reported_s"`
+	DwellError      float64 `json:"dwell_error"`
+	MeanDwellErrorS float64 `json:"mean_dwell_error_s"`
+}
+
+// Summary flattens the figures of a run of seed's scene at fps.
+func (fig Figures) Summary(seed uint64, fps float64) Summary {
+	t, h, c, z := fig.Tracking, fig.Half, fig.Crossings, fig.Zone
+	return Summary{Seed: seed, FPS: fps, Frames: fig.Frames,
+		HOTA: t.HOTA.HOTA, DetA: t.HOTA.DetA, AssA: t.HOTA.AssA, IDF1: t.ID.IDF1, IDP: t.ID.IDP, IDR: t.ID.IDR,
+		MOTA: t.CLEAR.MOTA, MOTP: t.CLEAR.MOTP, TP: t.CLEAR.TP, FN: t.CLEAR.FN, FP: t.CLEAR.FP, IDSW: t.CLEAR.IDSW,
+		Frag: t.CLEAR.Frag, MT: t.CLEAR.MT, PT: t.CLEAR.PT, ML: t.CLEAR.ML,
+		HalfHOTA: h.HOTA.HOTA, HalfIDF1: h.ID.IDF1, HalfMOTA: h.CLEAR.MOTA,
+		Tracks: fig.Tracks, Objects: fig.Objects, Handovers: fig.Handovers,
+		CrossingsTrue: c.True, CrossingsReported: c.Reported, CrossingsMatched: c.Matched,
+		CrossingPrecision: c.Precision, CrossingRecall: c.Recall,
+		Visits: z.Visits, Stays: z.Stays, VisitsFound: z.Found, DwellTrueS: z.DwellTrue.Seconds(),
+		DwellReportedS: z.DwellReported.Seconds(), DwellError: z.DwellError, MeanDwellErrorS: z.MeanDwellError.Seconds()}
+}
