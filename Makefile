@@ -79,10 +79,11 @@ setup-test:
 
 # The benchmark report: decode against ffmpeg, the daemon against bare loops, cameras sustained
 # at 5 fps, overload, soak; raw results in $(BENCH_OUT), then BENCHMARKS.md and its soak plot.
-# About 45 minutes with the defaults; `make bench SOAK=2m OVERLOAD=1m` for a quick run,
+# About 90 minutes with the defaults (the crowd part replays 30 held-out scenes: about 45);
+# `make bench SOAK=2m OVERLOAD=1m CROWD_SEEDS=100-102` for a quick run,
 # PARTS="scale soak" to rerun some parts (PARTS=clips: event clips off and on, not by default),
 # GPU=DIR to merge scripts/bench/gpu.sh's results.
-BENCH_VARS := BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW PARTS BENCH_OUT GPU
+BENCH_VARS := BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT CROWD_SEEDS CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW PARTS BENCH_OUT GPU
 PIPE_SECONDS ?= 20
 PIPE_CAMERAS ?= 4
 PIPE_WORKERS ?=
@@ -92,6 +93,7 @@ SCALE_WINDOW ?= 20s
 OVERLOAD ?= 10m
 SOAK ?= 30m
 SOAK_EDIT ?= 1m
+CROWD_SEEDS ?= 100-129
 PARTS ?= decode pipeline scale overload soak crowd
 BENCH_OUT ?= build/bench
 GPU ?=

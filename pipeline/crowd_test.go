@@ -64,7 +64,7 @@ func TestCrowdReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := crowdReport{Tuning: crowdTuningSeeds}
+	out := groundtruth.CrowdReport{Tuning: crowdTuningSeeds}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			cs, sc, file := makeCrowd(ctx, t, m, seed)
@@ -73,7 +73,11 @@ func TestCrowdReplay(t *testing.T) {
 				p.Seed = 0
 				out.Params = strings.TrimSuffix(p.String(), ", seed 0")
 			}
-			out.Scenes = append(out.Scenes, crowdTruth(t, cs))
+			totals, err := cs.Totals()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Scenes = append(out.Scenes, totals)
 			cfg := crowdConfig(t, cs, file)
 			rec, replayed := recordCrowd(ctx, t, cfg, file, sc, cs)
 			for _, fps := range crowdRates {
@@ -245,45 +249,6 @@ cameras:
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-// crowdReport is what VISIOND_CROWD_OUT gets (cmd/visiond-bench's crowd.go reads it).
-type crowdReport struct {
-	Params string                `json:"params"` // the scenes' parameters but the seed
-	Tuning []uint64              `json:"tuning"` // the seeds the tracker is tuned on
-	Scenes []crowdScene          `json:"scenes"`
-	Runs   []groundtruth.Summary `json:"runs"`
-}
-
-// crowdScene is a scene's truth in totals.
-type crowdScene struct {
-	Seed       uint64  `json:"seed"`
-	Objects    int     `json:"objects"`
-	People     int     `json:"people"`
-	Vehicles   int     `json:"vehicles"`
-	Crossings  int     `json:"crossings"`
-	Visits     int     `json:"visits"`
-	DwellS     float64 `json:"dwell_s"`
-	Occlusions int     `json:"occlusions"`
-	Standers   int     `json:"standers"`
-	VideoS     float64 `json:"video_s"`
-}
-
-func crowdTruth(t *testing.T, cs groundtruth.CrowdScene) crowdScene {
-	cr, err := cs.Scenario.Crossings(cs.Line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, err := cs.Scenario.Visits(cs.Zone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dwell time.Duration
-	for _, v := range vs {
-		dwell += v.Dwell()
-	}
-	return crowdScene{Seed: cs.Params.Seed, Objects: len(cs.Scenario.Objects), People: cs.Params.People, Vehicles: cs.Params.Vehicles, Crossings: len(cr),
-		Visits: len(vs), DwellS: dwell.Seconds(), Occlusions: len(cs.Occlusions), Standers: len(cs.Standers), VideoS: cs.Scenario.Duration.Seconds()}
 }
 
 // crowdRecording is the worker's results of a replay at one rate.

@@ -5,11 +5,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/visiond/visiond/internal/groundtruth"
 )
 
 // TestReportCrowd: crowd.json (pipeline's TestCrowdReplay with VISIOND_CROWD_OUT) becomes
-// the crowd section, its parameters in the caption and a row per rate; without it the
-// section says why.
+// the crowd section: the seeds and which tuned the tracker in the caption, a row per rate of
+// the seeds' mean, worst, best and spread, and the aims not met; without it the section says
+// why.
 func TestReportCrowd(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")
@@ -49,26 +52,44 @@ func TestReportCrowd(t *testing.T) {
 	if s := section(); !strings.Contains(s, "Not run here: failed: exit status non-zero; IDF1 0.5") {
 		t.Errorf("failed:\n%s", s)
 	}
-	c := crowdResult{Params: "24 people (4 full occlusions), seed 0"}
-	c.Scene.Objects, c.Scene.Crossings, c.Scene.VideoS = 27, 27, 60
-	r := crowdRate{FPS: 0.5, Analysed: 31, IDF1: 0.5936, IDP: 0.7778, IDR: 0.48, IDSwitches: 14, CountAccuracy: 0.5556, Stays: 6, Visits: 13}
-	r.Lines = append(r.Lines, struct {
-		Direction string `json:"direction"`
-		Class     string `json:"class"`
-		Counted   int    `json:"counted"`
-		True      int    `json:"true"`
-	}{"in", "person", 5, 10})
-	c.Rates = append(c.Rates, r)
-	r.FPS, r.IDF1 = 10, 0.855
-	c.Rates = append(c.Rates, r)
+	c := groundtruth.CrowdReport{Params: "24 people (4 full occlusions), 3 vans", Tuning: []uint64{0, 1, 2}}
+	for _, seed := range []uint64{100, 101, 102} {
+		c.Scenes = append(c.Scenes, groundtruth.CrowdTotals{Seed: seed, Objects: 27, Crossings: 27, Visits: 10, VideoS: 60})
+		for _, fps := range []float64{2, 5} {
+			c.Runs = append(c.Runs, groundtruth.Summary{Seed: seed, FPS: fps, HOTA: 0.7, IDF1: 0.9 + float64(seed-100)/100 + fps/100, IDSW: 1,
+				CrossingPrecision: 1, CrossingRecall: 0.99, CrossingsMatched: 26, CrossingsTrue: 27, CrossingsReported: 26})
+			if seed == 101 {
+				c.Runs[len(c.Runs)-1].CrossingRecall = 0.97
+			}
+		}
+	}
 	if err := writeJSON(filepath.Join(in, "crowd.json"), c); err != nil {
 		t.Fatal(err)
 	}
 	s := section()
-	for _, want := range []string{"Scene: 24 people (4 full occlusions), seed 0; truth: 27 objects", "| 0.5 | 31 | **0.594** | 0.778 / 0.480 |",
-		"| 10 | 31 | **0.855** |", "**0.556** | person in 5/10 | 6 / 13 |"} {
+	// IDF1 at 2 fps: 0.92, 0.93, 0.94: mean 0.93, worst 0.92, sd 0.008; at 5 fps 0.95-0.97.
+	for _, want := range []string{"seeds 100-102 (3 scenes; 81 objects, 81 crossings, 30 zone visits in all). The tracker was tuned on seeds 0-2;",
+		"| 2 | 3 | **0.700 (0.700-0.700, sd 0.000)** |", "**0.930 (0.920-0.940, sd 0.008)**", "| 3 / 0 / 0 | **1.000 (1.000-1.000, sd 0.000)** | **0.983 (0.970-0.990, sd 0.009)** | 78 / 81 / 78 |",
+		"Short of the aims: crossing precision / recall 1.000 / 0.970 at worst at 2 fps (aim 0.98); crossing precision / recall 1.000 / 0.970 at worst at 5 fps (aim 0.98)."} {
 		if !strings.Contains(s, want) {
 			t.Errorf("section lacks %q:\n%s", want, s)
 		}
+	}
+	if strings.Contains(s, "IDF1 0.") || strings.Contains(s, "tuning seeds: not a held-out") {
+		t.Errorf("wrong shortfalls or tuning warning:\n%s", s)
+	}
+	// A tuning seed among them is named.
+	c.Scenes[0].Seed = 1
+	if err := writeJSON(filepath.Join(in, "crowd.json"), c); err != nil {
+		t.Fatal(err)
+	}
+	if s := section(); !strings.Contains(s, "**of these, seeds 1 are tuning seeds: not a held-out figure.**") {
+		t.Errorf("tuning seed not named:\n%s", s)
+	}
+}
+
+func TestSeedList(t *testing.T) {
+	if got := seedList([]uint64{5, 0, 1, 2, 100, 7, 6}); got != "0-2, 5-7, 100" {
+		t.Errorf("%q", got)
 	}
 }

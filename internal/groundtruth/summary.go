@@ -1,5 +1,7 @@
 package groundtruth
 
+import "time"
+
 // Summary is a run's Figures flattened for a report: what the crowd benchmark writes per
 // seed and rate (pipeline's TestCrowdReplay, VISIOND_CROWD_OUT) and cmd/visiond-bench reads.
 type Summary struct {
@@ -62,4 +64,46 @@ func (fig Figures) Summary(seed uint64, fps float64) Summary {
 		CrossingPrecision: c.Precision, CrossingRecall: c.Recall,
 		Visits: z.Visits, Stays: z.Stays, VisitsFound: z.Found, DwellTrueS: z.DwellTrue.Seconds(),
 		DwellReportedS: z.DwellReported.Seconds(), DwellError: z.DwellError, MeanDwellErrorS: z.MeanDwellError.Seconds()}
+}
+
+// CrowdReport is the crowd benchmark's output (VISIOND_CROWD_OUT): the figures of every
+// seed's scene at every rate, and which seeds the tracker was tuned on.
+type CrowdReport struct {
+	Params string        `json:"params"` // the scenes' parameters but the seed
+	Tuning []uint64      `json:"tuning"` // the seeds the tracker is tuned on
+	Scenes []CrowdTotals `json:"scenes"`
+	Runs   []Summary     `json:"runs"`
+}
+
+// CrowdTotals are a crowd scene's truth in totals.
+type CrowdTotals struct {
+	Seed       uint64  `json:"seed"`
+	Objects    int     `json:"objects"`
+	People     int     `json:"people"`
+	Vehicles   int     `json:"vehicles"`
+	Crossings  int     `json:"crossings"`
+	Visits     int     `json:"visits"`
+	DwellS     float64 `json:"dwell_s"`
+	Occlusions int     `json:"occlusions"`
+	Standers   int     `json:"standers"`
+	VideoS     float64 `json:"video_s"`
+}
+
+// Totals counts the scene's truth.
+func (cs CrowdScene) Totals() (CrowdTotals, error) {
+	cr, err := cs.Scenario.Crossings(cs.Line)
+	if err != nil {
+		return CrowdTotals{}, err
+	}
+	vs, err := cs.Scenario.Visits(cs.Zone)
+	if err != nil {
+		return CrowdTotals{}, err
+	}
+	var dwell time.Duration
+	for _, v := range vs {
+		dwell += v.Dwell()
+	}
+	return CrowdTotals{Seed: cs.Params.Seed, Objects: len(cs.Scenario.Objects), People: cs.Params.People, Vehicles: cs.Params.Vehicles,
+		Crossings: len(cr), Visits: len(vs), DwellS: dwell.Seconds(), Occlusions: len(cs.Occlusions), Standers: len(cs.Standers),
+		VideoS: cs.Scenario.Duration.Seconds()}, nil
 }
