@@ -15,6 +15,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/visiond/visiond/infer/appearance"
 	"github.com/visiond/visiond/internal/geom"
 )
 
@@ -46,6 +47,10 @@ type Detection struct {
 	Label   string   `json:"label"`
 	Score   float32  `json:"score"`
 	Box     geom.Box `json:"box"`
+	// Appearance is the colour descriptor of the box's pixels (package infer/appearance),
+	// which the worker computes on the letterboxed frame for every detection it returns;
+	// the zero Descriptor (none) is left out of the wire. For the tracker, not for events.
+	Appearance appearance.Descriptor `json:"appearance,omitzero"`
 }
 
 // ModelInfo describes the model a worker (or a worker.Detector) has loaded.

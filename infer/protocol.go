@@ -1,6 +1,9 @@
 package infer
 
-// Worker protocol, version 2.
+// Worker protocol, version 3.
+//
+// Version 3 added a detection's "appearance" (below); version 2 results out of job order
+// (Result order).
 //
 // The daemon starts a worker as `visiond worker -detector {...} -slots K -slot-bytes S
 // -sessions N` (WorkerFlags) with three extra files:
@@ -56,10 +59,18 @@ package infer
 //	    (camera set or resolution changed), never per frame. A failed shrink is logged
 //	    and does not fail the job.
 //	{"type":"result","result":{"id":7,"detections":[{"class_id":0,"label":"person","score":0.9,
-//	  "box":{"x":1,"y":2,"w":3,"h":4}}],"pre_us":600,"run_us":41000,"post_us":300,"session":1}}
+//	  "box":{"x":1,"y":2,"w":3,"h":4},"appearance":"<128 base64 characters>"}],
+//	  "pre_us":600,"run_us":41000,"post_us":300,"session":1}}
 //	    or "error":"..." when the job was bad (slot out of range, letterbox not matching
 //	    the model input) or the run failed; the worker keeps serving. "session" (optional,
-//	    default 0) is the index of the session that ran the job, in [0,N).
+//	    default 0) is the index of the session that ran the job, in [0,N). A detection's
+//	    "box" is in source pixels. Its "appearance" (version 3; optional, absent: none) is
+//	    the appearance descriptor of the box (package infer/appearance: colour histograms
+//	    of the box's inner part in 3 horizontal stripes, appearance.Size = 96 bytes) as
+//	    standard base64 with padding, exactly 128 characters; the worker computes it on the
+//	    job's letterboxed frame, from the box mapped back onto it, for every detection it
+//	    sends. Any other length, or characters that are not base64, make the message
+//	    malformed ("appearance: ..."). "post_us" includes the descriptors.
 //
 // Unknown fields and unknown types are errors. A framing error (oversized or truncated
 // frame) or a malformed message ends the stream: the worker exits with that error, and

@@ -2,6 +2,7 @@ package infer
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/visiond/visiond/infer/appearance"
 	"github.com/visiond/visiond/internal/geom"
 )
 
@@ -45,6 +47,25 @@ var readMessageCases = []struct {
 	{"job", frame(`{"type":"job","job":{"id":7,"slot":1,"camera":"gate","seq":42,"letterbox":{"src_w":768,"src_h":576,"dst_w":640,"dst_h":640,"scaled_w":640,"scaled_h":480,"pad_x":0,"pad_y":80}}}`), nil, ""},
 	{"hello", frame(`{"type":"hello","hello":{"pid":1,"model":"m","input_w":640,"input_h":640,"classes":["a"],"provider":"cpu"}}`), nil, ""},
 	{"result", frame(`{"type":"result","result":{"id":7,"detections":[{"class_id":0,"label":"a","score":0.5,"box":{"x":1,"y":2,"w":3,"h":4}}],"pre_us":1,"run_us":2,"post_us":3}}`), nil, ""},
+	{"result with appearance", frame(resultWithAppearance(appearanceB64)), nil, ""},
+	{"appearance too short", frame(resultWithAppearance(appearanceB64[:124])), ErrBadMessage, "appearance: 124 base64 characters, want 128 (96 bytes)"},
+	{"appearance too long", frame(resultWithAppearance(appearanceB64 + "AAAA")), ErrBadMessage, "appearance: 132 base64 characters, want 128 (96 bytes)"},
+	{"appearance not base64", frame(resultWithAppearance("*" + appearanceB64[1:])), ErrBadMessage, "appearance: not base64"},
+	{"appearance not a string", frame(strings.Replace(resultWithAppearance(""), `""`, `[1,2,3]`, 1)), ErrBadMessage, "appearance: want a base64 string"},
+}
+
+// appearanceB64 is a descriptor on the wire: 96 bytes, 0 to 95, in base64.
+var appearanceB64 = func() string {
+	var d appearance.Descriptor
+	for i := range d {
+		d[i] = byte(i)
+	}
+	return base64.StdEncoding.EncodeToString(d[:])
+}()
+
+func resultWithAppearance(b64 string) string {
+	return `{"type":"result","result":{"id":7,"detections":[{"class_id":0,"label":"a","score":0.5,"box":{"x":1,"y":2,"w":3,"h":4},"appearance":"` +
+		b64 + `"}],"pre_us":1,"run_us":2,"post_us":3}}`
 }
 
 func TestReadMessage(t *testing.T) {
@@ -61,7 +82,7 @@ func TestReadMessage(t *testing.T) {
 					t.Fatal(err)
 				}
 				m2, _, err := ReadMessage(&buf, nil)
-				if err != nil || m2.Type != m.Type {
+				if err != nil || !reflect.DeepEqual(m2, m) {
 					t.Fatalf("round trip: %+v, %v", m2, err)
 				}
 				return
@@ -71,8 +92,20 @@ func TestReadMessage(t *testing.T) {
 			}
 		})
 	}
+	// A detection's appearance decodes to its bytes, and a detection without one to none.
+	m, _, err := ReadMessage(bytes.NewReader(frame(resultWithAppearance(appearanceB64))), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := m.Result.Detections[0].Appearance; d[0] != 0 || d[1] != 1 || d[95] != 95 {
+		t.Errorf("appearance decoded to %v", d)
+	}
+	m, _, err = ReadMessage(bytes.NewReader(readMessageCases[17].in), nil)
+	if err != nil || !m.Result.Detections[0].Appearance.IsZero() {
+		t.Errorf("result without appearance: %+v, %v", m.Result, err)
+	}
 	// The job decodes to its fields.
-	m, _, err := ReadMessage(bytes.NewReader(readMessageCases[15].in), nil)
+	m, _, err = ReadMessage(bytes.NewReader(readMessageCases[15].in), nil)
 	if err != nil || m.Job.ID != 7 || m.Job.Slot != 1 || m.Job.Camera != "gate" || m.Job.Letterbox != geom.NewLetterbox(768, 576, 640, 640) {
 		t.Fatalf("job: %+v %v", m.Job, err)
 	}

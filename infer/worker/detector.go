@@ -65,6 +65,9 @@ type Detector struct {
 	dev     *deviceIO    // the session's input and output in GPU memory (cuda.device_io); nil: host tensors
 	thread  *sessionThread
 	load    loadTimings
+	// noAppearance leaves the detections without appearance descriptors: for the
+	// benchmarks that measure what the descriptors cost (cpu_bench_test.go).
+	noAppearance bool
 }
 
 // sessionThread makes every run of a Detector's session, its warm-up and arena shrinkage
@@ -442,7 +445,7 @@ func (d *Detector) Detect(pixRGB []byte, lb geom.Letterbox, dst []infer.Detectio
 		return dst[:0], tm, err
 	}
 	t2 := time.Now()
-	dst = d.decodeOutput(0, lb, dst[:0])
+	dst = d.decodeOutput(0, lb, pixRGB, dst[:0])
 	t3 := time.Now()
 	tm = infer.Timings{Pre: t1.Sub(t0), Run: t2.Sub(t1), Post: t3.Sub(t2)}
 	return dst, tm, nil
@@ -495,15 +498,21 @@ func (d *Detector) runHere(p int) error {
 }
 
 // decodeOutput decodes the output tensor of pair p, which a finished run filled, into
-// detections appended to dst.
-func (d *Detector) decodeOutput(p int, lb geom.Letterbox, dst []infer.Detection) []infer.Detection {
+// detections appended to dst, each with the appearance descriptor of its box on pixRGB, the
+// frame of the run (describe); without descriptors when pixRGB is nil.
+func (d *Detector) decodeOutput(p int, lb geom.Letterbox, pixRGB []byte, dst []infer.Detection) []infer.Detection {
 	t := &d.pairs[p]
 	out := t.outF32
 	if t.outF16 != nil {
 		f16Decode(d.outConv, t.outF16, d.f16LUT)
 		out = d.outConv
 	}
-	return d.dec.decode(out, lb, d.info.Classes, dst)
+	n := len(dst)
+	dst = d.dec.decode(out, lb, d.info.Classes, dst)
+	if pixRGB != nil && !d.noAppearance {
+		describe(dst[n:], pixRGB, lb)
+	}
+	return dst
 }
 
 func (d *Detector) checkFrame(n int, lb geom.Letterbox) error {

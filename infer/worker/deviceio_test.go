@@ -57,7 +57,7 @@ func TestDeviceIO(t *testing.T) {
 				if err := d.run(p); err != nil {
 					t.Fatal(err)
 				}
-				dets := d.decodeOutput(p, lb, nil)
+				dets := d.decodeOutput(p, lb, frame, nil)
 				if run%3 == 2 {
 					if len(dets) != 0 {
 						t.Fatalf("run %d (pair %d) on a blank frame: %d detections, want none", run, p, len(dets))

@@ -357,11 +357,14 @@ func (s *jobServer) overlap() {
 // frees its pair.
 func (s *jobServer) post(ss *session, in <-chan stagedJob, results io.Writer) error {
 	dets := make([]infer.Detection, 0, 300)
+	info := ss.det.Model()
+	frameBytes := info.InputW * info.InputH * 3
 	for sj := range in {
 		res := infer.ResultMsg{ID: sj.job.ID, Error: sj.err, PreUS: sj.pre.Microseconds(), RunUS: sj.run.Microseconds(), Session: ss.index}
 		if sj.err == "" {
 			t0 := time.Now()
-			dets = ss.det.decodeOutput(sj.pair, sj.job.Letterbox, dets[:0])
+			off := sj.job.Slot * s.slotBytes // the frame is ours until its result is written
+			dets = ss.det.decodeOutput(sj.pair, sj.job.Letterbox, s.slots[off:off+frameBytes], dets[:0])
 			res.Detections = dets
 			res.PostUS = time.Since(t0).Microseconds()
 		}

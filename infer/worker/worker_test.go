@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/appearance"
 	"github.com/visiond/visiond/infer/internal/infertest"
 	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/infer/worker/workertest"
@@ -179,6 +181,7 @@ func TestWorkerSessions(t *testing.T) {
 			t.Fatalf("job %d: %s", r.ID, r.Error)
 		}
 		infertest.CheckMessi(t, r.Detections, fw, fh)
+		checkDescriptors(t, r.Detections)
 		seen[r.ID] = r.Session
 	}
 	if len(seen) != 2 || seen[1] == seen[2] {
@@ -197,6 +200,21 @@ func TestWorkerSessions(t *testing.T) {
 		}
 		seen[r.ID] = r.Session
 		infertest.CheckMessi(t, r.Detections, fw, fh)
+		checkDescriptors(t, r.Detections)
+	}
+}
+
+// checkDescriptors fails unless every detection came with an appearance descriptor
+// (protocol version 3): on the wire exactly appearance.Size bytes (the decoder refuses any
+// other length), here a non-zero byte in every stripe.
+func checkDescriptors(t *testing.T, dets []infer.Detection) {
+	t.Helper()
+	for _, d := range dets {
+		for s := range appearance.Stripes {
+			if stripe := d.Appearance[s*appearance.Bins : (s+1)*appearance.Bins]; !slices.ContainsFunc(stripe, func(b byte) bool { return b != 0 }) {
+				t.Errorf("%s at %+v: stripe %d of its appearance descriptor is empty: %v", d.Label, d.Box, s, d.Appearance)
+			}
+		}
 	}
 }
 
