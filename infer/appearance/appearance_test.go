@@ -298,38 +298,42 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+var nan, inf = math.NaN(), math.Inf(1)
+
+// edgeBoxes are boxes on a 640x640 frame, none when they have no pixel of it.
+var edgeBoxes = []struct {
+	name string
+	box  geom.Box
+	none bool
+}{
+	{"whole frame", geom.Box{W: 640, H: 640}, false},
+	{"left edge", geom.Box{X: 0, Y: 100, W: 30, H: 80}, false},
+	{"bottom right corner", geom.Box{X: 600, Y: 560, W: 40, H: 80}, false},
+	{"partly outside left", geom.Box{X: -50, Y: 100, W: 80, H: 100}, false},
+	{"partly outside bottom", geom.Box{X: 100, Y: 600, W: 50, H: 200}, false},
+	{"larger than the frame", geom.Box{X: -1000, Y: -1000, W: 3000, H: 3000}, false},
+	{"1x1", geom.Box{X: 10, Y: 10, W: 1, H: 1}, false},
+	{"sub-pixel", geom.Box{X: 10.3, Y: 10.3, W: 0.2, H: 0.4}, false},
+	{"zero size", geom.Box{X: 10, Y: 10}, false},
+	{"zero size at the far corner", geom.Box{X: 640, Y: 640}, false},
+	{"zero width", geom.Box{X: 10, Y: 10, H: 50}, false},
+	{"one row", geom.Box{X: 10, Y: 10, W: 300, H: 1}, false},
+	{"one column", geom.Box{X: 10, Y: 10, W: 1, H: 300}, false},
+	{"negative size", geom.Box{X: 100, Y: 200, W: -50, H: -100}, false},
+	{"outside left", geom.Box{X: -100, Y: 10, W: 50, H: 50}, true},
+	{"outside below", geom.Box{X: 10, Y: 700, W: 50, H: 50}, true},
+	{"NaN", geom.Box{X: nan, Y: 10, W: 50, H: 50}, true},
+	{"NaN size", geom.Box{X: 10, Y: 10, W: 50, H: nan}, true},
+	{"infinite", geom.Box{X: -inf, Y: 10, W: inf, H: 50}, true},
+	{"huge", geom.Box{X: -math.MaxFloat64, Y: -math.MaxFloat64, W: math.MaxFloat64, H: math.MaxFloat64}, true},
+}
+
 // Boxes at the edge, partly outside, tiny, empty, inverted or not finite: a descriptor
 // with every stripe filled where the box has a pixel of the image, the zero Descriptor
 // where it has none, never a NaN.
 func TestEdgeBoxes(t *testing.T) {
 	f, _ := scene(0)
-	nan, inf := math.NaN(), math.Inf(1)
-	for _, tc := range []struct {
-		name string
-		box  geom.Box
-		none bool
-	}{
-		{"whole frame", geom.Box{W: 640, H: 640}, false},
-		{"left edge", geom.Box{X: 0, Y: 100, W: 30, H: 80}, false},
-		{"bottom right corner", geom.Box{X: 600, Y: 560, W: 40, H: 80}, false},
-		{"partly outside left", geom.Box{X: -50, Y: 100, W: 80, H: 100}, false},
-		{"partly outside bottom", geom.Box{X: 100, Y: 600, W: 50, H: 200}, false},
-		{"larger than the frame", geom.Box{X: -1000, Y: -1000, W: 3000, H: 3000}, false},
-		{"1x1", geom.Box{X: 10, Y: 10, W: 1, H: 1}, false},
-		{"sub-pixel", geom.Box{X: 10.3, Y: 10.3, W: 0.2, H: 0.4}, false},
-		{"zero size", geom.Box{X: 10, Y: 10}, false},
-		{"zero size at the far corner", geom.Box{X: 640, Y: 640}, false},
-		{"zero width", geom.Box{X: 10, Y: 10, H: 50}, false},
-		{"one row", geom.Box{X: 10, Y: 10, W: 300, H: 1}, false},
-		{"one column", geom.Box{X: 10, Y: 10, W: 1, H: 300}, false},
-		{"negative size", geom.Box{X: 100, Y: 200, W: -50, H: -100}, false},
-		{"outside left", geom.Box{X: -100, Y: 10, W: 50, H: 50}, true},
-		{"outside below", geom.Box{X: 10, Y: 700, W: 50, H: 50}, true},
-		{"NaN", geom.Box{X: nan, Y: 10, W: 50, H: 50}, true},
-		{"NaN size", geom.Box{X: 10, Y: 10, W: 50, H: nan}, true},
-		{"infinite", geom.Box{X: -inf, Y: 10, W: inf, H: 50}, true},
-		{"huge", geom.Box{X: -math.MaxFloat64, Y: -math.MaxFloat64, W: math.MaxFloat64, H: math.MaxFloat64}, true},
-	} {
+	for _, tc := range edgeBoxes {
 		d := Compute(f.pix, f.w, f.h, tc.box)
 		checkDescriptor(t, tc.name, d, tc.none)
 	}
@@ -431,5 +435,87 @@ func TestJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(tc.in), &d); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.wantErr)
 		}
+	}
+}
+
+// FuzzCompute describes any box of any small image: no panic, and either the zero
+// Descriptor or one whose every stripe is a histogram, at a distance in [0, 1] (never NaN)
+// from another, 0 from itself. Seeded from edgeBoxes, scaled to the fuzz image.
+func FuzzCompute(f *testing.F) {
+	for _, tc := range edgeBoxes {
+		b := tc.box
+		f.Add([]byte{1, 2, 3, 200, 100, 50}, 64, 64, b.X/10, b.Y/10, b.W/10, b.H/10)
+	}
+	f.Add([]byte{}, 0, 0, 0.0, 0.0, 1.0, 1.0)
+	f.Add([]byte{255}, 1, 1, 0.0, 0.0, 1.0, 1.0)
+	f.Add([]byte{9}, 3, -2, 0.0, 0.0, 1.0, 1.0)
+	f.Fuzz(func(t *testing.T, seed []byte, w, h int, x, y, bw, bh float64) {
+		if w > 256 || h > 256 {
+			t.Skip()
+		}
+		var img []byte
+		if w > 0 && h > 0 && len(seed) > 0 {
+			img = make([]byte, w*h*3)
+			for i := range img {
+				img[i] = seed[i%len(seed)] + byte(i/len(seed))
+			}
+		}
+		box := geom.Box{X: x, Y: y, W: bw, H: bh}
+		d := Compute(img, w, h, box)
+		if d.IsZero() {
+			return
+		}
+		checkDescriptor(t, "fuzz", d, false)
+		whole := Compute(img, w, h, geom.Box{W: float64(w), H: float64(h)})
+		if dist := Distance(d, whole); !(dist >= 0 && dist <= 1) {
+			t.Fatalf("distance to the whole image's %v", dist)
+		}
+		// Describing through a Frame whose picture is a part of the image: the same rules.
+		fr := NewFrame(img, w, h, geom.Box{X: x, Y: y, W: 1, H: 1})
+		if d2 := fr.Describe(box); d2.IsZero() {
+			t.Fatalf("Describe through a Frame of another picture gave no descriptor for %+v", box)
+		}
+	})
+}
+
+// BenchmarkCompute measures one box of a walker's size on a 640x640 frame (its grid is
+// capped at MaxSamples), 50 boxes of sizes from 12x30 to 192x480 through one Frame, and
+// NewFrame alone (a frame's mean intensity, once a frame).
+func BenchmarkCompute(b *testing.B) {
+	f, boxes := scene(0)
+	b.Run("box", func(b *testing.B) {
+		fr := NewFrame(f.pix, f.w, f.h, geom.Box{W: 640, H: 640})
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = fr.Describe(boxes[0])
+		}
+	})
+	var many []geom.Box
+	for i := range 50 {
+		s := 0.2 + 3*float64(i)/49 // 12x30 to 192x480
+		many = append(many, geom.Box{X: float64(i%10) * 60, Y: float64(i/10) * 30, W: 60 * s, H: 150 * s})
+	}
+	b.Run("50-boxes", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			fr := NewFrame(f.pix, f.w, f.h, geom.Box{W: 640, H: 640})
+			for _, box := range many {
+				_ = fr.Describe(box)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(many)), "ns/box")
+	})
+	b.Run("frame", func(b *testing.B) {
+		for b.Loop() {
+			_ = NewFrame(f.pix, f.w, f.h, geom.Box{W: 640, H: 640})
+		}
+	})
+}
+
+func BenchmarkDistance(b *testing.B) {
+	f, boxes := scene(0)
+	x, y := Compute(f.pix, f.w, f.h, boxes[0]), Compute(f.pix, f.w, f.h, boxes[1])
+	for b.Loop() {
+		_ = Distance(x, y)
 	}
 }
