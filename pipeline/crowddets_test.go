@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/visiond/visiond/infer/appearance"
 	"github.com/visiond/visiond/internal/groundtruth"
 	"github.com/visiond/visiond/internal/testutil"
 )
@@ -49,6 +51,7 @@ func TestCrowdDets(t *testing.T) {
 		t.Fatal(err)
 	}
 	sums := map[float64][]groundtruth.Summary{}
+	var same, other []float64
 	for _, seed := range seeds {
 		cs, err := groundtruth.Crowd(m, groundtruth.CrowdParams{Seed: seed})
 		if err != nil {
@@ -82,6 +85,8 @@ func TestCrowdDets(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}
+		s, o := appearanceSpread(t, rec, sc)
+		same, other = append(same, s...), append(other, o...)
 		for _, fps := range crowdRates {
 			fig := stepCrowd(t, cfg, rec, fps, sc, cs)
 			logCrowd(t, seed, fps, fig)
@@ -92,6 +97,9 @@ func TestCrowdDets(t *testing.T) {
 			}
 		}
 	}
+	qs := []float64{0.05, 0.25, 0.5, 0.75, 0.95, 0.99}
+	t.Logf("appearance distance at quantiles %v: one person's looks 0.5-3 s apart (%d pairs) %.3f; two people's on a frame (%d pairs) %.3f",
+		qs, len(same), quantiles(same, qs...), len(other), quantiles(other, qs...))
 	for _, fps := range crowdRates {
 		var hota, idf1, prec, rec float64
 		worst := 1.0
@@ -105,4 +113,63 @@ func TestCrowdDets(t *testing.T) {
 		n := float64(len(sums[fps]))
 		t.Logf("mean of %d seeds at %g fps: HOTA %.3f, IDF1 %.3f (worst %.3f), crossing precision %.3f recall %.3f", len(sums[fps]), fps, hota/n, idf1/n, worst, prec/n, rec/n)
 	}
+}
+
+// appearanceSpread logs how far apart the appearance descriptors of one person's detections
+// are (0.5 to 3 s apart) and of two people's (on the same frame), over a seed's recording:
+// what the tracker's appearance gate (track.Config.AppearanceGate) must separate. A
+// detection is a person's where it overlaps the person's true box by IoU 0.5 and the person
+// shows whole (Visible 0.9) and overlaps no other detection.
+func appearanceSpread(t *testing.T, rec crowdRecording, sc *groundtruth.Scene) (same, other []float64) {
+	type look struct {
+		at  time.Duration
+		obj int
+		d   appearance.Descriptor
+	}
+	var looks []look
+	for _, f := range rec.Frames {
+		at := f.At.Sub(rec.Start)
+		truth := sc.At(at)
+	dets:
+		for i, d := range f.Dets {
+			if d.Appearance.IsZero() || d.Label != "person" {
+				continue
+			}
+			for j, o := range f.Dets {
+				if j != i && groundtruth.IoU(d.Box, o.Box) > 0 {
+					continue dets
+				}
+			}
+			for _, tr := range truth {
+				if tr.Visible >= 0.9 && groundtruth.IoU(tr.Box, d.Box) >= 0.5 {
+					looks = append(looks, look{at, tr.ID, d.Appearance})
+					break
+				}
+			}
+		}
+	}
+	for a, x := range looks {
+		for _, y := range looks[a+1:] {
+			gap := (y.at - x.at).Abs()
+			switch {
+			case x.obj == y.obj && gap >= 500*time.Millisecond && gap <= 3*time.Second:
+				same = append(same, appearance.Distance(x.d, y.d))
+			case x.obj != y.obj && gap == 0:
+				other = append(other, appearance.Distance(x.d, y.d))
+			}
+		}
+	}
+	return same, other
+}
+
+// quantiles returns v's values at fractions qs (sorting v).
+func quantiles(v []float64, qs ...float64) []float64 {
+	slices.Sort(v)
+	out := make([]float64, len(qs))
+	for k, q := range qs {
+		if len(v) > 0 {
+			out[k] = v[min(len(v)-1, int(q*float64(len(v))))]
+		}
+	}
+	return out
 }

@@ -14,18 +14,20 @@ import (
 // a second (60 px wide, 50 px/s each way: the one behind is under 30% visible, so not
 // detected, for 0.84 s, and cut by the other's box for 1.2 s), at 2 and 5 fps, with the
 // detector's noise and misses, 20 passes each: each leaves with the id it came with, in
-// every pass. Before the tracker measured a cut box from its edge in view (Tracker.measured)
-// and kept a lost track's size, the hidden walker's box shrank to a pixel and its
-// prediction stopped where they met: every pass lost its id, at 2 fps and at 5.
-// At 5 fps the one detection of the frame where they coincide may still go to the hidden
-// one's track (a transient swap, two switches, back at the next frame): bounded, measured
-// 12 switches in 20 passes.
+// every pass, and has no other on the way. Before the tracker measured a cut box from its
+// edge in view (Tracker.measured) and kept a lost track's size, the hidden walker's box
+// shrank to a pixel and its prediction stopped where they met: every pass lost its id, at
+// 2 fps and at 5. By motion alone, at 5 fps the one detection of the frame where they
+// coincide went to the hidden one's track (a swap, and back at the next frame: 12 switches
+// in 20 passes); issue 37: dressed differently (their detections carry appearance
+// descriptors), none. Without descriptors (motion only) the bound is what motion does.
 func TestWalkThrough(t *testing.T) {
 	for _, tc := range []struct {
 		fps         float64
+		dressed     bool
 		maxSwitches int
-	}{{2, 0}, {5, 12}} {
-		t.Run(fmt.Sprintf("%gfps", tc.fps), func(t *testing.T) {
+	}{{2, true, 0}, {5, true, 0}, {2, false, 0}, {5, false, 12}} {
+		t.Run(fmt.Sprintf("%gfps/dressed=%v", tc.fps, tc.dressed), func(t *testing.T) {
 			var all simStats
 			lost := 0
 			for seed := uint64(1); seed <= 20; seed++ {
@@ -33,16 +35,21 @@ func TestWalkThrough(t *testing.T) {
 					{class: 0, w: 60, h: 160, x: 400, y: 400, vx: 50, enter: 0, leave: 10},
 					{class: 0, w: 56, h: 150, x: 880, y: 392, vx: -50, enter: 0, leave: 10, behind: 1},
 				}
+				if tc.dressed {
+					objs[0].wears = &[2][3]uint8{{200, 40, 40}, {40, 40, 60}}   // red top, dark trousers
+					objs[1].wears = &[2][3]uint8{{230, 230, 220}, {60, 90, 160}} // white top, jeans
+				}
 				cfg := Config{FrameInterval: time.Duration(float64(time.Second) / tc.fps)}
 				st := simulate(t, cfg, objs, detector{noise: 0.04, miss: 0.05, low: 0.1, classes: []int{0}}, tc.fps, 10, seed)
-				if st.changed > 0 || len(st.idsPerObj[1]) != 1 || len(st.idsPerObj[0]) != 1 && tc.maxSwitches == 0 {
+				if st.changed > 0 || len(st.idsPerObj[0]) != 1 || len(st.idsPerObj[1]) != 1 {
 					lost++
 				}
 				all.add(st)
 			}
-			t.Logf("walk-through at %g fps: %v", tc.fps, all)
-			if lost > 0 || all.switches > tc.maxSwitches {
-				t.Errorf("%d of 20 passes lost an id (%d switches, %d objects left with another id than they came with); want none, and at most %d switches",
+			t.Logf("walk-through at %g fps, dressed %v: %v", tc.fps, tc.dressed, all)
+			// Motion alone at 5 fps: the transient swaps give the walkers a second id.
+			if motionSwaps := !tc.dressed && tc.fps == 5; lost > 0 && !motionSwaps || all.switches > tc.maxSwitches || all.changed > 0 {
+				t.Errorf("%d of 20 passes gave a walker another id (%d switches, %d walkers left with another id than they came with); want none, and at most %d switches",
 					lost, all.switches, all.changed, tc.maxSwitches)
 			}
 		})

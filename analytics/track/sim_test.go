@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/infer"
+	"github.com/visiond/visiond/infer/appearance"
 	"github.com/visiond/visiond/internal/geom"
 )
 
@@ -33,6 +34,34 @@ type object struct {
 	// behind is 1 + the index of an object in front of this one (0: none): the detector
 	// sees only the larger part of this one's box that the other's does not cover.
 	behind int
+	// wears, if set, are the colours of its upper and lower half (RGB): its detections
+	// carry the appearance descriptor of a noisy picture of them (looksOf), as the worker's
+	// would. Unset: no descriptor.
+	wears *[2][3]uint8
+}
+
+// looksOf returns n descriptors of pictures of an object wearing c (upper and lower half),
+// each with its own per-pixel noise of about 12 levels, as frames of one person differ.
+func looksOf(c [2][3]uint8, n int, rng *rand.Rand) []appearance.Descriptor {
+	const w, h = 24, 60
+	img := make([]byte, w*h*3)
+	var out []appearance.Descriptor
+	for range n {
+		for y := range h {
+			col := c[0]
+			if y >= h/2 {
+				col = c[1]
+			}
+			for x := range w {
+				for k := range 3 {
+					v := float64(col[k]) + 12*rng.NormFloat64()
+					img[(y*w+x)*3+k] = uint8(min(max(v, 0), 255))
+				}
+			}
+		}
+		out = append(out, appearance.Compute(img, w, h, geom.Box{W: w, H: h}))
+	}
+	return out
 }
 
 func (o *object) centre(t float64) (float64, float64) {
@@ -131,6 +160,13 @@ func simulateDebug(t testing.TB, cfg Config, objs []object, det detector, fps, d
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	var dets []infer.Detection
 	var truth []int // ground-truth object of each detection, -1 for a false positive
+	looks := make([][]appearance.Descriptor, len(objs))
+	lookRNG := rand.New(rand.NewPCG(seed, 0x100c5)) // apart: dressed or not, the same detections
+	for oi, o := range objs {
+		if o.wears != nil {
+			looks[oi] = looksOf(*o.wears, 8, lookRNG)
+		}
+	}
 	for k := 0; float64(k)/fps < duration; k++ {
 		if k > 0 && rng.Float64() < det.skip {
 			continue
@@ -168,7 +204,11 @@ func simulateDebug(t testing.TB, cfg Config, objs []object, det detector, fps, d
 			if rng.Float64() < det.low {
 				score = 0.2 + 0.3*rng.Float64()
 			}
-			dets = append(dets, infer.Detection{ClassID: o.class, Label: label(o.class), Score: float32(score), Box: b})
+			d := infer.Detection{ClassID: o.class, Label: label(o.class), Score: float32(score), Box: b}
+			if l := looks[oi]; l != nil {
+				d.Appearance = l[lookRNG.IntN(len(l))]
+			}
+			dets = append(dets, d)
 			truth = append(truth, oi)
 		}
 		dets, truth = nms(dets, truth)
