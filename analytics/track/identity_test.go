@@ -36,7 +36,7 @@ func TestWalkThrough(t *testing.T) {
 					{class: 0, w: 56, h: 150, x: 880, y: 392, vx: -50, enter: 0, leave: 10, behind: 1},
 				}
 				if tc.dressed {
-					objs[0].wears = &[2][3]uint8{{200, 40, 40}, {40, 40, 60}}   // red top, dark trousers
+					objs[0].wears = &[2][3]uint8{{200, 40, 40}, {40, 40, 60}}    // red top, dark trousers
 					objs[1].wears = &[2][3]uint8{{230, 230, 220}, {60, 90, 160}} // white top, jeans
 				}
 				cfg := Config{FrameInterval: time.Duration(float64(time.Second) / tc.fps)}
