@@ -271,9 +271,22 @@ type crowdRecording1 struct {
 // events.
 func recordCrowd(ctx context.Context, t *testing.T, cfg *config.Config, file string, sc *groundtruth.Scene, cs groundtruth.CrowdScene) (crowdRecording, groundtruth.Figures) {
 	t.Helper()
+	rec, log, opt := record(ctx, t, cfg, file, crowdRates[len(crowdRates)-1], cs.Scenario.Duration)
+	fig, err := groundtruth.ScoreRun(sc, cs.Line, cs.Zone, crowdObserved(t, log, opt.Start), crowdScoring(opt.FPS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed %d: replayed at %g fps in %v", cs.Params.Seed, opt.FPS, rec.Elapsed.Round(time.Millisecond))
+	return rec, fig
+}
+
+// record replays file (of length video) at fps through a real worker and the daemon's
+// result stage, and returns the worker's results, the events and the replay's options.
+func record(ctx context.Context, t *testing.T, cfg *config.Config, file string, fps float64, video time.Duration) (crowdRecording, *eventLog, ReplayOptions) {
+	t.Helper()
 	log := &eventLog{}
 	opt := replayOptions(t, cfg, file)
-	opt.FPS = crowdRates[len(crowdRates)-1]
+	opt.FPS = fps
 	rec := crowdRecording{FPS: opt.FPS, Start: opt.Start}
 	opt.OnResult = func(r infer.Result) {
 		rec.Frames = append(rec.Frames, crowdRecording1{At: r.Job.Captured, W: r.Job.Letterbox.SrcW, H: r.Job.Letterbox.SrcH,
@@ -284,20 +297,27 @@ func recordCrowd(ctx context.Context, t *testing.T, cfg *config.Config, file str
 		t.Fatal(err)
 	}
 	rec.Elapsed = st.Elapsed
-	if want := int(cs.Scenario.Duration.Seconds() * opt.FPS); st.Analysed < want-1 || st.Analysed > want+1 || len(log.dets) != st.Analysed || len(rec.Frames) != st.Analysed {
+	if want := int(video.Seconds() * opt.FPS); st.Analysed < want-1 || st.Analysed > want+1 || len(log.dets) != st.Analysed || len(rec.Frames) != st.Analysed {
 		t.Fatalf("%+v, %d detection events, %d results: want %d frames analysed", st, len(log.dets), len(rec.Frames), want)
 	}
-	fig, err := groundtruth.ScoreRun(sc, cs.Line, cs.Zone, crowdObserved(t, log, opt.Start), crowdScoring(opt.FPS))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("seed %d: replayed at %g fps in %v", cs.Params.Seed, opt.FPS, st.Elapsed.Round(time.Millisecond))
-	return rec, fig
+	return rec, log, opt
 }
 
 // stepCrowd runs the camera's scene at fps over every k-th frame of rec (from the first),
 // as a replay at fps would, and scores its events.
 func stepCrowd(t *testing.T, cfg *config.Config, rec crowdRecording, fps float64, sc *groundtruth.Scene, cs groundtruth.CrowdScene) groundtruth.Figures {
+	t.Helper()
+	log := stepScene(t, cfg, rec, fps)
+	fig, err := groundtruth.ScoreRun(sc, cs.Line, cs.Zone, crowdObserved(t, log, rec.Start), crowdScoring(fps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fig
+}
+
+// stepScene runs the first camera's scene of cfg at fps over every k-th frame of rec (from
+// the first), as a replay at fps would, and returns its events.
+func stepScene(t *testing.T, cfg *config.Config, rec crowdRecording, fps float64) *eventLog {
 	t.Helper()
 	k := int(rec.FPS/fps + 0.5)
 	if k < 1 || float64(k)*fps != rec.FPS {
@@ -330,11 +350,7 @@ func stepCrowd(t *testing.T, cfg *config.Config, rec crowdRecording, fps float64
 		add(step)
 	}
 	add(scene.End(analytics.WhyVideoEnd))
-	fig, err := groundtruth.ScoreRun(sc, cs.Line, cs.Zone, crowdObserved(t, log, rec.Start), crowdScoring(fps))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fig
+	return log
 }
 
 // logCrowd logs a run's figures and what went wrong in it.

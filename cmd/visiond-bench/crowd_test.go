@@ -93,3 +93,60 @@ func TestSeedList(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// TestReportVTest: vtest.json (pipeline's TestVTestReplay with VISIOND_VTEST_OUT) becomes the
+// real recording's section, a row per rate and the aims not met.
+func TestReportVTest(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSON(filepath.Join(in, "env.json"), envInfo{CPUs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "BENCHMARKS.md")
+	section := func() string {
+		t.Helper()
+		if err := reportCmd([]string{"-in", in, "-o", out}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		i := strings.Index(text, "## A real recording")
+		if i < 0 {
+			t.Fatalf("no real recording section in\n%s", text)
+		}
+		text = text[i:]
+		if j := strings.Index(text[3:], "\n## "); j >= 0 {
+			text = text[:j+3]
+		}
+		return text
+	}
+	if s := section(); !strings.Contains(s, "Not run here: not run.") {
+		t.Errorf("without vtest.json:\n%s", s)
+	}
+	v := groundtruth.RecordingReport{Video: "vtest.avi", Crossings: 40, Visits: 12}
+	for _, x := range []struct{ fps, p, r float64 }{{2, 0.96, 0.92}, {5, 0.99, 0.94}} {
+		rate := groundtruth.RecordingRate{FPS: x.fps, All: groundtruth.LineSummary{Precision: x.p, Recall: x.r},
+			Lines: []groundtruth.LineSummary{{Line: "middle", Matched: 30, True: 32, Reported: 31}},
+			Zones: []groundtruth.ZoneSummary{{Zone: "square", Found: 10, Visits: 12, DwellTrueS: 100, DwellReportedS: 90, DwellError: 0.2, MeanDwellErrorS: 1.7}}}
+		v.Rates = append(v.Rates, rate)
+	}
+	if err := writeJSON(filepath.Join(in, "vtest.json"), v); err != nil {
+		t.Fatal(err)
+	}
+	s := section()
+	for _, want := range []string{"Truth: 40 crossings, 12 zone visits.", "| 2 | **0.960** | **0.920** | middle 30 / 32 / 31 | square: 10 of 12 found, 90.0 s of 100.0 s, error 0.200 (1.7 s a visit) |",
+		"Short of the aims: recall 0.940 / precision 0.990 at 5 fps (aim 0.95 / 0.97)."} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "at 2 fps (aim") {
+		t.Errorf("2 fps meets its aims:\n%s", s)
+	}
+}

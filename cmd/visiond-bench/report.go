@@ -374,6 +374,7 @@ func (r *report) write() (string, error) {
 		return "", err
 	}
 	r.crowdSection(local)
+	r.vtestSection(local)
 	r.clipsSection(local)
 	for _, k := range r.kept {
 		r.p("%s", k)

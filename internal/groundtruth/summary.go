@@ -107,3 +107,62 @@ func (cs CrowdScene) Totals() (CrowdTotals, error) {
 		Crossings: len(cr), Visits: len(vs), DwellS: dwell.Seconds(), Occlusions: len(cs.Occlusions), Standers: len(cs.Standers),
 		VideoS: cs.Scenario.Duration.Seconds()}, nil
 }
+
+// RecordingReport is the real recording's benchmark output (VISIOND_VTEST_OUT): a replay of
+// it scored against its hand-made truth (RecordedTruth) at each analysed rate.
+type RecordingReport struct {
+	Video     string          `json:"video"`
+	Crossings int             `json:"crossings"` // true crossings of all its lines
+	Visits    int             `json:"visits"`    // true visits of all its zones
+	Rates     []RecordingRate `json:"rates"`
+}
+
+// RecordingRate is the figures of one analysed rate.
+type RecordingRate struct {
+	FPS float64 `json:"fps"`
+	// Lines are each line's crossings, and All of every line together.
+	Lines []LineSummary `json:"lines"`
+	All   LineSummary   `json:"all"`
+	// Zones are each zone's dwell.
+	Zones []ZoneSummary `json:"zones"`
+}
+
+// LineSummary is a line's CrossingScore in short.
+type LineSummary struct {
+	Line      string  `json:"line"`
+	True      int     `json:"true"`
+	Reported  int     `json:"reported"`
+	Matched   int     `json:"matched"`
+	Precision float64 `json:"precision"`
+	Recall    float64 `json:"recall"`
+}
+
+// Summary shortens cs for line.
+func (cs CrossingScore) Summary(line string) LineSummary {
+	return LineSummary{Line: line, True: cs.True, Reported: cs.Reported, Matched: cs.Matched, Precision: cs.Precision, Recall: cs.Recall}
+}
+
+// Add adds o's counts to s (precision and recall of the sums).
+func (s LineSummary) Add(o LineSummary) LineSummary {
+	s.True, s.Reported, s.Matched = s.True+o.True, s.Reported+o.Reported, s.Matched+o.Matched
+	s.Precision, s.Recall = ratio(s.Matched, s.Reported), ratio(s.Matched, s.True)
+	return s
+}
+
+// ZoneSummary is a zone's ZoneScore in short.
+type ZoneSummary struct {
+	Zone            string  `json:"zone"`
+	Visits          int     `json:"visits"`
+	Stays           int     `json:"stays"`
+	Found           int     `json:"found"`
+	DwellTrueS      float64 `json:"dwell_true_s"`
+	DwellReportedS  float64 `json:"dwell_reported_s"`
+	DwellError      float64 `json:"dwell_error"`
+	MeanDwellErrorS float64 `json:"mean_dwell_error_s"`
+}
+
+// Summary shortens z for zone.
+func (z ZoneScore) Summary(zone string) ZoneSummary {
+	return ZoneSummary{Zone: zone, Visits: z.Visits, Stays: z.Stays, Found: z.Found, DwellTrueS: z.DwellTrue.Seconds(),
+		DwellReportedS: z.DwellReported.Seconds(), DwellError: z.DwellError, MeanDwellErrorS: z.MeanDwellError.Seconds()}
+}

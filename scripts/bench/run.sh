@@ -108,6 +108,11 @@ if has crowd; then
   rm -f "$OUT/crowd.json"
   step crowd "$GO test -c -o $OUT/pipeline.test ./pipeline && cd pipeline && VISIOND_CROWD_SEEDS=$CROWD_SEEDS VISIOND_CROWD_OUT=$rel/crowd.json $rel/pipeline.test -test.run '^TestCrowdReplay\$' -test.v -test.timeout 3h"
 fi
+if has crowd; then
+  # The real recording (vtest.avi) against its hand-made truth at 1-10 fps (pipeline/vtest_test.go), in vtest.json.
+  rm -f "$OUT/vtest.json"
+  step vtest "$GO test -c -o $OUT/pipeline.test ./pipeline && cd pipeline && VISIOND_VTEST_OUT=$rel/vtest.json $rel/pipeline.test -test.run '^TestVTestReplay\$' -test.v -test.timeout 30m"
+fi
 if has clips; then
   # Event clips (issue 23): CPU with clips off and on, the rings' memory, a clip's delay after its object, bytes per clip-minute.
   rm -f "$OUT/clips.json"
