@@ -1,6 +1,7 @@
 package groundtruth
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"image"
@@ -11,8 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/image/draw"
@@ -20,17 +23,28 @@ import (
 	"github.com/visiond/visiond/internal/geom"
 )
 
-// Scene is a validated Scenario ready to draw: its background and sprites scaled once.
-// It is safe for concurrent use (Render writes only to the frame it is given).
+// Scene is a validated Scenario ready to draw: its background scaled once, its sprites
+// scaled (and mirrored) once per size they are drawn at. It is safe for concurrent use
+// (Render writes only to the frame it is given; the sizes drawn are cached under a lock).
 type Scene struct {
-	s       Scenario
-	bg      *image.RGBA
-	sprites []*image.RGBA // per object, at its scale, premultiplied
-	noise   []byte        // noiseTable(s.Noise)
+	s     Scenario
+	bg    *image.RGBA
+	props []placed // the props, placed once
+	noise []byte   // noiseTable(s.Noise)
+
+	mu    sync.Mutex
+	sized map[sizeKey]*image.RGBA // premultiplied
 }
 
-// NewScene validates s and prepares it for drawing. It keeps a copy of s's objects and
-// paths (sprites and background are shared, and must not change).
+// sizeKey is a sprite drawn at a size, mirrored or not.
+type sizeKey struct {
+	sp     *Sprite
+	mirror bool
+	w, h   int
+}
+
+// NewScene validates s and prepares it for drawing. It keeps a copy of s's objects, paths,
+// props and lights (sprites and background are shared, and must not change).
 func NewScene(s Scenario) (*Scene, error) {
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
@@ -39,7 +53,12 @@ func NewScene(s Scenario) (*Scene, error) {
 	for i := range s.Objects {
 		s.Objects[i].Path = slices.Clone(s.Objects[i].Path)
 	}
-	sc := &Scene{s: s, bg: image.NewRGBA(image.Rect(0, 0, s.W, s.H)), noise: noiseTable(s.Noise)}
+	s.Props, s.Light = slices.Clone(s.Props), slices.Clone(s.Light)
+	if s.Perspective != nil {
+		p := *s.Perspective
+		s.Perspective = &p
+	}
+	sc := &Scene{s: s, bg: image.NewRGBA(image.Rect(0, 0, s.W, s.H)), noise: noiseTable(s.Noise), sized: map[sizeKey]*image.RGBA{}}
 	if s.Background == nil {
 		draw.Draw(sc.bg, sc.bg.Rect, image.NewUniform(color.Gray{128}), image.Point{}, draw.Src)
 	} else {
@@ -48,19 +67,53 @@ func NewScene(s Scenario) (*Scene, error) {
 			sc.bg.Pix[i] = 255 // a frame is opaque: a translucent background shows over black
 		}
 	}
-	for _, o := range s.Objects {
-		src := o.Sprite.Image
-		sw := max(1, int(math.Round(float64(src.Rect.Dx())*o.scale())))
-		sh := max(1, int(math.Round(float64(src.Rect.Dy())*o.scale())))
-		dst := image.NewRGBA(image.Rect(0, 0, sw, sh))
-		if sw == src.Rect.Dx() && sh == src.Rect.Dy() {
-			draw.Draw(dst, dst.Rect, src, src.Rect.Min, draw.Src)
-		} else {
-			draw.ApproxBiLinear.Scale(dst, dst.Rect, src, src.Rect, draw.Src, nil)
-		}
-		sc.sprites = append(sc.sprites, dst)
+	for k, p := range s.Props {
+		sc.props = append(sc.props, sc.placeAt(k, true, p.Sprite, p.Scale, p.Mirror, p.At))
 	}
 	return sc, nil
+}
+
+// scaleAt is the drawn scale of a thing of scale (0 means 1) with its anchor at row y.
+func (sc *Scene) scaleAt(scale, y float64) float64 {
+	if scale == 0 {
+		scale = 1
+	}
+	if sc.s.Perspective != nil {
+		scale *= sc.s.Perspective.Factor(y)
+	}
+	return scale
+}
+
+// image returns sp drawn at scale, mirrored or not, scaled once and cached.
+func (sc *Scene) image(sp *Sprite, scale float64, mirror bool) *image.RGBA {
+	src := sp.Image
+	k := sizeKey{sp: sp, mirror: mirror,
+		w: max(1, int(math.Round(float64(src.Rect.Dx())*scale))),
+		h: max(1, int(math.Round(float64(src.Rect.Dy())*scale)))}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if img := sc.sized[k]; img != nil {
+		return img
+	}
+	dst := image.NewRGBA(image.Rect(0, 0, k.w, k.h))
+	if k.w == src.Rect.Dx() && k.h == src.Rect.Dy() {
+		draw.Draw(dst, dst.Rect, src, src.Rect.Min, draw.Src)
+	} else {
+		draw.ApproxBiLinear.Scale(dst, dst.Rect, src, src.Rect, draw.Src, nil)
+	}
+	if mirror {
+		for y := range k.h {
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*k.w]
+			for i, j := 0, k.w-1; i < j; i, j = i+1, j-1 {
+				a, b := row[4*i:4*i+4], row[4*j:4*j+4]
+				for c := range 4 {
+					a[c], b[c] = b[c], a[c]
+				}
+			}
+		}
+	}
+	sc.sized[k] = dst
+	return dst
 }
 
 // Scenario returns the scene's scenario; its objects are the scene's: read, do not change.
@@ -89,34 +142,47 @@ type Frame struct {
 	Objects []Truth
 }
 
-// placed is an object on a frame: its index in the scenario, its sprite's rectangle on the
-// frame (unclipped) and its anchor.
+// placed is an object or a prop on a frame: its index in the scenario's objects (or
+// props), its image and the image's rectangle on the frame (unclipped), and its anchor.
 type placed struct {
 	k      int
+	prop   bool
+	img    *image.RGBA
 	r      image.Rectangle
 	anchor Point
 }
 
-// place returns the objects on the video at t, back to front: farther objects (anchor
-// higher up the picture) first, ties by id.
+// placeAt places sprite sp at scale (before perspective) with its anchor at a.
+func (sc *Scene) placeAt(k int, prop bool, sp *Sprite, scale float64, mirror bool, a Point) placed {
+	img := sc.image(sp, sc.scaleAt(scale, a.Y), mirror)
+	w, h := img.Rect.Dx(), img.Rect.Dy()
+	x := int(math.Round(a.X*float64(sc.s.W) - float64(w)/2))
+	y := int(math.Round(a.Y*float64(sc.s.H))) - h
+	return placed{k: k, prop: prop, img: img, r: img.Rect.Add(image.Pt(x, y)), anchor: a}
+}
+
+// place returns the objects on the video at t and the props, back to front: farther ones
+// (anchor higher up the picture) first; at the same row props first, then objects by id.
 func (sc *Scene) place(t time.Duration) []placed {
-	var ps []placed
+	ps := slices.Clone(sc.props)
 	for k, o := range sc.s.Objects {
 		a, ok := o.AnchorAt(t)
 		if !ok {
 			continue
 		}
-		sp := sc.sprites[k].Rect
-		x := int(math.Round(a.X*float64(sc.s.W) - float64(sp.Dx())/2))
-		y := int(math.Round(a.Y*float64(sc.s.H))) - sp.Dy()
-		ps = append(ps, placed{k: k, r: sp.Add(image.Pt(x, y)), anchor: a})
+		ps = append(ps, sc.placeAt(k, false, o.Sprite, o.Scale, o.Mirror, a))
 	}
 	slices.SortStableFunc(ps, func(a, b placed) int {
-		if a.anchor.Y != b.anchor.Y {
-			if a.anchor.Y < b.anchor.Y {
+		switch {
+		case a.anchor.Y != b.anchor.Y:
+			return cmp.Compare(a.anchor.Y, b.anchor.Y)
+		case a.prop != b.prop:
+			if a.prop {
 				return -1
 			}
 			return 1
+		case a.prop:
+			return a.k - b.k
 		}
 		return sc.s.Objects[a.k].ID - sc.s.Objects[b.k].ID
 	})
@@ -152,25 +218,39 @@ func (sc *Scene) Render(i int, dst *image.RGBA) (*image.RGBA, Frame) {
 	copy(dst.Pix, sc.bg.Pix)
 	t := sc.s.FrameTime(i)
 	f := Frame{Index: i, T: t, Objects: sc.compose(t, dst)}
-	if sc.noise != nil {
-		addNoise(dst.Pix, sc.noise, rand.New(rand.NewPCG(sc.s.Seed, uint64(i))))
+	var light *[256]byte
+	if gain, offset := sc.s.LightAt(t); gain != 1 || offset != 0 {
+		light = lightTable(gain, offset)
+	}
+	switch {
+	case sc.noise != nil:
+		addNoise(dst.Pix, light, sc.noise, rand.New(rand.NewPCG(sc.s.Seed, uint64(i))))
+	case light != nil:
+		for j := 0; j+3 < len(dst.Pix); j += 4 {
+			dst.Pix[j], dst.Pix[j+1], dst.Pix[j+2] = light[dst.Pix[j]], light[dst.Pix[j+1]], light[dst.Pix[j+2]]
+		}
 	}
 	return dst, f
 }
 
-// compose computes the truth at t, drawing the sprites onto dst when it is not nil.
-// Visibility counts an object's pixels of alpha >= 128 that are on the frame and that no
-// object drawn later covers with a pixel of alpha >= 128.
+// compose computes the truth at t, drawing the sprites and props onto dst when it is not
+// nil. Visibility counts an object's pixels of alpha >= 128 that are on the frame and that
+// no object or prop drawn later covers with a pixel of alpha >= 128.
 func (sc *Scene) compose(t time.Duration, dst *image.RGBA) []Truth {
 	ps := sc.place(t)
 	frame := image.Rect(0, 0, sc.s.W, sc.s.H)
 	opaque := func(p placed, x, y int) bool {
-		sp := sc.sprites[p.k]
-		return sp.Pix[sp.PixOffset(x-p.r.Min.X, y-p.r.Min.Y)+3] >= 128
+		return p.img.Pix[(y-p.r.Min.Y)*p.img.Stride+(x-p.r.Min.X)*4+3] >= 128
 	}
 	total, shown := make([]int, len(ps)), make([]int, len(ps))
 	for j, p := range ps {
-		var over []placed // the objects drawn over this one that overlap it
+		if p.prop {
+			if dst != nil {
+				draw.Draw(dst, p.r, p.img, image.Point{}, draw.Over)
+			}
+			continue
+		}
+		var over []placed // the objects and props drawn over this one that overlap it
 		for _, q := range ps[j+1:] {
 			if q.r.Overlaps(p.r) {
 				over = append(over, q)
@@ -198,11 +278,14 @@ func (sc *Scene) compose(t time.Duration, dst *image.RGBA) []Truth {
 			}
 		}
 		if dst != nil {
-			draw.Draw(dst, p.r, sc.sprites[p.k], image.Point{}, draw.Over)
+			draw.Draw(dst, p.r, p.img, image.Point{}, draw.Over)
 		}
 	}
 	out := make([]Truth, 0, len(ps))
 	for j, p := range ps {
+		if p.prop {
+			continue
+		}
 		o := sc.s.Objects[p.k]
 		r := p.r.Intersect(frame)
 		tr := Truth{ID: o.ID, Class: o.class(), Anchor: p.anchor,
@@ -232,9 +315,19 @@ func noiseTable(a float64) []byte {
 	return t
 }
 
-// addNoise adds uniform noise to the colour bytes of pix (RGBA) through table (noiseTable):
-// 8 random bits per byte, scaled to the table's 2a+1 levels.
-func addNoise(pix, table []byte, r *rand.Rand) {
+// lightTable maps a colour level v to Gain*v + Offset, rounded and clamped to 0..255.
+func lightTable(gain, offset float64) *[256]byte {
+	var t [256]byte
+	for v := range t {
+		t[v] = byte(min(255, max(0, math.Round(gain*float64(v)+offset))))
+	}
+	return &t
+}
+
+// addNoise adds uniform noise to the colour bytes of pix (RGBA) through table (noiseTable),
+// after mapping them through light when it is not nil: 8 random bits per byte, scaled to
+// the table's 2a+1 levels.
+func addNoise(pix []byte, light *[256]byte, table []byte, r *rand.Rand) {
 	span := uint64(len(table) >> 8)
 	var bits uint64
 	left := 0
@@ -246,7 +339,11 @@ func addNoise(pix, table []byte, r *rand.Rand) {
 			n := (bits & 0xff) * span >> 8
 			bits >>= 8
 			left--
-			pix[c] = table[int(n)<<8|int(pix[c])]
+			v := pix[c]
+			if light != nil {
+				v = light[v]
+			}
+			pix[c] = table[int(n)<<8|int(v)]
 		}
 	}
 }
@@ -292,21 +389,55 @@ func (sc *Scene) WriteTS(ctx context.Context, file string) ([]Frame, error) {
 	return frames, nil
 }
 
-// writeFrames renders every frame into w as raw RGBA.
+// writeFrames renders every frame into w as raw RGBA, in order, drawing up to
+// renderWorkers frames at a time (each worker its own frames, in turn, into its own
+// buffer).
 func (sc *Scene) writeFrames(w io.Writer) ([]Frame, error) {
 	n := sc.s.Frames()
-	frames := make([]Frame, 0, n)
-	var img *image.RGBA
+	frames := make([]Frame, n)
+	workers := max(1, min(runtime.GOMAXPROCS(0), renderWorkers, n))
+	ready := make([]chan *image.RGBA, workers) // a worker's frame, drawn
+	free := make([]chan *image.RGBA, workers)  // its buffer, written out
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for k := range workers {
+		ready[k], free[k] = make(chan *image.RGBA, 1), make(chan *image.RGBA, 1)
+		free[k] <- nil
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := k; i < n; i += workers {
+				var img *image.RGBA
+				select {
+				case img = <-free[k]:
+				case <-stop:
+					return
+				}
+				img, frames[i] = sc.Render(i, img)
+				select {
+				case ready[k] <- img:
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
 	for i := range n {
-		var f Frame
-		img, f = sc.Render(i, img)
+		img := <-ready[i%workers]
 		if _, err := w.Write(img.Pix); err != nil {
 			return nil, err
 		}
-		frames = append(frames, f)
+		free[i%workers] <- img
 	}
 	return frames, nil
 }
+
+// renderWorkers is the most frames writeFrames draws at a time.
+const renderWorkers = 4
 
 // IoU is the intersection over union of two boxes, 0..1; 0 when either is empty.
 func IoU(a, b geom.Box) float64 {

@@ -60,6 +60,10 @@ func TestScenarioValidate(t *testing.T) {
 		{"time backwards", func(s *Scenario) { s.Objects[0].Path[1].T = 0 }, "path[1]: time 0s is not after path[0]'s 0s"},
 		{"negative time", func(s *Scenario) { s.Objects[0].Path[0].T = -time.Second }, "path[0]: time -1s is negative"},
 		{"NaN point", func(s *Scenario) { s.Objects[0].Path[1].X = math.NaN() }, "path[1]: point (NaN, 0.5)"},
+		{"perspective", func(s *Scenario) { s.Perspective = &Perspective{Horizon: 0.5, Ref: 0.5} }, "perspective horizon 0.5, ref 0.5"},
+		{"prop", func(s *Scenario) { s.Props = []Prop{{At: Point{0.5, 0.5}}} }, "props[0]: no sprite image"},
+		{"light", func(s *Scenario) { s.Light = []Light{{0, 1, 0}, {0, 1, 0}} }, "light[1]: time 0s is not after light[0]'s 0s"},
+		{"gain", func(s *Scenario) { s.Light = []Light{{0, -1, 0}} }, "light[0]: gain -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok()
@@ -266,5 +270,57 @@ func TestSceneKeepsItsOwnPaths(t *testing.T) {
 	}
 	if f := sc.Truth(0); len(f.Objects) != 1 || f.Objects[0].Box != (geom.Box{}) || f.Objects[0].Visible != 0 {
 		t.Errorf("object outside the frame: %+v", f)
+	}
+}
+
+// TestRenderPerspectiveMirrorProps draws an object by perspective, mirrored, behind and
+// in front of a prop, under a light that changes.
+func TestRenderPerspectiveMirrorProps(t *testing.T) {
+	half := block("half", 10, 20, red) // left half red, right half blue
+	for y := range 20 {
+		for x := 5; x < 10; x++ {
+			half.Image.SetNRGBA(x, y, blue)
+		}
+	}
+	wall := block("wall", 30, 40, color.NRGBA{0, 255, 0, 255})
+	wall.Class = ""
+	sc, err := NewScene(Scenario{W: 100, H: 80, FPS: 10, Duration: 2 * time.Second,
+		Perspective: &Perspective{Horizon: 0, Ref: 0.5},
+		Props:       []Prop{{Sprite: wall, At: Point{0.5, 0.6}, Scale: 1 / 1.2}}, // drawn 30x40 at factor 1.2
+		Light:       []Light{{0, 1, 0}, {900 * time.Millisecond, 1, 0}, {time.Second, 0.5, 10}},
+		Objects: []Object{
+			// Walks down the picture from behind the wall (row 0.5, factor 1) to in front
+			// of it (row 1, factor 2), mirrored.
+			{ID: 1, Sprite: half, Mirror: true, Path: []Waypoint{{0, 0.5, 0.5}, {time.Second, 0.5, 1}}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, f := sc.Render(0, nil)
+	if len(f.Objects) != 1 {
+		t.Fatalf("frame 0 truth %+v: want the object alone, not the prop", f)
+	}
+	// At row 0.5 (y 40), factor 1: 10x20 at (45, 20), wholly behind the wall (30x40 at
+	// (35, 8)).
+	if o := f.Objects[0]; o.Box != (geom.Box{X: 45, Y: 20, W: 10, H: 20}) || o.Visible != 0 {
+		t.Errorf("frame 0: %+v, want 10x20 at (45, 20) wholly hidden by the prop", o)
+	}
+	if got := img.RGBAAt(50, 30); got != (color.RGBA{0, 255, 0, 255}) {
+		t.Errorf("frame 0 pixel %v, want the prop's green", got)
+	}
+	// At row 1 (frame 10, y 80), factor 2: 20x40 at (40, 40), in front of the wall,
+	// mirrored (blue on the left), under the light's step (0.5 v + 10).
+	img, f = sc.Render(10, nil)
+	if o := f.Objects[0]; o.Box != (geom.Box{X: 40, Y: 40, W: 20, H: 40}) || o.Visible != 1 {
+		t.Errorf("frame 10: %+v, want 20x40 at (40, 40), in full", o)
+	}
+	if l, r := img.RGBAAt(42, 60), img.RGBAAt(57, 60); l != (color.RGBA{10, 10, 138, 255}) || r != (color.RGBA{138, 10, 10, 255}) {
+		t.Errorf("frame 10 pixels %v, %v: want blue left and red right, at half light plus 10", l, r)
+	}
+	if g, o := sc.Scenario().LightAt(950 * time.Millisecond); !near(g, 0.75) || !near(o, 5) {
+		t.Errorf("light half way through the step: %v, %v", g, o)
+	}
+	if got := (Perspective{Horizon: 0.2, Ref: 0.6}).Factor(0); got != minFactor {
+		t.Errorf("factor above the horizon %v", got)
 	}
 }

@@ -16,6 +16,13 @@ type Sprite struct {
 	Name  string
 	Class string // the model's label of the object ("person")
 	Image *image.NRGBA
+	// Source is where the object was in the picture it was cut from (in that picture's
+	// pixels; empty when unknown): its bottom row says how deep it stood, which sizes it
+	// by perspective (Crowd).
+	Source image.Rectangle
+	// Facing is which way the object faces in Image: +1 to the right, -1 to the left, 0
+	// towards or away from the camera (or unknown). A walker is mirrored to face its way.
+	Facing int
 }
 
 func (s *Sprite) validate() error {
@@ -37,8 +44,9 @@ type Media struct {
 	// frames across the video, where every walker has moved on. The parked cars and van at
 	// the top right stay (static objects the model sees as car/truck, as on the live sample).
 	Background *image.RGBA
-	// People are nine persons cut out of vtest.avi's frames (27-61 x 81-142 pixels, named
-	// walker-<frame>), each found as a person by yolov8n when drawn on Background.
+	// People are the twenty persons cut out of vtest.avi's frames (27-61 x 66-142 pixels,
+	// named walker-<frame>, a letter where a frame gives two), each found as a person by
+	// yolov8n when drawn on Background.
 	People []*Sprite
 	// Vehicles holds the van parked at the top right, cut out of Background (class car,
 	// named van): see cutVan.
@@ -46,11 +54,12 @@ type Media struct {
 }
 
 // personCut is a person to cut out of vtest.avi: the frame and a rectangle around the
-// person, with a margin, that holds no one else.
+// person, with a margin, that holds no one else, and which way the person faces.
 type personCut struct {
-	name  string
-	frame int
-	rect  image.Rectangle
+	name   string
+	frame  int
+	rect   image.Rectangle
+	facing int
 }
 
 // The background is the per-pixel median of medianFrames frames medianStep apart, from
@@ -64,20 +73,35 @@ const (
 // vtestW and vtestH are vtest.avi's frame size, which the cuts are given in.
 const vtestW, vtestH = 768, 576
 
-// personCuts returns the people to cut, chosen by running yolov8n on vtest.avi's frames: isolated people with a
-// confident box, whose cut-outs the model detects again on the empty background at
-// several places with IoU >= 0.7 (TestLoadVTest checks it on every run).
+// personCuts returns the people to cut, chosen by running yolov8n on vtest.avi's frames
+// (every fifth): people with a confident box (score >= 0.7) and no one else within 20
+// pixels, each once (the frame where the model was surest), whose cut-outs match the
+// model's box (IoU >= 0.85), show nothing of the plaza (the red-and-white tape across the
+// road spoiled two, a cone one), and are detected again on the empty background at several
+// places with IoU >= 0.7 (TestLoadVTest checks it on every run). Facing is by eye: +1
+// walking to the right in profile, -1 to the left, 0 seen from the front or the back.
 func personCuts() []personCut {
 	return []personCut{
-		{"walker-060", 60, image.Rect(604, 222, 662, 352)},  // 35x110, dark coat, jeans
-		{"walker-100", 100, image.Rect(579, 144, 629, 245)}, // 27x83, far, dark
-		{"walker-140", 140, image.Rect(503, 179, 566, 282)}, // 40x81, white jacket
-		{"walker-200", 200, image.Rect(694, 243, 753, 366)}, // 40x102
-		{"walker-220", 220, image.Rect(571, 285, 635, 421)}, // 42x119
-		{"walker-400", 400, image.Rect(677, 289, 756, 421)}, // 61x112, long stride
-		{"walker-480", 480, image.Rect(452, 227, 520, 347)}, // 45x102
-		{"walker-640", 640, image.Rect(322, 374, 398, 537)}, // 55x142, near, black coat
-		{"walker-680", 680, image.Rect(142, 320, 212, 461)}, // 49x121
+		{"walker-060", 60, image.Rect(604, 222, 662, 352), 0},   // 35x110, dark coat, jeans, from the back
+		{"walker-100", 100, image.Rect(579, 144, 629, 245), 0},  // 27x83, far, dark, from the back
+		{"walker-140", 140, image.Rect(503, 179, 566, 282), -1}, // 40x81, white jacket
+		{"walker-175", 175, image.Rect(447, 204, 514, 315), -1}, // 44x89, black jacket, jeans, arm out
+		{"walker-200", 200, image.Rect(694, 243, 753, 366), 0},  // 40x102
+		{"walker-220", 220, image.Rect(571, 285, 635, 421), 1},  // 42x119
+		{"walker-400", 400, image.Rect(677, 289, 756, 421), 1},  // 61x112, long stride
+		{"walker-450", 450, image.Rect(474, 172, 527, 271), 0},  // 30x78, black, from the front
+		{"walker-480", 480, image.Rect(452, 227, 520, 347), 0},  // 45x102
+		{"walker-540a", 540, image.Rect(596, 167, 655, 273), 0}, // 36x83, grey jacket, from the back
+		{"walker-540b", 540, image.Rect(627, 274, 691, 400), 0}, // 41x105, black coat, from the front
+		{"walker-615", 615, image.Rect(119, 127, 169, 221), -1}, // 30x70, far, dark jacket
+		{"walker-640", 640, image.Rect(322, 374, 398, 537), 0},  // 55x142, near, black coat
+		{"walker-655a", 655, image.Rect(447, 201, 504, 307), 0}, // 32x85, black, from the back
+		{"walker-655b", 655, image.Rect(615, 172, 673, 279), 0}, // 35x87, red and navy jacket, from the back
+		{"walker-680", 680, image.Rect(142, 320, 212, 461), 0},  // 49x121
+		{"walker-745", 745, image.Rect(234, 197, 296, 304), 0},  // 38x84, red and navy jacket, from the front
+		{"walker-755", 755, image.Rect(643, 198, 701, 325), 0},  // 33x104, black jacket, jeans, from the back
+		{"walker-775a", 775, image.Rect(596, 185, 649, 303), 0}, // 30x95, bald, jeans, from the front
+		{"walker-775b", 775, image.Rect(661, 122, 712, 212), 0}, // 27x66, far, red jacket, from the front
 	}
 }
 
@@ -94,24 +118,28 @@ func LoadVTest(ctx context.Context, file string) (*Media, error) {
 		return nil, fmt.Errorf("%s: too short for the background: want %d frames or more", file, (medianFrames-1)*medianStep+1)
 	}
 	cuts := personCuts()
-	sel := make([]string, len(cuts))
-	for i, c := range cuts {
-		sel[i] = fmt.Sprintf(`eq(n\,%d)`, c.frame) // in increasing order of frame
+	var sel []string
+	at := map[int]int{} // frame -> its index among those read, in increasing order of frame
+	for _, c := range cuts {
+		if _, ok := at[c.frame]; !ok {
+			at[c.frame] = len(sel)
+			sel = append(sel, fmt.Sprintf(`eq(n\,%d)`, c.frame))
+		}
 	}
-	frames, err := decodeFiltered(ctx, file, vtestW, vtestH, len(cuts), "select="+strings.Join(sel, "+"))
+	frames, err := decodeFiltered(ctx, file, vtestW, vtestH, len(sel), "select="+strings.Join(sel, "+"))
 	if err != nil {
 		return nil, err
 	}
-	if len(frames) != len(cuts) {
-		return nil, fmt.Errorf("%s: %d of the %d frames with people read", file, len(frames), len(cuts))
+	if len(frames) != len(sel) {
+		return nil, fmt.Errorf("%s: %d of the %d frames with people read", file, len(frames), len(sel))
 	}
 	m := &Media{Background: bg[0]}
-	for i, c := range cuts {
-		sp, err := CutSprite(frames[i], m.Background, c.rect, 28)
+	for _, c := range cuts {
+		sp, err := CutSprite(frames[at[c.frame]], m.Background, c.rect, 28)
 		if err != nil {
 			return nil, fmt.Errorf("%s: sprite %s (frame %d): %w", file, c.name, c.frame, err)
 		}
-		sp.Name, sp.Class = c.name, "person"
+		sp.Name, sp.Class, sp.Facing = c.name, "person", c.facing
 		m.People = append(m.People, sp)
 	}
 	van, err := cutVan(m.Background)
@@ -175,7 +203,7 @@ func CutSprite(frame, background *image.RGBA, rect image.Rectangle, threshold ui
 			img.SetNRGBA(x, y, color.NRGBA{c.R, c.G, c.B, 255})
 		}
 	}
-	return &Sprite{Image: img}, nil
+	return &Sprite{Image: img, Source: box.Add(rect.Min)}, nil
 }
 
 // dilate and erode apply a 3x3 square structuring element, ignoring what is outside the

@@ -89,5 +89,5 @@ func cutVan(bg *image.RGBA) (*Sprite, error) {
 			}
 		}
 	}
-	return &Sprite{Name: "van", Class: "car", Image: img}, nil
+	return &Sprite{Name: "van", Class: "car", Image: img, Source: box.Add(r.Min), Facing: -1}, nil
 }

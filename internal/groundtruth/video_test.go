@@ -39,7 +39,7 @@ func TestLoadVTest(t *testing.T) {
 		b := p.Image.Rect
 		// A cut-out person: taller than wide, mostly opaque inside its box, transparent
 		// outside the body, its box touched by the body on all four sides.
-		if b.Dy() < 70 || b.Dx() < 20 || 2*b.Dy() < 3*b.Dx() || p.Class != "person" {
+		if b.Dy() < 60 || b.Dx() < 20 || 2*b.Dy() < 3*b.Dx() || p.Class != "person" {
 			t.Errorf("%s: %v %q", p.Name, b, p.Class)
 		}
 		opaque, edges := 0, [4]bool{}
