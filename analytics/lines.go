@@ -27,6 +27,10 @@ type LineEvent struct {
 	// Time is the capture time of the frame that decided the crossing: the first that saw
 	// the anchor past the band on the far side.
 	Time time.Time
+	// Crossed is when the anchor crossed the line: between the capture times of the two
+	// frames whose step crossed it, in proportion to where the step met it (at 1 fps,
+	// Time may be seconds after it: the band and the frames in it).
+	Crossed time.Time
 	// At is where the anchor's path crossed the line, in normalized coordinates.
 	At geom.Point
 	// Count is the line's count for this direction and class, this crossing included.
@@ -78,7 +82,8 @@ type crosser struct {
 	prevD    float64    // its signed distance from the line then, pixels (+ right)
 	crossed  bool       // its path crossed the line's extension since it was last beyond the band
 	crossU   float64    // where, as a fraction of P1 -> P2 (0..1: within the segment)
-	lastSeen time.Time
+	crossT   time.Time  // and when (LineEvent.Crossed)
+	lastSeen time.Time  // the time of the previous frame that saw it
 }
 
 // NewLineSet returns a LineSet of lines with no counts, or a Problems error if they are bad
@@ -167,8 +172,9 @@ func (s *LineSet) Update(f Frame) ([]LineEvent, error) {
 				l.tracks[o.TrackID] = c
 			} else if sign(d) != sign(c.prevD) {
 				// This step crossed the line or its extension (or reached it): where?
-				if _, u, ok := geom.Intersection(c.prev, p, a, b); ok {
+				if v, u, ok := geom.Intersection(c.prev, p, a, b); ok {
 					c.crossed, c.crossU = true, u
+					c.crossT = c.lastSeen.Add(time.Duration(min(max(v, 0), 1) * float64(f.Time.Sub(c.lastSeen))))
 				}
 			}
 			c.prev, c.prevD, c.lastSeen = p, d, f.Time
@@ -185,7 +191,7 @@ func (s *LineSet) Update(f Frame) ([]LineEvent, error) {
 				l.counts[k]++
 				at := geom.Point{X: l.p1.X + c.crossU*(l.p2.X-l.p1.X), Y: l.p1.Y + c.crossU*(l.p2.Y-l.p1.Y)}
 				s.events = append(s.events, LineEvent{Line: l.def.ID, TrackID: o.TrackID, Label: o.Label,
-					Direction: dir, Time: f.Time, At: at, Count: l.counts[k]})
+					Direction: dir, Time: f.Time, Crossed: c.crossT, At: at, Count: l.counts[k]})
 			}
 			// Beyond the band, on this side: a crossing before (counted, or around the
 			// segment's end, or back and forth) is done with.

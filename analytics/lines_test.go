@@ -203,6 +203,33 @@ func TestLineEventPoint(t *testing.T) {
 	}
 }
 
+// TestLineEventCrossed: the crossing's time is interpolated between the frames either side
+// of the line, however late the band lets the crossing be decided.
+func TestLineEventCrossed(t *testing.T) {
+	s := newLines(t, vertical("gate"))
+	// At 1 fps: 0.30 at 0 s, 0.48 at 1 s (in the band), 0.62 at 2 s (past it: decided). The
+	// step from 0.48 to 0.62 met the line at a seventh of its way: 1 s + 143 ms.
+	var got []LineEvent
+	for i, x := range []float64{0.30, 0.48, 0.62} {
+		e, err := s.Update(frame(i*1000, obj(1, "person", x, 0.5)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e...)
+	}
+	if len(got) != 1 || !got[0].Time.Equal(at(2000)) || got[0].Crossed.Sub(at(1000)).Milliseconds() != 142 {
+		t.Errorf("events %+v, want one decided at 2 s, crossed at 1.142 s", got)
+	}
+	// Where a frame is missing, the step is the longer: 0.8 at 3 s, nothing at 4 s, 0.1 at
+	// 5 s (back the other way): met at 3/7 of the 2 s.
+	s.Update(frame(3000, obj(1, "person", 0.8, 0.5)))
+	s.Update(frame(4000))
+	e, _ := s.Update(frame(5000, obj(1, "person", 0.1, 0.5)))
+	if len(e) != 1 || e[0].Direction != Out || e[0].Crossed.Sub(at(3000)).Milliseconds() != 857 {
+		t.Errorf("events %+v, want one out, crossed at 3.857 s", e)
+	}
+}
+
 func TestLineEndedTrack(t *testing.T) {
 	s := newLines(t, vertical("gate"))
 	path(t, s, 0, 1, "person", xs(0.5, 0.2)...)

@@ -389,7 +389,7 @@ func crowdObserved(t *testing.T, log *eventLog, start time.Time) groundtruth.Obs
 			t.Errorf("line event of line %q", ev.Line)
 		}
 		obs.Crossings = append(obs.Crossings, groundtruth.ObservedCrossing{TrackID: ev.TrackID, Class: ev.Label,
-			Direction: groundtruth.Direction(ev.Direction), T: ev.At.Sub(start)})
+			Direction: groundtruth.Direction(ev.Direction), T: ev.CrossedAt.Sub(start)})
 	}
 	for _, ev := range log.zones {
 		if ev.Type != sinks.ZoneExit {

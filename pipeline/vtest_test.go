@@ -86,7 +86,7 @@ func TestVTestReplay(t *testing.T) {
 			var got []groundtruth.ObservedCrossing
 			for _, e := range ev.lines {
 				if e.Line == l {
-					got = append(got, groundtruth.ObservedCrossing{TrackID: e.TrackID, Class: e.Label, Direction: groundtruth.Direction(e.Direction), T: e.At.Sub(opt.Start)})
+					got = append(got, groundtruth.ObservedCrossing{TrackID: e.TrackID, Class: e.Label, Direction: groundtruth.Direction(e.Direction), T: e.CrossedAt.Sub(opt.Start)})
 				}
 			}
 			cs := groundtruth.ScoreCrossings(truth.LineCrossings(l), got, groundtruth.CrossingTolerance(time.Duration(float64(time.Second)/fps)), class)

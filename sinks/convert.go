@@ -209,7 +209,7 @@ func NewZoneEvent(camera string, z analytics.ZoneEvent, occupancy map[string]int
 func NewLineEvent(camera string, l analytics.LineEvent, counts []analytics.Count) *LineEvent {
 	dir, _ := direction(l.Direction)
 	return &LineEvent{
-		Camera: camera, Line: l.Line, TrackID: l.TrackID, Label: l.Label, Direction: dir, At: l.Time,
+		Camera: camera, Line: l.Line, TrackID: l.TrackID, Label: l.Label, Direction: dir, At: l.Time, CrossedAt: l.Crossed,
 		Point: Point{X: l.At.X, Y: l.At.Y}, Counts: lineCounts(l.Line, counts),
 	}
 }

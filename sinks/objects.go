@@ -257,6 +257,9 @@ type LineEvent struct {
 	Label     string    `json:"label"`
 	Direction string    `json:"direction"` // DirectionIn or DirectionOut
 	At        time.Time `json:"at"`        // the capture time of the frame that decided the crossing
+	// CrossedAt is when the object's path crossed the line: between the capture times of
+	// the frames either side of it, in proportion (at is later: the line's band).
+	CrossedAt time.Time `json:"crossed_at"`
 	// Point is where the object's path crossed the line (normalized).
 	Point Point `json:"point"`
 	// Counts are the line's counts after the event: direction ("in", "out") to class to
@@ -268,7 +271,7 @@ type LineEvent struct {
 func (e LineEvent) MarshalJSON() ([]byte, error) {
 	type plain LineEvent
 	p := plain(e)
-	p.At, p.Point = ms(e.At), e.Point.rounded()
+	p.At, p.CrossedAt, p.Point = ms(e.At), ms(e.CrossedAt), e.Point.rounded()
 	p.Counts = make(map[string]map[string]uint64, len(e.Counts))
 	for dir, byClass := range e.Counts {
 		for c, n := range byClass {
