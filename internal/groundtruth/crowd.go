@@ -696,6 +696,10 @@ func (g *crowdGen) speed() float64 { return g.uniform(g.p.MinSpeed, g.p.MaxSpeed
 func (g *crowdGen) walker(stands, back bool) Object {
 	sp, scale := g.person()
 	r := g.route(sp, scale, back)
+	for try := 0; try < 50 && !g.sharp(sp, scale, r); try++ { // another person on the same way
+		sp, scale = g.person()
+		r = g.refit(r, sp, scale)
+	}
 	var stand time.Duration
 	at := 0.5
 	if stands {
@@ -708,6 +712,36 @@ func (g *crowdGen) walker(stands, back bool) Object {
 	}
 	wps, _ := g.timed(r, g.speed(), true, stand, at, 0)
 	return Object{Sprite: sp, Scale: scale, Mirror: g.mirror(sp, r[len(r)-1].X-r[0].X), Path: g.startAnywhere(wps)}
+}
+
+// refit moves the ends of route, off the frame, to where sp at scale is wholly off it.
+func (g *crowdGen) refit(route []Point, sp *Sprite, scale float64) []Point {
+	r := slices.Clone(route)
+	for _, j := range []int{0, len(r) - 1} {
+		switch p := &r[j]; {
+		case p.X < 0:
+			p.X = g.offX(sp, scale, p.Y, -1)
+		case p.X > 1:
+			p.X = g.offX(sp, scale, p.Y, 1)
+		case p.Y > 1:
+			p.Y = g.offBottom(sp, scale)
+		}
+	}
+	return r
+}
+
+// maxUpscale is the most a person's sprite is enlarged (a person cut out far away and
+// drawn near the camera is blurred): Crowd gives such a walk to another sprite.
+const maxUpscale = 1.8
+
+// sharp says whether sp at scale stays within maxUpscale of its pixels along route (on
+// the frame).
+func (g *crowdGen) sharp(sp *Sprite, scale float64, route []Point) bool {
+	low := 0.0
+	for _, p := range route {
+		low = max(low, min(1, p.Y))
+	}
+	return scale*g.persp.Factor(low) <= maxUpscale
 }
 
 // inside says whether p is on the picture, away from its edges.
@@ -744,8 +778,11 @@ func (g *crowdGen) group(n int) []Object {
 	bigScale := slices.Max(scales)
 	var r []Point
 	var offs []Point
-	for range 100 {
+	for try := range 100 {
 		r = g.route(big, bigScale*1.1, g.r.IntN(2) == 0)
+		if try < 20 && slices.ContainsFunc(sps, func(sp *Sprite) bool { return !g.sharp(sp, bigScale, r) }) {
+			continue
+		}
 		across := math.Abs(r[len(r)-1].X-r[0].X) > math.Abs(r[len(r)-1].Y-r[0].Y)
 		offs = offs[:0]
 		ok := true
