@@ -114,7 +114,7 @@ var crowdRates = []float64{0.5, 1, 2, 5, 10}
 
 // crowdTuningSeeds are the scenes the tracker is tuned on, and the tests assert on. No rule
 // of the tracker may name a scene.
-var crowdTuningSeeds = []uint64{0}
+var crowdTuningSeeds = []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
 
 // crowdHeldOut are the seeds only `make bench` scores (scripts/bench/run.sh, part crowd).
 const crowdHeldOut = "100-129"
@@ -162,18 +162,22 @@ type crowdBound struct {
 	MaxDwellError                 float64 // relative
 }
 
-// crowdBounds per rate, on every tuning seed. Interim (issue 37 is open): measured on
-// 2026-12-05 on seed 0 with the tracker of that day, scored by TrackEval's definitions
-// against every person that shows, less a margin of 0.03 (HOTA, IDF1), one crossing of the
-// 27 (0.04) and 0.1 of the dwell error. The issue's aims, which they are to be raised to as
-// the tracker gains appearance: at 2 fps IDF1 0.93 (mean of the held-out seeds), at 5 fps
-// 0.96; crossing precision and recall 0.98 from 2 fps and 0.95 at 1 fps.
+// crowdBounds per rate, on every tuning seed. Interim (issue 37 is open): the worst of the
+// ten tuning seeds on 2026-12-05 (groundtruth's generator of d19c118, the tracker with
+// appearance of c039adf, crossings timed by crossed_at), less a margin of 0.03 (HOTA, IDF1),
+// about one crossing of the thirty (0.035) and 0.1 of the dwell error. The issue's aims are
+// higher (held-out means: IDF1 0.93 at 2 fps and 0.96 at 5; crossing precision and recall
+// 0.98 from 2 fps, 0.95 at 1 fps): these scenes measured a mean IDF1 of 0.712 at 2 fps and
+// 0.749 at 5, crossings 0.988 / 0.887 and 0.983 / 0.951. The detector is most of the gap:
+// against a truth of every person that shows, 15% of the object-frames had no detection at
+// IoU 0.5 at all (TestCrowdDets logs it), most of them people less than half in view. Raise
+// these as the tracker (and what it reports) gains; never lower them to pass.
 var crowdBounds = map[float64]crowdBound{
-	0.5: {HOTA: 0, IDF1: 0, Precision: 0, Recall: 0, MaxDwellError: 1},
-	1:   {HOTA: 0, IDF1: 0, Precision: 0, Recall: 0, MaxDwellError: 1},
-	2:   {HOTA: 0, IDF1: 0, Precision: 0, Recall: 0, MaxDwellError: 1},
-	5:   {HOTA: 0, IDF1: 0, Precision: 0, Recall: 0, MaxDwellError: 1},
-	10:  {HOTA: 0, IDF1: 0, Precision: 0, Recall: 0, MaxDwellError: 1},
+	0.5: {HOTA: 0.29, IDF1: 0.34, Precision: 0.80, Recall: 0.46, MaxDwellError: 0.95},
+	1:   {HOTA: 0.40, IDF1: 0.49, Precision: 0.89, Recall: 0.71, MaxDwellError: 0.52},
+	2:   {HOTA: 0.50, IDF1: 0.60, Precision: 0.92, Recall: 0.68, MaxDwellError: 0.34},
+	5:   {HOTA: 0.53, IDF1: 0.59, Precision: 0.93, Recall: 0.74, MaxDwellError: 0.22},
+	10:  {HOTA: 0.53, IDF1: 0.59, Precision: 0.87, Recall: 0.81, MaxDwellError: 0.25},
 }
 
 // checkCrowd asserts a run's bounds.

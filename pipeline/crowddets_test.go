@@ -52,6 +52,7 @@ func TestCrowdDets(t *testing.T) {
 	}
 	sums := map[float64][]groundtruth.Summary{}
 	var same, other []float64
+	var seen, detected [len(visibleBands)]int
 	for _, seed := range seeds {
 		cs, err := groundtruth.Crowd(m, groundtruth.CrowdParams{Seed: seed})
 		if err != nil {
@@ -87,6 +88,9 @@ func TestCrowdDets(t *testing.T) {
 		}
 		s, o := appearanceSpread(t, rec, sc)
 		same, other = append(same, s...), append(other, o...)
+		for k, n := range detectorCeiling(rec, sc) {
+			seen[k], detected[k] = seen[k]+n[0], detected[k]+n[1]
+		}
 		for _, fps := range crowdRates {
 			fig := stepCrowd(t, cfg, rec, fps, sc, cs)
 			logCrowd(t, seed, fps, fig)
@@ -97,6 +101,12 @@ func TestCrowdDets(t *testing.T) {
 			}
 		}
 	}
+	var all, found int
+	for k := range seen {
+		all, found = all+seen[k], found+detected[k]
+	}
+	t.Logf("the detector's ceiling: %d of %d object-frames showing (%.3f) have a detection at IoU 0.5; by visible fraction from %v: %v of %v",
+		found, all, float64(found)/float64(max(all, 1)), visibleBands, detected, seen)
 	qs := []float64{0.05, 0.25, 0.5, 0.75, 0.95, 0.99}
 	t.Logf("appearance distance at quantiles %v: one person's looks 0.5-3 s apart (%d pairs) %.3f; two people's on a frame (%d pairs) %.3f",
 		qs, len(same), quantiles(same, qs...), len(other), quantiles(other, qs...))
@@ -172,4 +182,34 @@ func quantiles(v []float64, qs ...float64) []float64 {
 		}
 	}
 	return out
+}
+
+// visibleBands are the lower bounds of the visible fractions detectorCeiling counts by.
+var visibleBands = [...]float64{0, 0.1, 0.3, 0.5, 0.7, 0.9}
+
+// detectorCeiling counts, per band of visibleBands, the truth's object-frames that show
+// (Visible > 0) on the recording's frames and those of them that some detection (of any
+// class, score 0.1 or more) overlaps by IoU 0.5: what no tracker that reports the
+// detector's boxes can do better than.
+func detectorCeiling(rec crowdRecording, sc *groundtruth.Scene) [len(visibleBands)][2]int {
+	var n [len(visibleBands)][2]int
+	for _, f := range rec.Frames {
+		for _, tr := range sc.At(f.At.Sub(rec.Start)) {
+			if tr.Visible <= 0 {
+				continue
+			}
+			k := len(visibleBands) - 1
+			for k > 0 && tr.Visible < visibleBands[k] {
+				k--
+			}
+			n[k][0]++
+			for _, d := range f.Dets {
+				if d.Score >= 0.1 && groundtruth.IoU(d.Box, tr.Box) >= 0.5 {
+					n[k][1]++
+					break
+				}
+			}
+		}
+	}
+	return n
 }
