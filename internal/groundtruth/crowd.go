@@ -52,7 +52,7 @@ type CrowdParams struct {
 	// MinVehicleSpeed and MaxVehicleSpeed bound a van's speed, frame widths a second.
 	// Default 0.15 and 0.25.
 	MinVehicleSpeed, MaxVehicleSpeed float64
-	// Noise is the per-pixel noise in gray levels (Scenario.Noise). Default 4.
+	// Noise is the per-pixel noise in gray levels (Scenario.Noise). Default 3.
 	Noise float64
 	// Light is how far the exposure drifts and steps: gains within 1 ± Light, offsets
 	// within ± 60 Light gray levels (Scenario.Light). Default 0.2.
@@ -64,7 +64,7 @@ type CrowdParams struct {
 // DefaultCrowd is the scene that CrowdParams{} gives, its defaults written out.
 var DefaultCrowd = CrowdParams{People: 28, Vehicles: 4, Parked: 1, Occlusions: 6, Standers: 4, Groups: 3, Props: 4,
 	Duration: 60 * time.Second, FPS: 10, MinSpeed: 0.05, MaxSpeed: 0.12, MinScale: 0.9, MaxScale: 1.1,
-	MinVehicleSpeed: 0.15, MaxVehicleSpeed: 0.25, Noise: 4, Light: 0.2}
+	MinVehicleSpeed: 0.15, MaxVehicleSpeed: 0.25, Noise: 3, Light: 0.2}
 
 func (p CrowdParams) withDefaults() CrowdParams {
 	d := DefaultCrowd
@@ -879,9 +879,9 @@ func (g *crowdGen) personOcclusion(tc time.Duration) (front, back Object) {
 	return front, back
 }
 
-// propOcclusion returns a walker passing behind a pillar at tc, and the pillar: as wide as
-// 0.65 to 0.85 of a person's height at its row (an advertising column), 1.3 to 1.7 as tall, standing just in front of
-// the walker's way, clear of the line and the zone.
+// propOcclusion returns a walker passing behind a pillar at tc, and the pillar (an
+// advertising column): wide enough to hide it wholly for a while, 1.3 to 1.7 a person's
+// height tall, standing just in front of the walker's way, clear of the line and the zone.
 func (g *crowdGen) propOcclusion(tc time.Duration) (Object, Prop) {
 	sp, scale := g.person()
 	var y, x0 float64
@@ -899,12 +899,17 @@ func (g *crowdGen) propOcclusion(tc time.Duration) (Object, Prop) {
 		}
 	}
 	f := math.Hypot(r[1].X-r[0].X, r[1].Y-r[0].Y) / (math.Hypot(r[1].X-r[0].X, r[1].Y-r[0].Y) + math.Hypot(r[2].X-r[1].X, r[2].Y-r[1].Y))
-	// Not the fastest walker: hidden for the pillar's width less its own over its speed.
-	wps, mark := g.timed(r, g.uniform(g.p.MinSpeed, (g.p.MinSpeed+g.p.MaxSpeed)/2), true, 0, 0, f)
+	// Not the fastest walker, and a pillar wide enough to hide it wholly for about half a
+	// second to a second at its cruising speed (the pillar's width less its own, over its
+	// speed), but no wider than a person is tall.
+	v := g.uniform(g.p.MinSpeed, (g.p.MinSpeed+g.p.MaxSpeed)/2)
+	wps, mark := g.timed(r, v, true, 0, 0, f)
 	o := Object{Sprite: sp, Scale: scale, Mirror: g.mirror(sp, r[2].X-r[0].X), Path: g.schedule(wps, mark, tc)}
 	at := Point{x0, y + g.uniform(0.01, 0.02)}
 	ph := (0.2351*at.Y + 0.0295) * vtestH // a person's height there, pixels
-	pillar := pillarSprite(g.r, int(ph*g.uniform(0.65, 0.85)), int(ph*g.uniform(1.3, 1.7)))
+	ww, _ := g.size(sp, scale, y)
+	pw := min(ph, (ww+v*g.uniform(0.6, 1.2))*vtestW)
+	pillar := pillarSprite(g.r, int(pw), int(ph*g.uniform(1.3, 1.7)))
 	return o, Prop{Sprite: pillar, At: at, Scale: 1 / g.persp.Factor(at.Y)}
 }
 
@@ -974,8 +979,17 @@ func (g *crowdGen) vehicleOcclusion(tc time.Duration) (van, walker Object) {
 	d := secs(math.Hypot(b.X-a.X, b.Y-a.Y) / v)
 	van = Object{Sprite: sp, Scale: scale, Path: g.schedule([]Waypoint{{0, a.X, a.Y}, {d, b.X, b.Y}}, ta, tc)}
 
+	// The walker a little behind the van, short enough to be hidden under its roof.
+	rise := g.uniform(0.015, 0.03)
+	yv := road(x0) + dy
+	_, vh := g.size(sp, scale, yv)
 	ps, pscale := g.person()
-	rise := g.uniform(0.02, 0.035)
+	for try := 0; try < 50; try++ {
+		if _, h := g.size(ps, pscale, yv-rise); h+rise < 0.9*vh {
+			break
+		}
+		ps, pscale = g.person()
+	}
 	in, out := road(0)+dy-rise, road(1)+dy-rise
 	r := []Point{{g.offX(ps, pscale, in, -1), in}, {g.offX(ps, pscale, out, 1), out}}
 	if side > 0 { // the van goes right: the walker left
