@@ -14,35 +14,7 @@ import (
 // the seeds' mean, worst, best and spread, and the aims not met; without it the section says
 // why.
 func TestReportCrowd(t *testing.T) {
-	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeJSON(filepath.Join(in, "env.json"), envInfo{CPUs: 2}); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "BENCHMARKS.md")
-	section := func() string {
-		t.Helper()
-		if err := reportCmd([]string{"-in", in, "-o", out}); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := string(b)
-		i := strings.Index(text, "## Tracking a crowd")
-		if i < 0 {
-			t.Fatalf("no crowd section in\n%s", text)
-		}
-		text = text[i:]
-		if j := strings.Index(text[3:], "\n## "); j >= 0 {
-			text = text[:j+3]
-		}
-		return text
-	}
+	in, section := reportSection(t, "## Tracking a crowd")
 	if s := section(); !strings.Contains(s, "Not run here: not run.") {
 		t.Errorf("without crowd.json:\n%s", s)
 	}
@@ -97,35 +69,7 @@ func TestSeedList(t *testing.T) {
 // TestReportVTest: vtest.json (pipeline's TestVTestReplay with VISIOND_VTEST_OUT) becomes the
 // real recording's section, a row per rate and the aims not met.
 func TestReportVTest(t *testing.T) {
-	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeJSON(filepath.Join(in, "env.json"), envInfo{CPUs: 2}); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "BENCHMARKS.md")
-	section := func() string {
-		t.Helper()
-		if err := reportCmd([]string{"-in", in, "-o", out}); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := string(b)
-		i := strings.Index(text, "## A real recording")
-		if i < 0 {
-			t.Fatalf("no real recording section in\n%s", text)
-		}
-		text = text[i:]
-		if j := strings.Index(text[3:], "\n## "); j >= 0 {
-			text = text[:j+3]
-		}
-		return text
-	}
+	in, section := reportSection(t, "## A real recording")
 	if s := section(); !strings.Contains(s, "Not run here: not run.") {
 		t.Errorf("without vtest.json:\n%s", s)
 	}
@@ -148,5 +92,40 @@ func TestReportVTest(t *testing.T) {
 	}
 	if strings.Contains(s, "at 2 fps (aim") {
 		t.Errorf("2 fps meets its aims:\n%s", s)
+	}
+}
+
+// reportSection makes an input folder of a 2-CPU run with nothing else in it, and returns it
+// and a function that writes the report from it and returns its section of that heading.
+func reportSection(t *testing.T, heading string) (in string, section func() string) {
+	t.Helper()
+	dir := t.TempDir()
+	in = filepath.Join(dir, "in")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSON(filepath.Join(in, "env.json"), envInfo{CPUs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "BENCHMARKS.md")
+	return in, func() string {
+		t.Helper()
+		if err := reportCmd([]string{"-in", in, "-o", out}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		i := strings.Index(text, heading)
+		if i < 0 {
+			t.Fatalf("no section %q in\n%s", heading, text)
+		}
+		text = text[i:]
+		if j := strings.Index(text[3:], "\n## "); j >= 0 {
+			text = text[:j+3]
+		}
+		return text
 	}
 }

@@ -130,22 +130,17 @@ func (e *Evaluator) Add(truth []Truth, got []Tracked) {
 	e.frames = append(e.frames, f)
 }
 
-func (e *Evaluator) gtIndex(id int) int {
-	i, ok := e.gtIDs[id]
-	if !ok {
-		i = len(e.gtOf)
-		e.gtIDs[id] = i
-		e.gtOf = append(e.gtOf, id)
-	}
-	return i
-}
+func (e *Evaluator) gtIndex(id int) int    { return dense(e.gtIDs, &e.gtOf, id) }
+func (e *Evaluator) trIndex(id uint64) int { return dense(e.trIDs, &e.trOf, id) }
 
-func (e *Evaluator) trIndex(id uint64) int {
-	i, ok := e.trIDs[id]
+// dense returns id's dense index in index, giving it the next one (and of its place in
+// ids) the first time.
+func dense[K comparable](index map[K]int, ids *[]K, id K) int {
+	i, ok := index[id]
 	if !ok {
-		i = len(e.trOf)
-		e.trIDs[id] = i
-		e.trOf = append(e.trOf, id)
+		i = len(*ids)
+		index[id] = i
+		*ids = append(*ids, id)
 	}
 	return i
 }

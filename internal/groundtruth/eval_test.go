@@ -23,9 +23,8 @@ func gb(track uint64, x float64) Tracked {
 	return Tracked{TrackID: track, Class: "person", Box: geom.Box{X: x, Y: 0, W: 10, H: 10}}
 }
 
-// clearOf runs frames through e and returns its CLEAR figures, less the ratios (checked
-// apart).
-func clearOf(e *Evaluator, frames ...[2][]any) CLEAR {
+// addFrames adds frames to e, each its truth (Truth values) and its tracked boxes (Tracked).
+func addFrames(e *Evaluator, frames ...[2][]any) {
 	for _, f := range frames {
 		var truth []Truth
 		var got []Tracked
@@ -37,6 +36,12 @@ func clearOf(e *Evaluator, frames ...[2][]any) CLEAR {
 		}
 		e.Add(truth, got)
 	}
+}
+
+// clearOf runs frames through e and returns its CLEAR figures, less the ratios (checked
+// apart).
+func clearOf(e *Evaluator, frames ...[2][]any) CLEAR {
+	addFrames(e, frames...)
 	c := e.CLEAR()
 	c.MOTA, c.MODA, c.MOTP, c.Recall, c.Precision = 0, 0, 0, 0, 0
 	return c

@@ -10,17 +10,7 @@ import (
 // idOf runs frames through an Evaluator and returns its identity score.
 func idOf(frames [][2][]any) IDScore {
 	var e Evaluator
-	for _, f := range frames {
-		var truth []Truth
-		var got []Tracked
-		for _, x := range f[0] {
-			truth = append(truth, x.(Truth))
-		}
-		for _, x := range f[1] {
-			got = append(got, x.(Tracked))
-		}
-		e.Add(truth, got)
-	}
+	addFrames(&e, frames...)
 	return e.Identity()
 }
 
