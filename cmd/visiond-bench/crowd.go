@@ -231,3 +231,59 @@ func (r *report) vtestSection(local *run) {
 
 // vtestAims are issue 37's aims on the real recording: crossing recall and precision.
 var vtestAims = map[float64][2]float64{5: {0.95, 0.97}, 2: {0.9, 0.95}}
+
+// crowdSummary is the summary's row of crowd.json: the held-out scenes' mean IDF1 and HOTA
+// and crossing precision and recall at 2 and 5 fps.
+func (r *report) crowdSummary(local *run) []string {
+	const what = "tracking: synthetic crowds, held out, TrackEval's scoring (every person that shows): mean IDF1 / HOTA, crossing precision / recall"
+	var c groundtruth.CrowdReport
+	if err := readJSON(filepath.Join(local.dir, "crowd.json"), &c); err != nil || len(c.Runs) == 0 {
+		return []string{what, local.name(), r.notRun(local, "crowd")}
+	}
+	var cells []string
+	for _, fps := range []float64{2, 5} {
+		var idf1, hota, prec, rec []float64
+		for _, s := range c.Runs {
+			if s.FPS == fps {
+				idf1, hota = append(idf1, s.IDF1), append(hota, s.HOTA)
+				prec, rec = append(prec, s.CrossingPrecision), append(rec, s.CrossingRecall)
+			}
+		}
+		if len(idf1) == 0 {
+			continue
+		}
+		aim := crowdAims[fps]
+		cells = append(cells, fmt.Sprintf("%g fps: **%s** / %s, %s / %s (aims %g, %g / %g: %s)", fps, f3(spreadOf(idf1).mean), f3(spreadOf(hota).mean),
+			f3(spreadOf(prec).mean), f3(spreadOf(rec).mean), aim.MeanIDF1, aim.Crossings, aim.Crossings,
+			met(spreadOf(idf1).mean >= aim.MeanIDF1 && spreadOf(prec).worst >= aim.Crossings && spreadOf(rec).worst >= aim.Crossings)))
+	}
+	return []string{fmt.Sprintf("%s (%d scenes, seeds %s)", what, len(c.Scenes), seedList(seedsOf(c))), local.name(), strings.Join(cells, "; ")}
+}
+
+func seedsOf(c groundtruth.CrowdReport) []uint64 {
+	var s []uint64
+	for _, x := range c.Scenes {
+		s = append(s, x.Seed)
+	}
+	return s
+}
+
+// vtestSummary is the summary's row of vtest.json: the real recording's crossing precision
+// and recall at 2 and 5 fps.
+func (r *report) vtestSummary(local *run) []string {
+	const what = "tracking: a real recording (vtest.avi, crossings counted by hand): crossing precision / recall"
+	var v groundtruth.RecordingReport
+	if err := readJSON(filepath.Join(local.dir, "vtest.json"), &v); err != nil || len(v.Rates) == 0 {
+		return []string{what, local.name(), r.notRun(local, "vtest")}
+	}
+	var cells []string
+	for _, x := range v.Rates {
+		aim, ok := vtestAims[x.FPS]
+		if !ok {
+			continue
+		}
+		cells = append(cells, fmt.Sprintf("%g fps: **%s** / **%s** (aims %g / %g: %s)", x.FPS, f3(x.All.Precision), f3(x.All.Recall), aim[1], aim[0],
+			met(x.All.Precision >= aim[1] && x.All.Recall >= aim[0])))
+	}
+	return []string{fmt.Sprintf("%s (%d crossings)", what, v.Crossings), local.name(), strings.Join(cells, "; ")}
+}

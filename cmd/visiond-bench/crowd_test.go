@@ -14,7 +14,8 @@ import (
 // the seeds' mean, worst, best and spread, and the aims not met; without it the section says
 // why.
 func TestReportCrowd(t *testing.T) {
-	in, section := reportSection(t, "## Tracking a crowd")
+	var whole string
+	in, section := reportSection(t, "## Tracking a crowd", &whole)
 	if s := section(); !strings.Contains(s, "Not run here: not run.") {
 		t.Errorf("without crowd.json:\n%s", s)
 	}
@@ -50,6 +51,9 @@ func TestReportCrowd(t *testing.T) {
 	if strings.Contains(s, "IDF1 0.") || strings.Contains(s, "tuning seeds: not a held-out") {
 		t.Errorf("wrong shortfalls or tuning warning:\n%s", s)
 	}
+	if want := "(3 scenes, seeds 100-102) | 2-CPU box | 2 fps: **0.930** / 0.700, 1.000 / 0.983 (aims 0.93, 0.98 / 0.98: **not met**); 5 fps: **0.960** / 0.700"; !strings.Contains(whole, want) {
+		t.Errorf("report lacks the summary row %q:\n%s", want, whole)
+	}
 	// A tuning seed among them is named.
 	c.Scenes[0].Seed = 1
 	if err := writeJSON(filepath.Join(in, "crowd.json"), c); err != nil {
@@ -69,7 +73,8 @@ func TestSeedList(t *testing.T) {
 // TestReportVTest: vtest.json (pipeline's TestVTestReplay with VISIOND_VTEST_OUT) becomes the
 // real recording's section, a row per rate and the aims not met.
 func TestReportVTest(t *testing.T) {
-	in, section := reportSection(t, "## A real recording")
+	var whole string
+	in, section := reportSection(t, "## A real recording", &whole)
 	if s := section(); !strings.Contains(s, "Not run here: not run.") {
 		t.Errorf("without vtest.json:\n%s", s)
 	}
@@ -93,11 +98,16 @@ func TestReportVTest(t *testing.T) {
 	if strings.Contains(s, "at 2 fps (aim") {
 		t.Errorf("2 fps meets its aims:\n%s", s)
 	}
+	// The summary's row.
+	if want := "| tracking: a real recording (vtest.avi, crossings counted by hand): crossing precision / recall (40 crossings) | 2-CPU box | 2 fps: **0.960** / **0.920** (aims 0.95 / 0.9: met); 5 fps: **0.990** / **0.940** (aims 0.97 / 0.95: **not met**) |"; !strings.Contains(whole, want) {
+		t.Errorf("report lacks the summary row %q:\n%s", want, whole)
+	}
 }
 
 // reportSection makes an input folder of a 2-CPU run with nothing else in it, and returns it
-// and a function that writes the report from it and returns its section of that heading.
-func reportSection(t *testing.T, heading string) (in string, section func() string) {
+// and a function that writes the report from it and returns its section of that heading
+// (and keeps the whole report in *whole, when whole is not nil).
+func reportSection(t *testing.T, heading string, whole ...*string) (in string, section func() string) {
 	t.Helper()
 	dir := t.TempDir()
 	in = filepath.Join(dir, "in")
@@ -118,6 +128,9 @@ func reportSection(t *testing.T, heading string) (in string, section func() stri
 			t.Fatal(err)
 		}
 		text := string(b)
+		for _, w := range whole {
+			*w = text
+		}
 		i := strings.Index(text, heading)
 		if i < 0 {
 			t.Fatalf("no section %q in\n%s", heading, text)

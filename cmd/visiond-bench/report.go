@@ -464,6 +464,7 @@ func (r *report) summary(local, gpu *run) {
 		}
 	}
 	rows = append(rows, r.clipsSummary(local))
+	rows = append(rows, r.crowdSummary(local), r.vtestSummary(local))
 	r.table([]string{"what", "where", "figure"}, rows)
 	if local.env != nil && local.env.Load.One > float64(local.env.CPUs)/2 {
 		r.p("The %s was shared with other work during the run (%s, on %d CPUs): figures measured there are lower bounds of what an idle box gives,", local.name(), local.loadNote(), local.env.CPUs)
