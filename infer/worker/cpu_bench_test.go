@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/internal/infertest"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/testutil"
 )
 
 // BenchmarkDetectCPUOneThread reports the CPU time of one frame through Detect (tensor
@@ -95,4 +97,71 @@ func processCPU() time.Duration {
 		panic(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkDetectCUDA is BenchmarkDetectCPUOneThread's comparison on the GPU: the wall time
+// of one frame through Detect (host tensors, one cuda session) for the busiest of ten frames
+// of vtest.avi, without the detections' appearance descriptors and with them, in alternating
+// rounds of $VISIOND_BENCH_FRAMES (200) frames, $VISIOND_BENCH_ROUNDS (5) each, so that the
+// GPU's clocks and the machine's load weigh on both alike. Issue 37's aim: the worker's time
+// per frame with the descriptors within 5% of it without. It skips unless
+// VISIOND_BENCH_PROVIDER=cuda. (On an H100, 2026-12-05, 10 detections a frame, three runs:
+// 0.998, 1.052 and 0.987 of the time without, the post stage 0.25-0.35 ms longer; describing
+// on four goroutines instead measured no better.)
+func BenchmarkDetectCUDA(b *testing.B) {
+	if os.Getenv("VISIOND_BENCH_PROVIDER") != string(infer.ProviderCUDA) {
+		b.Skip("VISIOND_BENCH_PROVIDER is not cuda")
+	}
+	frames, rounds := 200, 5
+	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_FRAMES": &frames, "VISIOND_BENCH_ROUNDS": &rounds})
+	a := infertest.ThirdParty(b)
+	d, err := newWarmDetector(infer.DetectorOptions{Model: a.Model, Library: a.Library, Provider: infer.ProviderCUDA})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	lb := geom.NewLetterbox(768, 576, 640, 640)
+	var pix []byte
+	var most int
+	for _, f := range videoFrames(b, 10, 30, 640) {
+		dets, _, err := d.Detect(f, lb, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(dets) >= most {
+			pix, most = f, len(dets)
+		}
+	}
+	modes := []struct {
+		name string
+		off  bool
+	}{{"off", true}, {"on", false}}
+	for b.Loop() {
+		wall := make([]time.Duration, len(modes))
+		post := make([]time.Duration, len(modes))
+		var dets []infer.Detection
+		for range rounds {
+			for k, m := range modes {
+				d.noAppearance = m.off
+				t0 := time.Now()
+				for range frames {
+					var tm infer.Timings
+					if dets, tm, err = d.Detect(pix, lb, dets[:0]); err != nil {
+						b.Fatal(err)
+					}
+					post[k] += tm.Post
+				}
+				wall[k] += time.Since(t0)
+			}
+		}
+		d.noAppearance = false
+		n := float64(frames * rounds)
+		msg := fmt.Sprintf("%d detections a frame, %d frames x %d rounds each:", most, frames, rounds)
+		for k, m := range modes {
+			ms := wall[k].Seconds() * 1000 / n
+			b.ReportMetric(ms, "ms/frame-"+m.name)
+			msg += fmt.Sprintf(" %s %.3f ms a frame (post %.0f us, %.3f of off);", m.name, ms, post[k].Seconds()*1e6/n, wall[k].Seconds()/wall[0].Seconds())
+		}
+		b.Log(msg)
+	}
 }
