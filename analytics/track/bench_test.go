@@ -65,7 +65,9 @@ func benchFrames(n, count int, dressed bool) [][]infer.Detection {
 	for i := range objs {
 		objs[i] = obj{x: rng.Float64() * 3700, y: rng.Float64() * 2000, vx: (rng.Float64() - 0.5) * 200, vy: (rng.Float64() - 0.5) * 100, w: 40 + 40*rng.Float64(), h: 100 + 80*rng.Float64()}
 		if dressed {
-			c := func() [3]uint8 { return [3]uint8{uint8(lookRNG.IntN(256)), uint8(lookRNG.IntN(256)), uint8(lookRNG.IntN(256))} }
+			c := func() [3]uint8 {
+				return [3]uint8{uint8(lookRNG.IntN(256)), uint8(lookRNG.IntN(256)), uint8(lookRNG.IntN(256))}
+			}
 			objs[i].looks = looksOf([2][3]uint8{c(), c()}, 4, lookRNG)
 		}
 	}
