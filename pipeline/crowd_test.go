@@ -207,8 +207,8 @@ func crowdScoring(fps float64) groundtruth.ScoreOptions {
 		Interval: time.Duration(float64(time.Second) / fps)}
 }
 
-// makeCrowd makes seed's scene and its video.
-func makeCrowd(ctx context.Context, t *testing.T, m *groundtruth.Media, seed uint64) (groundtruth.CrowdScene, *groundtruth.Scene, string) {
+// crowdOf makes seed's scene.
+func crowdOf(t *testing.T, m *groundtruth.Media, seed uint64) (groundtruth.CrowdScene, *groundtruth.Scene) {
 	t.Helper()
 	cs, err := groundtruth.Crowd(m, groundtruth.CrowdParams{Seed: seed})
 	if err != nil {
@@ -218,6 +218,13 @@ func makeCrowd(ctx context.Context, t *testing.T, m *groundtruth.Media, seed uin
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cs, sc
+}
+
+// makeCrowd makes seed's scene and its video.
+func makeCrowd(ctx context.Context, t *testing.T, m *groundtruth.Media, seed uint64) (groundtruth.CrowdScene, *groundtruth.Scene, string) {
+	t.Helper()
+	cs, sc := crowdOf(t, m, seed)
 	file := filepath.Join(t.TempDir(), "crowd.ts")
 	began := time.Now()
 	if _, err := sc.WriteTS(ctx, file); err != nil {

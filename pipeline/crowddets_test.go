@@ -54,14 +54,7 @@ func TestCrowdDets(t *testing.T) {
 	var same, other []float64
 	var seen, detected [len(visibleBands)]int
 	for _, seed := range seeds {
-		cs, err := groundtruth.Crowd(m, groundtruth.CrowdParams{Seed: seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, err := groundtruth.NewScene(cs.Scenario)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs, sc := crowdOf(t, m, seed)
 		file := filepath.Join(t.TempDir(), "crowd.ts") // the config names it; written only to record
 		cfg := crowdConfig(t, cs, file)
 		name := filepath.Join(dir, fmt.Sprintf("seed-%d.json", seed))

@@ -931,8 +931,8 @@ func byIoU(t *Tracker, tr *track, i int) (float64, bool) {
 // it walked behind) and overlap that one's detection nearly as well as its own track does:
 // the two would then swap, the standing one's track taking the walker's box as it comes out,
 // for an assignment of two pairs where one would do (seen at 10 fps, where frames are
-// close and overlaps alike). A confirmed track's prediction is the surer one. Worked out when a lost track asks, once a
-// frame (claim, bestOf): lost tracks are few.
+// close and overlaps alike). A confirmed track's prediction is the surer one. Worked out
+// when a lost track asks, once a frame (claim, bestOf): lost tracks are few.
 func (t *Tracker) claimOf(i int) float64 {
 	if c := t.claim[i]; c >= 0 {
 		return c
@@ -1029,16 +1029,21 @@ func (t *Tracker) stage(dets []infer.Detection, idx []int, pick func(*track) boo
 
 // iou is the intersection over union of two boxes.
 func iou(a, b geom.Box) float64 {
-	iw := min(a.X+a.W, b.X+b.W) - max(a.X, b.X)
-	if iw <= 0 {
+	inter := intersection(a, b)
+	if inter == 0 {
 		return 0
 	}
-	ih := min(a.Y+a.H, b.Y+b.H) - max(a.Y, b.Y)
-	if ih <= 0 {
-		return 0
-	}
-	inter := iw * ih
 	return inter / (a.W*a.H + b.W*b.H - inter)
+}
+
+// intersection is the area two boxes share.
+func intersection(a, b geom.Box) float64 {
+	iw := min(a.X+a.W, b.X+b.W) - max(a.X, b.X)
+	ih := min(a.Y+a.H, b.Y+b.H) - max(a.Y, b.Y)
+	if iw <= 0 || ih <= 0 {
+		return 0
+	}
+	return iw * ih
 }
 
 func sq(f float64) float64 { return f * f }
@@ -1177,12 +1182,10 @@ const cleanOverlap = 0.1
 
 // overlapOf is the fraction of a's area that b covers.
 func overlapOf(a, b geom.Box) float64 {
-	iw := min(a.X+a.W, b.X+b.W) - max(a.X, b.X)
-	ih := min(a.Y+a.H, b.Y+b.H) - max(a.Y, b.Y)
-	if iw <= 0 || ih <= 0 || a.W <= 0 || a.H <= 0 {
+	if a.W <= 0 || a.H <= 0 {
 		return 0
 	}
-	return iw * ih / (a.W * a.H)
+	return intersection(a, b) / (a.W * a.H)
 }
 
 // maxGrowth bounds how much larger than a confirmed track's size (the medians of its latest
