@@ -167,7 +167,7 @@ func (v *validator) analytics(c *Config, labels []string) {
 		v.detectionEvents(p+".events.detections", cam.Events)
 		for _, ap := range analyticsProblems(cam.Analytics(), labels) {
 			field, from := ap.Field(), ""
-			if sub, ok := objectsKey(field); ok && !v.sets(c, i, sub) {
+			if sub, ok := objectsKey(field); ok && !v.sets(c, i, "objects", sub) {
 				if slices.ContainsFunc(defaults, func(d analytics.Problem) bool { return d == ap }) {
 					continue // reported at camera_defaults
 				}
@@ -255,20 +255,34 @@ func objectsKey(field string) (string, bool) {
 	return rest, true
 }
 
-// sets reports whether camera i sets objects.<key> itself. For a Config built in Go, which
-// has no lines, a camera sets it when its value differs from camera_defaults'.
-func (v *validator) sets(c *Config, i int, key string) bool {
+// sets reports whether camera i sets <section>.<key> itself (section "objects" or "clips",
+// resolved key by key from camera_defaults). For a Config built in Go, which has no lines, a
+// camera sets it when its value differs from camera_defaults'.
+func (v *validator) sets(c *Config, i int, section, key string) bool {
 	if v.lines != nil {
-		_, ok := v.lines[fmt.Sprintf("cameras[%d].objects.%s", i, key)]
+		_, ok := v.lines[fmt.Sprintf("cameras[%d].%s.%s", i, section, key)]
 		return ok
 	}
-	cam, d := reflect.ValueOf(c.Cameras[i].Objects), reflect.ValueOf(c.CameraDefaults.Objects)
-	for j := range cam.NumField() {
-		if name, _, _ := strings.Cut(cam.Type().Field(j).Tag.Get("yaml"), ","); name == key {
-			return !reflect.DeepEqual(cam.Field(j).Interface(), d.Field(j).Interface())
+	cam := yamlField(yamlField(reflect.ValueOf(c.Cameras[i]), section), key)
+	d := yamlField(yamlField(reflect.ValueOf(c.CameraDefaults), section), key)
+	if !cam.IsValid() || !d.IsValid() {
+		return true
+	}
+	return !reflect.DeepEqual(cam.Interface(), d.Interface())
+}
+
+// yamlField is the field of struct s whose YAML name is name; the zero Value when s is not a
+// struct or has none.
+func yamlField(s reflect.Value, name string) reflect.Value {
+	if s.Kind() != reflect.Struct {
+		return reflect.Value{}
+	}
+	for j := range s.NumField() {
+		if n, _, _ := strings.Cut(s.Type().Field(j).Tag.Get("yaml"), ","); n == name {
+			return s.Field(j)
 		}
 	}
-	return true
+	return reflect.Value{}
 }
 
 // ReadLabels reads a labels file (workers.labels) as the workers do: one class name per

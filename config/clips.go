@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -231,7 +230,7 @@ func (v *validator) clips(c *Config, labels []string) {
 		}
 		for _, cp := range clipProblems(cam.Clips, cam.Objects.Track, labels, zones, true) {
 			from := ""
-			if !v.setsClips(c, i, cp.key) {
+			if !v.sets(c, i, "clips", cp.key) {
 				if slices.Contains(defaults, cp) {
 					continue // reported at camera_defaults
 				}
@@ -246,7 +245,7 @@ func (v *validator) clips(c *Config, labels []string) {
 		if !cam.Enabled || !cam.Clips.Enabled {
 			continue
 		}
-		own := v.setsClips(c, i, "enabled")
+		own := v.sets(c, i, "clips", "enabled")
 		switch {
 		case cam.Kind == sources.KindGStreamer && own:
 			v.add(p+".enabled", "a camera of kind gstreamer makes no clips: it hands over decoded frames, and a clip is the stream's encoded video (camera %q)", cam.ID)
@@ -262,20 +261,4 @@ func (v *validator) clips(c *Config, labels []string) {
 	if defaultsNeedJS {
 		v.add("camera_defaults.clips.enabled", "clips need nats.jetstream: true (the clip store is a JetStream object store); %s", jetStream)
 	}
-}
-
-// setsClips reports whether camera i sets clips.<key> itself. For a Config built in Go, which
-// has no lines, a camera sets it when its value differs from camera_defaults'.
-func (v *validator) setsClips(c *Config, i int, key string) bool {
-	if v.lines != nil {
-		_, ok := v.lines[fmt.Sprintf("cameras[%d].clips.%s", i, key)]
-		return ok
-	}
-	cam, d := reflect.ValueOf(c.Cameras[i].Clips), reflect.ValueOf(c.CameraDefaults.Clips)
-	for j := range cam.NumField() {
-		if name, _, _ := strings.Cut(cam.Type().Field(j).Tag.Get("yaml"), ","); name == key {
-			return !reflect.DeepEqual(cam.Field(j).Interface(), d.Field(j).Interface())
-		}
-	}
-	return true
 }
