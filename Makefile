@@ -83,7 +83,7 @@ setup-test:
 # About 90 minutes with the defaults (the crowd part replays 30 held-out scenes: about 45);
 # `make bench SOAK=2m OVERLOAD=1m CROWD_SEEDS=100-102` for a quick run,
 # PARTS="scale soak" to rerun some parts (PARTS=clips: event clips off and on, not by default),
-# GPU=DIR to merge scripts/bench/gpu.sh's results.
+# GPU=DIR to merge scripts/gpu/bench.sh's results.
 BENCH_VARS := BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT CROWD_SEEDS CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW PARTS BENCH_OUT GPU
 PIPE_SECONDS ?= 20
 PIPE_CAMERAS ?= 4

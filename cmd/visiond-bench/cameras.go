@@ -8,7 +8,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -54,7 +53,7 @@ func holdSetup(m *measureResult) string {
 	return text
 }
 
-// The raw files of the comparison (gpu.sh's cpu-scale, peer-scale and gpu-scale parts).
+// The raw files of the comparison (scripts/gpu/bench.sh's cpu-scale, peer-scale and gpu-scale parts).
 const (
 	keyCPUFP32 = "scale-cpu-fp32"
 	keyCPUINT8 = "scale-cpu-int8"
@@ -276,7 +275,7 @@ func (r *report) camerasSection() error {
 	r.p("CPU per analysed frame; %d cameras on one CUDA worker.", aimGPUCameras)
 	r.p("")
 	if !any {
-		r.p("Not run: `scripts/bench/gpu.sh env cpu-scale peer-scale` and `scripts/bench/gpu.sh gpu-scale` on the GPU machine, then `make bench-report GPU=DIR`.")
+		r.p("Not run: `scripts/gpu/bench.sh env cpu-scale peer-scale` and `scripts/gpu/bench.sh gpu-scale` on the GPU machine, then `make bench-report GPU=DIR`.")
 		r.p("")
 		return nil
 	}
@@ -417,7 +416,7 @@ func family(s *scaleResult) string {
 
 // growthPlot draws, for the run's searches of a family that recorded their cost, cores
 // busy, GPU memory (gpu) and p99 latency against cameras, every step measured; it returns
-// the PNG's name beside the report, "" when there is nothing to draw.
+// the report's link to the PNG (in imgDir), "" when there is nothing to draw.
 func (r *report) growthPlot(ru *run, fam string) (string, error) {
 	var keys []string
 	for k, s := range ru.scales {
@@ -471,7 +470,11 @@ func (r *report) growthPlot(ru *run, fam string) (string, error) {
 	}
 	name := fmt.Sprintf("BENCHMARKS-growth-%s-%s.png", tag, fam)
 	title := fmt.Sprintf("visiond: cost against cameras at %g fps each, %s, %s provider", ru.scales[keys[0]].Criterion.FPS, ru.name(), fam)
-	return name, plot(filepath.Join(filepath.Dir(r.out), name), title, "cameras", xmax*1.05, panels)
+	path, link, err := r.imgPath(name)
+	if err != nil {
+		return "", err
+	}
+	return link, plot(path, title, "cameras", xmax*1.05, panels)
 }
 
 // sustained is the search's capacity with its first failure, and whether its budget cut it

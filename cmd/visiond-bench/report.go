@@ -14,12 +14,12 @@ import (
 )
 
 // reportCmd writes BENCHMARKS.md from the raw results of scripts/bench/run.sh (-in) and,
-// when given, of scripts/bench/gpu.sh on the GPU machine (-gpu). It copies each soak plot
+// when given, of scripts/gpu/bench.sh on the GPU machine (-gpu). It copies each soak plot
 // next to the report. Every figure comes from those files; a part that did not run says so.
 func reportCmd(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	in := fs.String("in", "build/bench", "results of scripts/bench/run.sh")
-	gpu := fs.String("gpu", "", "results of scripts/bench/gpu.sh (the GPU machine's $OUT), if any")
+	gpu := fs.String("gpu", "", "results of scripts/gpu/bench.sh (the GPU machine's $OUT), if any")
 	out := fs.String("o", "BENCHMARKS.md", "the report")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,7 +52,7 @@ type run struct {
 	tag, dir   string
 	env, end   *envInfo
 	commands   []string
-	calls      []time.Time // when each call of gpu.sh began, from its commands-<UTC time>.txt
+	calls      []time.Time // when each call of scripts/gpu/bench.sh began, from its commands-<UTC time>.txt
 	knobs      map[string]string
 	decode     []benchLine
 	skip       []benchLine // BenchmarkSkipNonRef (skip.go)
@@ -71,7 +71,7 @@ type run struct {
 	soakPNG    string
 }
 
-// laterScales are the run's scale searches that started after its last gpu.sh call (made by
+// laterScales are the run's scale searches that started after its last bench.sh call (made by
 // another script), by start.
 func (ru *run) laterScales() []string {
 	if len(ru.calls) == 0 {
@@ -143,7 +143,7 @@ func loadRun(dir, tag string) (*run, error) {
 	if readJSON(filepath.Join(dir, "env-end.json"), &e2) == nil {
 		r.end = &e2
 	}
-	cmdFiles, _ := filepath.Glob(filepath.Join(dir, "commands*.txt")) // gpu.sh writes one per call
+	cmdFiles, _ := filepath.Glob(filepath.Join(dir, "commands*.txt")) // bench.sh writes one per call
 	sort.Strings(cmdFiles)
 	var cmdText string
 	for _, f := range cmdFiles {
@@ -224,6 +224,20 @@ type report struct {
 	runs []*run
 	kept []string // the sections written by hand in the file being rewritten (handSections)
 	b    strings.Builder
+}
+
+// imgDir holds the report's plots, relative to the report (BENCHMARKS.md at the repository
+// root: docs/img).
+const imgDir = "docs/img"
+
+// imgPath returns where the report's plot name is written, made ready, and the report's
+// link to it.
+func (r *report) imgPath(name string) (path, link string, err error) {
+	dir := filepath.Join(filepath.Dir(r.out), imgDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	return filepath.Join(dir, name), imgDir + "/" + name, nil
 }
 
 // handMark opens a section written by hand: the report keeps such sections of the file it
@@ -340,14 +354,14 @@ func (r *report) write() (string, error) {
 	if gpu != nil && gpu.env != nil {
 		if c := gpu.calls; len(c) > 1 && c[len(c)-1].Sub(c[0]) > 12*time.Hour {
 			// Parts rerun on another day keep the older parts' results beside them: say so.
-			r.p("the GPU machine's figures come from `scripts/bench/gpu.sh`, run there in %d calls from %s to %s (its environment read on %s), merged from their raw output;",
+			r.p("the GPU machine's figures come from `scripts/gpu/bench.sh`, run there in %d calls from %s to %s (its environment read on %s), merged from their raw output;",
 				len(c), c[0].Format("2006-01-02 15:04"), c[len(c)-1].Format("2006-01-02 15:04 UTC"), gpu.env.Taken.UTC().Format("2006-01-02 15:04 UTC"))
 			r.p("each part's figures come from one call (the commands of each call, with its time, are in the GPU results' commands-*.txt and under How to reproduce).")
 		} else {
-			r.p("the GPU machine's figures come from `scripts/bench/gpu.sh`, run there on %s, merged from its raw output.", gpu.env.Taken.UTC().Format("2006-01-02 15:04 UTC"))
+			r.p("the GPU machine's figures come from `scripts/gpu/bench.sh`, run there on %s, merged from its raw output.", gpu.env.Taken.UTC().Format("2006-01-02 15:04 UTC"))
 		}
 		if late := gpu.laterScales(); len(late) > 0 {
-			r.p("%d of its scale searches (%s) started after those calls, from `scripts/bench/gpu-daemon.sh`, %s to %s; each has its command in it (below, with each setup);",
+			r.p("%d of its scale searches (%s) started after those calls, from `scripts/gpu/daemon.sh`, %s to %s; each has its command in it (below, with each setup);",
 				len(late), strings.Join(late, ", "), gpu.scales[late[0]].Started.UTC().Format("2006-01-02 15:04"), gpu.scales[late[len(late)-1]].Started.UTC().Format("2006-01-02 15:04 UTC"))
 		}
 		if len(gpu.holds) > 0 {
@@ -425,7 +439,7 @@ func (r *report) summary(local, gpu *run) {
 			gpu.name(), fmt.Sprintf("%s (%s ÷ %s); CPU per frame %s ÷ %s ms", f2(gpu.peerD.Window.EventsPerSec/pf), f1(gpu.peerD.Window.EventsPerSec), f1(pf),
 				f1(gpu.peerD.CPUPerFrameMS), f1(num(gpu.peerPlain, "cpu_ms_per_frame")))})
 	} else {
-		why := "not run: needs Python's onnxruntime (the GPU machine's image has it): `scripts/bench/gpu.sh peer`"
+		why := "not run: needs Python's onnxruntime (the GPU machine's image has it): `scripts/gpu/bench.sh peer`"
 		if gpu != nil {
 			why = r.notRun(gpu, "peer")
 		}

@@ -88,7 +88,7 @@ func TestReportCamerasPerBox(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(local, "scale.failed"), []byte("exit status 1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Two calls of gpu.sh a day apart: the header says the results span them.
+	// Two calls of bench.sh a day apart: the header says the results span them.
 	for _, name := range []string{"commands-20261130T080518.txt", "commands-20261201T053452.txt"} {
 		if err := os.WriteFile(filepath.Join(gpu, name), []byte("bin/visiond-bench env\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -126,7 +126,7 @@ func TestReportCamerasPerBox(t *testing.T) {
 		"run there in 2 calls from 2026-11-30 08:05 to 2026-12-01 05:34 UTC",
 		"(every camera ≥ 4.75 fps, all ≥ 0.95 × cameras × 5 fps, p99 < 300 ms",
 		"| scale | 2-CPU box | failed: exit status 1 |",
-		"BENCHMARKS-growth-gpu-machine-cpu.png", "BENCHMARKS-growth-gpu-machine-gpu.png",
+		"docs/img/BENCHMARKS-growth-gpu-machine-cpu.png", "docs/img/BENCHMARKS-growth-gpu-machine-gpu.png",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the report lacks %q", want)
@@ -141,7 +141,7 @@ func TestReportCamerasPerBox(t *testing.T) {
 		t.Error("the old file's generated sections were kept")
 	}
 	for _, name := range []string{"BENCHMARKS-growth-gpu-machine-cpu.png", "BENCHMARKS-growth-gpu-machine-gpu.png"} {
-		f, err := os.Open(filepath.Join(dir, name))
+		f, err := os.Open(filepath.Join(dir, imgDir, name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,7 +178,7 @@ func (r *report) peerSection(gpu *run) {
 	r.p("behind live); *latest* keeps only each camera's newest frame (a reader thread per camera), the usual fix.")
 	r.p("")
 	if gpu == nil || gpu.peerD == nil || gpu.peerPlain == nil {
-		why := "not run: Python's onnxruntime is not installable on the development box (no PyPI; Debian has none). Run `scripts/bench/gpu.sh peer` on the GPU machine and `make bench GPU=DIR`."
+		why := "not run: Python's onnxruntime is not installable on the development box (no PyPI; Debian has none). Run `scripts/gpu/bench.sh peer` on the GPU machine and `make bench GPU=DIR`."
 		if gpu != nil {
 			why = r.notRun(gpu, "peer")
 		}
@@ -479,7 +478,10 @@ func (r *report) soakSection() error {
 			if ru.tag == "gpu" {
 				name = "BENCHMARKS-soak-gpu.png"
 			}
-			dst := filepath.Join(filepath.Dir(r.out), name)
+			dst, link, err := r.imgPath(name)
+			if err != nil {
+				return err
+			}
 			data, err := os.ReadFile(ru.soakPNG)
 			if err != nil {
 				return err
@@ -487,7 +489,7 @@ func (r *report) soakSection() error {
 			if err := os.WriteFile(dst, data, 0o644); err != nil {
 				return err
 			}
-			r.p("![soak: memory and latency over time, %s](%s)", ru.name(), name)
+			r.p("![soak: memory and latency over time, %s](%s)", ru.name(), link)
 			r.p("")
 		}
 	}
@@ -527,9 +529,9 @@ func (r *report) commandsSection() {
 	r.p("`SCALE_WINDOW`, `OVERLOAD`, `SOAK`, `SOAK_EDIT`, `CLIPS_CAMERAS`, `CLIPS_ROUNDS`, `CLIPS_WARMUP`, `CLIPS_WINDOW`, `PARTS` (a subset")
 	r.p("of decode pipeline scale overload soak crowd, and, not by default, clips: event clips off and on, and cpu-scale peer-scale:")
 	r.p("the cameras-per-box comparison on this box's cores), `BENCH_OUT` (raw results, default")
-	r.p("build/bench), `GPU` (the GPU machine's results to merge). On the GPU machine: `scripts/bench/gpu.sh` (see its")
-	r.p("header) writes the same raw files under `$OUT`; `scripts/bench/gpu-pack.sh` stages it and prints the calls (the")
-	r.p("cameras per box: `gpu.sh env cpu-scale peer-scale`, then `gpu.sh gpu-scale`, each within one 10-minute call).")
+	r.p("build/bench), `GPU` (the GPU machine's results to merge). On the GPU machine: `scripts/gpu/bench.sh` (see its")
+	r.p("header) writes the same raw files under `$OUT`; `scripts/gpu/bench-pack.sh` stages it and prints the calls (the")
+	r.p("cameras per box: `bench.sh env cpu-scale peer-scale`, then `bench.sh gpu-scale`, each within one 10-minute call).")
 	r.p("Sections that open with \"%s\" are written by hand and kept as they are when the report is rewritten.", handMark)
 	r.p("")
 	for _, ru := range r.runs {

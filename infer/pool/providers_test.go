@@ -106,7 +106,7 @@ func TestPoolShrinkArenas(t *testing.T) {
 }
 
 // TestGPUProviders runs only where VISIOND_TEST_GPU=1 says a GPU and ONNX Runtime's CUDA
-// provider are there (shared/gpu/README.md): the cuda provider with every option, arena
+// provider are there (scripts/gpu/README.md): the cuda provider with every option, arena
 // shrinkage of its GPU arena, GPU memory per worker from nvidia-smi, and tensorrt with
 // fallback cpu (which runs TensorRT where its provider library is present).
 func TestGPUProviders(t *testing.T) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark of the report in one run on this box, raw results in
 # $BENCH_OUT (build/bench), then BENCHMARKS.md (and the soak plot beside it) from them and,
-# when GPU names a directory, from the GPU machine's results (scripts/bench/gpu.sh's $OUT).
+# when GPU names a directory, from the GPU machine's results (scripts/gpu/bench.sh's $OUT).
 #
 # Knobs (environment; the Makefile passes its variables of the same names):
 #   BENCH_TIME=10x      decode iterations per stream (go test -benchtime)
@@ -10,7 +10,7 @@
 #                       overload, soak); auto: not set in its config, the daemon's defaults
 #   PARTS="decode pipeline scale overload soak crowd"      a subset to (re)run; the others' files stay;
 #                       also (not by default) clips (below), cpu-scale and peer-scale, the cameras-per-box
-#                       comparison of scripts/bench/gpu.sh on this box's cores: INT8_MODEL=
+#                       comparison of scripts/gpu/bench.sh on this box's cores: INT8_MODEL=
 #                       build/models/yolov8n-int8.onnx, SCALE_START=1, PYTHON=python3, PEER_ARGS
 #   SCALE_WINDOW=20s    measurement window per scale step
 #   CROWD_SEEDS=100-129 the held-out crowd scenes the crowd part scores (pipeline/crowd_test.go)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the daemon on the GPU machine with the CUDA provider and writes what it measured to
-# $OUT (see ../shared/gpu/README.md for staging): N cameras reading the built-in sample
+# $OUT (scripts/gpu/README.md says how to stage): N cameras reading the built-in sample
 # camera at FPS each, W workers on GPU 0, for SECONDS; every event is captured with
 # `visiond sub -json` and summarized (events/s, latency percentiles per stage).
-#   scripts/gpu-demo.sh [CAMERAS] [FPS] [WORKERS] [SECONDS]
+#   scripts/gpu/demo.sh [CAMERAS] [FPS] [WORKERS] [SECONDS]
 set -euo pipefail
 cams=${1:-8} fps=${2:-10} workers=${3:-2} secs=${4:-60} provider=${PROVIDER:-cuda}
 out=${OUT:-/tmp/out}

@@ -5,20 +5,20 @@
 # device I/O + CUDA graph) for each model: FP32, uint8 prelude, FP16, FP16 + prelude.
 #
 # Here (after scripts/setup.sh and scripts/build.sh bin/visiond):
-#   scripts/bench/gpu-levers.sh pack      # .gpuw: the test binary, the models, messi5.jpg, this script
-#   ../shared/gpu/stage.sh bin/worker.test  # .gpu1..N: ONNX Runtime's CUDA build and the libraries
+#   scripts/gpu/levers.sh pack      # .gpuw: the test binary, the models, messi5.jpg, this script
+#   scripts/gpu/stage.sh bin/worker.test  # .gpu1..N: ONNX Runtime's CUDA build and the libraries
 # There, one call per .gpuK (mkdir -p /tmp/gpustage && cp .gpuK/* /tmp/gpustage/), then with .gpuw:
-#   source /tmp/gpustage/activate.sh && SESSIONS="4 8" bash .gpuw/gpu-levers.sh
+#   source /tmp/gpustage/activate.sh && SESSIONS="4 8" bash .gpuw/levers.sh
 # Knobs: SESSIONS ("1 4"), SECONDS_EACH (8), MODELS (every .onnx in .gpuw). Results in $OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = pack ]; then
   cd "$here/../.."
   GO=${GO:-go}
-  . scripts/bench/gpu-build-env.sh
+  . scripts/gpu/build-env.sh
   $GO test -c -tags customenv -ldflags='-s -w' -o bin/worker.test ./infer/worker || exit 1
   rm -rf .gpuw && mkdir -p .gpuw
-  cp bin/worker.test third_party/yolov8n.onnx third_party/media/messi5.jpg scripts/bench/gpu-levers.sh .gpuw/
+  cp bin/worker.test third_party/yolov8n.onnx third_party/media/messi5.jpg scripts/gpu/levers.sh .gpuw/
   export ONNXRUNTIME_SHARED_LIBRARY_PATH=$PWD/third_party/libonnxruntime.so.1
   bin/visiond model fp16 -model third_party/yolov8n.onnx -out .gpuw/y8-fp16.onnx >/dev/null || exit 1
   bin/visiond model prelude -model third_party/yolov8n.onnx -out .gpuw/y8-u8.onnx >/dev/null || exit 1

@@ -2,7 +2,7 @@
 # The amd64 bundle on the GPU machine (Ubuntu 24.04, none of Debian 12's libraries; issue 24,
 # item 3), in one call after the parts were carried over:
 #   /tmp/bundle/part*    the tarball of make bundle, split (cat part* | tar -xz)
-#   /tmp/gpustage/       ONNX Runtime's CUDA build, staged by ../shared/gpu/stage.sh
+#   /tmp/gpustage/       ONNX Runtime's CUDA build, staged by scripts/gpu/stage.sh
 #   third_party/yolov8n.onnx, third_party/media/ (carried), build/devrun/sources.test
 # It runs, each into $OUT/bundle-gpu.txt with its command:
 #   1. the machine: OS, glibc, GPU; that none of the bundled FFmpeg/OpenCV sonames is on it;

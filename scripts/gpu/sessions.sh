@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Sessions per worker and GPU memory (issue 15 items 2 and 3), measured on the GPU machine in
-# one call. Stage first, here: scripts/bench/gpu-sessions.sh pack (after make setup), then
-# on the GPU machine, after ../shared/gpu/stage.sh's library calls and one call per
+# one call. Stage first, here: scripts/gpu/sessions.sh pack (after make setup), then
+# on the GPU machine, after scripts/gpu/stage.sh's library calls and one call per
 # .gpupoolK folder (mkdir -p /tmp/gpupool && cp .gpupoolK/* /tmp/gpupool/):
 #
-#   source /tmp/gpustage/activate.sh && bash /tmp/gpupool/gpu-sessions.sh [PART ...]
+#   source /tmp/gpustage/activate.sh && bash /tmp/gpupool/sessions.sh [PART ...]
 #
 # PARTs (default: memory pool pipeline), results in $OUT/gpu-sessions.tar.gz:
 #   memory    BenchmarkGPUMemory (infer/worker): GPU MiB after each session is created and
@@ -28,10 +28,10 @@ if [ "${1:-}" = pack ]; then
   for p in ${PACK:-infer/worker infer/pool pipeline}; do
     $GO test -c -ldflags='-s -w' -o "bin/$(basename $p).test" ./$p || exit 1
   done
-  m=$(scripts/bench/pack-parts.sh .gpupool bin/worker.test bin/pool.test bin/pipeline.test third_party/yolov8n.onnx \
+  m=$(scripts/gpu/pack-parts.sh .gpupool bin/worker.test bin/pool.test bin/pipeline.test third_party/yolov8n.onnx \
     third_party/media/vtest.h264.ts third_party/media/messi5.jpg) || exit 1
-  cp scripts/bench/gpu-sessions.sh .gpupool1/
-  echo "gpu-sessions: $m part(s) in .gpupool1..$m ($(du -ch .gpupool* | tail -1 | cut -f1))"
+  cp scripts/gpu/sessions.sh .gpupool1/
+  echo "sessions.sh: $m part(s) in .gpupool1..$m ($(du -ch .gpupool* | tail -1 | cut -f1))"
   exit 0
 fi
 
@@ -89,7 +89,7 @@ for part in "${parts[@]}"; do
       done
     done
     ;;
-  *) echo "gpu-sessions: unknown part $part" >&2 ;;
+  *) echo "sessions.sh: unknown part $part" >&2 ;;
   esac
 done
 tar -czf "$OUT/gpu-sessions.tar.gz" -C "$res" .

@@ -2,7 +2,7 @@
 # Packs files for the GPU machine, whose calls carry at most 64 MiB each: tar (symlinks
 # followed) and xz, split into parts of 55 MB, part K in folder PREFIX<K>/partK (a git-ignored
 # /.gpu*/ folder; older PREFIX<N> folders are removed first). Prints the number of parts.
-# Run from the repository root:  scripts/bench/pack-parts.sh PREFIX FILE...
+# Run from where the FILEs are (the repository root for most):  scripts/gpu/pack-parts.sh PREFIX FILE...
 # On the GPU machine, after one call per folder has copied its part into DIR:
 #   cat $(ls DIR/part* | sort -V) | xz -d -T0 | tar -x
 set -euo pipefail

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU machine's part of the benchmark report (`make bench GPU=DIR` merges it). Run on the
-# GPU machine from the repository root, after scripts/bench/gpu-pack.sh's staging
-# (it prints the calls), with ONNX Runtime's CUDA build staged by ../shared/gpu/stage.sh:
+# GPU machine from the repository root, after scripts/gpu/bench-pack.sh's staging
+# (it prints the calls), with ONNX Runtime's CUDA build staged by scripts/gpu/stage.sh:
 #
-#   source /tmp/gpustage/activate.sh && scripts/bench/gpu.sh [PART ...]
+#   source /tmp/gpustage/activate.sh && scripts/gpu/bench.sh [PART ...]
 #
 # PARTs (default: env selftest pipeline scale peer), each writing raw results to $RESULTS
 # (/tmp/gpubench-results, kept between calls while the machine stays), all of which are
@@ -19,7 +19,7 @@
 #   cpu-scale   visiond's default CPU pool (workers, threads not set: the daemon's defaults) on
 #               every core, with the FP32 model (scale-cpu-fp32.json) and CPU_INT8_MODEL
 #               (scale-cpu-int8.json, made beforehand by `visiond model quantize`, staged by
-#               gpu-pack.sh); about 1.5-2 min each
+#               bench-pack.sh); about 1.5-2 min each
 #   peer-scale  peer.py, the Python loop (a thread per camera, one ONNX Runtime session with
 #               its default threads), analysing 5 fps of each camera (peer-scale.json); ~2-3 min
 #   gpu-scale   one CUDA worker of N sessions for each N of GPU_SESSIONS (scale-cuda-sN.json),
@@ -69,12 +69,12 @@ parts=("${@:-env selftest pipeline scale peer}")
 parts=(${parts[*]})
 mkdir -p "$OUT" "$RESULTS"
 
-# The binaries and data: from scripts/bench/gpu-pack.sh's parts in /tmp/gpubench, once.
+# The binaries and data: from scripts/gpu/bench-pack.sh's parts in /tmp/gpubench, once.
 if [ ! -x bin/visiond-bench ] && ls /tmp/gpubench/part* >/dev/null 2>&1; then
   cat $(ls /tmp/gpubench/part* | sort -V) | xz -d -T0 | tar -x && rm -f /tmp/gpubench/part*
 fi
 for f in bin/visiond bin/visiond-bench third_party/yolov8n.onnx third_party/media/vtest.h264.ts; do
-  [ -e "$f" ] || { echo "gpu.sh: $f missing: stage with scripts/bench/gpu-pack.sh" >&2; exit 1; }
+  [ -e "$f" ] || { echo "bench.sh: $f missing: stage with scripts/gpu/bench-pack.sh" >&2; exit 1; }
 done
 : "${ONNXRUNTIME_SHARED_LIBRARY_PATH:?source /tmp/gpustage/activate.sh first}"
 lib=$ONNXRUNTIME_SHARED_LIBRARY_PATH
@@ -83,18 +83,18 @@ for k in GPU_WORKERS GPU_SCALE_START GPU_SCALE_WINDOW GPU_PIPE_WORKERS GPU_PIPE_
   CPU_INT8_MODEL CPU_SCALE_START CPU_INT8_START PEER_SCALE_START CPU_CURVE GPU_CURVE CPU_SCALE_GROW CPU_SCALE_WINDOW CPU_SCALE_SETTLE GPU_SESSIONS GPU_FP16 GPU_NVDEC GPU_FP16_MODEL GPU_SCALE_GROW GPU_SCALE_RES GPU_SCALE_SETTLE GPU_SCALE_WARMUP; do
   echo "# knob $k=${!k}" >>"$cmds"
 done
-echo "# scripts/bench/gpu.sh ${parts[*]}   (after source /tmp/gpustage/activate.sh; these are the commands it ran:)" >>"$cmds"
+echo "# scripts/gpu/bench.sh ${parts[*]}   (after source /tmp/gpustage/activate.sh; these are the commands it ran:)" >>"$cmds"
 # The Python of the GPU machine's image, without the staged libraries on its path.
 py() { env -u LD_LIBRARY_PATH "$PYTHON" "$@"; }
 
 step() { # step NAME COMMAND, as in run.sh
   local name=$1 cmd=$2
   echo "$cmd" >>"$cmds"
-  echo "gpu.sh: $cmd" >&2
+  echo "bench.sh: $cmd" >&2
   rm -f "$RESULTS/$name.failed"
   if ! bash -o pipefail -c "$cmd" 2>&1 | tee "$RESULTS/$name.log" >&2; then
     { echo "exit status non-zero; the end of its log:"; tail -c 600 "$RESULTS/$name.log"; } >"$RESULTS/$name.failed"
-    echo "gpu.sh: $name failed" >&2
+    echo "bench.sh: $name failed" >&2
   fi
   pack
 }
@@ -112,7 +112,7 @@ for part in "${parts[@]}"; do
     step selftest "bin/visiond-bench tensor -library $lib -o $RESULTS/tensors && py scripts/bench/peer.py --selftest $RESULTS/tensors | tee $RESULTS/selftest.txt; rm -rf $RESULTS/tensors"
     ;;
   pipeline)
-    [ -x bin/pipeline.test ] || { echo "gpu.sh: bin/pipeline.test missing" >&2; echo "bin/pipeline.test missing" >"$RESULTS/pipeline.failed"; continue; }
+    [ -x bin/pipeline.test ] || { echo "bench.sh: bin/pipeline.test missing" >&2; echo "bin/pipeline.test missing" >"$RESULTS/pipeline.failed"; continue; }
     : >"$RESULTS/pipeline.txt"
     for w in $GPU_PIPE_WORKERS; do
       step pipeline "cd pipeline && VISIOND_BENCH_PROVIDER=cuda VISIOND_BENCH_CAMERAS=$GPU_PIPE_CAMERAS VISIOND_BENCH_WORKERS=$w ${GPU_PIPE_SESSIONS:+VISIOND_BENCH_SESSIONS=$GPU_PIPE_SESSIONS }VISIOND_BENCH_DECODER=$GPU_PIPE_DECODER VISIOND_BENCH_SECONDS=$GPU_PIPE_SECONDS ../bin/pipeline.test -test.run '^\$' -test.bench ThroughputVsBareLoop -test.benchtime 1x | sed 's/^Benchmark/provider=cuda workers=$w cameras=$GPU_PIPE_CAMERAS decoder=$GPU_PIPE_DECODER: Benchmark/' | tee -a $RESULTS/pipeline.txt"
@@ -162,7 +162,7 @@ for part in "${parts[@]}"; do
     if [ -f "$CPU_INT8_MODEL" ]; then
       step scale-cpu-int8 "bin/visiond-bench scale $cpu -start $CPU_INT8_START -model $CPU_INT8_MODEL -label 'default CPU pool, INT8' -o $RESULTS/scale-cpu-int8.json"
     else
-      echo "$CPU_INT8_MODEL missing: make it with bin/visiond model quantize (scripts/bench/gpu-pack.sh stages it)" | tee "$RESULTS/scale-cpu-int8.failed" >&2
+      echo "$CPU_INT8_MODEL missing: make it with bin/visiond model quantize (scripts/gpu/bench-pack.sh stages it)" | tee "$RESULTS/scale-cpu-int8.failed" >&2
     fi
     ;;
   peer-scale)
@@ -185,7 +185,7 @@ for part in "${parts[@]}"; do
       if [ -f "$GPU_FP16_MODEL" ]; then
         step scale-cuda-s$s-fp16 "bin/visiond-bench scale $gpu -sessions $s -start $start -model $GPU_FP16_MODEL -label '1 CUDA worker, $s session(s), FP16' -o $RESULTS/scale-cuda-s$s-fp16.json"
       else
-        echo "$GPU_FP16_MODEL missing: make it with bin/visiond model fp16 (scripts/bench/gpu-pack.sh stages it)" | tee "$RESULTS/scale-cuda-s$s-fp16.failed" >&2
+        echo "$GPU_FP16_MODEL missing: make it with bin/visiond model fp16 (scripts/gpu/bench-pack.sh stages it)" | tee "$RESULTS/scale-cuda-s$s-fp16.failed" >&2
       fi
     done
     for ss in $GPU_NVDEC; do
@@ -196,11 +196,11 @@ for part in "${parts[@]}"; do
     done
     ;;
   *)
-    echo "gpu.sh: unknown part $part" >&2
+    echo "bench.sh: unknown part $part" >&2
     ;;
   esac
   pack
 done
 step env-end "bin/visiond-bench env -library $lib -o $RESULTS/env-end.json"
 tar -C "$RESULTS" -czf "$OUT/gpu-bench.tar.gz" --exclude='tensors' .
-echo "gpu.sh: results in $OUT/gpu-bench.tar.gz: $(tar -tzf "$OUT/gpu-bench.tar.gz" | grep -v '/$' | tr '\n' ' ')" >&2
+echo "bench.sh: results in $OUT/gpu-bench.tar.gz: $(tar -tzf "$OUT/gpu-bench.tar.gz" | grep -v '/$' | tr '\n' ' ')" >&2

@@ -5,10 +5,10 @@
 # batch=1 lever on and off (items 3 and 4).
 #
 # Here (after scripts/setup.sh):
-#   scripts/bench/gpu-daemon.sh pack   # .gpud: binaries; .gpue: models, media, this script
-#   ../shared/gpu/stage.sh bin/gpu/visiond bin/gpu/visiond-bench bin/gpu/sources.test   # .gpu1..N: libraries
+#   scripts/gpu/daemon.sh pack   # .gpud: binaries; .gpue: models, media, this script
+#   scripts/gpu/stage.sh bin/gpu/visiond bin/gpu/visiond-bench bin/gpu/sources.test   # .gpu1..N: libraries
 # There, one call per .gpuK (mkdir -p /tmp/gpustage && cp .gpuK/* /tmp/gpustage/), then
-#   source /tmp/gpustage/activate.sh && bash .gpue/gpu-daemon.sh PART ...
+#   source /tmp/gpustage/activate.sh && bash .gpue/daemon.sh PART ...
 # with .gpud and .gpue carried. PARTs (results in $OUT, as JSON and text):
 #   nvdec    TestDecoderCUDAMatchesCPU, TestCameraDecoderCUDA, the benchmarks matching
 #            $NVDEC_BENCH (BenchmarkNVDEC: BenchmarkNVDECOpen, BenchmarkNVDECDecode; ~1.5 min)
@@ -34,14 +34,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = pack ]; then
   cd "$here/../.."
   GO=${GO:-go}
-  . scripts/bench/gpu-build-env.sh
+  . scripts/gpu/build-env.sh
   gb=bin/gpu # not bin/: a `make bench` here may be running bin/visiond
   $GO build -tags customenv -ldflags='-s -w' -o $gb/visiond ./cmd/visiond || exit 1
   $GO build -tags customenv -ldflags='-s -w' -o $gb/visiond-bench ./cmd/visiond-bench || exit 1
   $GO test -c -tags customenv -ldflags='-s -w' -o $gb/sources.test ./sources || exit 1
   rm -rf .gpud .gpue && mkdir -p .gpud .gpue
   cp $gb/visiond $gb/visiond-bench $gb/sources.test .gpud/
-  cp third_party/yolov8n.onnx third_party/media/vtest.h264.ts scripts/bench/gpu-daemon.sh .gpue/
+  cp third_party/yolov8n.onnx third_party/media/vtest.h264.ts scripts/gpu/daemon.sh .gpue/
   export ONNXRUNTIME_SHARED_LIBRARY_PATH=$PWD/third_party/libonnxruntime.so.1
   $gb/visiond model fp16 -model third_party/yolov8n.onnx -out /tmp/y8-fp16.onnx >/dev/null || exit 1
   $gb/visiond model prelude -model /tmp/y8-fp16.onnx -out .gpue/y8-fp16-u8.onnx >/dev/null || exit 1
@@ -133,6 +133,6 @@ for part in "$@"; do
       -o "$OUT/soak-c$CAMERAS.json" -csv "$OUT/soak-c$CAMERAS.csv" -png "$OUT/soak-c$CAMERAS.png" 2>"$OUT/soak.log"
     echo "soak: rc=$? $(tail -c 600 "$OUT/soak.log" | tr '\n' ' ')"
     ;;
-  *) echo "gpu-daemon.sh: unknown part $part" >&2 ;;
+  *) echo "daemon.sh: unknown part $part" >&2 ;;
   esac
 done
