@@ -27,12 +27,12 @@ type camera struct {
 	box      Mailbox
 	interval time.Duration // 1/fps
 	slack    time.Duration // how early a camera may go: absorbs ticker jitter, well under interval
-	nextDue  time.Time     // owned by the slicer goroutine
+	nextDue  time.Time     // the run goroutine's (the slicer's rounds)
 	dueAt    atomic.Int64  // nextDue-slack in unix ns, for onFrame
 	busy     atomic.Bool   // a job of this camera is in flight: batch=1, one at a time
-	pass     float64       // fair-queue virtual finish time of its last job (slicer goroutine)
-	geometry [2]int        // source size of its last job (slicer goroutine)
-	wake     func()        // wakes the slicer
+	pass     float64       // fair-queue virtual finish time of its last job (run goroutine)
+	geometry [2]int        // source size of its last job (run goroutine)
+	wake     func()        // asks the run goroutine for a slicer round
 
 	analysed   atomic.Uint64 // frames analysed and published; added to under mu, with latency
 	stale      atomic.Uint64 // frames older than max_frame_age when their turn came
@@ -103,7 +103,7 @@ type analyticsSettings struct {
 }
 
 // setAnalytics puts cc's analytics settings in force, and reports whether they differ from
-// those in force before. It is safe to call while the slicer's side reads them (analytics).
+// those in force before. It is safe to call while the result stage reads them (analytics).
 func (c *camera) setAnalytics(cc config.Camera) bool {
 	n := &analyticsSettings{Analytics: cc.Analytics(), Events: cc.Events, Clips: cc.Clips}
 	if old := c.settings.Load(); old != nil && reflect.DeepEqual(old, n) {

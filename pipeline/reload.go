@@ -360,7 +360,7 @@ func (d *Daemon) reload(file *config.Config) (ReloadResult, error) {
 	return r.res, r.err
 }
 
-// apply runs on the slicer goroutine, between dispatch rounds, and puts req.cfg in force.
+// apply runs on the run goroutine, between the slicer's rounds, and puts req.cfg in force.
 func (d *Daemon) apply(req reloadRequest) reloadReply {
 	cfg, old := req.cfg, d.Running()
 	model := d.pools.model() // the run goroutine's own: it alone changes d.pools
@@ -468,7 +468,10 @@ func sameSource(a, b config.Camera) bool {
 }
 
 // reschedule takes a new fps and weight (and slice) for a camera whose source is unchanged.
-// Only those fields change: the pool's goroutines read the camera's id meanwhile.
+// It runs on the run goroutine under d.mu, so the slicer and readers of Cameras see the old
+// schedule or the new one. Only those fields change, since the result stage reads the
+// camera meanwhile; it reads interval too, for a camera with clips (clips.go), without d.mu:
+// a race when such a camera's fps is reloaded (issue 38, item 1).
 func (c *camera) reschedule(cc config.Camera, slice time.Duration) {
 	n := newCamera(cc, slice, c.wake)
 	c.cfg.FPS, c.cfg.Weight, c.interval, c.slack = n.cfg.FPS, n.cfg.Weight, n.interval, n.slack
