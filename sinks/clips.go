@@ -107,8 +107,8 @@ type Clips struct {
 	log      *slog.Logger
 	queueDir string
 	cacheDir string
-	wake     chan struct{}
-	writerStop
+	writer   queueWriter
+	failing  int // the writer's: store attempts failed in a row, for one warning per outage
 
 	mu       sync.Mutex
 	queue    []*queuedClip   // oldest first; the writer stores queue[0] and only it removes it
@@ -224,9 +224,7 @@ func (c *Clips) Start() error {
 	c.obs = obs
 	c.cache = map[string]*cachedClip{}
 	c.reserved = map[string]bool{}
-	c.wake = make(chan struct{}, 1)
-	c.writerStop.init()
-	go c.run()
+	c.writer.start(c.write)
 	return nil
 }
 
@@ -341,7 +339,7 @@ func checkMP4(path string, max int64) (int64, error) {
 	case st.Size() == 0:
 		return 0, fmt.Errorf("%s is empty", path)
 	case st.Size() > max:
-		return 0, fmt.Errorf("%s: %d bytes, at most %d (clips.max_object_bytes)", path, st.Size(), max)
+		return 0, fmt.Errorf("%s: %d bytes, at most %d (the largest clip the store takes: a quarter of its size or less)", path, st.Size(), max)
 	}
 	var head [8]byte
 	if _, err := io.ReadFull(f, head[:]); err != nil || string(head[4:]) != "ftyp" {
@@ -372,7 +370,7 @@ func (c *Clips) PutClip(info ClipInfo, path string) error {
 
 func (c *Clips) putClip(info ClipInfo, path string) error {
 	c.mu.Lock()
-	closed := c.closed || c.wake == nil // wake: made by a Start that succeeded
+	closed := c.closed || !c.writer.started() // started by a Start that succeeded
 	c.mu.Unlock()
 	if closed {
 		return fmt.Errorf("clip %s: the clip store is closed", info.Name)
@@ -426,10 +424,7 @@ func (c *Clips) putClip(info ClipInfo, path string) error {
 	if err != nil {
 		return fmt.Errorf("clip %s: queue: %w", info.Name, err)
 	}
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.writer.wakeUp()
 	return nil
 }
 
@@ -496,72 +491,47 @@ func (c *Clips) finish(q *queuedClip) {
 	os.Remove(q.file + ".json")
 }
 
-func (c *Clips) run() {
-	defer close(c.done)
-	// ctx ends a store in progress when Close gives up waiting.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-c.quit:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	stopping := c.stop
-	failing := 0 // store attempts failed in a row: one warning per outage, not one a second
-	for {
-		if q := c.head(); q != nil {
-			err := c.store(ctx, q)
-			if err == nil && failing > 0 {
-				c.log.Info("clip: storing again", "failed_attempts", failing)
-				failing = 0
-			}
-			switch {
-			case err == nil:
-				c.finish(q)
-				c.stored.Add(1)
-				if c.OnStored != nil {
-					c.OnStored(q.info)
-				}
-			case errors.Is(err, errNoRoom):
-				c.finish(q)
-				c.refused.Add(1)
-				c.log.Warn("clip: not stored: the clip store is full", "clip", q.info.Name, "bytes", q.info.Bytes, "error", err)
-			case errors.Is(err, errFileGone):
-				c.finish(q)
-				c.failed.Add(1)
-				c.log.Warn("clip: not stored", "clip", q.info.Name, "error", err)
-			default:
-				c.failed.Add(1)
-				if failing++; failing == 1 {
-					st := c.Stats()
-					c.log.Warn("clip: store failed; clips wait on disk, trying again every second", "clip", q.info.Name,
-						"pending", st.Pending, "pending_bytes", st.PendingBytes, "error", err)
-				} else {
-					c.log.Debug("clip: store failed; trying again", "clip", q.info.Name, "error", err)
-				}
-				select {
-				case <-time.After(time.Second):
-				case <-stopping:
-					stopping = nil
-				case <-c.quit:
-					return
-				}
-			}
-			continue
-		}
-		if stopping == nil {
-			return // closed and drained
-		}
-		select {
-		case <-c.wake:
-		case <-stopping:
-			stopping = nil
-		case <-c.quit:
-			return
-		}
+// write stores the oldest queued clip; the writer's (queueWriter). A clip the store refuses
+// for lack of room, or whose file is gone, is dropped, counted and logged; after another
+// failure it stays first in the queue, and the first failure of an outage is logged as a
+// warning, the next ones at debug level.
+func (c *Clips) write(ctx context.Context) (bool, error) {
+	q := c.head()
+	if q == nil {
+		return false, nil
 	}
+	err := c.store(ctx, q)
+	if err == nil && c.failing > 0 {
+		c.log.Info("clip: storing again", "failed_attempts", c.failing)
+		c.failing = 0
+	}
+	switch {
+	case err == nil:
+		c.finish(q)
+		c.stored.Add(1)
+		if c.OnStored != nil {
+			c.OnStored(q.info)
+		}
+	case errors.Is(err, errNoRoom):
+		c.finish(q)
+		c.refused.Add(1)
+		c.log.Warn("clip: not stored: the clip store is full", "clip", q.info.Name, "bytes", q.info.Bytes, "error", err)
+	case errors.Is(err, errFileGone):
+		c.finish(q)
+		c.failed.Add(1)
+		c.log.Warn("clip: not stored", "clip", q.info.Name, "error", err)
+	default:
+		c.failed.Add(1)
+		if c.failing++; c.failing == 1 {
+			st := c.Stats()
+			c.log.Warn("clip: store failed; clips wait on disk, trying again every second", "clip", q.info.Name,
+				"pending", st.Pending, "pending_bytes", st.PendingBytes, "error", err)
+		} else {
+			c.log.Debug("clip: store failed; trying again", "clip", q.info.Name, "error", err)
+		}
+		return true, err
+	}
+	return true, nil
 }
 
 // transferTimeout bounds moving n bytes to or from the store (the local server takes
@@ -824,7 +794,7 @@ func (c *Clips) Stats() ClipStats {
 // Close stops taking clips, stores what is queued within timeout, and stops the writer.
 // Clips not stored by then stay in Dir, and the next Start stores them. Safe to call twice.
 func (c *Clips) Close(timeout time.Duration) {
-	c.writerStop.close(timeout, func() {
+	c.writer.close(timeout, func() {
 		c.mu.Lock()
 		c.closed = true
 		c.mu.Unlock()

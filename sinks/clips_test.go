@@ -395,7 +395,7 @@ func TestClipsBadInput(t *testing.T) {
 		{"no start", noStart, mp4, "no start time"},
 		{"missing file", clipInfo("door", clipAt(2)), nil, "no such file or directory"},
 		{"empty file", clipInfo("door", clipAt(3)), []byte{}, "is empty"},
-		{"too large", clipInfo("door", clipAt(4)), big, fmt.Sprintf("%d bytes, at most %d (clips.max_object_bytes)", len(big), len(mp4))},
+		{"too large", clipInfo("door", clipAt(4)), big, fmt.Sprintf("%d bytes, at most %d (the largest clip the store takes", len(big), len(mp4))},
 		{"not an MP4", clipInfo("door", clipAt(5)), []byte("\x00\x00\x00\x20moov and then some"), "22 bytes that are not an MP4 (no ftyp box at its start)"},
 		{"a JPEG", clipInfo("door", clipAt(6)), fakeJPEG(1000, 1), "1000 bytes that are not an MP4"},
 		{"already queued or stored", good, mp4, ""},

@@ -71,10 +71,9 @@ type Snapshots struct {
 	// Logger receives the store's log lines. Default: none are written.
 	Logger *slog.Logger
 
-	obs  jetstream.ObjectStore
-	log  *slog.Logger
-	wake chan struct{}
-	writerStop
+	obs    jetstream.ObjectStore
+	log    *slog.Logger
+	writer queueWriter
 
 	mu     sync.Mutex
 	queue  []string          // names in the order put
@@ -159,9 +158,7 @@ func (s *Snapshots) Start() error {
 	s.index.load(infos)
 	s.obs = obs
 	s.data = map[string][]byte{}
-	s.wake = make(chan struct{}, 1)
-	s.writerStop.init()
-	go s.run()
+	s.writer.start(s.write)
 	return nil
 }
 
@@ -193,7 +190,7 @@ func (s *Snapshots) PutSnapshot(name string, jpeg []byte) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	if len(jpeg) > s.MaxObjectBytes {
-		return fmt.Errorf("snapshot %s: %d bytes, at most %d (snapshots.max_object_bytes)", name, len(jpeg), s.MaxObjectBytes)
+		return fmt.Errorf("snapshot %s: %d bytes, at most %d (the largest snapshot the store takes)", name, len(jpeg), s.MaxObjectBytes)
 	}
 	if !bytes.HasPrefix(jpeg, []byte{0xFF, 0xD8, 0xFF}) {
 		return fmt.Errorf("snapshot %s: %d bytes that are not a JPEG (no FF D8 FF start of image)", name, len(jpeg))
@@ -215,10 +212,7 @@ func (s *Snapshots) PutSnapshot(name string, jpeg []byte) error {
 	s.data[name] = jpeg
 	s.bytes += len(jpeg) - len(old)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.writer.wakeUp()
 	return nil
 }
 
@@ -250,42 +244,24 @@ func (s *Snapshots) unread(name string, data []byte) {
 	s.bytes += len(data)
 }
 
-func (s *Snapshots) run() {
-	defer close(s.done)
-	stopping := s.stop
-	for {
-		name, data, ok := s.next()
-		if ok {
-			if err := s.store(name, data); err != nil {
-				s.failed.Add(1)
-				s.log.Debug("snapshot: store failed; trying again", "name", name, "error", err)
-				s.unread(name, data)
-				select {
-				case <-time.After(time.Second):
-				case <-stopping:
-					stopping = nil
-				case <-s.quit:
-					return
-				}
-			}
-			continue
-		}
-		if stopping == nil {
-			return // closed and drained
-		}
-		select {
-		case <-s.wake:
-		case <-stopping:
-			stopping = nil
-		case <-s.quit:
-			return
-		}
+// write stores the oldest queued snapshot; the writer's (queueWriter).
+func (s *Snapshots) write(ctx context.Context) (bool, error) {
+	name, data, ok := s.next()
+	if !ok {
+		return false, nil
 	}
+	if err := s.store(ctx, name, data); err != nil {
+		s.failed.Add(1)
+		s.log.Debug("snapshot: store failed; trying again", "name", name, "error", err)
+		s.unread(name, data)
+		return true, err
+	}
+	return true, nil
 }
 
 // store makes room for data, oldest snapshots first, then stores it.
-func (s *Snapshots) store(name string, data []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func (s *Snapshots) store(ctx context.Context, name string, data []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	s.index.forget(name) // its old version goes with the put
 	if err := s.index.makeRoom(ctx, s.obs, int64(len(data)), s.MaxBytes, "snapshot", &s.evicted); err != nil {
@@ -332,7 +308,7 @@ func (s *Snapshots) Stats() SnapshotStats {
 // Close stops taking snapshots, stores what is queued within timeout, and stops the writer.
 // Safe to call twice.
 func (s *Snapshots) Close(timeout time.Duration) {
-	s.writerStop.close(timeout, func() {
+	s.writer.close(timeout, func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()

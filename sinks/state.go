@@ -56,10 +56,9 @@ type State struct {
 	// Logger receives the state's log lines. Default: none are written.
 	Logger *slog.Logger
 
-	kv   jetstream.KeyValue
-	log  *slog.Logger
-	wake chan struct{}
-	writerStop
+	kv     jetstream.KeyValue
+	log    *slog.Logger
+	writer queueWriter
 
 	mu      sync.Mutex
 	pending map[string][]byte // key -> value to write; nil: delete the key
@@ -137,9 +136,7 @@ func (s *State) Start() error {
 	}
 	s.kv = kv
 	s.pending = map[string][]byte{}
-	s.wake = make(chan struct{}, 1)
-	s.writerStop.init()
-	go s.run()
+	s.writer.start(s.write)
 	return nil
 }
 
@@ -357,10 +354,7 @@ func (s *State) queue(key string, data []byte) error {
 	}
 	s.pending[key] = data
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.writer.wakeUp()
 	return nil
 }
 
@@ -372,63 +366,42 @@ func (s *State) pendingValue(key string) (data []byte, ok bool) {
 	return data, ok
 }
 
-// run writes pending keys until Close and nothing is pending (or Close's timeout).
-func (s *State) run() {
-	defer close(s.done)
-	stopping := s.stop
-	for {
-		s.mu.Lock()
-		batch := s.pending
-		s.pending = make(map[string][]byte, len(batch))
-		s.mu.Unlock()
-		keys := make([]string, 0, len(batch))
-		for k := range batch {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		failed := false
-		for i, k := range keys {
-			if err := s.write(k, batch[k]); err != nil {
-				s.failed.Add(1)
-				s.log.Debug("state: write failed; trying again", "key", k, "error", err)
-				// Put back what is not written, unless a newer value came meanwhile.
-				s.mu.Lock()
-				for _, k := range keys[i:] {
-					if _, newer := s.pending[k]; !newer {
-						s.pending[k] = batch[k]
-					}
-				}
-				s.mu.Unlock()
-				failed = true
-				break
-			}
-			s.written.Add(1)
-		}
-		if failed {
-			select { // wait a second before the next try, new values or not
-			case <-time.After(time.Second):
-			case <-stopping:
-				stopping = nil
-			case <-s.quit:
-				return
-			}
-			continue
-		}
-		if stopping == nil && s.Stats().Pending == 0 {
-			return
-		}
-		select {
-		case <-s.wake:
-		case <-stopping:
-			stopping = nil
-		case <-s.quit:
-			return
-		}
+// write writes the pending keys, in order; the writer's (queueWriter).
+func (s *State) write(ctx context.Context) (bool, error) {
+	s.mu.Lock()
+	batch := s.pending
+	s.pending = make(map[string][]byte, len(batch))
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return false, nil
 	}
+	keys := make([]string, 0, len(batch))
+	for k := range batch {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if err := s.writeKey(ctx, k, batch[k]); err != nil {
+			s.failed.Add(1)
+			s.log.Debug("state: write failed; trying again", "key", k, "error", err)
+			// Put back what is not written, unless a newer value came meanwhile.
+			s.mu.Lock()
+			for _, k := range keys[i:] {
+				if _, newer := s.pending[k]; !newer {
+					s.pending[k] = batch[k]
+				}
+			}
+			s.mu.Unlock()
+			return true, err
+		}
+		s.written.Add(1)
+	}
+	return true, nil
 }
 
-func (s *State) write(key string, data []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// writeKey writes data under key, or deletes key when data is nil.
+func (s *State) writeKey(ctx context.Context, key string, data []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if data == nil {
 		err := s.kv.Delete(ctx, key)
@@ -452,7 +425,7 @@ func (s *State) Stats() StateStats {
 // Close stops taking values, writes what is pending within timeout, and stops the writer.
 // Safe to call twice.
 func (s *State) Close(timeout time.Duration) {
-	s.writerStop.close(timeout, func() {
+	s.writer.close(timeout, func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
