@@ -217,7 +217,7 @@ func (l *clipLedger) take(name string) []sinks.ObjectEvent {
 // clipStored publishes the ObjectClip event of each object of a clip the store has stored:
 // its latest event before, with the clip. A clip left from an earlier run has no events
 // here: it is in the store, named by none.
-func clipStored(pub publisher, l *clipLedger, log *slog.Logger, info sinks.ClipInfo) {
+func clipStored(pub EventSink, l *clipLedger, log *slog.Logger, info sinks.ClipInfo) {
 	evs := l.take(info.Name)
 	if evs == nil {
 		log.Debug("clip stored without object events (from an earlier run)", "clip", info.Name)
@@ -228,7 +228,7 @@ func clipStored(pub publisher, l *clipLedger, log *slog.Logger, info sinks.ClipI
 
 // publishClipEvents publishes the ObjectClip event of clip info for each of evs, the latest
 // events of its objects.
-func publishClipEvents(pub publisher, log *slog.Logger, info sinks.ClipInfo, evs []sinks.ObjectEvent) {
+func publishClipEvents(pub EventSink, log *slog.Logger, info sinks.ClipInfo, evs []sinks.ObjectEvent) {
 	ref := info.Ref()
 	for i := range evs {
 		ev := evs[i]

@@ -85,8 +85,7 @@ func (d *Daemon) startClips(cfg *config.Config) error {
 
 // publishStatus publishes a camera's change of state; it runs on the camera's goroutines.
 func (d *Daemon) publishStatus(ch sources.StatusChange) {
-	ev := &sinks.StatusEvent{Camera: ch.Camera, State: string(ch.State),
-		Previous: string(ch.Previous), Reason: ch.Reason, At: ch.At.UTC(), GapMS: ms(ch.Gap)}
+	ev := sinks.NewStatusEvent(ch.Camera, string(ch.State), string(ch.Previous), ch.Reason, ch.At, ch.Gap)
 	if err := d.pub.PublishStatus(ev); err != nil {
 		d.log.Warn("status event not published", "camera", ch.Camera, "state", ch.State, "error", err)
 	}
@@ -95,11 +94,9 @@ func (d *Daemon) publishStatus(ch sources.StatusChange) {
 // publishReload publishes the outcome of a reload (applied, with what changed, or rejected,
 // with why), and logs and counts it.
 func (d *Daemon) publishReload(res ReloadResult, err error) {
-	ev := &sinks.ConfigEvent{Result: "applied", At: time.Now().UTC(),
-		Added: res.Added, Removed: res.Removed, Restarted: res.Restarted, Updated: res.Updated,
-		WorkersReplaced: res.Workers, NeedsRestart: res.NeedsRestart}
+	ev := sinks.NewConfigEvent(time.Now(), sinks.ConfigChanges{Added: res.Added, Removed: res.Removed,
+		Restarted: res.Restarted, Updated: res.Updated, WorkersReplaced: res.Workers, NeedsRestart: res.NeedsRestart}, err)
 	if err != nil {
-		ev.Result, ev.Error = "rejected", err.Error()
 		d.reloadFailures.Add(1)
 		d.lastReloadOK.Store(false)
 		d.log.Error("config reload rejected; the running config stays", "error", err)
@@ -125,8 +122,7 @@ func (d *Daemon) publishHealth(now time.Time) {
 	if d.lastHealth.IsZero() {
 		interval = now.Sub(d.started)
 	}
-	ev := &sinks.HealthEvent{At: now.UTC(),
-		Interval: interval.Seconds(), UptimeS: now.Sub(d.started).Seconds(), Cameras: []sinks.CameraHealth{}}
+	var cams []sinks.CameraHealth
 	prev := d.healthPrev
 	d.healthPrev = make(map[string]healthCounts, len(prev))
 	for _, c := range d.Cameras() {
@@ -136,19 +132,17 @@ func (d *Daemon) publishHealth(now time.Time) {
 			p = healthCounts{} // restarted by a reload: its counters began again
 		}
 		d.healthPrev[c.ID] = cur
-		h := sinks.CameraHealth{Camera: c.ID, State: string(c.State), FPS: c.FPS,
-			Decoded: cur.decoded - p.decoded, Analysed: cur.analysed - p.analysed, Dropped: cur.dropped - p.dropped}
-		if interval > 0 {
-			h.FPSAchieved = float64(h.Analysed) / interval.Seconds()
-		}
-		ev.Cameras = append(ev.Cameras, h)
+		cams = append(cams, sinks.CameraHealth{Camera: c.ID, State: string(c.State), FPS: c.FPS,
+			Decoded: cur.decoded - p.decoded, Analysed: cur.analysed - p.analysed, Dropped: cur.dropped - p.dropped})
 	}
+	workers := 0
 	for _, w := range d.Workers() {
 		if w.State == infer.WorkerIdle || w.State == infer.WorkerBusy {
-			ev.Workers++
+			workers++
 		}
 	}
 	d.lastHealth = now
+	ev := sinks.NewHealthEvent(now, interval, now.Sub(d.started), cams, workers)
 	if err := d.pub.PublishHealth(ev); err != nil {
 		d.log.Warn("health event not published", "error", err)
 	}
@@ -159,14 +153,6 @@ func (d *Daemon) publishHealth(now time.Time) {
 // source, or a job that failed.
 func (dr Drops) lost() uint64 {
 	return dr.Stale + dr.Source + dr.WorkerLost + dr.Timeout + dr.Rejected + dr.Shutdown
-}
-
-// PublisherStats are the publisher's counters (zero before Start).
-func (d *Daemon) PublisherStats() sinks.Stats {
-	if d.pub == nil {
-		return sinks.Stats{}
-	}
-	return d.pub.Stats()
 }
 
 // StreamName is the JetStream stream that holds the site's events ("" without JetStream).

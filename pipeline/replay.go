@@ -17,23 +17,8 @@ import (
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
-	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
-
-// EventSink receives a replay's events in the order the daemon would publish them. It has
-// the method set of the result stage's (unexported) publisher interface, so the result stage
-// publishes into it unchanged. Events arrive already built by package sinks' constructors
-// (sinks.NewDetectionEvent etc.), not stamped with id/site/version (that is the Publisher's job).
-type EventSink interface {
-	PublishDetections(ev *sinks.DetectionEvent) error
-	PublishObject(ev *sinks.ObjectEvent) error
-	PublishZone(ev *sinks.ZoneEvent) error
-	PublishLine(ev *sinks.LineEvent) error
-}
-
-// The result stage publishes into an EventSink as it is.
-var _ publisher = EventSink(nil)
 
 // ReplayOptions say what Replay analyses and how.
 type ReplayOptions struct {

@@ -15,9 +15,10 @@ import (
 	"github.com/visiond/visiond/sinks"
 )
 
-// publisher publishes the events of results; *sinks.Publisher is the real one, which stamps
-// their version, site and id.
-type publisher interface {
+// EventSink receives the events of results, in the order the daemon publishes them, built
+// by package sinks' constructors (sinks.NewDetectionEvent etc.). *sinks.Publisher is the
+// daemon's, which stamps their version, site and id; Replay's caller gives its own.
+type EventSink interface {
 	PublishDetections(ev *sinks.DetectionEvent) error
 	PublishObject(ev *sinks.ObjectEvent) error
 	PublishZone(ev *sinks.ZoneEvent) error
@@ -56,7 +57,7 @@ type snapshotStore interface {
 // sceneMu, held for a result's analysis and publication (no network wait: publishes and
 // state writes queue).
 type results struct {
-	pub        publisher
+	pub        EventSink
 	state      sceneStore    // nil without JetStream: the analytics' state is then not kept
 	snapshots  snapshotStore // nil without JetStream: no evidence is kept
 	ids        idStore       // reserves the blocks of track ids; nil: the state bucket, or the clock without one (trackids.go)

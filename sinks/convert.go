@@ -13,8 +13,10 @@ import (
 // This file is where the daemon's results become events: the one place that knows both the
 // wire format and the kinds of package analytics (its changes, reasons, zone event types and
 // directions), which it maps to the wire's strings here and nowhere else, and the one
-// constructor of each event kind made from a result (detections, objects, zones, lines).
-// Constructors fill what the result says; the Publisher stamps version, site and id.
+// constructor of each event kind: those made from a result (detections, objects, zones,
+// lines) and those of the daemon's own life (a camera's status, a reload's outcome, health,
+// and the gaps the Publisher reports). Constructors fill what the event says; the Publisher
+// stamps version, site and id (and a health event's instance and publisher counts).
 
 // objectType is the wire type of an object change.
 func objectType(c analytics.Change) string {
@@ -229,4 +231,68 @@ func lineCounts(line string, counts []analytics.Count) map[string]map[string]uin
 		out[dir][n.Class] += n.N
 	}
 	return out
+}
+
+// NewStatusEvent is the event of camera's change to state from previous ("" when the camera
+// starts) at at, with reason, why it went offline (never a credential; "" when online), and
+// gap, when it comes back online, how long it delivered no frame (0 the first time).
+func NewStatusEvent(camera, state, previous, reason string, at time.Time, gap time.Duration) *StatusEvent {
+	return &StatusEvent{Camera: camera, State: state, Previous: previous, Reason: reason, At: at.UTC(), GapMS: millis(gap)}
+}
+
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Results of a config event.
+const (
+	ConfigApplied  = "applied"
+	ConfigRejected = "rejected"
+)
+
+// ConfigChanges are what a reload changed, as its config event names them.
+type ConfigChanges struct {
+	Added, Removed, Restarted, Updated []string // camera ids: started, stopped, source changed, fps or analytics changed
+	WorkersReplaced                    bool
+	NeedsRestart                       []string // changed sections that apply at the next start
+}
+
+// NewConfigEvent is the event of a reload at at: applied, with what it changed, or rejected
+// with err (the running config stays) when err is not nil.
+func NewConfigEvent(at time.Time, ch ConfigChanges, err error) *ConfigEvent {
+	ev := &ConfigEvent{Result: ConfigApplied, At: at.UTC(),
+		Added: ch.Added, Removed: ch.Removed, Restarted: ch.Restarted, Updated: ch.Updated,
+		WorkersReplaced: ch.WorkersReplaced, NeedsRestart: ch.NeedsRestart}
+	if err != nil {
+		ev.Result, ev.Error = ConfigRejected, err.Error()
+	}
+	return ev
+}
+
+// NewHealthEvent is the health event at at of a daemon up for uptime, over the interval
+// before at: cameras hold each camera's counts of the interval (their FPSAchieved is made
+// here from Analysed), workers the worker processes ready. The Publisher adds its own counts.
+func NewHealthEvent(at time.Time, interval, uptime time.Duration, cameras []CameraHealth, workers int) *HealthEvent {
+	ev := &HealthEvent{At: at.UTC(), Interval: interval.Seconds(), UptimeS: uptime.Seconds(),
+		Cameras: make([]CameraHealth, 0, len(cameras)), Workers: workers}
+	for _, c := range cameras {
+		c.FPSAchieved = 0
+		if interval > 0 {
+			c.FPSAchieved = float64(c.Analysed) / interval.Seconds()
+		}
+		ev.Cameras = append(ev.Cameras, c)
+	}
+	return ev
+}
+
+// Reasons of a gap event.
+const (
+	GapOutboxFull = "outbox_full" // dropped from the daemon's outbox, full while the server was unreachable
+	GapStoreFull  = "store_full"  // removed from the site's stream by its size limit before their age limit
+)
+
+// NewGapEvent is the event, at at, of n events lost for reason (GapOutboxFull or
+// GapStoreFull), the first of them made (outbox) or stored (stream) at from and the last at
+// to; first and last are the stream sequence numbers removed (GapStoreFull), or 0.
+func NewGapEvent(reason string, n uint64, from, to time.Time, first, last uint64, at time.Time) *GapEvent {
+	return &GapEvent{Reason: reason, Events: n, From: from.UTC(), To: to.UTC(), FirstSeq: first, LastSeq: last, At: at.UTC()}
 }

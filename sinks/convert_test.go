@@ -1,6 +1,7 @@
 package sinks
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -133,5 +134,35 @@ func TestNewObjectZoneLineEvents(t *testing.T) {
 	l := NewLineEvent("cam", analytics.LineEvent{Line: "gate", TrackID: 9, Direction: analytics.In, At: geom.Point{X: 0.5, Y: 0.5}}, counts)
 	if l.Direction != DirectionIn || l.Counts[DirectionIn]["person"] != 4 || l.Counts[DirectionOut]["car"] != 1 || len(l.Counts) != 2 {
 		t.Errorf("line event %+v: want in, with gate's counts only", l)
+	}
+}
+
+// The events of the daemon's own life carry what their constructors are given, times in UTC.
+func TestNewStatusConfigHealthGapEvents(t *testing.T) {
+	at := time.Date(2026, 11, 30, 11, 0, 0, 0, time.FixedZone("CET", 3600))
+	st := NewStatusEvent("door", "online", "offline", "", at, 12430500*time.Microsecond)
+	if *st != (StatusEvent{Camera: "door", State: "online", Previous: "offline", At: at.UTC(), GapMS: 12430.5}) {
+		t.Errorf("status event %+v", st)
+	}
+	ch := ConfigChanges{Added: []string{"yard"}, Updated: []string{"door"}, WorkersReplaced: true, NeedsRestart: []string{"nats"}}
+	if ev := NewConfigEvent(at, ch, nil); ev.Result != ConfigApplied || ev.Error != "" || !ev.At.Equal(at) || ev.At.Location() != time.UTC ||
+		len(ev.Added) != 1 || len(ev.Updated) != 1 || !ev.WorkersReplaced || len(ev.NeedsRestart) != 1 {
+		t.Errorf("applied config event %+v", ev)
+	}
+	if ev := NewConfigEvent(at, ConfigChanges{}, errors.New("line 3: cameras[0].url: missing")); ev.Result != ConfigRejected ||
+		ev.Error != "line 3: cameras[0].url: missing" || ev.Added != nil {
+		t.Errorf("rejected config event %+v", ev)
+	}
+	cams := []CameraHealth{{Camera: "door", State: "online", FPS: 5, Decoded: 250, Analysed: 49, Dropped: 1}}
+	h := NewHealthEvent(at, 10*time.Second, time.Minute, cams, 2)
+	if h.Interval != 10 || h.UptimeS != 60 || h.Workers != 2 || len(h.Cameras) != 1 || h.Cameras[0].FPSAchieved != 4.9 || h.At.Location() != time.UTC {
+		t.Errorf("health event %+v", h)
+	}
+	if h := NewHealthEvent(at, 0, 0, nil, 0); h.Cameras == nil || len(h.Cameras) != 0 {
+		t.Errorf("health event of no camera: cameras %#v, want empty, not nil", h.Cameras)
+	}
+	g := NewGapEvent(GapStoreFull, 12, at.Add(-time.Hour), at, 1, 12, at)
+	if *g != (GapEvent{Reason: "store_full", Events: 12, From: at.Add(-time.Hour).UTC(), To: at.UTC(), FirstSeq: 1, LastSeq: 12, At: at.UTC()}) {
+		t.Errorf("gap event %+v", g)
 	}
 }

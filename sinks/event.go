@@ -1,15 +1,19 @@
-// Package sinks delivers visiond's events: detection events published to NATS as JSON, and the
-// embedded NATS server that the daemon starts when no external server is configured.
+// Package sinks delivers visiond's events and keeps its stores: every event is published to
+// NATS as JSON by the Publisher (core NATS, or JetStream with an outbox, acknowledgements and
+// retries), the analytics' state, the objects' evidence and the clips are kept in JetStream
+// stores on the box, and Server is the embedded NATS server that the daemon starts when no
+// external server is configured.
 //
 // The events are documented in docs/events.md; their JSON field names are part of the public
-// interface and change only with a new Version. Callers fill in what an event says; the
-// Publisher stamps every event's version, site and id (ids.go says how ids are made).
+// interface and change only with a new Version. Each kind has one constructor (convert.go)
+// that fills what the event says; the Publisher stamps every event's version, site and id
+// (ids.go says how ids are made).
 //
-// # Tracked objects (issue 14)
+// # Tracked objects
 //
 // Besides detections, a camera with tracking publishes three kinds of events through the same
-// Publisher (its outbox, acknowledgements, retries and counters), and keeps two stores on the
-// box, both in the box's JetStream domain so that a hub reaches them over the leaf link:
+// Publisher (its outbox, acknowledgements, retries and counters), and keeps its stores on the
+// box, in the box's JetStream domain so that a hub reaches them over the leaf link:
 //
 //	p.PublishObject(sinks.NewObjectEvent(cam, report, w, h)) // .objects, from an analytics.ObjectReport
 //	p.PublishZone(sinks.NewZoneEvent(cam, zoneEvent, occupancy)) // .zones
@@ -28,15 +32,23 @@
 //	snaps.Start()
 //	snaps.PutSnapshot(sinks.SnapshotName(cam, track, firstSeen), jpeg) // then name it in the object event
 //
-// Close them (State, Snapshots) before the Publisher. Put* and PutSnapshot never block: they
-// check the names (camera, zone and line ids are tokens, as config requires; a bad one is an
-// error naming it), queue, and one goroutine each writes; the state coalesces (the latest value
-// per key wins), the snapshot queue is bounded by bytes and drops (counted) when full.
+//	clips := &sinks.Clips{Publisher: p, Dir: dir}   // object store <prefix>-<site>-clips
+//	clips.Start()
+//	clips.PutClip(info, mp4File)                    // OnStored then says when it is stored
+//
+// Close them (State, Snapshots, Clips) before the Publisher. Put*, PutSnapshot and PutClip
+// never block on the network: they check what they are given (camera, zone and line ids are
+// tokens, as config requires; a bad one is an error naming it), queue it, and one goroutine of
+// each store writes (a queueWriter, writer.go); the state coalesces (the latest value per key
+// wins), the snapshot queue is bounded by bytes and the clip queue by the bytes of its files on
+// disk, and both drop (counted) when full.
 //
 // convert.go is the one place where sinks meets packages infer and analytics: it maps
 // analytics' kinds (changes, reasons, zone event types, directions) to the wire's strings and
-// holds the constructor of each event made from a result (NewDetectionEvent, NewObjectEvent,
-// NewZoneEvent, NewLineEvent). Package analytics does not import sinks.
+// holds the constructor of each event: those made from a result (NewDetectionEvent,
+// NewObjectEvent, NewZoneEvent, NewLineEvent) and those of the daemon's own life
+// (NewStatusEvent, NewConfigEvent, NewHealthEvent, NewGapEvent). Package analytics does not
+// import sinks.
 package sinks
 
 import (

@@ -24,9 +24,10 @@ import (
 // each event goes into the site's stream with its id as Nats-Msg-Id, up to Window at once, and
 // is forgotten only when the server acknowledges it; an error or a missing acknowledgement
 // (AckTimeout) sends it again, and the server drops a copy of an id it already holds, so
-// retries never duplicate. While the server is unreachable events wait in the outbox; when it
-// is full the oldest go first, and a gap event says how many and when. Without JetStream,
-// events are published with core NATS once.
+// retries never duplicate; a second goroutine reads the stream's state every StoreCheck, so
+// that no wait on the server holds up the first. While the server is unreachable events wait
+// in the outbox; when it is full the oldest go first, and a gap event says how many and when.
+// Without JetStream, events are published with core NATS once.
 //
 // The lifecycle is Start, then Publish* from any goroutine, then Close, which waits.
 type Publisher struct {
@@ -115,7 +116,7 @@ type Stats struct {
 }
 
 // Start connects, makes sure the stream exists (with JetStream) and starts the publishing
-// goroutine. The first connection must succeed, so that a wrong URL, credential or TLS file is
+// goroutines. The first connection must succeed, so that a wrong URL, credential or TLS file is
 // reported at start; later outages are ridden out.
 func (p *Publisher) Start() error {
 	p.log = p.Logger
@@ -318,10 +319,9 @@ func (p *Publisher) PublishHealth(ev *HealthEvent) error {
 	return p.publish(HealthSubject(p.Prefix, p.Site), ev)
 }
 
-// gapMessage makes the message of a gap event. It goes out before anything waiting, and takes
-// no room in the outbox: it must not push out another event.
+// gapMessage makes the message of a gap event (NewGapEvent). It goes out before anything
+// waiting, and takes no room in the outbox: it must not push out another event.
 func (p *Publisher) gapMessage(ev *GapEvent) *message {
-	ev.At = time.Now().UTC()
 	m, err := p.message(GapSubject(p.Prefix, p.Site), ev)
 	if err != nil {
 		panic(err) // a GapEvent always encodes
@@ -398,72 +398,153 @@ type pending struct {
 }
 
 // run publishes from the outbox until Close and the outbox is drained (or the connection is
-// closed under it). Acknowledgements are awaited in the order of sending: the server answers
-// in that order, and a later answer waits in its future until its turn.
+// closed under it): with core NATS each event once (runCore), with JetStream each until the
+// server acknowledges it (runJetStream).
 func (p *Publisher) run() {
 	defer close(p.done)
-	var (
-		inflight []pending
-		retry    []*message // sent, not acknowledged: sent again before the outbox
-		waitUp   <-chan time.Time
-	)
-	check := time.NewTicker(p.StoreCheck)
-	defer check.Stop()
-	store := storeWatch{}
-	next := func() (*message, bool) {
-		if len(retry) > 0 {
-			m := retry[0]
-			retry = retry[1:]
-			p.held.Add(-1)
-			return m, true
-		}
-		return p.out.pop()
+	if p.JetStream {
+		p.runJetStream()
+	} else {
+		p.runCore()
 	}
-	unread := func(m *message) {
-		retry = append([]*message{m}, retry...)
-		p.held.Add(1)
+}
+
+// sendQueue is what run sends before the outbox: gap events, and with JetStream the events
+// sent and not acknowledged. It is run's alone.
+type sendQueue struct {
+	p     *Publisher
+	retry []*message
+}
+
+// next takes the next event to send: the queue's first, else the outbox's oldest.
+func (q *sendQueue) next() (*message, bool) {
+	if len(q.retry) > 0 {
+		m := q.retry[0]
+		q.retry = q.retry[1:]
+		q.p.held.Add(-1)
+		return m, true
 	}
+	return q.p.out.pop()
+}
+
+// unread puts m first: an event that could not be sent, or a gap event.
+func (q *sendQueue) unread(m *message) {
+	q.retry = append([]*message{m}, q.retry...)
+	q.p.held.Add(1)
+}
+
+// again puts m, sent and not acknowledged, last in the queue (still before the outbox).
+func (q *sendQueue) again(m *message) {
+	q.retry = append(q.retry, m)
+	q.p.held.Add(1)
+}
+
+// empty says whether nothing waits to be sent, here or in the outbox.
+func (q *sendQueue) empty() bool { return len(q.retry) == 0 && q.p.out.len() == 0 }
+
+// outboxGap counts the events the outbox dropped since the last call, if any, and puts a gap
+// event saying so first.
+func (q *sendQueue) outboxGap() {
+	g := q.p.out.takeGap()
+	if g.n == 0 {
+		return
+	}
+	q.p.dropped.Add(g.n)
+	q.p.log.Warn("outbox full: oldest events dropped", "events", g.n, "from", g.first, "to", g.last)
+	q.unread(q.p.gapMessage(NewGapEvent(GapOutboxFull, g.n, g.first, g.last, 0, 0, time.Now())))
+}
+
+// retryWait is how long run waits after a failed send before sending again, unless the
+// connection comes back first.
+const retryWait = time.Second
+
+// runCore publishes with core NATS: each event once, counted as published when nats.go has
+// taken it (it buffers it while reconnecting).
+func (p *Publisher) runCore() {
+	q := sendQueue{p: p}
+	var waitUp <-chan time.Time // non-nil after a failed send: wait before the next
 	stopping := p.stop
 	for {
-		if g := p.out.takeGap(); g.n > 0 {
-			p.dropped.Add(g.n)
-			p.log.Warn("outbox full: oldest events dropped", "events", g.n, "from", g.first, "to", g.last)
-			unread(p.gapMessage(&GapEvent{Reason: "outbox_full", Events: g.n, From: g.first.UTC(), To: g.last.UTC()}))
+		q.outboxGap()
+		for waitUp == nil {
+			if p.nc.IsClosed() {
+				return
+			}
+			m, ok := q.next()
+			if !ok {
+				break
+			}
+			if err := p.nc.Publish(m.subject, m.data); err != nil {
+				q.unread(m)
+				waitUp = time.After(retryWait)
+				break
+			}
+			p.published.Add(1)
 		}
+		if stopping == nil && q.empty() {
+			return // closed and drained
+		}
+		select {
+		case <-p.out.signal:
+		case <-p.up:
+			waitUp = nil
+		case <-waitUp:
+			waitUp = nil
+		case <-stopping:
+			stopping = nil // drain: the loop returns once nothing is left
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+// runJetStream publishes into the stream, up to Window events awaiting acknowledgement at
+// once. Acknowledgements are awaited in the order of sending: the server answers in that
+// order, and a later answer waits in its future until its turn. An error or a missing
+// acknowledgement sends the event again. The stream is checked for events removed by its size
+// limit off this goroutine (watchStore), which hands the gap events in.
+func (p *Publisher) runJetStream() {
+	ctx, cancel := context.WithCancel(context.Background())
+	gaps := make(chan *GapEvent)
+	watched := make(chan struct{})
+	go p.watchStore(ctx, gaps, watched)
+	defer func() {
+		cancel()
+		<-watched
+	}()
+	q := sendQueue{p: p}
+	var (
+		inflight []pending
+		waitUp   <-chan time.Time // non-nil after a failed send: wait before the next
+	)
+	stopping := p.stop
+	for {
+		q.outboxGap()
 		// Send while the window has room and the connection is up.
 		for waitUp == nil && len(inflight) < p.Window {
 			if p.nc.IsClosed() {
 				return
 			}
-			m, ok := next()
+			m, ok := q.next()
 			if !ok {
 				break
 			}
-			if !p.JetStream {
-				if err := p.nc.Publish(m.subject, m.data); err != nil {
-					unread(m)
-					waitUp = time.After(time.Second)
-					break
-				}
-				p.published.Add(1)
-				continue
-			}
 			if !p.nc.IsConnected() {
-				unread(m)
-				waitUp = time.After(time.Second)
+				q.unread(m)
+				waitUp = time.After(retryWait)
 				break
 			}
 			msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
 			ack, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(m.id))
 			if err != nil {
-				unread(m)
-				waitUp = time.After(time.Second)
+				q.unread(m)
+				waitUp = time.After(retryWait)
 				break
 			}
 			inflight = append(inflight, pending{m, ack})
 			p.inflight.Add(1)
 		}
-		if stopping == nil && len(inflight) == 0 && len(retry) == 0 && p.out.len() == 0 {
+		if stopping == nil && len(inflight) == 0 && q.empty() {
 			return // closed and drained
 		}
 		var okc <-chan *jetstream.PubAck
@@ -485,30 +566,57 @@ func (p *Publisher) run() {
 			}
 			p.retried.Add(1)
 			p.log.Debug("event not acknowledged; sending it again", "id", inflight[0].m.id, "error", err)
-			retry = append(retry, inflight[0].m)
-			p.held.Add(1)
+			q.again(inflight[0].m)
 			inflight = inflight[1:]
 			p.inflight.Add(-1)
+		case g := <-gaps:
+			q.unread(p.gapMessage(g))
 		case <-p.out.signal:
 		case <-p.up:
 			waitUp = nil
 		case <-waitUp:
 			waitUp = nil
-		case <-check.C:
-			if p.stream != nil && p.nc.IsConnected() {
-				g := store.check(p.stream, p.Stream.MaxAge)
-				if store.info != nil {
-					p.setStreamStats(store.info)
-				}
-				if g != nil {
-					p.log.Warn("stream full: oldest events removed before their age limit", "stream", p.Stream.Name,
-						"events", g.Events, "first_seq", g.FirstSeq, "last_seq", g.LastSeq)
-					unread(p.gapMessage(g))
-				}
-			}
 		case <-stopping:
 			stopping = nil // drain: the loop returns once nothing is left
 		case <-p.quit:
+			return
+		}
+	}
+}
+
+// watchStore reads the stream's state every StoreCheck while the connection is up, for
+// StreamStats, and hands runJetStream a gap event on gaps when events were removed by the
+// stream's size limit. It runs on its own goroutine, since the read waits for the server,
+// until ctx ends; then it closes done.
+func (p *Publisher) watchStore(ctx context.Context, gaps chan<- *GapEvent, done chan<- struct{}) {
+	defer close(done)
+	if p.stream == nil {
+		return
+	}
+	check := time.NewTicker(p.StoreCheck)
+	defer check.Stop()
+	var store storeWatch
+	for {
+		select {
+		case <-check.C:
+		case <-ctx.Done():
+			return
+		}
+		if !p.nc.IsConnected() {
+			continue
+		}
+		g := store.check(ctx, p.stream, p.Stream.MaxAge)
+		if store.info != nil {
+			p.setStreamStats(store.info)
+		}
+		if g == nil {
+			continue
+		}
+		p.log.Warn("stream full: oldest events removed before their age limit", "stream", p.Stream.Name,
+			"events", g.Events, "first_seq", g.FirstSeq, "last_seq", g.LastSeq)
+		select {
+		case gaps <- g:
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -522,8 +630,8 @@ type storeWatch struct {
 	info      *jetstream.StreamInfo // as read by the last check that could read it
 }
 
-func (w *storeWatch) check(s jetstream.Stream, maxAge time.Duration) *GapEvent {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+func (w *storeWatch) check(ctx context.Context, s jetstream.Stream, maxAge time.Duration) *GapEvent {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	info, err := s.Info(ctx)
 	if err != nil {
@@ -542,6 +650,5 @@ func (w *storeWatch) check(s jetstream.Stream, maxAge time.Duration) *GapEvent {
 	if maxAge > 0 && now.Sub(prevTime) >= maxAge {
 		return nil
 	}
-	return &GapEvent{Reason: "store_full", Events: st.FirstSeq - prev,
-		From: prevTime.UTC(), To: st.FirstTime.UTC(), FirstSeq: prev, LastSeq: st.FirstSeq - 1}
+	return NewGapEvent(GapStoreFull, st.FirstSeq-prev, prevTime, st.FirstTime, prev, st.FirstSeq-1, now)
 }

@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -26,20 +27,18 @@ func TestEventsMatchSchemas(t *testing.T) {
 	det.LatencyMS = Latency{Queue: 35.2, Pre: 0.7, Infer: 41, Post: 0.4, Total: 80.3}
 	for _, err := range []error{
 		p.PublishDetections(det),
-		p.PublishStatus(&StatusEvent{Version: Version, Site: "lab", Camera: "door", State: "offline", Previous: "online",
-			Reason: "stalled: no frame for 10s", At: now}),
-		p.PublishStatus(&StatusEvent{Version: Version, Site: "lab", Camera: "door", State: "online", Previous: "offline",
-			At: now, GapMS: 12430.5}),
-		p.PublishConfig(&ConfigEvent{Version: Version, Site: "lab", Result: "rejected", Error: "line 3: cameras[0].url: missing", At: now}),
-		p.PublishConfig(&ConfigEvent{Version: Version, Site: "lab", Result: "applied", At: now, Added: []string{"yard"}, WorkersReplaced: true}),
-		p.PublishHealth(&HealthEvent{Version: Version, Site: "lab", Instance: "inst", At: now, Interval: 10, UptimeS: 60,
-			Cameras: []CameraHealth{{Camera: "door", State: "online", FPS: 5, FPSAchieved: 4.9, Decoded: 250, Analysed: 49, Dropped: 1}}, Workers: 2}),
+		p.PublishStatus(NewStatusEvent("door", "offline", "online", "stalled: no frame for 10s", now, 0)),
+		p.PublishStatus(NewStatusEvent("door", "online", "offline", "", now, 12430500*time.Microsecond)),
+		p.PublishConfig(NewConfigEvent(now, ConfigChanges{}, errors.New("line 3: cameras[0].url: missing"))),
+		p.PublishConfig(NewConfigEvent(now, ConfigChanges{Added: []string{"yard"}, WorkersReplaced: true}, nil)),
+		p.PublishHealth(NewHealthEvent(now, 10*time.Second, time.Minute,
+			[]CameraHealth{{Camera: "door", State: "online", FPS: 5, Decoded: 250, Analysed: 49, Dropped: 1}}, 2)),
 	} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	gap := p.gapMessage(&GapEvent{Reason: "store_full", Events: 12, From: now.Add(-time.Hour), To: now, FirstSeq: 1, LastSeq: 12})
+	gap := p.gapMessage(NewGapEvent(GapStoreFull, 12, now.Add(-time.Hour), now, 1, 12, now))
 	p.out.put(gap)
 	testutil.WaitFor(t, time.Minute, "7 acknowledgements", func() bool { return p.Stats().Published == 7 })
 
