@@ -16,12 +16,8 @@ import (
 	"github.com/visiond/visiond/sources"
 )
 
-// Defaults of Settings.
-const (
-	DefaultPreCapture  = 5 * time.Second
-	DefaultPostCapture = 5 * time.Second
-	DefaultMaxLength   = 2 * time.Minute
-)
+// DefaultMaxLength is Settings.MaxLength's default, for a Recorder given none.
+const DefaultMaxLength = 2 * time.Minute
 
 // Settings say which of a camera's objects make clips, and how long the clips are.
 type Settings struct {
@@ -38,13 +34,6 @@ type Settings struct {
 	Classes []string
 	// Zones, when set, limit the objects that make clips to those inside one of these zones.
 	Zones []string
-}
-
-// RingKeep is how much video a camera's Ring must keep for clips of s, whose objects are
-// confirmed up to confirm after their first sighting: PreCapture, the confirmation, and a
-// margin for the Recorder's reading.
-func (s Settings) RingKeep(confirm time.Duration) time.Duration {
-	return s.PreCapture + confirm + 2*time.Second
 }
 
 // Clip is a finished clip, handed to Recorder.Finished.

@@ -354,9 +354,6 @@ func (s *ClusterServer) logTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// LogTail is the last n lines of the server's log.
-func (s *ClusterServer) LogTail(n int) string { return s.logTail(n) }
-
 // stop is the cleanup: kill every running server and wait for it; report an exit that was not
 // asked for.
 func (c *HubCluster) stop(tb testing.TB) func() {

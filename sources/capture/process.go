@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -268,13 +267,6 @@ func note(line string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// Tail returns the last lines the process printed (scrubbed).
-func (p *Process) Tail() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.tail)
 }
 
 // growPipe asks for a larger pipe, so a frame crosses in a few writes instead of one per
