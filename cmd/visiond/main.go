@@ -298,13 +298,10 @@ func cutsStopShort(first, sig os.Signal, since time.Duration) bool {
 	return since >= signalRepeatWindow
 }
 
-// sampleCamera is the path the built-in sample camera is served on.
-const sampleCamera = "sample"
-
 // startSample serves the built-in sample camera (the sample section): the demo's file over
 // RTSP on loopback, at rtsp://<listen>/sample.
 func startSample(c config.Sample, log *slog.Logger) (*samplecam.Server, error) {
-	s := &samplecam.Server{Listen: c.Listen, Streams: map[string]string{sampleCamera: c.File}, Logger: log}
+	s := &samplecam.Server{Listen: c.Listen, Streams: map[string]string{samplecam.Path: c.File}, Logger: log}
 	if err := s.Start(); err != nil {
 		return nil, fmt.Errorf("sample camera: %w", err)
 	}

@@ -1,21 +1,23 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"path/filepath"
-	"slices"
+	"os/signal"
+	"runtime"
 	"strings"
-
-	"gocv.io/x/gocv"
+	"syscall"
+	"time"
 
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/model"
-	"github.com/visiond/visiond/infer/worker"
+	"github.com/visiond/visiond/infer/prep"
 )
 
 const modelUsage = `usage: visiond model <command> [flags]
@@ -34,7 +36,7 @@ commands:
 "visiond model <command> -h" lists a command's flags. docs/models.md tells more.
 `
 
-// modelCmd is `visiond model`: it works on ONNX model files, in Go.
+// modelCmd is `visiond model`: it works on ONNX model files, in Go (infer/prep).
 func modelCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, modelUsage)
@@ -75,279 +77,136 @@ func modelInspectCmd(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(info)
 	}
-	printInfo(stdout, info)
+	prep.PrintInfo(stdout, info)
 	return nil
 }
 
-// printInfo prints what model inspect found, one line per property.
-func printInfo(w io.Writer, i model.Info) {
-	fmt.Fprintf(w, "file       %s (%.1f MiB)\n", i.Path, i.SizeMiB)
-	fmt.Fprintf(w, "precision  %s\n", i.Precision)
-	producer := ""
-	if i.Producer != "" {
-		producer = ", producer " + i.Producer
-	}
-	fmt.Fprintf(w, "opset      %d (IR version %d%s)\n", i.Opset, i.IRVersion, producer)
-	fmt.Fprintf(w, "input      %s: %s, %dx%d\n", i.Input, i.InputLayout, i.InputW, i.InputH)
-	fmt.Fprintf(w, "output     %s\n", i.Output)
-	fmt.Fprintf(w, "layout     %s, %d anchors\n", i.Layout, i.Anchors)
-	switch {
-	case len(i.Classes) > 0:
-		fmt.Fprintf(w, "classes    %d: %s\n", len(i.Classes), strings.Join(i.Classes, ", "))
-	case i.ClassCount > 0:
-		fmt.Fprintf(w, "classes    %d, without names (no \"names\" metadata: give the workers a labels file)\n", i.ClassCount)
-	default:
-		fmt.Fprintf(w, "classes    not stated (no \"names\" metadata; the layout does not say)\n")
-	}
-}
-
-// checkFlags are the flags of a conversion's agreement check, shared by the conversions.
-type checkFlags struct {
-	library  string
-	source   string
-	frames   int
-	provider string
-	device   int
-}
-
-func (c *checkFlags) register(fs interface {
+// checkFlags registers the flags of a conversion's agreement check on fs, into c.
+func checkFlags(fs interface {
 	StringVar(*string, string, string, string)
 	IntVar(*int, string, int, string)
-}) {
+}, c *prep.Check, provider *string) {
 	def := config.Default()
-	fs.StringVar(&c.library, "library", def.Workers.Library, "ONNX Runtime `library` the agreement check runs the models with (default: workers.library's, $ONNXRUNTIME_SHARED_LIBRARY_PATH when set)")
-	fs.StringVar(&c.source, "check", def.Sample.File,
+	fs.StringVar(&c.Library, "library", def.Workers.Library, "ONNX Runtime `library` the agreement check runs the models with (default: workers.library's, $ONNXRUNTIME_SHARED_LIBRARY_PATH when set)")
+	fs.StringVar(&c.Source, "check", def.Sample.File,
 		"frames for the agreement check: a video `file` or a folder of images, letterboxed to the model's input (default: the demo's sample video)")
-	fs.IntVar(&c.frames, "check-frames", 20, "number of frames of the agreement check (a video: one every 5th frame)")
-	fs.StringVar(&c.provider, "provider", string(infer.ProviderCPU), "execution `provider` the agreement check runs both models on: cpu (one thread each), cuda or tensorrt")
-	fs.IntVar(&c.device, "device", 0, "CUDA `device` of -provider cuda or tensorrt")
+	fs.IntVar(&c.Frames, "check-frames", 20, "number of frames of the agreement check (a video: one every 5th frame)")
+	fs.StringVar(provider, "provider", string(infer.ProviderCPU), "execution `provider` the agreement check runs both models on: cpu (one thread each), cuda or tensorrt")
+	fs.IntVar(&c.Device, "device", 0, "CUDA `device` of -provider cuda or tensorrt")
 }
 
-// check validates the flags: a usage error names the one that is wrong.
-func (c *checkFlags) check() error {
-	if c.frames <= 0 {
-		return usagef("-check-frames %d: want at least 1", c.frames)
+// validCheck validates the check's flags: a usage error names the one that is wrong.
+func validCheck(c *prep.Check, provider string) error {
+	if c.Frames <= 0 {
+		return usagef("-check-frames %d: want at least 1", c.Frames)
 	}
-	if _, err := infer.ParseProvider(c.provider); err != nil {
+	p, err := infer.ParseProvider(provider)
+	if err != nil {
 		return usagef("-provider: %v", err)
 	}
-	if c.device < 0 {
-		return usagef("-device %d: want 0 or more", c.device)
+	c.Provider = p
+	if c.Device < 0 {
+		return usagef("-device %d: want 0 or more", c.Device)
 	}
 	return nil
 }
 
-// options are the detector options of model path in the check.
-func (c *checkFlags) options(path string) infer.DetectorOptions {
-	return infer.DetectorOptions{Model: path, Library: c.library, Provider: infer.Provider(c.provider), Device: c.device}
-}
-
-// modelConvertCmd is `visiond model fp16` and `visiond model prelude`: load, convert, save,
-// check the agreement with the original.
+// modelConvertCmd is `visiond model fp16` and `visiond model prelude` (prep.Convert).
 func modelConvertCmd(name string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("model "+name, "", stderr)
-	in := fs.String("model", "", "ONNX detector `file` to convert (required)")
-	out := fs.String("out", "", "`file` to write the converted model to (required; its folder must exist)")
-	uint8In := name == "prelude"
+	c := prep.Conversion{FP16: name == "fp16", Uint8Input: name == "prelude"}
+	fs.StringVar(&c.In, "model", "", "ONNX detector `file` to convert (required)")
+	fs.StringVar(&c.Out, "out", "", "`file` to write the converted model to (required; its folder must exist)")
 	if name == "fp16" {
-		fs.BoolVar(&uint8In, "uint8-input", false, "also add the uint8 input prelude (as visiond model prelude)")
+		fs.BoolVar(&c.Uint8Input, "uint8-input", false, "also add the uint8 input prelude (as visiond model prelude)")
 	}
-	var check checkFlags
-	check.register(fs)
+	var provider string
+	checkFlags(fs, &c.Check, &provider)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() > 0:
 		return usagef("unexpected argument %q (the model goes after -model)", fs.Arg(0))
-	case *in == "":
+	case c.In == "":
 		return usagef("-model is required: the model to convert")
-	case *out == "":
+	case c.Out == "":
 		return usagef("-out is required: the file to write the converted model to")
 	}
-	if err := check.check(); err != nil {
+	if err := validCheck(&c.Check, provider); err != nil {
 		return err
 	}
-	if err := checkOutPath(*in, *out); err != nil {
-		return err
-	}
-	info, err := model.InspectFile(*in)
-	if err != nil {
-		return err
-	}
-	frames, err := check.load(info)
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(*in)
-	if err != nil {
-		return err
-	}
-	// The prelude first, so that fp16 converts its Cast and Div too.
-	if uint8In {
-		if err := model.AddUint8Prelude(m); err != nil {
-			return fmt.Errorf("model %s: %w", *in, err)
-		}
-	}
-	note := "the uint8 input saves the CPU's conversion and 3/4 of the bytes copied to a GPU"
-	if name == "fp16" {
-		if err := model.ConvertFP16(m); err != nil {
-			return fmt.Errorf("model %s: %w", *in, err)
-		}
-		note = "ONNX Runtime's CPU provider runs float16 models, but not faster: the gain is on cuda and tensorrt"
-	}
-	if err := model.Save(m, *out); err != nil {
-		return err
-	}
-	conv, err := model.InspectFile(*out)
-	if err != nil {
-		os.Remove(*out)
-		return fmt.Errorf("the converted model: %w (not kept)", err)
-	}
-	fmt.Fprintf(stdout, "wrote %s: %s, %.1f MiB (from %s, %s, %.1f MiB); input %s (%s), output %s\n",
-		*out, conv.Precision, conv.SizeMiB, *in, info.Precision, info.SizeMiB, conv.Input, conv.InputLayout, conv.Output)
-	return check.print(stdout, frames, *in, *out, 0.99, note)
+	return prep.Convert(stdout, c)
 }
 
-// checkOutPath fails when out cannot be written as a model: its folder missing, a folder
-// itself, or the input file.
-func checkOutPath(in, out string) error {
-	dir := filepath.Dir(out)
-	st, err := os.Stat(dir)
+// modelQuantizeCmd is `visiond model quantize` (prep.Quantize).
+func modelQuantizeCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("model quantize", "", stderr)
+	var q prep.Quantization
+	fs.StringVar(&q.In, "model", "", "FP32 ONNX detector `file` to quantize (required)")
+	fs.StringVar(&q.Out, "out", "", "`file` to write the INT8 model to (required; its folder must exist)")
+	fs.StringVar(&q.Calib, "calib", "", "the site's frames (required): a video `file`, an image, a folder of images, a quoted glob of images, or a visiond config file (frames from its cameras)")
+	fs.IntVar(&q.Frames, "frames", 100, "calibration frames, spread over the source")
+	fs.IntVar(&q.Holdout, "holdout", 40, "further frames of the calibration source, not used for calibration, for an agreement check on them (0 with -eval: none)")
+	var evals evalSources
+	fs.Var(&evals, "eval", "frames of a `source` other than -calib for the agreement check, the one to judge the model by: a video file, an image, a folder of images, a quoted glob of images (\"site/*.jpg\") or a visiond config file; repeat it for several sources, each scored on its own")
+	fs.IntVar(&q.EvalFrames, "eval-frames", 40, "the most frames of each -eval source, spread over it")
+	method := fs.String("method", string(model.MethodPercentile), "activation ranges: percentile, entropy or minmax")
+	fs.Float64Var(&q.Percentile, "percentile", model.DefaultPercentile, "the percentile of -method percentile, in percent")
+	fs.BoolVar(&q.ReduceRange, "reduce-range", true, "7-bit weights: ONNX Runtime's u8s8 kernels on x86 CPUs without VNNI can saturate with 8-bit ones; -reduce-range=false for 8-bit (e.g. for TensorRT): compare the agreement")
+	fs.StringVar(&q.Library, "library", config.Default().Workers.Library, "ONNX Runtime `library` to calibrate and check with")
+	fs.IntVar(&q.Threads, "threads", runtime.NumCPU(), "threads of the calibration runs (the agreement check runs on one)")
+	fs.DurationVar(&q.Timeout, "calib-timeout", 5*time.Minute, "a config's cameras: the longest to wait for their frames")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	q.Eval = evals
+	m, err := model.ParseMethod(*method)
+	q.Method = m
 	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected argument %q (the model goes after -model)", fs.Arg(0))
+	case q.In == "":
+		return usagef("-model is required: the FP32 model to quantize")
+	case q.Out == "":
+		return usagef("-out is required: the file to write the INT8 model to")
+	case q.Calib == "":
+		return usagef("-calib is required: a video file, a folder of images or a visiond config of the site's cameras")
+	case q.Frames <= 0:
+		return usagef("-frames %d: want at least 1 calibration frame", q.Frames)
+	case q.Holdout < 0 || q.Holdout == 0 && len(evals) == 0:
+		return usagef("-holdout %d: want at least 1 frame for the agreement check (0 only with -eval)", q.Holdout)
+	case q.EvalFrames <= 0:
+		return usagef("-eval-frames %d: want at least 1", q.EvalFrames)
 	case err != nil:
-		return fmt.Errorf("-out %s: folder %s: %w", out, dir, err)
-	case !st.IsDir():
-		return fmt.Errorf("-out %s: %s is not a folder", out, dir)
+		return usagef("-method: %v", err)
+	case !(q.Percentile > 50 && q.Percentile <= 100):
+		return usagef("-percentile %v: want more than 50 and at most 100", q.Percentile)
+	case q.Threads <= 0:
+		return usagef("-threads %d: want at least 1", q.Threads)
+	case q.Timeout <= 0:
+		return usagef("-calib-timeout %v: want more than 0", q.Timeout)
 	}
-	if st, err := os.Stat(out); err == nil {
-		if st.IsDir() {
-			return fmt.Errorf("-out %s is a folder: want a file name", out)
-		}
-		if ist, err := os.Stat(in); err == nil && os.SameFile(st, ist) {
-			return fmt.Errorf("-out %s is the input model: write the conversion to another file", out)
+	for _, e := range evals {
+		if p, same := prep.SameSource(q.Calib, e); same {
+			return usagef("-eval %s: %s is in the calibration source %s: its frames are not unseen (leave -eval out to score on frames held out of the calibration)", e, p, q.Calib)
 		}
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return prep.Quantize(ctx, stdout, log, q)
+}
+
+// evalSources is -eval: the sources of the agreement check, in the order given.
+type evalSources []string
+
+func (e *evalSources) String() string { return strings.Join(*e, ", ") }
+
+func (e *evalSources) Set(s string) error {
+	if s == "" {
+		return errors.New("empty: want a video file, an image, a folder of images, a glob or a visiond config")
+	}
+	*e = append(*e, s)
 	return nil
-}
-
-// load checks the library and reads the check's frames for a model of info's input size,
-// before anything is converted.
-func (c *checkFlags) load(info model.Info) ([][]byte, error) {
-	if _, err := os.Stat(c.library); err != nil {
-		return nil, fmt.Errorf("agreement check: onnxruntime library: %w (-library names it)", err)
-	}
-	frames, err := agreementFrames(c.source, c.frames, info.InputW, info.InputH)
-	if err != nil {
-		return nil, fmt.Errorf("agreement check: %w (-check names the frames: a video file or a folder of images)", err)
-	}
-	return frames, nil
-}
-
-// print runs the reference (in) and the converted model (out) on frames (worker.Compare:
-// the CPU provider, one thread each, unless -provider says otherwise) and prints their
-// agreement, with a warning when mAP@0.5 is below aim. A converted model that the workers'
-// Detector cannot load or run is removed and the error returned.
-func (c *checkFlags) print(w io.Writer, frames [][]byte, in, out string, aim float64, note string) error {
-	ag, err := worker.Compare(c.options(in), c.options(out), frames)
-	var ce *worker.CandidateError
-	switch {
-	case errors.As(err, &ce):
-		os.Remove(out)
-		return fmt.Errorf("agreement check: the converted model: %w (%s not kept)", err, out)
-	case err != nil: // the original failed too: the check's settings, not the conversion
-		return fmt.Errorf("agreement check: %w (%s written, not checked)", err, out)
-	}
-	on := "CPU provider, one thread"
-	if c.provider != string(infer.ProviderCPU) {
-		on = fmt.Sprintf("provider %s, device %d", c.provider, c.device)
-	} else {
-		on += "; " + note
-	}
-	fmt.Fprintf(w, "agreement on %d frames of %s (%s):\n  %s\n", ag.Frames, c.source, on, ag)
-	if ag.MAP50 < aim {
-		fmt.Fprintf(w, "warning: mAP@0.5 %.4f is below %.2f: compare the two models' detections on your cameras before using it\n", ag.MAP50, aim)
-	}
-	return nil
-}
-
-// imageExts are the still-image files a folder of check frames may hold (read only; the
-// quantizer's calibration frames use it too).
-var imageExts = []string{".jpg", ".jpeg", ".png", ".bmp"}
-
-// agreementFrames reads n frames of source, a video file (one every 5th frame from the
-// start) or a folder of images (its first n in name order), each letterboxed to w x h
-// RGB24 by worker.LetterboxImage: the daemon's geometry, scaled by OpenCV where the cameras'
-// path scales with swscale. The frame sources of `visiond model quantize` (infer/model,
-// the daemon's own decode and letterbox) are to replace it once merged.
-func agreementFrames(source string, n, w, h int) ([][]byte, error) {
-	st, err := os.Stat(source)
-	if err != nil {
-		return nil, err
-	}
-	var frames [][]byte
-	add := func(img gocv.Mat, what string) error {
-		pix := make([]byte, w*h*3)
-		if _, err := worker.LetterboxImage(img, w, h, pix); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		frames = append(frames, pix)
-		return nil
-	}
-	if st.IsDir() {
-		ents, err := os.ReadDir(source)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range ents {
-			if len(frames) == n {
-				break
-			}
-			if e.IsDir() || !slices.Contains(imageExts, strings.ToLower(filepath.Ext(e.Name()))) {
-				continue
-			}
-			p := filepath.Join(source, e.Name())
-			img := gocv.IMRead(p, gocv.IMReadColor)
-			if img.Empty() {
-				img.Close()
-				return nil, fmt.Errorf("%s: not an image OpenCV reads", p)
-			}
-			err := add(img, p)
-			img.Close()
-			if err != nil {
-				return nil, err
-			}
-		}
-		if len(frames) == 0 {
-			return nil, fmt.Errorf("%s: no images (%s)", source, strings.Join(imageExts, ", "))
-		}
-		return frames, nil
-	}
-	// FFmpeg only: OpenCV would try GStreamer and image sequences too, each printing its
-	// complaint about a file that is not a video.
-	vc, err := gocv.VideoCaptureFileWithAPI(source, gocv.VideoCaptureFFmpeg)
-	if err != nil || !vc.IsOpened() {
-		if vc != nil {
-			vc.Close()
-		}
-		return nil, fmt.Errorf("%s: not a video OpenCV reads", source)
-	}
-	defer vc.Close()
-	img := gocv.NewMat()
-	defer img.Close()
-	for i := 0; len(frames) < n; i++ {
-		if !vc.Read(&img) || img.Empty() {
-			break
-		}
-		if i%5 != 0 {
-			continue
-		}
-		if err := add(img, fmt.Sprintf("%s frame %d", source, i)); err != nil {
-			return nil, err
-		}
-	}
-	if len(frames) == 0 {
-		return nil, fmt.Errorf("%s: no frames: not a video OpenCV reads", source)
-	}
-	return frames, nil
 }

@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/visiond/visiond/infer/model"
 	"github.com/visiond/visiond/infer/model/onnxpb"
-	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
 )
 
@@ -90,140 +86,6 @@ func TestModelQuantize(t *testing.T) {
 
 // agreementRe matches an agreement line: mAP@0.5 and the frames.
 var agreementRe = regexp.MustCompile(`mAP@0\.5 ([0-9.]+) against the reference on ([0-9]+) frames; [0-9.]+ ms per frame against [0-9.]+ ms: speed ratio [0-9.]+x`)
-
-// TestModelQuantizeScoredOn runs the command on two calibration frames (the model it makes
-// is poor; what is checked is what it scores and says): without -eval it scores the frames
-// held out of the calibration source and says so; with -holdout 0 and -eval every frame of
-// the source calibrates and only the -eval source is scored.
-func TestModelQuantizeScoredOn(t *testing.T) {
-	in := testutil.ThirdParty(t, "yolov8n.onnx")
-	lib := testutil.ThirdParty(t, "libonnxruntime.so.1")
-	video := testutil.Media(t, "vtest.avi")
-	image := testutil.Media(t, "messi5.jpg")
-	out := filepath.Join(t.TempDir(), "int8.onnx")
-	q := func(args ...string) string {
-		t.Helper()
-		args = append([]string{"model", "quantize", "-model", in, "-out", out, "-library", lib, "-calib", video, "-frames", "2", "-threads", "2"}, args...)
-		status, stdout, stderr := runCLI(t, args...)
-		if status != 0 {
-			t.Fatalf("%q: status %d, stderr %q, stdout %q", args, status, stderr, stdout)
-		}
-		return stdout
-	}
-
-	stdout := q("-holdout", "1")
-	for _, want := range []string{
-		"calibrating on 2 frames of " + video,
-		"scored on held-out frames of the calibration source: 1 frames of " + video + " between the calibration frames",
-		"agreement on 1 frames of " + video + " held out from calibration (CPU provider",
-	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("without -eval: output lacks %q:\n%s", want, stdout)
-		}
-	}
-	if a := agreementRe.FindAllStringSubmatch(stdout, -1); len(a) != 1 || a[0][2] != "1" || strings.Contains(stdout, "-eval)") {
-		t.Errorf("without -eval: want one agreement, on the held-out frame:\n%s", stdout)
-	}
-
-	stdout = q("-holdout", "0", "-eval", image)
-	for _, want := range []string{
-		"-eval " + image + ": 1 frames for the agreement check",
-		"calibrating on 2 frames of " + video,
-		"agreement on 1 frames of " + image + ", not the calibration source (-eval) (CPU provider",
-	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("-holdout 0 -eval: output lacks %q:\n%s", want, stdout)
-		}
-	}
-	if a := agreementRe.FindAllStringSubmatch(stdout, -1); len(a) != 1 || strings.Contains(stdout, "held out") {
-		t.Errorf("-holdout 0 -eval: want one agreement, on the -eval frame:\n%s", stdout)
-	}
-}
-
-// TestModelQuantizeSiteFrames reads calibration (and -eval) frames from each kind of
-// source: a video, a folder of images (a file that is no image is ignored by its name), an
-// image file, globs of images (and a glob's bad matches and syntax), and a config whose
-// sample camera plays the video over RTSP; each frame is letterboxed to the model's input.
-func TestModelQuantizeSiteFrames(t *testing.T) {
-	log := testutil.Logger(t)
-	ctx := context.Background()
-	video := testutil.Media(t, "vtest.avi")
-	vtestLB := geom.NewLetterbox(768, 576, 640, 640)
-
-	frames, err := siteFrames(ctx, video, 6, 640, 640, time.Minute, log)
-	if err != nil || len(frames) != 6 {
-		t.Fatalf("video: %d frames, %v", len(frames), err)
-	}
-	checkCanvas(t, "video", frames, vtestLB)
-
-	dir := t.TempDir()
-	for _, name := range []string{"messi5.jpg", "basketball1.png"} {
-		b, err := os.ReadFile(testutil.Media(t, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		testutil.WriteFile(t, filepath.Join(dir, name), string(b))
-	}
-	testutil.WriteFile(t, filepath.Join(dir, "README.txt"), "not an image")
-	frames, err = siteFrames(ctx, dir, 10, 320, 320, time.Minute, log)
-	if err != nil || len(frames) != 2 || len(frames[0]) != 320*320*3 {
-		t.Fatalf("folder: %d frames, %v; want the 2 images", len(frames), err)
-	}
-	folder := frames
-
-	// An image file: one frame, letterboxed as the folder's (basketball1.png comes first).
-	frames, err = siteFrames(ctx, filepath.Join(dir, "basketball1.png"), 10, 320, 320, time.Minute, log)
-	if err != nil || len(frames) != 1 || !bytes.Equal(frames[0], folder[0]) {
-		t.Fatalf("image: %d frames, %v; want the folder's first frame", len(frames), err)
-	}
-	// A glob: the images it matches, in name order.
-	frames, err = siteFrames(ctx, filepath.Join(dir, "*.[jp][pn]g"), 10, 320, 320, time.Minute, log)
-	if err != nil || len(frames) != 2 || !bytes.Equal(frames[0], folder[0]) || !bytes.Equal(frames[1], folder[1]) {
-		t.Fatalf("glob: %d frames, %v; want the folder's 2 frames", len(frames), err)
-	}
-	frames, err = siteFrames(ctx, filepath.Join(dir, "m*"), 10, 320, 320, time.Minute, log)
-	if err != nil || len(frames) != 1 || !bytes.Equal(frames[0], folder[1]) {
-		t.Fatalf("glob m*: %d frames, %v; want messi5.jpg", len(frames), err)
-	}
-	for _, tc := range []struct{ pattern, want string }{
-		{filepath.Join(dir, "*.gif"), "no such file, and no file matches it as a pattern"},
-		{filepath.Join(dir, "*"), "matches " + filepath.Join(dir, "README.txt") + ", not an image"},
-		{filepath.Join(dir, "[x"), "not a file, and not a pattern: syntax error in pattern"},
-	} {
-		if _, err := siteFrames(ctx, tc.pattern, 10, 320, 320, time.Minute, log); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("glob %s: %v, want %q", tc.pattern, err, tc.want)
-		}
-	}
-
-	rtspAddr := testutil.FreeAddr(t)
-	cfg := writeConfig(t, demoConfig(t, rtspAddr))
-	frames, err = siteFrames(ctx, cfg, 3, 640, 640, 2*time.Minute, log)
-	if err != nil || len(frames) != 3 {
-		t.Fatalf("config: %d frames, %v", len(frames), err)
-	}
-	checkCanvas(t, "config", frames, vtestLB)
-	if bytes.Equal(frames[0], frames[2]) {
-		t.Error("config: the camera's frames are all the same")
-	}
-}
-
-// checkCanvas checks that frames are lb's canvas: gray padding above and below the picture.
-func checkCanvas(t *testing.T, what string, frames [][]byte, lb geom.Letterbox) {
-	t.Helper()
-	for i, f := range frames {
-		if len(f) != lb.DstW*lb.DstH*3 {
-			t.Fatalf("%s frame %d: %d bytes", what, i, len(f))
-		}
-		top := f[:lb.PadY*lb.DstW*3]
-		if bytes.Count(top, []byte{geom.PadValue}) != len(top) {
-			t.Fatalf("%s frame %d: the padding above the picture is not gray", what, i)
-		}
-		pic := f[lb.PadY*lb.DstW*3 : (lb.PadY+lb.ScaledH)*lb.DstW*3]
-		if bytes.Count(pic, []byte{geom.PadValue}) == len(pic) {
-			t.Fatalf("%s frame %d: no picture", what, i)
-		}
-	}
-}
 
 // quantizedFile writes the real model with a QuantizeLinear node added: what inspect and
 // quantize take for a quantized model.
@@ -314,55 +176,5 @@ func TestModelQuantizeBadInput(t *testing.T) {
 				t.Errorf("%s written", out)
 			}
 		})
-	}
-}
-
-// TestModelQuantizeSameSource tells an -eval source that is, or lies in, the calibration source.
-func TestModelQuantizeSameSource(t *testing.T) {
-	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a.jpg"), filepath.Join(dir, "b.jpg")
-	testutil.WriteFile(t, a, "a")
-	testutil.WriteFile(t, b, "b")
-	other := testutil.TempFile(t, "c.jpg", "c")
-	for _, tc := range []struct {
-		calib, eval string
-		same        bool
-	}{
-		{a, a, true},
-		{a, filepath.Join(dir, ".", "a.jpg"), true},
-		{a, b, false},
-		{dir, a, true},
-		{dir, filepath.Join(dir, "*.jpg"), true},
-		{dir, dir, true},
-		{dir, other, false},
-		{dir, filepath.Join(filepath.Dir(other), "*.jpg"), false},
-		{a, filepath.Join(dir, "none.jpg"), false},
-		{filepath.Join(dir, "none"), a, false},
-	} {
-		if _, same := sameSource(tc.calib, tc.eval); same != tc.same {
-			t.Errorf("calib %s, eval %s: same %v, want %v", tc.calib, tc.eval, same, tc.same)
-		}
-	}
-}
-
-func TestModelQuantizeSplitHoldout(t *testing.T) {
-	frames := make([][]byte, 10)
-	for i := range frames {
-		frames[i] = []byte{byte(i)}
-	}
-	cal, held := splitHoldout(frames, 3)
-	var c, h []byte
-	for _, f := range cal {
-		c = append(c, f[0])
-	}
-	for _, f := range held {
-		h = append(h, f[0])
-	}
-	if string(h) != "\x03\x06\x09" || string(c) != "\x00\x01\x02\x04\x05\x07\x08" {
-		t.Errorf("held out %v, calibration %v: want 3, 6, 9 held out, spread", h, c)
-	}
-	// Never more than half held out.
-	if cal, held := splitHoldout(frames[:2], 5); len(cal) != 1 || len(held) != 1 {
-		t.Errorf("2 frames, 5 held out asked: %d and %d", len(cal), len(held))
 	}
 }

@@ -34,6 +34,10 @@ import (
 // DefaultListen is the address used when Server.Listen is empty.
 const DefaultListen = "127.0.0.1:8554"
 
+// Path is the path the daemon's built-in sample camera (config's sample section) is served
+// on: rtsp://<listen>/sample.
+const Path = "sample"
+
 // clockRate is the RTP clock of H.264 and H.265, the same 90 kHz as MPEG-TS timestamps.
 const clockRate = 90000
 

@@ -1,4 +1,4 @@
-package main
+package prep
 
 import (
 	"context"
@@ -17,9 +17,10 @@ import (
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer/worker"
 	"github.com/visiond/visiond/sources"
+	"github.com/visiond/visiond/sources/samplecam"
 )
 
-// siteFrames reads n frames of source, letterboxed to w x h RGB24 exactly as the daemon
+// SiteFrames reads n frames of source, letterboxed to w x h RGB24 exactly as the daemon
 // draws them for a model of that input:
 //   - a visiond config file (.yaml, .yml): frames of its enabled cameras, through the
 //     daemon's own sources (RTSP, GStreamer, file), one per camera per analysed interval
@@ -36,7 +37,7 @@ import (
 //     camera of kind file's decoding and letterbox, unpaced).
 //
 // Fewer than n frames come back when the source has fewer.
-func siteFrames(ctx context.Context, source string, n, w, h int, timeout time.Duration, log *slog.Logger) ([][]byte, error) {
+func SiteFrames(ctx context.Context, source string, n, w, h int, timeout time.Duration, log *slog.Logger) ([][]byte, error) {
 	st, err := os.Stat(source)
 	if err != nil {
 		if isGlob(source) && errors.Is(err, os.ErrNotExist) {
@@ -91,7 +92,7 @@ func globImages(pattern string) ([]string, error) {
 }
 
 // sourceFiles returns the files and folders source names: the matches of a glob, else
-// source itself. Read errors are left to siteFrames, which names them.
+// source itself. Read errors are left to SiteFrames, which names them.
 func sourceFiles(source string) []string {
 	if _, err := os.Stat(source); err != nil && isGlob(source) {
 		if paths, err := filepath.Glob(source); err == nil {
@@ -101,9 +102,9 @@ func sourceFiles(source string) []string {
 	return []string{source}
 }
 
-// sameSource reports whether frames of eval could be frames of calib: a file or folder that
+// SameSource reports whether frames of eval could be frames of calib: a file or folder that
 // is calib, or lies in the folder calib is (a config's cameras are not looked into).
-func sameSource(calib, eval string) (string, bool) {
+func SameSource(calib, eval string) (string, bool) {
 	cst, err := os.Stat(calib)
 	if err != nil {
 		return "", false
@@ -185,9 +186,9 @@ func cameraFrames(ctx context.Context, path string, n, w, h int, timeout time.Du
 		return nil, fmt.Errorf("%s: no enabled camera to take frames from", path)
 	}
 	if cfg.Sample.Enabled {
-		s, err := startSample(cfg.Sample, log)
-		if err != nil {
-			return nil, err
+		s := &samplecam.Server{Listen: cfg.Sample.Listen, Streams: map[string]string{samplecam.Path: cfg.Sample.File}, Logger: log}
+		if err := s.Start(); err != nil {
+			return nil, fmt.Errorf("sample camera: %w", err)
 		}
 		defer s.Close()
 	}
