@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL ?= install
 
-.PHONY: all setup build run test test-loaded vet fmt-check tidy-check unit-check unit-sandbox-test setup-test setup-fresh-test bench bench-report bench-micro install clean
+.PHONY: all setup build run test test-loaded vet fmt-check tidy-check lint unit-check unit-sandbox-test setup-test setup-fresh-test bench bench-report bench-micro install clean
 
 all: build
 
@@ -36,14 +36,14 @@ run: setup build
 # vtest_test.go), about 600 frames each, and draws the scenes' videos under the race
 # detector, so it is by far the longest: 24.5 minutes of a 35-minute `make test` on the
 # 2-core box (2026-12-05, beside a little other work).
-test: setup vet fmt-check unit-check setup-test
+test: setup vet fmt-check tidy-check lint unit-check setup-test
 	$(GO) test -race -count=1 -timeout 60m $(PKGS)
 
 # The suite beside stress-ng keeping every core busy, as on a CI machine shared with other
 # work: $(LOAD_PER_CPU) CPU stressors per CPU (a load of about 4x the CPUs). A test that
 # passes here does not depend on how fast the machine is.
 LOAD_PER_CPU ?= 4
-test-loaded: setup vet fmt-check unit-check setup-test
+test-loaded: setup vet fmt-check tidy-check lint unit-check setup-test
 	@command -v stress-ng >/dev/null || { echo "stress-ng missing: run make setup"; exit 1; }
 	@stress-ng --cpu $$(( $(LOAD_PER_CPU) * $$(nproc) )) --timeout 3h --quiet & load=$$!; \
 	trap 'kill $$load 2>/dev/null; wait $$load 2>/dev/null' EXIT; \
@@ -57,8 +57,14 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# go.mod and go.sum as `go mod tidy` would write them: prints the difference, fails on one.
 tidy-check:
 	$(GO) mod tidy -diff
+
+# staticcheck at the version go.mod's tool line pins (honnef.co/go/tools v0.8.2), with its
+# default checks: `go mod download` fetches it with the other modules, so it runs offline.
+lint:
+	$(GO) tool staticcheck $(PKGS)
 
 # The systemd unit's sandbox: systemd-analyze security --offline=true scores it 2.5 or lower.
 unit-check:

@@ -182,13 +182,11 @@ func TestReportClips(t *testing.T) {
 		Stream:   streamRate{File: "vtest.h264.ts", Packets: 795, Bytes: 10 << 20, Seconds: 80, BitsPerS: 8 * (1 << 17)}, // 128 KiB/s
 		AfterEnd: dist{N: 4, P50: 6, P90: 40, Max: 90}, AfterVideo: dist{N: 3, P50: 0.4, P90: 0.6, Max: 0.7}, ClipEvents: 9, During: 2,
 		Store: clipTotals{Written: 3, Stored: 3, Bytes: 30 << 20, DurationS: 240, Lost: 1, Refused: 1, Closed: map[string]int{"end": 1, "max_length": 2}}}
-	for _, r := range []clipsRound{
+	c.Rounds = []clipsRound{
 		{Clips: false, clipsCost: clipsCost{DaemonCPU: 0.0450, WorkersCPU: 0.57, DaemonRSS: 177}, Analysed: 9.5, Load1Start: 1.8, Load1End: 2.7},
 		{Clips: true, clipsCost: clipsCost{DaemonCPU: 0.0460, WorkersCPU: 0.56, DaemonRSS: 185}, Analysed: 9.6, Load1Start: 2.7, Load1End: 3.0},
 		{Clips: false, clipsCost: clipsCost{DaemonCPU: 0.0440, WorkersCPU: 0.57, DaemonRSS: 176}, Analysed: 9.5, Load1Start: 3.0, Load1End: 3.0},
 		{Clips: true, clipsCost: clipsCost{DaemonCPU: 0.0450, WorkersCPU: 0.56, DaemonRSS: 186}, Analysed: 9.6, Load1Start: 3.0, Load1End: 3.1},
-	} {
-		c.Rounds = append(c.Rounds, r)
 	}
 	c.Off, c.On = meanCost(c.Rounds, false), meanCost(c.Rounds, true)
 	c.Ratio = c.On.DaemonCPU / c.Off.DaemonCPU // 0.0455 ÷ 0.0445

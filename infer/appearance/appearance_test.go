@@ -32,7 +32,6 @@ var (
 	white  = [3]uint8{225, 225, 220}
 	khaki  = [3]uint8{170, 150, 100}
 	green  = [3]uint8{40, 120, 60}
-	grey   = [3]uint8{128, 128, 128}
 	yellow = [3]uint8{220, 190, 40}
 	skinA  = [3]uint8{220, 170, 140}
 	skinB  = [3]uint8{140, 95, 70}
