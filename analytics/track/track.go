@@ -106,7 +106,10 @@
 //  6. the high detections still left, with score >= NewScore, start tentative tracks.
 //
 // Each stage is an optimal assignment (Hungarian method, assign.go) that minimises the
-// total cost, leaving pairs unmatched rather than matching them past the stage's gate.
+// total cost, leaving pairs unmatched rather than matching them past the stage's gate. In
+// the stages matched by overlap or distance (1, 2, 3 and 5), a pair's cost also holds its
+// appearance distance (lookCost, below): where two tracks' predictions fit two detections
+// nearly alike, each takes the one it looks like.
 //
 // In every stage a lost track may take a detection only when it can be the same object
 // (reacquires): of its size (width and height within maxSizeRatio of the medians of its
@@ -662,14 +665,14 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 		t.claim[i] = -1 // not worked out yet (claimOf)
 	}
 	// 1. high against confirmed and lost, by overlap.
-	t.stage(dets, t.high, isActive, byIoU, 1-t.cfg.MinIoU, at)
+	t.stage(dets, t.high, isActive, byIoU, overlapLimit(t.cfg.MinIoU), at)
 	// 2. low against confirmed and lost left, by overlap.
-	t.stage(dets, t.low, isActive, byIoU, 1-t.cfg.MinIoULow, at)
+	t.stage(dets, t.low, isActive, byIoULow, overlapLimit(t.cfg.MinIoULow), at)
 	if gate > 0 {
 		// 3. high left against confirmed and recently lost left, by distance.
 		t.stage(dets, t.high, func(tr *track) bool {
 			return tr.State == Confirmed || tr.State == Lost && at.Sub(tr.LastSeen) <= t.times.distanceMaxLost
-		}, byDistance, gate, at)
+		}, byDistance, distanceLimit, at)
 	}
 	// 4. high and low left against lost, by overlap with where they were last seen.
 	isLost := func(tr *track) bool { return tr.State == Lost }
@@ -680,9 +683,9 @@ func (t *Tracker) Update(at time.Time, width, height int, dets []infer.Detection
 		t.stage(dets, t.high, isLost, byAppearance, t.cfg.AppearanceGate*appearanceFind, at)
 	}
 	// 5. high left against tentative, by overlap then distance.
-	t.stage(dets, t.high, isTentative, byIoU, 1-t.cfg.MinIoU, at)
+	t.stage(dets, t.high, isTentative, byIoU, overlapLimit(t.cfg.MinIoU), at)
 	if gate > 0 {
-		t.stage(dets, t.high, isTentative, byDistance, gate, at)
+		t.stage(dets, t.high, isTentative, byDistance, distanceLimit, at)
 	}
 	// 6. new tentative tracks.
 	for _, i := range t.high {
@@ -914,14 +917,44 @@ func (t *Tracker) outside(b geom.Box) bool {
 // pair is outside the stage's gate.
 type costFunc func(t *Tracker, tr *track, i int) (cost float64, ok bool)
 
-// byIoU costs 1 - IoU of the detection with the predicted box. A lost track may not take
-// a detection that a confirmed track claims by a larger overlap (claimOf).
-func byIoU(t *Tracker, tr *track, i int) (float64, bool) {
+// byIoU costs 1 - IoU of a high detection with the predicted box, plus the pair's
+// appearance term (lookCost), for an IoU of at least MinIoU; byIoULow the same for a low
+// detection, at least MinIoULow. A lost track may not take a detection that a confirmed
+// track claims by a larger overlap (claimOf).
+func byIoU(t *Tracker, tr *track, i int) (float64, bool) { return t.overlapCost(tr, i, t.cfg.MinIoU) }
+
+func byIoULow(t *Tracker, tr *track, i int) (float64, bool) {
+	return t.overlapCost(tr, i, t.cfg.MinIoULow)
+}
+
+func (t *Tracker) overlapCost(tr *track, i int, minIoU float64) (float64, bool) {
 	v := iou(tr.Box, t.dets[i].Box)
-	if tr.State == Lost && v <= t.claimOf(i) {
+	if v < minIoU || tr.State == Lost && v <= t.claimOf(i) {
 		return 0, false
 	}
-	return 1 - v, true
+	return 1 - v + t.lookCost(tr, i), true
+}
+
+// distanceLimit is the cost limit of a stage matched by distance (byDistance), as
+// overlapLimit's.
+const distanceLimit = 1 + lookWeight
+
+// overlapLimit is the cost limit of a stage matched by overlap of at least minIoU (byIoU):
+// above any pair's cost, so that the gate is the IoU's, and leaving a track and a
+// detection unmatched costs as much as a pair of IoU minIoU that looks nothing alike.
+func overlapLimit(minIoU float64) float64 { return 1 - minIoU + lookWeight }
+
+// lookCost is the appearance term of a pair's overlap cost: lookWeight x its appearance
+// distance, or x lookUnknown when there is nothing to compare. With it, two tracks whose
+// predictions overlap two detections nearly alike (two people walking side by side, or
+// meeting) take the detections they look like, where overlap alone would decide by a few
+// pixels of the detector's noise.
+func (t *Tracker) lookCost(tr *track, i int) float64 {
+	d, ok := t.appearance(tr, i)
+	if !ok {
+		d = lookUnknown
+	}
+	return lookWeight * d
 }
 
 // claimOf returns the claim on detection i by the confirmed tracks: the largest IoU of a
@@ -981,7 +1014,8 @@ func bySeen(t *Tracker, tr *track, i int) (float64, bool) {
 }
 
 // byDistance costs the squared Mahalanobis distance of the detection's centre from the
-// predicted centre, and gates the size.
+// predicted centre, as a fraction of DistanceGate (its gate), plus the pair's appearance
+// term (lookCost); it gates the size.
 func byDistance(t *Tracker, tr *track, i int) (float64, bool) {
 	b := t.dets[i].Box
 	p := tr.Box
@@ -991,7 +1025,11 @@ func byDistance(t *Tracker, tr *track, i int) (float64, bool) {
 	mw, mh := t.cfg.MeasureNoise*b.W, t.cfg.MeasureNoise*b.H
 	yx, sx := tr.cx.innovation(b.X+b.W/2, mw*mw)
 	yy, sy := tr.cy.innovation(b.Y+b.H/2, mh*mh)
-	return yx*yx/sx + yy*yy/sy, true
+	m := yx*yx/sx + yy*yy/sy
+	if m >= t.cfg.DistanceGate {
+		return 0, false
+	}
+	return m/t.cfg.DistanceGate + t.lookCost(tr, i), true
 }
 
 // stage matches the detections of idx not yet taken against the tracks that pick
@@ -1134,6 +1172,16 @@ const (
 	// two people's on one frame as near as 0.275 in 5 (median 0.600); pipeline's
 	// TestCrowdDets logs both.
 	appearanceFind = 0.6
+	// lookWeight weighs a pair's appearance distance against its overlap (1 - IoU) or its
+	// distance (a fraction of the gate) in the stages matched by motion (lookCost). On the
+	// crowd's tuning seeds, 0.5 to 2 gave the same figures within 0.005 of IDF1; 1 (the
+	// one taken) against none: IDF1 0.721 against 0.708 at 2 fps, 0.614 against 0.595 at
+	// 1, 0.744 against 0.742 at 5, the crossings no worse.
+	lookWeight = 1.0
+	// lookUnknown is the distance taken for a pair with nothing to compare: about what
+	// one person's looks are from each other (median 0.17, 75% within 0.23 on the tuning
+	// seeds), so that a track with no looks yet is neither favoured nor pushed aside.
+	lookUnknown = 0.25
 )
 
 // appearance returns the appearance distance of detection i from track tr: the least
