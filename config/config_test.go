@@ -509,7 +509,7 @@ func TestLoadWantsCameras(t *testing.T) {
 			t.Errorf("%q: %v", tc.doc, err)
 		case tc.want != nil && (err == nil || !strings.HasPrefix(err.Error(), tc.want[0]) || !errors.As(err, &cerr)):
 			t.Errorf("%q: got %v, want an error beginning %q", tc.doc, err, tc.want[0])
-		case tc.want != nil && len(tc.want) > 1 && !strings.Contains(err.Error(), tc.want[1]):
+		case len(tc.want) > 1 && !strings.Contains(err.Error(), tc.want[1]):
 			t.Errorf("%q: got %v, want it to say %q too", tc.doc, err, tc.want[1])
 		}
 		// Parse gives the defaults for what a document leaves out, cameras included.

@@ -55,7 +55,8 @@ func lockDir(dir string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("state_dir %s: lock %s: %w", dir, path, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -45,9 +45,6 @@ func (x *evictionIndex) forget(name string) {
 	}
 }
 
-// len is the number of objects the index holds.
-func (x *evictionIndex) len() int { return len(x.objs) }
-
 // evictOldest deletes the oldest object (what names the kind in errors), counting it in
 // evicted; false when the index is empty. An object already gone (removed by age) is
 // dropped from the index without counting.

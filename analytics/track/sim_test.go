@@ -22,15 +22,14 @@ const simW, simH = 1280, 720
 // with velocity (vx, vy) px/s, which turns at turn rad/s (0: a straight line). It exists
 // from enter to leave (seconds); the detector does not see it during hidden.
 type object struct {
-	class      int
-	w, h       float64
-	x, y       float64
-	vx, vy     float64
-	turn       float64
-	enter      float64
-	leave      float64
-	hidden     [][2]float64
-	stillNoise bool // parked: no motion at all
+	class  int
+	w, h   float64
+	x, y   float64
+	vx, vy float64
+	turn   float64
+	enter  float64
+	leave  float64
+	hidden [][2]float64
 	// behind is 1 + the index of an object in front of this one (0: none): the detector
 	// sees only the larger part of this one's box that the other's does not cover.
 	behind int

@@ -109,13 +109,6 @@ func (o Object) class() string {
 	return o.Sprite.Class
 }
 
-func (o Object) scale() float64 {
-	if o.Scale == 0 {
-		return 1
-	}
-	return o.Scale
-}
-
 // Frames is the number of frames of the video: round(Duration*FPS).
 func (s Scenario) Frames() int {
 	return int(math.Round(s.Duration.Seconds() * float64(s.FPS)))

@@ -26,10 +26,6 @@ var (
 	vanBright uint8 = 150
 )
 
-// The scales at which Crowd draws the van (70x58 pixels at scale 1): found as a car at
-// score 0.46 to 0.77 at scale 1 to 1.4, more often as a truck above.
-const vanMinScale, vanMaxScale = 1.1, 1.4
-
 // VTestParked are the boxes, in vtest.avi's pixels, of the vehicles parked in its
 // background, which the model sees on every frame (the van as a truck, the car cut by the
 // right edge as a car): static objects that are no scene's truth. Scoring ignores what

@@ -213,7 +213,7 @@ func parseRecordedTruth(b []byte) (RecordedTruth, error) {
 			return rt, fmt.Errorf("people[%d]: id %d given twice", i, p.ID)
 		}
 		people[p.ID] = true
-		rt.People = append(rt.People, RecordedPerson{ID: p.ID, Desc: p.Desc})
+		rt.People = append(rt.People, RecordedPerson(p))
 	}
 	slices.SortFunc(rt.People, func(a, b RecordedPerson) int { return a.ID - b.ID })
 	inVideo := func(what string, t *float64) (time.Duration, error) {
