@@ -212,7 +212,18 @@ func (s *Scene) Step(at time.Time, w, h int, dets []infer.Detection) (StepResult
 	s.last = at
 	s.tracks = tr.Tracks
 	res.IDs = tr.IDs
+	s.setFrame(tr, at, w, h)
+	moves, err := s.geometry(tr, &res, w, h)
+	if err != nil {
+		return res, err
+	}
+	s.reports(tr, moves, &res, at, w, h)
+	return res, nil
+}
 
+// setFrame makes s.frame the frame at at, of w x h pixels, with tr's matched tracks and
+// the tracks it ended.
+func (s *Scene) setFrame(tr track.Result, at time.Time, w, h int) {
 	f := &s.frame
 	f.Time, f.W, f.H = at, w, h
 	f.Objects = f.Objects[:0]
@@ -229,23 +240,29 @@ func (s *Scene) Step(at time.Time, w, h int, dets []infer.Detection) (StepResult
 		s.ended = append(s.ended, t.ID)
 	}
 	f.Ended = s.ended
+}
 
+// geometry runs the frame (s.frame) through the zones, lines and motion: their events go
+// into res (after those already there: a clock jump's exits), the motion's changes are
+// returned.
+func (s *Scene) geometry(tr track.Result, res *StepResult, w, h int) ([]MotionEvent, error) {
+	f := &s.frame
 	// The tracks confirmed in this frame go through the zones and lines where they were
 	// seen while tentative first, so that an entry or a crossing made during the
 	// confirmation counts, at its time.
 	pastZones, pastLines, err := s.replay(tr, w, h)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	res.Zones = append(res.Zones, pastZones...) // after a clock jump's exits
 	res.Lines = pastLines
 	zones, err := s.zones.Update(*f)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	lines, err := s.lines.Update(*f)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	if res.Zones == nil {
 		res.Zones = zones
@@ -257,12 +274,12 @@ func (s *Scene) Step(at time.Time, w, h int, dets []infer.Detection) (StepResult
 	} else {
 		res.Lines = append(res.Lines, lines...)
 	}
-	moves, err := s.motion.Update(*f)
-	if err != nil {
-		return res, err
-	}
+	return s.motion.Update(*f)
+}
 
-	// Reports: confirmed, changed (zones, motion, or quiet for the interval), ended.
+// reports adds to res the objects' reports of the frame at at: confirmed, changed (zones,
+// motion moves, or quiet for the interval), ended.
+func (s *Scene) reports(tr track.Result, moves []MotionEvent, res *StepResult, at time.Time, w, h int) {
 	anchor := s.settings.Objects.Anchor
 	for _, t := range tr.New {
 		s.objects[t.ID] = &object{start: normAnchor(anchor, t.Box, w, h), lastBox: t.Box}
@@ -307,7 +324,6 @@ func (s *Scene) Step(at time.Time, w, h int, dets []infer.Detection) (StepResult
 			delete(s.objects, t.ID)
 		}
 	}
-	return res, nil
 }
 
 // replay plays the sightings of the tracks confirmed in tr while they were tentative
