@@ -70,7 +70,22 @@ const maxIDLen = 64
 // c came from Parse, each problem carries its line.
 func (c *Config) Validate() error {
 	v := validator{lines: c.lines}
+	v.daemon(c)
+	v.workers(c.Workers)
+	v.positive("pipeline.slice", c.Pipeline.Slice)
+	v.positive("pipeline.max_frame_age", c.Pipeline.MaxFrameAge)
+	v.sample(c.Sample)
+	v.cameras(c)
+	v.analytics(c, nil) // class names: CheckClasses, once the model's are known
 
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return newError(v.problems)
+}
+
+// daemon checks the daemon's own settings: site, logs, HTTP and NATS.
+func (v *validator) daemon(c *Config) {
 	if !isToken(c.Site) {
 		v.add("site", "invalid site %s: want letters, digits, '_' or '-' (it is a NATS subject token)", quoteOrEmpty(c.Site))
 	} else if len(c.Site) > maxIDLen {
@@ -96,8 +111,10 @@ func (c *Config) Validate() error {
 		v.add("nats.subject_prefix", "invalid prefix %s: want tokens of letters, digits, '_' or '-', joined by dots", quoteOrEmpty(c.NATS.SubjectPrefix))
 	}
 	v.nats(c)
+}
 
-	w := c.Workers
+// workers checks the workers' settings and their pools.
+func (v *validator) workers(w Workers) {
 	if w.Model == "" {
 		v.add("workers.model", "missing")
 	}
@@ -121,7 +138,7 @@ func (c *Config) Validate() error {
 		if p.Count < 1 || p.Count > 64 {
 			v.add(f+".count", "must be in 1..64 or auto, got %d", p.Count)
 		}
-		oneOfValues(&v, f+".provider", p.Provider, infer.Providers())
+		oneOfValues(v, f+".provider", p.Provider, infer.Providers())
 		if p.Device < 0 {
 			v.add(f+".device", "must be >= 0, got %d", p.Device)
 		}
@@ -132,7 +149,7 @@ func (c *Config) Validate() error {
 			v.add(f+".sessions", "must be in 0..%d (0 = the provider's default), got %d", infer.MaxSessions, p.Sessions)
 		}
 		if p.Fallback != "" {
-			oneOfValues(&v, f+".fallback", p.Fallback, []infer.Provider{infer.ProviderCPU})
+			oneOfValues(v, f+".fallback", p.Fallback, []infer.Provider{infer.ProviderCPU})
 		}
 		if p.CUDA.GPUMemLimitMiB < 0 {
 			v.add(f+".cuda.gpu_mem_limit_mib", "must be >= 0, got %d", p.CUDA.GPUMemLimitMiB)
@@ -156,26 +173,30 @@ func (c *Config) Validate() error {
 	v.check("workers.confidence", infer.CheckConfidence(w.Confidence))
 	v.check("workers.iou", infer.CheckIoU(w.IoU))
 	v.positive("workers.job_timeout", w.JobTimeout)
+}
 
-	v.positive("pipeline.slice", c.Pipeline.Slice)
-	v.positive("pipeline.max_frame_age", c.Pipeline.MaxFrameAge)
-
-	if c.Sample.Listen != "" {
-		v.listen("sample.listen", c.Sample.Listen)
+// sample checks the built-in sample camera's settings.
+func (v *validator) sample(s Sample) {
+	if s.Listen != "" {
+		v.listen("sample.listen", s.Listen)
 	}
-	if c.Sample.Enabled {
-		if c.Sample.Listen == "" {
+	if s.Enabled {
+		if s.Listen == "" {
 			v.add("sample.listen", "missing: needed when sample.enabled is true")
 		}
-		if c.Sample.File == "" {
+		if s.File == "" {
 			v.add("sample.file", "missing: needed when sample.enabled is true")
 		}
 	}
+}
 
+// cameras checks the camera defaults and each camera's id (unique), source and stream
+// settings; their analytics are analytics's.
+func (v *validator) cameras(c *Config) {
 	v.fps("camera_defaults.fps", c.CameraDefaults.FPS)
-	oneOfValues(&v, "camera_defaults.transport", c.CameraDefaults.Transport, sources.Transports())
-	oneOfValues(&v, "camera_defaults.decode", c.CameraDefaults.Decode, sources.DecodeModes())
-	oneOfValues(&v, "camera_defaults.decoder", c.CameraDefaults.Decoder, sources.Decoders())
+	oneOfValues(v, "camera_defaults.transport", c.CameraDefaults.Transport, sources.Transports())
+	oneOfValues(v, "camera_defaults.decode", c.CameraDefaults.Decode, sources.DecodeModes())
+	oneOfValues(v, "camera_defaults.decoder", c.CameraDefaults.Decoder, sources.Decoders())
 	v.positive("camera_defaults.stall_timeout", c.CameraDefaults.StallTimeout)
 	v.fps("camera_defaults.weight", c.CameraDefaults.Weight)
 
@@ -202,18 +223,12 @@ func (c *Config) Validate() error {
 		}
 		v.source(p, cam)
 		v.fps(p+".fps", cam.FPS)
-		oneOfValues(&v, p+".transport", cam.Transport, sources.Transports())
-		oneOfValues(&v, p+".decode", cam.Decode, sources.DecodeModes())
-		oneOfValues(&v, p+".decoder", cam.Decoder, sources.Decoders())
+		oneOfValues(v, p+".transport", cam.Transport, sources.Transports())
+		oneOfValues(v, p+".decode", cam.Decode, sources.DecodeModes())
+		oneOfValues(v, p+".decoder", cam.Decoder, sources.Decoders())
 		v.positive(p+".stall_timeout", cam.StallTimeout)
 		v.fps(p+".weight", cam.Weight)
 	}
-	v.analytics(c, nil) // class names: CheckClasses, once the model's are known
-
-	if len(v.problems) == 0 {
-		return nil
-	}
-	return newError(v.problems)
 }
 
 // source checks that the camera names exactly the source its kind needs.
