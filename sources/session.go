@@ -39,39 +39,8 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("invalid URL: %w", err)
 	}
-	var transport *gortsplib.Transport
-	switch c.Transport {
-	case TransportTCP:
-		t := gortsplib.TransportTCP
-		transport = &t
-	case TransportUDP:
-		t := gortsplib.TransportUDP
-		transport = &t
-	case TransportAuto: // nil: UDP, then TCP
-	}
-
-	var lossLog, clockLog rateLog
 	var recv *receiver // set before PLAY, when the track is known
-	client := &gortsplib.Client{
-		Scheme:       u.Scheme,
-		Host:         u.Host,
-		Transport:    transport,
-		ReadTimeout:  c.readTimeout,
-		WriteTimeout: c.readTimeout,
-		OnTransportSwitch: func(err error) {
-			c.log.Info("RTSP transport switched", "reason", c.redactor.Scrub(err.Error()))
-		},
-		OnPacketsLost: func(lost uint64) {
-			if recv != nil {
-				recv.gap.Store(true)
-				recv.tap.markLost()
-			}
-			lossLog.warn(c.log, "RTP packets lost", "lost", lost)
-		},
-		OnDecodeError: func(err error) {
-			lossLog.warn(c.log, "RTP/RTCP decode error", "error", c.redactor.Scrub(err.Error()))
-		},
-	}
+	client := c.sessionClient(u, &recv)
 	if err := client.Start2(); err != nil {
 		return time.Time{}, err
 	}
@@ -97,38 +66,15 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 	if err != nil {
 		return time.Time{}, err
 	}
-	stopDecode := make(chan struct{})
-	loop := &decodeLoop{cam: c, dec: dec, needKey: true, stop: stopDecode}
-	if c.DecoderGate != nil && (c.Decoder == DecoderCUDA || c.gateCPU) {
-		loop.gate = c.DecoderGate
-	}
-	if params := track.params(); len(params) > 0 {
-		_ = dec.decode(appendAnnexB(nil, params), noPTS, nil) // bad parameter sets show up on the first frames
-	}
 	recv = newReceiver(c, track, queueLen)
 	recv.tap = newPacketTap(c.OnPacket, c.sessions.Add(1), track)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stopDecode:
-				return
-			case au := <-recv.queue:
-				loop.handle(au)
-				recv.recycle(au)
-			}
-		}
-	}()
+	decoding := c.startDecoding(dec, track, recv)
 	defer func() {
 		client.Close() // no more callbacks after this
-		close(stopDecode)
-		wg.Wait()
-		dec.close()
-		onlineAt = loop.onlineAt
+		onlineAt = decoding.stop()
 	}()
 
+	var clockLog rateLog
 	client.OnPacketRTP(track.media, track.format, func(pkt *rtp.Packet) {
 		// The camera's capture time, from its RTCP sender reports, once one has arrived;
 		// before, the receive time placed by the packet's RTP timestamp (recv.clock).
@@ -151,6 +97,87 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		err = errors.New("RTSP session closed")
 	}
 	return time.Time{}, err
+}
+
+// sessionClient returns the RTSP client of a session to u, over the camera's transport; its
+// callbacks log and mark the losses on *recv once the session has set it.
+func (c *Camera) sessionClient(u *base.URL, recv **receiver) *gortsplib.Client {
+	var transport *gortsplib.Transport
+	switch c.Transport {
+	case TransportTCP:
+		t := gortsplib.TransportTCP
+		transport = &t
+	case TransportUDP:
+		t := gortsplib.TransportUDP
+		transport = &t
+	case TransportAuto: // nil: UDP, then TCP
+	}
+
+	var lossLog rateLog
+	return &gortsplib.Client{
+		Scheme:       u.Scheme,
+		Host:         u.Host,
+		Transport:    transport,
+		ReadTimeout:  c.readTimeout,
+		WriteTimeout: c.readTimeout,
+		OnTransportSwitch: func(err error) {
+			c.log.Info("RTSP transport switched", "reason", c.redactor.Scrub(err.Error()))
+		},
+		OnPacketsLost: func(lost uint64) {
+			if r := *recv; r != nil {
+				r.gap.Store(true)
+				r.tap.markLost()
+			}
+			lossLog.warn(c.log, "RTP packets lost", "lost", lost)
+		},
+		OnDecodeError: func(err error) {
+			lossLog.warn(c.log, "RTP/RTCP decode error", "error", c.redactor.Scrub(err.Error()))
+		},
+	}
+}
+
+// decoding is a session's decode goroutine: it runs the decode loop over the receiver's
+// access units until stop.
+type decoding struct {
+	loop *decodeLoop
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startDecoding starts decoding recv's access units of track with dec.
+func (c *Camera) startDecoding(dec *decoder, track *videoTrack, recv *receiver) *decoding {
+	d := &decoding{quit: make(chan struct{})}
+	d.loop = &decodeLoop{cam: c, dec: dec, needKey: true, stop: d.quit}
+	if c.DecoderGate != nil && (c.Decoder == DecoderCUDA || c.gateCPU) {
+		d.loop.gate = c.DecoderGate
+	}
+	if params := track.params(); len(params) > 0 {
+		_ = dec.decode(appendAnnexB(nil, params), noPTS, nil) // bad parameter sets show up on the first frames
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for {
+			select {
+			case <-d.quit:
+				return
+			case au := <-recv.queue:
+				d.loop.handle(au)
+				recv.recycle(au)
+			}
+		}
+	}()
+	return d
+}
+
+// stop ends the decode goroutine, waits for it, closes the decoder and returns when the
+// session decoded its first frame (zero if it never did). The RTP callbacks must have
+// stopped (the client closed).
+func (d *decoding) stop() (onlineAt time.Time) {
+	close(d.quit)
+	d.wg.Wait()
+	d.loop.dec.close()
+	return d.loop.onlineAt
 }
 
 // receiver turns a session's RTP packets into access units for the decode goroutine. push
