@@ -84,6 +84,8 @@ func TestCrowdReplay(t *testing.T) {
 				fig := stepCrowd(t, cfg, rec, fps, sc, cs)
 				logCrowd(t, seed, fps, fig)
 				s := fig.Summary(seed, fps)
+				ceil := perfectTracking(t, rec, fps, sc, cs)
+				s.CeilingHOTA, s.CeilingIDF1 = ceil.HOTA.HOTA, ceil.ID.IDF1
 				if fps == rec.FPS {
 					// The daemon's own run: the scene on the recording must give its figures.
 					if got, want := replayed.String(), fig.String(); got != want {

@@ -31,6 +31,12 @@ type Summary struct {
 	HalfHOTA float64 `json:"half_hota"`
 	HalfIDF1 float64 `json:"half_idf1"`
 	HalfMOTA float64 `json:"half_mota"`
+	// What a perfect association of the same detections scores (every detection that
+	// overlaps a true object by IoU 0.5 given that object's id, nothing else reported): the
+	// most a tracker that reports only the detector's boxes could reach. Zero where not
+	// worked out.
+	CeilingHOTA float64 `json:"ceiling_hota,omitempty"`
+	CeilingIDF1 float64 `json:"ceiling_idf1,omitempty"`
 
 	Tracks    int `json:"tracks"`
 	Objects   int `json:"objects"`
