@@ -68,16 +68,7 @@ func TestCrowdReplay(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			cs, sc, file := makeCrowd(ctx, t, m, seed)
-			if out.Params == "" {
-				p := cs.Params
-				p.Seed = 0
-				out.Params = strings.TrimSuffix(p.String(), ", seed 0")
-			}
-			totals, err := cs.Totals()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out.Scenes = append(out.Scenes, totals)
+			addCrowdScene(t, &out, cs)
 			cfg := crowdConfig(t, cs, file)
 			rec, replayed := recordCrowd(ctx, t, cfg, file, sc, cs)
 			for _, fps := range crowdRates {
@@ -100,14 +91,37 @@ func TestCrowdReplay(t *testing.T) {
 			}
 		})
 	}
-	if name := os.Getenv("VISIOND_CROWD_OUT"); name != "" {
-		b, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	writeCrowdOut(t, out)
+}
+
+// addCrowdScene adds cs's parameters (once) and totals to a crowd report.
+func addCrowdScene(t *testing.T, out *groundtruth.CrowdReport, cs groundtruth.CrowdScene) {
+	t.Helper()
+	if out.Params == "" {
+		p := cs.Params
+		p.Seed = 0
+		out.Params = strings.TrimSuffix(p.String(), ", seed 0")
+	}
+	totals, err := cs.Totals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Scenes = append(out.Scenes, totals)
+}
+
+// writeCrowdOut writes a crowd report to the file VISIOND_CROWD_OUT names, if it names one.
+func writeCrowdOut(t *testing.T, out groundtruth.CrowdReport) {
+	t.Helper()
+	name := os.Getenv("VISIOND_CROWD_OUT")
+	if name == "" {
+		return
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -25,7 +25,9 @@ import (
 // recording of the worker's results there (seed-N.json, made by a replay at 10 fps when it
 // is missing), then runs only the camera's scene on them at every rate and scores it as
 // TestCrowdReplay does, checking crowdBounds on the tuning seeds, in seconds. Seeds are
-// crowdTuningSeeds, or VISIOND_CROWD_SEEDS. Without VISIOND_CROWD_DETS it is skipped.
+// crowdTuningSeeds, or VISIOND_CROWD_SEEDS. Without VISIOND_CROWD_DETS it is skipped. With
+// VISIOND_CROWD_OUT, it writes TestCrowdReplay's report (the same figures: the replay at
+// the recording's rate is checked to give the scene's on its results).
 //
 //	VISIOND_CROWD_DETS=/tmp/crowd go test -count=1 -run TestCrowdDets -v ./pipeline/
 //
@@ -53,6 +55,7 @@ func TestCrowdDets(t *testing.T) {
 		t.Fatal(err)
 	}
 	sums := map[float64][]groundtruth.Summary{}
+	out := groundtruth.CrowdReport{Tuning: crowdTuningSeeds}
 	var same, other []float64
 	var seen, detected [len(visibleBands)]int
 	for _, seed := range seeds {
@@ -81,6 +84,7 @@ func TestCrowdDets(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}
+		addCrowdScene(t, &out, cs)
 		s, o := appearanceSpread(t, rec, sc)
 		same, other = append(same, s...), append(other, o...)
 		for k, n := range detectorCeiling(rec, sc) {
@@ -92,7 +96,11 @@ func TestCrowdDets(t *testing.T) {
 			s := fig.Summary(seed, fps)
 			ceil := perfectTracking(t, rec, fps, sc, cs)
 			s.CeilingHOTA, s.CeilingIDF1 = ceil.HOTA.HOTA, ceil.ID.IDF1
+			if fps == rec.FPS {
+				s.ElapsedS = rec.Elapsed.Seconds() // the recording's replay
+			}
 			sums[fps] = append(sums[fps], s)
+			out.Runs = append(out.Runs, s)
 			if tuning {
 				checkCrowd(t, s)
 			}
@@ -126,6 +134,7 @@ func TestCrowdDets(t *testing.T) {
 		t.Logf("mean of %d seeds at %g fps: HOTA %.3f, IDF1 %.3f (worst %.3f), crossing precision %.3f recall %.3f; a perfect association of the same detections: HOTA %.3f, IDF1 %.3f",
 			len(sums[fps]), fps, hota/n, idf1/n, worst, prec/n, rec/n, phota/n, pidf1/n)
 	}
+	writeCrowdOut(t, out)
 }
 
 // perfectTracking scores what a tracker that reports only the detector's boxes could reach
