@@ -156,6 +156,7 @@ func (r *report) crowdSection(local *run) {
 	r.p("The last column is the ceiling of a tracker that reports only the detector's boxes: every detection that overlaps a true")
 	r.p("object by IoU 0.5 given that object's id, from its first frame, nothing else reported. Its gap to 1 is the detector's (objects")
 	r.p("it missed, most of them less than half in view; boxes too loose); the gap between it and the tracker's figures is the tracker's.")
+	r.p("")
 	r.p("Issue 37's aims on held-out seeds: IDF1 mean >= 0.93 and worst >= 0.88 at 2 fps, mean >= 0.96 and worst >= 0.92 at 5 fps;")
 	r.p("crossing precision and recall >= 0.98 from 2 fps and >= 0.95 at 1 fps (each seed).")
 	if len(short) == 0 {
