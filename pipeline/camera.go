@@ -19,20 +19,29 @@ import (
 )
 
 // camera is one enabled camera as the pipeline sees it: its source, its mailbox, its place
-// in the schedule and its counters.
+// in the schedule, its analysis and its counters. Its state is split by the goroutine that
+// owns it:
+//   - sched, its schedule: the daemon's run goroutine's (the slicer's rounds, reloads);
+//   - stage, its analysis (scene, track ids, evidence, recorder): the result stage's, under
+//     sceneMu, which the stage holds for a result and the run goroutine for the camera's life
+//     events (its objects' end: results.sweep, retire). What the stage needs of the schedule
+//     comes with each job (jobRun), as a copy;
+//   - counters, latency summaries and what the stage publishes for readers (settings,
+//     objects, scene state, ring, recorder): atomics, or locks of their own;
+//   - the per-label counts, the last error and the latency histograms: under mu.
+//
+// cfg never changes but for FPS and Weight, which a reload changes on the run goroutine
+// with the daemon's mu held (reschedule), as it does sched.interval and sched.slack: readers
+// outside the run goroutine (status) hold it too.
 type camera struct {
 	cfg      config.Camera // without its analytics settings, which are in settings
 	settings atomic.Pointer[analyticsSettings]
 	src      *sources.Camera
 	box      Mailbox
-	interval time.Duration // 1/fps
-	slack    time.Duration // how early a camera may go: absorbs ticker jitter, well under interval
-	nextDue  time.Time     // the run goroutine's (the slicer's rounds)
-	dueAt    atomic.Int64  // nextDue-slack in unix ns, for onFrame
-	busy     atomic.Bool   // a job of this camera is in flight: batch=1, one at a time
-	pass     float64       // fair-queue virtual finish time of its last job (run goroutine)
-	geometry [2]int        // source size of its last job (run goroutine)
-	wake     func()        // asks the run goroutine for a slicer round
+	wake     func()       // asks the run goroutine for a slicer round
+	sched    schedule     // the run goroutine's
+	dueAt    atomic.Int64 // sched.nextDue-slack in unix ns, for onFrame
+	busy     atomic.Bool  // a job of this camera is in flight, its end not run: batch=1, one at a time
 
 	analysed   atomic.Uint64 // frames analysed and published; added to under mu, with latency
 	stale      atomic.Uint64 // frames older than max_frame_age when their turn came
@@ -48,30 +57,14 @@ type camera struct {
 	fps      rate    // analysed frames per second
 	snap     snapshot
 
-	// The camera's analytics, used by the result stage (one job of a camera at a time, and
-	// the ends of its objects from the run goroutine), under sceneMu: its scene, the settings
-	// the scene has applied, its track ids, a buffer for its evidence, when and at what size
-	// a frame was last analysed, and whether its life has ended (retired: no more analysis).
-	sceneMu    sync.Mutex
-	scene      *analytics.Scene
-	sceneFor   *analyticsSettings
-	ids        *trackIDs
-	evidence   []track.Track
-	stepped    time.Time // host clock
-	frameW     int
-	frameH     int
-	retired    bool
-	objects    atomic.Pointer[[]liveObject] // the followed objects after the latest frame, for the API
-	sceneState atomic.Pointer[sceneState]   // occupancy, line counts and tracks after the latest frame, for /metrics
-	filtered   filterCounts                 // detections the camera's filter dropped, by reason
-	// Its clips (clips.go): the recorder and the settings it has, under sceneMu; the ring
-	// its session feeds and the recorder again, for the source's callbacks.
-	rec       *clips.Recorder
-	recFor    config.Clips
-	recWait   time.Duration        // the longest an object's first event came after its first sighting, when past confirmWait
-	objEvents []*sinks.ObjectEvent // a frame's object events, for the recorder (reused)
-	ring      atomic.Pointer[clips.Ring]
-	recorder  atomic.Pointer[clips.Recorder]
+	sceneMu sync.Mutex
+	stage   stageState // the result stage's, under sceneMu
+	// What the stage publishes for readers.
+	objects    atomic.Pointer[[]liveObject]   // the followed objects after the latest frame, for the API
+	sceneState atomic.Pointer[sceneState]     // occupancy, line counts and tracks after the latest frame, for /metrics
+	filtered   filterCounts                   // detections the camera's filter dropped, by reason
+	ring       atomic.Pointer[clips.Ring]     // the recorder's ring, for the session's callbacks (onPacket)
+	recorder   atomic.Pointer[clips.Recorder] // the recorder, for the source's callbacks and status
 
 	mu       sync.Mutex   // guards the fields below
 	latency  stageLatency // per-stage latency histograms of the analysed frames
@@ -81,14 +74,52 @@ type camera struct {
 	prev     counts    // totals at the last summary
 }
 
+// schedule is a camera's place in the slicer's schedule: the run goroutine's.
+type schedule struct {
+	interval time.Duration // 1/fps
+	slack    time.Duration // how early a camera may go: absorbs ticker jitter, well under interval
+	nextDue  time.Time
+	pass     float64 // fair-queue virtual finish time of its last job
+	geometry [2]int  // source size of its last job
+}
+
+// stageState is a camera's analysis, the result stage's (one job of a camera at a time, and
+// the ends of its objects from the run goroutine), under the camera's sceneMu: its scene, the
+// settings the scene has applied, its track ids, a buffer for its evidence, when and at what
+// size a frame was last analysed, whether its life has ended (retired: no more analysis), and
+// its clips' recorder (clips.go).
+type stageState struct {
+	// interval is the camera's 1/fps as of the latest job's dispatch (jobRun.interval): the
+	// stage's copy of the schedule, which sizes the recorder's ring and hold.
+	interval  time.Duration
+	scene     *analytics.Scene
+	sceneFor  *analyticsSettings
+	ids       *trackIDs
+	evidence  []track.Track
+	stepped   time.Time // host clock
+	frameW    int
+	frameH    int
+	retired   bool
+	rec       *clips.Recorder
+	recFor    config.Clips         // the settings rec has
+	recWait   time.Duration        // the longest an object's first event came after its first sighting, when past confirmWait
+	objEvents []*sinks.ObjectEvent // a frame's object events, for the recorder (reused)
+}
+
 func newCamera(cfg config.Camera, slice time.Duration, wake func()) *camera {
 	if !(cfg.Weight > 0) { // a Config built in Go without one
 		cfg.Weight = 1
 	}
-	interval := time.Duration(float64(time.Second) / cfg.FPS)
-	c := &camera{cfg: withoutAnalytics(cfg), interval: interval, slack: min(slice/2, interval/4), wake: wake}
+	c := &camera{cfg: withoutAnalytics(cfg), sched: newSchedule(cfg.FPS, slice), wake: wake}
+	c.stage.interval = c.sched.interval
 	c.setAnalytics(cfg)
 	return c
+}
+
+// newSchedule is the schedule of a camera analysed at fps, by a slicer of that slice.
+func newSchedule(fps float64, slice time.Duration) schedule {
+	interval := time.Duration(float64(time.Second) / fps)
+	return schedule{interval: interval, slack: min(slice/2, interval/4)}
 }
 
 // analyticsSettings are a camera's analytics settings in force: its objects, masks, zones
@@ -138,11 +169,11 @@ func (c *camera) onFrame(f *sources.Frame) {
 // how often it takes one (a camera analysed at most half as often as its stream sends frames
 // leaves non-reference frames before that time undecoded).
 func (c *camera) schedule(next time.Time) {
-	c.nextDue = next
-	due := next.Add(-c.slack)
+	c.sched.nextDue = next
+	due := next.Add(-c.sched.slack)
 	c.dueAt.Store(due.UnixNano())
 	if c.src != nil {
-		c.src.AnalysedEvery(c.interval)
+		c.src.AnalysedEvery(c.sched.interval)
 		c.src.NeedFrom(due)
 	}
 }
@@ -388,7 +419,7 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 		Reconnects:   st.Reconnects,
 		Stuck:        st.Stuck,
 		Detections:   c.detections.Load(),
-		FPSAchieved:  c.fps.perSecond(time.Now(), 3*time.Second+2*c.interval),
+		FPSAchieved:  c.fps.perSecond(time.Now(), 3*time.Second+2*c.sched.interval),
 		FrameAgeMS:   ms(age),
 		FrameAgeMax:  ms(ageMax),
 		InferMS:      ms(inf),

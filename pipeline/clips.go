@@ -55,12 +55,12 @@ func (rs *results) noteConfirmWait(c *camera, ev *sinks.ObjectEvent) {
 		return
 	}
 	wait := time.Since(ev.FirstSeen)
-	if wait <= c.recWait || wait <= confirmWait(c.interval) {
+	if wait <= c.stage.recWait || wait <= confirmWait(c.stage.interval) {
 		return
 	}
-	c.recWait = min(wait+wait/2, maxConfirmWait) // room for it to grow a little more
-	c.rec.Ring.SetLimits(ringKeep(c.recFor, c.interval, c.recWait), ringMaxBytes)
-	c.rec.SetHold(c.recWait)
+	c.stage.recWait = min(wait+wait/2, maxConfirmWait) // room for it to grow a little more
+	c.stage.rec.Ring.SetLimits(ringKeep(c.stage.recFor, c.stage.interval, c.stage.recWait), ringMaxBytes)
+	c.stage.rec.SetHold(c.stage.recWait)
 }
 
 // clipSettings are the recorder's settings of config's.
@@ -89,47 +89,47 @@ func (rs *results) syncClips(c *camera) {
 	set := c.analytics().Clips
 	on := set.Enabled && rs.clips != nil && (c.cfg.Kind == sources.KindRTSP || c.cfg.Kind == sources.KindFile)
 	switch {
-	case !on && c.rec != nil:
+	case !on && c.stage.rec != nil:
 		rs.stopClips(c, sinks.ClipClosedStopped)
-	case on && c.rec == nil:
-		ring := clips.NewRing(ringKeep(set, c.interval, 0), ringMaxBytes)
+	case on && c.stage.rec == nil:
+		ring := clips.NewRing(ringKeep(set, c.stage.interval, 0), ringMaxBytes)
 		rec := &clips.Recorder{Camera: c.cfg.ID, Ring: ring, Dir: rs.clipDir, Settings: clipSettings(set),
-			Hold: confirmWait(c.interval), Finished: rs.clipFinished, Joined: rs.clipJoined, Logger: rs.log.With("component", "clips", "camera", c.cfg.ID)}
+			Hold: confirmWait(c.stage.interval), Finished: rs.clipFinished, Joined: rs.clipJoined, Logger: rs.log.With("component", "clips", "camera", c.cfg.ID)}
 		if err := rec.Start(); err != nil {
 			c.noteError(err)
 			return
 		}
-		c.rec, c.recFor, c.recWait = rec, set, 0
+		c.stage.rec, c.stage.recFor, c.stage.recWait = rec, set, 0
 		c.ring.Store(ring)
 		c.recorder.Store(rec)
-	case on && !reflect.DeepEqual(c.recFor, set):
-		c.rec.SetSettings(clipSettings(set))
-		c.rec.Ring.SetLimits(ringKeep(set, c.interval, c.recWait), ringMaxBytes)
-		c.recFor = set
+	case on && !reflect.DeepEqual(c.stage.recFor, set):
+		c.stage.rec.SetSettings(clipSettings(set))
+		c.stage.rec.Ring.SetLimits(ringKeep(set, c.stage.interval, c.stage.recWait), ringMaxBytes)
+		c.stage.recFor = set
 	}
 }
 
 // stopClips closes camera c's recorder (the clip being written ends for reason) and drops
 // its ring. Under c.sceneMu.
 func (rs *results) stopClips(c *camera, reason string) {
-	if c.rec == nil {
+	if c.stage.rec == nil {
 		return
 	}
 	c.ring.Store(nil)
 	c.recorder.Store(nil)
-	c.rec.Close(reason)
-	c.rec = nil
+	c.stage.rec.Close(reason)
+	c.stage.rec = nil
 }
 
 // observeClips tells camera c's recorder of the object events of a frame. Under c.sceneMu.
 func (rs *results) observeClips(c *camera, evs []*sinks.ObjectEvent) {
 	rs.syncClips(c)
-	if c.rec == nil {
+	if c.stage.rec == nil {
 		return
 	}
 	for _, ev := range evs {
 		rs.noteConfirmWait(c, ev)
-		c.rec.Observe(ev)
+		c.stage.rec.Observe(ev)
 	}
 }
 

@@ -290,7 +290,7 @@ func TestClipEndsWhenCameraGoesOffline(t *testing.T) {
 		c := d.camera("cam0")
 		c.sceneMu.Lock()
 		defer c.sceneMu.Unlock()
-		return c.scene != nil && c.scene.Objects() > 0 && c.rec != nil && c.rec.Ring.Stats().Units > 0
+		return c.stage.scene != nil && c.stage.scene.Objects() > 0 && c.stage.rec != nil && c.stage.rec.Ring.Stats().Units > 0
 	})
 	testutil.WaitFor(t, time.Minute, "video written into the clip", func() bool {
 		st := d.camera("cam0").clipStatus()
@@ -342,16 +342,16 @@ func TestClipLeftoversRemoved(t *testing.T) {
 // sighting than a camera's ring allows for (an overloaded box) widens the ring, so that the
 // next objects' clips still reach pre_capture before them; never past maxConfirmWait.
 func TestRingWidensForLateObjects(t *testing.T) {
-	c := &camera{interval: 200 * time.Millisecond, recFor: config.Clips{Enabled: true, PreCapture: 5 * time.Second}}
-	c.rec = &clips.Recorder{Ring: clips.NewRing(ringKeep(c.recFor, c.interval, 0), ringMaxBytes)}
+	c := &camera{stage: stageState{interval: 200 * time.Millisecond, recFor: config.Clips{Enabled: true, PreCapture: 5 * time.Second}}}
+	c.stage.rec = &clips.Recorder{Ring: clips.NewRing(ringKeep(c.stage.recFor, c.stage.interval, 0), ringMaxBytes)}
 	rs := &results{}
-	keep := func() time.Duration { k, _ := c.rec.Ring.Limits(); return k }
-	if k := keep(); k != 5*time.Second+confirmWait(c.interval) {
+	keep := func() time.Duration { k, _ := c.stage.rec.Ring.Limits(); return k }
+	if k := keep(); k != 5*time.Second+confirmWait(c.stage.interval) {
 		t.Fatalf("keep %v at start", k)
 	}
 	now := time.Now()
 	rs.noteConfirmWait(c, &sinks.ObjectEvent{Type: sinks.ObjectNew, FirstSeen: now.Add(-time.Second)}) // within confirmWait
-	if k := keep(); k != 5*time.Second+confirmWait(c.interval) {
+	if k := keep(); k != 5*time.Second+confirmWait(c.stage.interval) {
 		t.Errorf("keep %v after an object on time", k)
 	}
 	rs.noteConfirmWait(c, &sinks.ObjectEvent{Type: sinks.ObjectNew, FirstSeen: now.Add(-8 * time.Second)})
@@ -363,4 +363,57 @@ func TestRingWidensForLateObjects(t *testing.T) {
 	if k := keep(); k != 5*time.Second+maxConfirmWait {
 		t.Errorf("keep %v after an object an hour late, want pre_capture and %v", k, maxConfirmWait)
 	}
+}
+
+// TestReloadFPSWhileRecording: the fps of a camera that records clips is reloaded again and
+// again while objects come and its recorder records: the camera keeps its session and takes
+// each new schedule, its recorder goes on (a clip is stored and named), and the result stage,
+// which sizes the recorder's ring and hold by the camera's interval, never reads the run
+// goroutine's schedule (issue 38: it read the interval that a reload writes, a race that
+// -race reports here).
+func TestReloadFPSWhileRecording(t *testing.T) {
+	cams := strings.Replace(sampleCameras(t, 1), "- {id: cam0,", "- {id: cam0, clips: {enabled: true, pre_capture: 1s, post_capture: 1s, max_length: 10s},", 1)
+	d := startTestDaemon(t, lifeConfig(t, cams))
+	ev := subscribeClips(t, d.NATSURL(), "visiond.test.cam0.objects")
+	news := func() int {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		n := 0
+		for _, evs := range ev.objects {
+			for _, e := range evs {
+				if e.Type == sinks.ObjectNew {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	testutil.WaitFor(t, 3*time.Minute, "the recorder recording and an object followed", func() bool {
+		st := d.camera("cam0").clipStatus()
+		return st != nil && st.RingSeconds > 0 && news() > 0
+	})
+	// Reload as fast as the daemon applies them, for a while: the fps, and with it the
+	// pre_capture, so that the recorder's ring is sized anew by the camera's interval
+	// (syncClips), and each object's first event checks it too (noteConfirmWait).
+	from, reloads := news(), 0
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); reloads++ {
+		cfg := *d.Running()
+		cfg.Cameras = slices.Clone(cfg.Cameras)
+		cc := &cfg.Cameras[0]
+		cc.FPS = []float64{4, 5}[reloads%2]
+		cc.Clips.PreCapture = time.Duration(1+reloads%2) * time.Second
+		res, err := d.Reload(&cfg)
+		if err != nil || !slices.Equal(res.Updated, []string{"cam0"}) || len(res.Restarted) != 0 {
+			t.Fatalf("reload %d to %v fps: %+v, %v; want cam0 updated, not restarted", reloads, cc.FPS, res, err)
+		}
+	}
+	t.Logf("%d reloads while %d new objects came", reloads, news()-from)
+	if c := d.camera("cam0"); c.recorder.Load() == nil {
+		t.Fatal("the recorder stopped")
+	}
+	testutil.WaitFor(t, 2*time.Minute, "a clip event", func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		return len(ev.clips) > 0
+	})
 }

@@ -61,6 +61,7 @@ type Daemon struct {
 	pools          *workerPools
 	slicer         *slicer  // dispatches the cameras' frames to the pools; its result stage publishes the results
 	results        *results // the slicer's result stage: the run goroutine ends cameras' objects through it
+	stage          *stage   // the result stage's goroutines: the pools hand each job's end over to them
 	httpSrv        *http.Server
 	httpAddr       net.Addr
 	cams           []*camera
@@ -160,6 +161,10 @@ func (d *Daemon) Start() (err error) {
 		log:     d.log,
 		cams:    d.cams,
 	}
+	// As many goroutines as the workers at start run sessions: results of as many cameras
+	// are finished side by side as the workers answer at once.
+	d.stage = newStage(d.pools.sessions(), d.slicer.end)
+	d.slicer.handOver = d.stage.put
 
 	if cfg.HTTP.Listen != "" {
 		if err := d.startHTTP(cfg.HTTP); err != nil {
@@ -226,6 +231,10 @@ func (d *Daemon) Close() {
 		d.retiring.Wait()
 		if d.pools != nil {
 			d.pools.close()
+		}
+		// Every job's end has been handed over: the stage runs those queued, and stops.
+		if d.stage != nil {
+			d.stage.stop()
 		}
 		// No result comes any more: every object ends, its zones' occupancy with it, and
 		// the reservations of ids end, before the state and the publisher flush.

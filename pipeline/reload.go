@@ -469,12 +469,14 @@ func sameSource(a, b config.Camera) bool {
 
 // reschedule takes a new fps and weight (and slice) for a camera whose source is unchanged.
 // It runs on the run goroutine under d.mu, so the slicer and readers of Cameras see the old
-// schedule or the new one. Only those fields change, since the result stage reads the
-// camera meanwhile; it reads interval too, for a camera with clips (clips.go), without d.mu:
-// a race when such a camera's fps is reloaded (issue 38, item 1).
+// schedule or the new one. The result stage never reads the schedule: it gets the interval
+// of each job with the job (jobRun).
 func (c *camera) reschedule(cc config.Camera, slice time.Duration) {
-	n := newCamera(cc, slice, c.wake)
-	c.cfg.FPS, c.cfg.Weight, c.interval, c.slack = n.cfg.FPS, n.cfg.Weight, n.interval, n.slack
+	n := newSchedule(cc.FPS, slice)
+	c.cfg.FPS, c.cfg.Weight, c.sched.interval, c.sched.slack = cc.FPS, cc.Weight, n.interval, n.slack
+	if !(c.cfg.Weight > 0) { // a Config built in Go without one (newCamera)
+		c.cfg.Weight = 1
+	}
 }
 
 // startConfig starts the config goroutine, which watches ConfigPath and reloads it when it

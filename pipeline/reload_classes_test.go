@@ -450,9 +450,9 @@ func newPools(t *testing.T, h *leafDaemon, s leafStep) {
 // is half a slice at most), as does the run loop, which reads the slice in force.
 func reslices(t *testing.T, h *leafDaemon, s leafStep) {
 	c, slice := h.camera("live"), s.to.Pipeline.Slice
-	if !slices.Equal(s.res.Updated, []string{"live", "cam"}) || c.slack != min(slice/2, c.interval/4) || h.Running().Pipeline.Slice != slice {
+	if !slices.Equal(s.res.Updated, []string{"live", "cam"}) || c.sched.slack != min(slice/2, c.sched.interval/4) || h.Running().Pipeline.Slice != slice {
 		t.Fatalf("updated %q, live's slack %v, slice in force %v: want both cameras rescheduled to the slice %v",
-			s.res.Updated, c.slack, h.Running().Pipeline.Slice, slice)
+			s.res.Updated, c.sched.slack, h.Running().Pipeline.Slice, slice)
 	}
 }
 

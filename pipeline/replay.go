@@ -130,7 +130,7 @@ func Replay(ctx context.Context, opt ReplayOptions, sink EventSink) (ReplayStats
 		inH:      model.InputH,
 		start:    start,
 		log:      log.With("camera", c.cfg.ID, "file", opt.File),
-		choose:   decimator{interval: c.interval, slack: min(c.slack, video.FrameDuration()/2), every: every},
+		choose:   decimator{interval: c.sched.interval, slack: min(c.sched.slack, video.FrameDuration()/2), every: every},
 		results:  make(chan infer.Result, replayWindow(pools)),
 		onResult: opt.OnResult,
 	}
@@ -303,7 +303,7 @@ func (r *replay) nextFrame() (*replayJob, error) {
 	j := &replayJob{
 		job: infer.Job{Camera: r.c.cfg.ID, Seq: uint64(r.decoded), Captured: r.start.Add(at), Letterbox: lb},
 		pix: pix,
-		run: jobRun{received: time.Now(), model: r.pools.modelName()},
+		run: jobRun{received: time.Now(), model: r.pools.modelName(), interval: r.c.sched.interval},
 	}
 	return j, nil
 }

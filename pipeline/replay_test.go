@@ -278,7 +278,7 @@ func TestReplayDecimator(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			slice := cmp.Or(tc.slice, 100*time.Millisecond)
 			c := newCamera(config.Camera{ID: "x", FPS: tc.fps}, slice, func() {})
-			d := decimator{interval: c.interval, slack: min(c.slack, 50*time.Millisecond)} // as Replay sets it for a 10 fps video
+			d := decimator{interval: c.sched.interval, slack: min(c.sched.slack, 50*time.Millisecond)} // as Replay sets it for a 10 fps video
 			var got []time.Duration
 			for _, at := range tc.frames {
 				if d.take(at) {

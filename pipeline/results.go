@@ -50,12 +50,12 @@ type snapshotStore interface {
 // it counts the job's outcome, runs the result through the camera's scene (the filter,
 // tracker, zones, lines and motion, and the life of its objects: analytics.Scene), takes the
 // objects' evidence, builds the detection, object, zone and line events (package sinks'
-// constructors), publishes them and writes the camera's state. It runs on the pool's
-// goroutine that ends the job, one job of a camera at a time (the slicer dispatches one per
-// camera). The camera's life ends its objects from the daemon's run goroutine (endCamera,
-// retire, sweep: offline, removed, restarted, shutdown), so a camera's scene is guarded by its
-// sceneMu, held for a result's analysis and publication (no network wait: publishes and
-// state writes queue).
+// constructors), publishes them and writes the camera's state. It runs on the goroutines of
+// the daemon's stage (stage.go), one job of a camera at a time (the slicer dispatches one
+// per camera), and owns the camera's stageState. The camera's life ends its objects from the
+// daemon's run goroutine (endCamera, retire, sweep: offline, removed, restarted, shutdown),
+// so a camera's stageState is guarded by its sceneMu, held for a result's analysis and
+// publication (no network wait: publishes and state writes queue).
 type results struct {
 	pub        EventSink
 	state      sceneStore    // nil without JetStream: the analytics' state is then not kept
@@ -79,9 +79,10 @@ type results struct {
 
 // jobRun is what the slicer knows of a job besides what its result carries.
 type jobRun struct {
-	received   time.Time // the frame was decoded
-	dispatched time.Time // handed to a worker
-	model      string    // the name of the model of the pools that ran it
+	received   time.Time     // the frame was decoded
+	dispatched time.Time     // handed to a worker
+	model      string        // the name of the model of the pools that ran it
+	interval   time.Duration // the camera's 1/fps at dispatch: the result stage's copy (stageState.interval)
 }
 
 // latency is the time job j with result r spent in each stage, measured on this host's
@@ -115,6 +116,9 @@ func (rs *results) finish(c *camera, j jobRun, r infer.Result) {
 	}
 	c.sceneMu.Lock()
 	defer c.sceneMu.Unlock()
+	if j.interval > 0 {
+		c.stage.interval = j.interval
+	}
 	published := time.Now()
 	step, analysed := rs.analyse(c, &r, published)
 	dets, ids := r.Detections, []uint64(nil)
@@ -147,36 +151,36 @@ func (rs *results) finish(c *camera, j jobRun, r infer.Result) {
 // run, or the camera's life has ended (retire): the result then goes out as it came,
 // without track ids.
 func (rs *results) analyse(c *camera, r *infer.Result, now time.Time) (step analytics.StepResult, ok bool) {
-	if c.retired {
+	if c.stage.retired {
 		return step, false
 	}
 	settings := c.analytics()
 	w, h := r.Job.Letterbox.SrcW, r.Job.Letterbox.SrcH
-	if c.scene == nil {
+	if c.stage.scene == nil {
 		sc, ids, err := rs.newScene(c.cfg.ID, settings.Analytics, now)
 		if err != nil {
 			c.noteError(fmt.Errorf("analytics: %w", err))
 			return step, false
 		}
-		c.scene, c.sceneFor, c.ids = sc, settings, ids
-	} else if c.sceneFor != settings {
-		left, err := c.scene.Reconfigure(settings.Analytics)
+		c.stage.scene, c.stage.sceneFor, c.stage.ids = sc, settings, ids
+	} else if c.stage.sceneFor != settings {
+		left, err := c.stage.scene.Reconfigure(settings.Analytics)
 		if err != nil {
 			// Checked before the reload put them in force: not expected.
 			c.noteError(fmt.Errorf("analytics: new settings: %w", err))
 		} else {
 			rs.publishScene(c, left, w, h) // the exits of a removed or changed zone's members
-			rs.forgetRemoved(c.cfg.ID, c.sceneFor.Analytics, settings.Analytics)
+			rs.forgetRemoved(c.cfg.ID, c.stage.sceneFor.Analytics, settings.Analytics)
 		}
-		c.sceneFor = settings
+		c.stage.sceneFor = settings
 	}
-	c.ids.prepare(c.scene, len(r.Detections), now)
-	step, err := c.scene.Step(r.Job.Captured, w, h, r.Detections)
+	c.stage.ids.prepare(c.stage.scene, len(r.Detections), now)
+	step, err := c.stage.scene.Step(r.Job.Captured, w, h, r.Detections)
 	if err != nil {
 		c.noteError(fmt.Errorf("analytics: %w", err))
 		return step, false
 	}
-	c.stepped, c.frameW, c.frameH = now, w, h
+	c.stage.stepped, c.stage.frameW, c.stage.frameH = now, w, h
 	c.countFiltered(step.Dropped)
 	rs.noteScene(c, len(step.Zones) > 0 || len(step.Lines) > 0)
 	return step, true
@@ -185,11 +189,11 @@ func (rs *results) analyse(c *camera, r *infer.Result, now time.Time) (step anal
 // noteScene stores camera c's followed objects for the API and, when they or its zones and
 // lines changed, its analytics state for /metrics and the snapshot.
 func (rs *results) noteScene(c *camera, changed bool) {
-	live := liveObjects(c.scene.Live())
+	live := liveObjects(c.stage.scene.Live())
 	c.objects.Store(&live)
 	st := c.sceneState.Load()
-	if st == nil || changed || c.sceneFor != st.settings || st.tracked != len(live) {
-		st = &sceneState{settings: c.sceneFor, tracked: len(live), occupancy: c.scene.Occupancy(), counts: c.scene.Counts()}
+	if st == nil || changed || c.stage.sceneFor != st.settings || st.tracked != len(live) {
+		st = &sceneState{settings: c.stage.sceneFor, tracked: len(live), occupancy: c.stage.scene.Occupancy(), counts: c.stage.scene.Counts()}
 		c.sceneState.Store(st)
 	}
 }
@@ -290,14 +294,14 @@ func (rs *results) endCamera(c *camera, why analytics.Why) {
 
 // endLocked is endCamera under c.sceneMu.
 func (rs *results) endLocked(c *camera, why analytics.Why) {
-	if c.scene == nil || c.scene.Objects() == 0 { // zone members are objects
+	if c.stage.scene == nil || c.stage.scene.Objects() == 0 { // zone members are objects
 		return
 	}
-	step := c.scene.End(why)
+	step := c.stage.scene.End(why)
 	if len(step.Objects)+len(step.Zones) == 0 {
 		return
 	}
-	rs.publishScene(c, step, c.frameW, c.frameH)
+	rs.publishScene(c, step, c.stage.frameW, c.stage.frameH)
 	rs.noteScene(c, true)
 }
 
@@ -314,11 +318,11 @@ func (rs *results) retire(c *camera, why analytics.Why, forget bool) {
 		closed = sinks.ClipClosedShutdown
 	}
 	rs.stopClips(c, closed)
-	c.retired = true
-	ids := c.ids
+	c.stage.retired = true
+	ids := c.stage.ids
 	var next uint64
-	if c.scene != nil {
-		next = c.scene.NextID()
+	if c.stage.scene != nil {
+		next = c.stage.scene.NextID()
 	}
 	c.sceneMu.Unlock()
 	if !forget || rs.state == nil {
@@ -364,7 +368,7 @@ func (rs *results) sweep(now time.Time, cams []*camera) {
 		if !c.sceneMu.TryLock() {
 			continue
 		}
-		if c.scene != nil && !c.retired && c.scene.Objects() > 0 && now.Sub(c.stepped) > c.scene.LostAfter()+c.interval {
+		if c.stage.scene != nil && !c.stage.retired && c.stage.scene.Objects() > 0 && now.Sub(c.stage.stepped) > c.stage.scene.LostAfter()+c.sched.interval {
 			rs.endLocked(c, analytics.WhyCameraOffline)
 		}
 		c.sceneMu.Unlock()
@@ -379,8 +383,8 @@ func (rs *results) close() { rs.wg.Wait() }
 // analysed (seq, kept by the snapshot) is better than what was taken, and names it in this
 // frame's reports that did not name one yet.
 func (rs *results) takeEvidence(c *camera, seq uint64, w, h int, step *analytics.StepResult) {
-	c.evidence = c.scene.EvidenceWanted(c.evidence[:0], w, h)
-	for _, t := range c.evidence {
+	c.stage.evidence = c.stage.scene.EvidenceWanted(c.stage.evidence[:0], w, h)
+	for _, t := range c.stage.evidence {
 		data, ok, err := c.snap.evidence(seq, infer.Detection{ClassID: t.ClassID, Label: t.Label, Score: t.Score, Box: t.Box}, t.ID)
 		if err != nil || !ok {
 			if err != nil {
@@ -393,14 +397,14 @@ func (rs *results) takeEvidence(c *camera, seq uint64, w, h int, step *analytics
 			c.noteError(err)
 			continue
 		}
-		c.scene.Evidenced(t, name)
+		c.stage.scene.Evidenced(t, name)
 		for i := range step.Objects {
 			if o := &step.Objects[i]; o.Track.ID == t.ID && o.Evidence == "" {
 				o.Evidence = name
 			}
 		}
 	}
-	clear(c.evidence) // keep no tracks past the frame; keep the capacity
+	clear(c.stage.evidence) // keep no tracks past the frame; keep the capacity
 }
 
 // publishScene publishes what a frame changed in camera c's scene (object, zone and line
@@ -408,7 +412,7 @@ func (rs *results) takeEvidence(c *camera, seq uint64, w, h int, step *analytics
 func (rs *results) publishScene(c *camera, step analytics.StepResult, w, h int) {
 	id := c.cfg.ID
 	var errs []error
-	evs := c.objEvents[:0]
+	evs := c.stage.objEvents[:0]
 	for _, rep := range step.Objects {
 		ev := sinks.NewObjectEvent(id, rep, w, h)
 		evs = append(evs, ev)
@@ -416,10 +420,10 @@ func (rs *results) publishScene(c *camera, step analytics.StepResult, w, h int) 
 	}
 	rs.observeClips(c, evs)
 	clear(evs)
-	c.objEvents = evs[:0]
+	c.stage.objEvents = evs[:0]
 	if len(step.Zones) > 0 {
 		occ := map[string]map[string]int{}
-		for _, z := range c.scene.Occupancy() {
+		for _, z := range c.stage.scene.Occupancy() {
 			occ[z.Zone] = z.ByClass
 		}
 		for _, z := range step.Zones {
@@ -439,7 +443,7 @@ func (rs *results) publishScene(c *camera, step analytics.StepResult, w, h int) 
 		}
 	}
 	if len(step.Lines) > 0 {
-		all := c.scene.Counts()
+		all := c.stage.scene.Counts()
 		for _, l := range step.Lines {
 			errs = append(errs, rs.pub.PublishLine(sinks.NewLineEvent(id, l, all)))
 		}

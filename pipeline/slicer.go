@@ -27,15 +27,19 @@ type resultStage interface {
 
 // slicer is the time-slicer: each round (the daemon's run goroutine calls dispatch) it hands
 // jobs for the cameras that are due to idle workers, in start-time fair order, and hands each
-// job's result to the result stage. It schedules and nothing else. The daemon builds it in
+// job's end over to the result stage. It schedules and nothing else. The daemon builds it in
 // Start; cams and jobs are the run goroutine's, which a reload changes between rounds. A
-// job's end runs on the pools' goroutines and touches only the camera, the result stage and
-// inflight.
+// job's end (end) runs on the result stage's goroutines and touches only the camera's
+// stage-owned state and atomics, the result stage and inflight.
 type slicer struct {
 	cams    []*camera   // the enabled cameras, in config order
 	jobs    dispatcher  // the worker pools in force
 	results resultStage // what happens to each job's result
-	log     *slog.Logger
+	// handOver takes each job's end from the pool that ran it, on that pool's goroutine, and
+	// must not block (pool.Pool.TryDispatch): the daemon's stage queues it for its goroutines,
+	// which run end. A simulation may run end at once.
+	handOver func(jobEnd)
+	log      *slog.Logger
 	// resized is called when a camera's resolution changed: buffers sized for the old one
 	// may sit in the workers' memory arenas. wake asks for another round: a job ended.
 	resized, wake func()
@@ -62,7 +66,7 @@ type candidate struct {
 func (s *slicer) dispatch(now time.Time, maxAge time.Duration) {
 	ready := s.ready[:0]
 	for _, c := range s.cams {
-		if c.busy.Load() || c.nextDue.Sub(now) > c.slack {
+		if c.busy.Load() || c.sched.nextDue.Sub(now) > c.sched.slack {
 			continue
 		}
 		f := c.box.Take()
@@ -74,7 +78,7 @@ func (s *slicer) dispatch(now time.Time, maxAge time.Duration) {
 			c.stale.Add(1)
 			continue
 		}
-		ready = append(ready, candidate{c, f, max(c.pass, s.vtime)})
+		ready = append(ready, candidate{c, f, max(c.sched.pass, s.vtime)})
 	}
 	slices.SortStableFunc(ready, func(a, b candidate) int { return cmp.Compare(a.start, b.start) })
 	for i, r := range ready {
@@ -87,9 +91,10 @@ func (s *slicer) dispatch(now time.Time, maxAge time.Duration) {
 		dispatched := time.Now()
 		s.inflight.Add(1)
 		c.snap.offer(f.Pix, f.Letterbox, f.Seq, now) // its copy of the pixels, which go with the frame
-		// The job's own: its result comes on the pool's goroutine, after a reload perhaps.
-		run := jobRun{received: received, dispatched: dispatched, model: s.jobs.modelName()}
-		if !s.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { s.end(c, run, res) }) {
+		// The job's own: its result comes on the stage's goroutine, after a reload perhaps,
+		// with a copy of what it needs of the schedule.
+		run := jobRun{received: received, dispatched: dispatched, model: s.jobs.modelName(), interval: c.sched.interval}
+		if !s.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { s.handOver(jobEnd{c, run, res}) }) {
 			s.inflight.Done()
 			c.busy.Store(false)
 			for _, r := range ready[i:] { // no worker idle: the frames wait for the next round
@@ -99,21 +104,21 @@ func (s *slicer) dispatch(now time.Time, maxAge time.Duration) {
 		}
 		g := [2]int{f.Letterbox.SrcW, f.Letterbox.SrcH}
 		f.Release() // TryDispatch copied the pixels into the worker's slot
-		if g != c.geometry {
-			if c.geometry != [2]int{} {
+		if g != c.sched.geometry {
+			if c.sched.geometry != [2]int{} {
 				s.log.Info("camera resolution changed; shrinking worker memory arenas", "camera", c.cfg.ID,
-					"from", fmt.Sprintf("%dx%d", c.geometry[0], c.geometry[1]), "to", fmt.Sprintf("%dx%d", g[0], g[1]))
+					"from", fmt.Sprintf("%dx%d", c.sched.geometry[0], c.sched.geometry[1]), "to", fmt.Sprintf("%dx%d", g[0], g[1]))
 				s.resized()
 			}
-			c.geometry = g
+			c.sched.geometry = g
 		}
-		c.pass = r.start + 1/c.cfg.Weight
+		c.sched.pass = r.start + 1/c.cfg.Weight
 		s.vtime = r.start
 		c.frameAge.observe(dispatched.Sub(received))
 		// Keep to the camera's schedule, but never burst to catch up after a gap.
-		next := c.nextDue.Add(c.interval)
+		next := c.sched.nextDue.Add(c.sched.interval)
 		if next.Before(now) {
-			next = now.Add(c.interval)
+			next = now.Add(c.sched.interval)
 		}
 		c.schedule(next)
 	}
@@ -121,13 +126,13 @@ func (s *slicer) dispatch(now time.Time, maxAge time.Duration) {
 	s.ready = ready[:0]
 }
 
-// end runs on the pool's goroutine when a job ends: the result stage takes its result, and
-// the camera is free for its next job.
-func (s *slicer) end(c *camera, run jobRun, r infer.Result) {
+// end runs on a goroutine of the result stage when a job has ended: the result stage takes
+// its result, and the camera is free for its next job.
+func (s *slicer) end(e jobEnd) {
 	defer s.inflight.Done()
 	defer s.wake()
-	defer c.busy.Store(false)
-	s.results.finish(c, run, r)
+	defer e.cam.busy.Store(false)
+	s.results.finish(e.cam, e.run, e.res)
 }
 
 // drain waits until no job is in flight, or until timeout. (After a timeout the waiting

@@ -59,6 +59,7 @@ func newSim(nworkers int, slice time.Duration, fps ...float64) *sim {
 	s := &sim{w: &workers{n: nworkers}, slice: slice, now: time.Unix(1_000_000, 0), wake: make(chan struct{}, 1)}
 	log := slog.New(slog.DiscardHandler)
 	s.sl = &slicer{jobs: s.w, results: &results{pub: s, log: log}, log: log, resized: func() { s.resized++ }, wake: s.wakeUp}
+	s.sl.handOver = s.sl.end // the simulation's workers complete on its goroutine, in order
 	for i, f := range fps {
 		cc := config.Camera{ID: fmt.Sprintf("cam%d", i), FPS: f, Enabled: true}
 		s.sl.cams = append(s.sl.cams, newCamera(cc, slice, s.wakeUp))
@@ -244,7 +245,7 @@ func TestFrameWakesSlicerOnlyWhenCameraIsDue(t *testing.T) {
 	if woken() {
 		t.Fatal("a frame of a camera due in 1 s woke the slicer")
 	}
-	c.schedule(time.Now().Add(c.slack / 2)) // due within its slack: it may go now
+	c.schedule(time.Now().Add(c.sched.slack / 2)) // due within its slack: it may go now
 	c.onFrame(&sources.Frame{Camera: "cam0", Captured: time.Now()})
 	if !woken() {
 		t.Fatal("a camera due within its slack was not woken")

@@ -53,6 +53,15 @@ func (w *workerPools) TryDispatch(job infer.Job, pix []byte, done func(infer.Res
 	return pool.DispatchAcross(w.pools, job, pix, done)
 }
 
+// sessions is the number of sessions of every pool's workers: the jobs they run at once.
+func (w *workerPools) sessions() int {
+	n := 0
+	for _, p := range w.pools {
+		n += p.Sessions()
+	}
+	return n
+}
+
 // workers reports every worker of every pool, in pool order.
 func (w *workerPools) workers() []infer.WorkerStatus {
 	var out []infer.WorkerStatus

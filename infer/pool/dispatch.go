@@ -14,25 +14,40 @@ import (
 // the worker with the fewest jobs in flight, so that an idle worker is preferred to a
 // busy one and latency stays low while there is capacity; ties go round-robin. pix,
 // RGB24 HWC of the model's input size letterboxed as job.Letterbox says, is copied before
-// TryDispatch returns. done is called exactly once, from a goroutine of the pool, with
-// the result; the results of a worker of one session come in dispatch order, one callback
-// at a time, those of a worker of N sessions as its sessions finish them, up to N callbacks
-// at once. done must not block for long: a worker's next results wait for a free callback.
+// TryDispatch returns.
+//
+// done is called exactly once with the job's result: on the goroutine that reads the
+// results of the job's worker (or that ends its jobs when its process ends), one result
+// after the other, in the order the worker's sessions finish them; for a job refused at
+// once (a frame that does not fit the model), before TryDispatch returns. The pool starts
+// no goroutine for a result and knows nothing of what its caller does with one: done must
+// not block, and must not call the pool. It hands the result over (to a queue its owner
+// drains, a channel with room for every job in flight) and returns; the worker's next
+// results wait until it has.
 func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
+	ok, refused := p.dispatch(job, pix, done)
+	if refused != nil {
+		done(*refused)
+	}
+	return ok
+}
+
+// dispatch is TryDispatch under p.mu; refused is the result of a job refused at once, for
+// TryDispatch to hand over once p.mu is released.
+func (p *Pool) dispatch(job infer.Job, pix []byte, done func(infer.Result)) (ok bool, refused *infer.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || !p.started {
-		return false
+		return false, nil
 	}
 	w := p.pick()
 	if w == nil {
-		return false
+		return false, nil
 	}
 	p.next = (w.index + 1) % len(p.workers)
 	if err := p.checkInput(pix, job.Letterbox); err != nil {
 		res := infer.Result{Job: job, Worker: w.index, Err: fmt.Errorf("%w: camera %q seq %d: %v", infer.ErrJobRejected, job.Camera, job.Seq, err)}
-		p.wg.Go(func() { done(res) })
-		return true
+		return true, &res
 	}
 	slot := freeSlot(w.inflight, p.cfg.workerSlots())
 	copy(w.mem[slot*p.cfg.SlotBytes:], pix)
@@ -51,7 +66,7 @@ func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) b
 		pr.note(fmt.Errorf("write job: %w", err))
 		pr.kill()
 	}
-	return true
+	return true, nil
 }
 
 // startClocks starts the JobTimeout clock of the jobs that are now among the Sessions
@@ -96,7 +111,8 @@ func (p *Pool) Offer() (o Offer, ok bool) {
 }
 
 // DispatchAcross hands the job to the pool, of pools, expected to answer it first, and
-// returns false if no pool has a free slot; done is as for TryDispatch.
+// returns false if no pool has a free slot; done is as for TryDispatch: called once, and
+// must not block.
 //
 // A worker of s sessions runs s of its jobs at once, so a job given to a worker holding n
 // jobs is expected back after ceil((n+1)/s) runs of its pool (Offer.Run): that wait decides, then the

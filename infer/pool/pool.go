@@ -6,7 +6,9 @@
 // its jobs reported as lost (infer.ErrWorkerLost, infer.ErrJobTimeout) or is recycled
 // between jobs, and is replaced: at once after a healthy run, after a jittered, growing
 // delay when it keeps failing. DispatchAcross spreads jobs over the pools of several
-// devices.
+// devices. A job's result goes to its caller's callback, which must hand it over and return
+// (TryDispatch): what happens to a result downstream is the caller's, on goroutines of its
+// own.
 //
 // It does not link ONNX Runtime: a crash or a hang there costs a worker process, never the
 // daemon.
@@ -167,7 +169,7 @@ type Pool struct {
 	cfg    Config
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // supervisors and done callbacks
+	wg     sync.WaitGroup // supervisors and the memory monitor
 
 	mu      sync.Mutex
 	started bool
@@ -350,6 +352,10 @@ func (p *Pool) Workers() []infer.WorkerStatus {
 	return out
 }
 
+// Sessions is the number of sessions of all its workers (Count*Sessions): the jobs it runs
+// at once.
+func (p *Pool) Sessions() int { return p.cfg.Count * p.cfg.Sessions }
+
 // ShrinkArenas makes the next job of each worker run with ONNX Runtime's arena
 // shrinkage (infer/protocol.go: "shrink_arenas"), which hands back the memory the arenas hold
 // beyond what runs need. Call it when the camera set or a resolution changes, never per
@@ -366,7 +372,7 @@ func (p *Pool) ShrinkArenas() {
 // jobs it holds and exits, and SIGKILLs one still running after StopTimeout. A job in flight
 // that its worker did not answer ends with infer.ErrPoolClosed. A worker that ends once Close
 // has begun is neither restarted nor logged as ended. Close waits for every goroutine of the
-// pool. Safe to call twice.
+// pool: when it returns, every job's done has been called. Safe to call twice.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	first := !p.closed

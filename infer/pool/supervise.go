@@ -163,7 +163,6 @@ func (p *Pool) serve(w *worker) error {
 
 func (p *Pool) readResults(w *worker, pr *proc) error {
 	r := bufio.NewReader(pr.resR)
-	finishing := make(chan struct{}, p.cfg.Sessions)
 	var buf []byte
 	for {
 		var m infer.Message
@@ -214,22 +213,8 @@ func (p *Pool) readResults(w *worker, pr *proc) error {
 		if rm.Error != "" {
 			res.Err = fmt.Errorf("%w: worker %d: %s", infer.ErrJobRejected, w.index, rm.Error)
 		}
-		p.finish(finishing, pend.done, res)
+		pend.done(res) // hands it over (TryDispatch): the next result waits for it
 	}
-}
-
-// finish calls done(res) on a goroutine of the pool, at most cap(finishing) at once for
-// one worker: as many as it has sessions. The reader then goes on to the next result while
-// the callbacks (which, in the daemon, track, encode and publish) run, and a worker of N
-// sessions has N of them running side by side instead of one after the other. With one
-// session the callbacks still run one at a time, in the order of the results. A reader
-// whose callbacks all still run waits here: the bound, and the back pressure.
-func (p *Pool) finish(finishing chan struct{}, done func(infer.Result), res infer.Result) {
-	finishing <- struct{}{}
-	p.wg.Go(func() {
-		defer func() { <-finishing }()
-		done(res)
-	})
 }
 
 // errNoResult: the oldest job in flight passed its deadline.
