@@ -141,82 +141,101 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector; it runs on each scrape.
 func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+	e := emitter{ch}
 	for _, cm := range m.d.cameraMetrics() {
-		c, id := cm.status, cm.status.ID
-		counter(m.camDecoded, c.Decoded, id)
-		counter(m.camNotDecoded, c.NotDecoded, id)
-		counter(m.camAnalysed, c.Analysed, id)
-		for _, r := range []struct {
-			reason string
-			n      uint64
-		}{
-			{"superseded", c.Drops.Superseded},
-			{"stale", c.Drops.Stale},
-			{"source", c.Drops.Source},
-			{"worker_lost", c.Drops.WorkerLost},
-			{"timeout", c.Drops.Timeout},
-			{"rejected", c.Drops.Rejected},
-			{"shutdown", c.Drops.Shutdown},
-		} {
-			counter(m.camDropped, r.n, id, r.reason)
-		}
-		counter(m.camDetections, c.Detections, id)
-		counter(m.camReconnects, c.Reconnects, id)
-		counter(m.camResyncs, c.Resyncs, id)
-		counter(m.camDecodeCalls, c.Decode.Calls, id)
-		for _, st := range []struct {
-			step string
-			s    float64
-		}{{"wait", c.Decode.WaitSec}, {"busy", c.Decode.BusySec}, {"copy", c.Decode.CopySec}, {"scale", c.Decode.ScaleSec}} {
-			ch <- prometheus.MustNewConstMetric(m.camDecodeSeconds, prometheus.CounterValue, st.s, id, st.step)
-		}
-		counter(m.camStuck, c.Stuck, id)
-		// A series for every state, so that a state that is not current reads 0 rather
-		// than missing.
-		for _, s := range sources.States() {
-			gauge(m.camState, b2f(c.State == s), id, string(s))
-		}
-		gauge(m.camFPS, c.FPSAchieved, id)
-		gauge(m.camFPSTarget, c.FPS, id)
-		gauge(m.camAgeMean, c.FrameAgeMS/1000, id)
-		gauge(m.camAgeMax, c.FrameAgeMax/1000, id)
-		gauge(m.camInferMean, c.InferMS/1000, id)
-		gauge(m.camLatencyMean, c.LatencyMS/1000, id)
-		for stage := range nStages {
-			count, sum, buckets := cm.latency.get(stage)
-			ch <- prometheus.MustNewConstHistogram(m.stageLatency, count, sum, buckets, id, stageName(stage))
-		}
-		for reason, n := range cm.filtered {
-			if d := analytics.Drop(reason); d != analytics.Keep {
-				counter(m.camFiltered, n, id, d.String())
-			}
-		}
-		if cl := c.Clips; cl != nil {
-			counter(m.camClips, cl.Written, id)
-			counter(m.camClipsFailed, cl.Failed, id)
-			counter(m.camClipBytes, cl.Bytes, id)
-			gauge(m.camRingBytes, float64(cl.RingBytes), id)
-		}
-		if sc := cm.scene; sc != nil {
-			gauge(m.camTracked, float64(sc.tracked), id)
-			for _, z := range sc.occupancy {
-				gauge(m.zoneObjects, float64(z.Total), id, z.Zone)
-				for class, n := range z.ByClass {
-					gauge(m.zoneClassObjects, float64(n), id, z.Zone, class)
-				}
-			}
-			for _, n := range sc.counts {
-				counter(m.lineCrossings, n.N, id, n.Line, string(n.Direction), n.Class)
-			}
+		m.collectCamera(e, cm)
+	}
+	m.collectDaemon(e)
+}
+
+// emitter sends constant metrics to a collector's channel.
+type emitter struct{ ch chan<- prometheus.Metric }
+
+func (e emitter) counter(d *prometheus.Desc, v uint64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func (e emitter) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+// collectCamera sends one camera's series: its frames, drops, decode, state, rates,
+// latencies, filtered detections, clips, and its scene's tracks, zones and lines.
+func (m *metricsCollector) collectCamera(e emitter, cm cameraMetrics) {
+	ch, counter, gauge := e.ch, e.counter, e.gauge
+	c, id := cm.status, cm.status.ID
+	counter(m.camDecoded, c.Decoded, id)
+	counter(m.camNotDecoded, c.NotDecoded, id)
+	counter(m.camAnalysed, c.Analysed, id)
+	for _, r := range []struct {
+		reason string
+		n      uint64
+	}{
+		{"superseded", c.Drops.Superseded},
+		{"stale", c.Drops.Stale},
+		{"source", c.Drops.Source},
+		{"worker_lost", c.Drops.WorkerLost},
+		{"timeout", c.Drops.Timeout},
+		{"rejected", c.Drops.Rejected},
+		{"shutdown", c.Drops.Shutdown},
+	} {
+		counter(m.camDropped, r.n, id, r.reason)
+	}
+	counter(m.camDetections, c.Detections, id)
+	counter(m.camReconnects, c.Reconnects, id)
+	counter(m.camResyncs, c.Resyncs, id)
+	counter(m.camDecodeCalls, c.Decode.Calls, id)
+	for _, st := range []struct {
+		step string
+		s    float64
+	}{{"wait", c.Decode.WaitSec}, {"busy", c.Decode.BusySec}, {"copy", c.Decode.CopySec}, {"scale", c.Decode.ScaleSec}} {
+		ch <- prometheus.MustNewConstMetric(m.camDecodeSeconds, prometheus.CounterValue, st.s, id, st.step)
+	}
+	counter(m.camStuck, c.Stuck, id)
+	// A series for every state, so that a state that is not current reads 0 rather
+	// than missing.
+	for _, s := range sources.States() {
+		gauge(m.camState, b2f(c.State == s), id, string(s))
+	}
+	gauge(m.camFPS, c.FPSAchieved, id)
+	gauge(m.camFPSTarget, c.FPS, id)
+	gauge(m.camAgeMean, c.FrameAgeMS/1000, id)
+	gauge(m.camAgeMax, c.FrameAgeMax/1000, id)
+	gauge(m.camInferMean, c.InferMS/1000, id)
+	gauge(m.camLatencyMean, c.LatencyMS/1000, id)
+	for stage := range nStages {
+		count, sum, buckets := cm.latency.get(stage)
+		ch <- prometheus.MustNewConstHistogram(m.stageLatency, count, sum, buckets, id, stageName(stage))
+	}
+	for reason, n := range cm.filtered {
+		if d := analytics.Drop(reason); d != analytics.Keep {
+			counter(m.camFiltered, n, id, d.String())
 		}
 	}
+	if cl := c.Clips; cl != nil {
+		counter(m.camClips, cl.Written, id)
+		counter(m.camClipsFailed, cl.Failed, id)
+		counter(m.camClipBytes, cl.Bytes, id)
+		gauge(m.camRingBytes, float64(cl.RingBytes), id)
+	}
+	if sc := cm.scene; sc != nil {
+		gauge(m.camTracked, float64(sc.tracked), id)
+		for _, z := range sc.occupancy {
+			gauge(m.zoneObjects, float64(z.Total), id, z.Zone)
+			for class, n := range z.ByClass {
+				gauge(m.zoneClassObjects, float64(n), id, z.Zone, class)
+			}
+		}
+		for _, n := range sc.counts {
+			counter(m.lineCrossings, n.N, id, n.Line, string(n.Direction), n.Class)
+		}
+	}
+}
 
+// collectDaemon sends the daemon's series: workers, publisher and stream, clip store,
+// reloads, leaf node and build.
+func (m *metricsCollector) collectDaemon(e emitter) {
+	counter, gauge := e.counter, e.gauge
 	// WorkerStatus.Index counts within a pool; the position in Workers (pool order) is
 	// unique across pools.
 	for i, w := range m.d.Workers() {
