@@ -279,6 +279,11 @@ func startTestDaemonIn(t testing.TB, yaml, stateDir string) *Daemon {
 		t.Fatal(err)
 	}
 	cfg.StateDir = stateDir
+	if cfg.NATS.URL == "" && !strings.Contains(yaml, "nats:") {
+		// The embedded server's default port (4222) is a fixed one: another test, or a
+		// daemon on the machine, may hold it. A free one instead, as every test names.
+		cfg.NATS.Listen = "127.0.0.1:0"
+	}
 	d := &Daemon{Config: cfg, Logger: testutil.Logger(t), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
