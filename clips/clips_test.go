@@ -537,3 +537,27 @@ func TestClipLateJoin(t *testing.T) {
 		t.Errorf("the clip cut at max_length lists %+v, want tracks 1 and 2", first.Info.Objects)
 	}
 }
+
+// TestRecorderWakes: with no poll and no poke, the recorder reads the ring when a keyframe
+// comes, when an object comes or ends, and when a unit reaches the clip's due end: a clip
+// opens, and closes at its end, from the pushes alone.
+func TestRecorderWakes(t *testing.T) {
+	pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base)
+	g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
+	i := 0
+	pushTo := func(until time.Time) {
+		for ; i < len(pkts) && pkts[i].At.Before(until); i++ {
+			g.ring.Push(&pkts[i])
+		}
+	}
+	pushTo(at(20.5))
+	g.rec.Observe(obj(seen, 1, "person", at(20), at(20.5)))
+	pushTo(at(25.5))
+	g.rec.Observe(obj(ended, 1, "person", at(20), at(25)))
+	pushTo(at(30))
+	c := g.wait(t, 1)[0]
+	checkClip(t, c, "h264", at(18), at(27))
+	if c.Info.Closed != ClosedEnd {
+		t.Errorf("closed %v, want end", c.Info.Closed)
+	}
+}

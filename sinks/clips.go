@@ -62,9 +62,9 @@ const ClipMetadataKey = "visiond-clip"
 // PutClip never blocks on the network: it checks the clip and moves its file into Dir's
 // queue (bounded by QueueBytes, on disk), with its ClipInfo and the events of its objects
 // beside it as JSON (JoinClip adds one while it waits); one goroutine stores them, oldest
-// first, and hands each stored clip's events to OnStored. While the server is unreachable the queue waits; when it is full
-// new clips are dropped and counted. Files still queued at Close, or at a crash, are stored by
-// the next Start.
+// first, and hands each stored clip's events to OnStored. While the server is unreachable the
+// queue waits; when it is full new clips are dropped and counted. Files still queued at
+// Close, or at a crash, are stored by the next Start, and their events handed to OnStored.
 //
 // Open serves a stored clip from a local copy in Dir (bounded by CacheBytes, the least
 // recently used removed), so that http.ServeContent can answer range requests.

@@ -462,8 +462,9 @@ func TestClipsBadInput(t *testing.T) {
 	}
 }
 
-// Clips not stored by Close's deadline stay in Dir with their info, and the next Start
-// stores them; leftovers that are not whole queued clips are cleared.
+// Clips not stored by Close's deadline stay in Dir with their info and the events put or
+// joined with them, and the next Start stores them and hands the events to OnStored;
+// leftovers that are not whole queued clips are cleared.
 func TestClipsRestartStoresWhatWasLeft(t *testing.T) {
 	dir := t.TempDir()
 	s := &Server{Listen: "127.0.0.1:0", StoreDir: dir, Domain: "ext"}
@@ -482,9 +483,16 @@ func TestClipsRestartStoresWhatWasLeft(t *testing.T) {
 	testutil.WaitFor(t, time.Minute, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
 	mp4 := testutil.SampleMP4(t, 1)
 	for i := range 2 {
-		if err := first.PutClip(clipInfo("door", clipAt(i)), nil, clipFile(t, t.TempDir(), mp4)); err != nil {
+		evs := []ObjectEvent{{Camera: "door", Type: ObjectEnd, TrackID: uint64(10 + i), Label: "person"}}
+		if err := first.PutClip(clipInfo("door", clipAt(i)), evs, clipFile(t, t.TempDir(), mp4)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if !first.JoinClip(ClipName("door", clipAt(1)), ObjectEvent{Camera: "door", Type: ObjectUpdate, TrackID: 20, Label: "car"}) {
+		t.Error("JoinClip of a queued clip: false")
+	}
+	if first.JoinClip(ClipName("door", clipAt(5)), ObjectEvent{TrackID: 21}) {
+		t.Error("JoinClip of a clip never put: true")
 	}
 	first.Close(100 * time.Millisecond)
 	if st := first.Stats(); st.Stored != 0 || st.Pending != 2 {
@@ -506,8 +514,21 @@ func TestClipsRestartStoresWhatWasLeft(t *testing.T) {
 	}
 	t.Cleanup(s2.Close)
 	testutil.WaitFor(t, time.Minute, "publisher to reconnect", func() bool { return p.nc.IsConnected() })
-	second := startClips(t, &Clips{Publisher: p, Dir: clipDir})
+	var mu sync.Mutex
+	announced := map[string][]uint64{}
+	second := startClips(t, &Clips{Publisher: p, Dir: clipDir, OnStored: func(info ClipInfo, evs []ObjectEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range evs {
+			announced[info.Name] = append(announced[info.Name], ev.TrackID)
+		}
+	}})
 	testutil.WaitFor(t, time.Minute, "the clips left stored", func() bool { return second.Stats().Stored == 2 })
+	mu.Lock()
+	if got := fmt.Sprint(announced[ClipName("door", clipAt(0))], announced[ClipName("door", clipAt(1))]); got != "[10] [11 20]" {
+		t.Errorf("events handed to OnStored after the restart: %s, want [10] [11 20]", got)
+	}
+	mu.Unlock()
 	ctx := ctxMinute(t)
 	for i := range 2 {
 		data, info, err := readClip(ctx, second, ClipName("door", clipAt(i)))
