@@ -18,7 +18,6 @@ import (
 
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/internal/videofile"
-	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
 
@@ -78,7 +77,7 @@ func newRig(t *testing.T, keep time.Duration, s Settings) *rig {
 	t.Helper()
 	g := &rig{ring: NewRing(keep, 64<<20)}
 	g.rec = &Recorder{Camera: "door", Ring: g.ring, Dir: t.TempDir(), Settings: s, Logger: testutil.Logger(t),
-		Every: 20 * time.Millisecond, Finished: func(c Clip) {
+		Finished: func(c Clip) {
 			g.mu.Lock()
 			g.done = append(g.done, c)
 			g.mu.Unlock()
@@ -86,7 +85,7 @@ func newRig(t *testing.T, keep time.Duration, s Settings) *rig {
 	if err := g.rec.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { g.rec.Close(sinks.ClipClosedShutdown) })
+	t.Cleanup(func() { g.rec.Close(ClosedShutdown) })
 	return g
 }
 
@@ -113,6 +112,7 @@ func (g *rig) push(t *testing.T, pkts []sources.Packet, i *int, until time.Time)
 		for ; *i < len(pkts) && pkts[*i].At.Before(until) && pkts[*i].At.Before(step); *i++ {
 			g.ring.Push(&pkts[*i])
 		}
+		g.ring.wakeUp() // where a live camera's next keyframe would: each second read before the next
 		next := g.ring.Next()
 		testutil.WaitFor(t, time.Minute, "the recorder reads the ring", func() bool { return g.rec.readTo.Load() >= next })
 	}
@@ -124,16 +124,21 @@ func (g *rig) push(t *testing.T, pkts []sources.Packet, i *int, until time.Time)
 func (g *rig) follow(t *testing.T, pkts []sources.Packet, i *int, id uint64, first, last, until time.Time) {
 	t.Helper()
 	g.push(t, pkts, i, first.Add(500*time.Millisecond))
-	g.rec.Observe(obj(sinks.ObjectNew, id, "person", first, first.Add(500*time.Millisecond)))
+	g.rec.Observe(obj(seen, id, "person", first, first.Add(500*time.Millisecond)))
 	g.push(t, pkts, i, last.Add(500*time.Millisecond))
-	g.rec.Observe(obj(sinks.ObjectEnd, id, "person", first, last))
+	g.rec.Observe(obj(ended, id, "person", first, last))
 	g.push(t, pkts, i, until)
 }
 
-// obj is an object event of track id.
-func obj(typ string, id uint64, label string, first, last time.Time, zones ...string) *sinks.ObjectEvent {
-	return &sinks.ObjectEvent{Camera: "door", Type: typ, TrackID: id, Label: label, FirstSeen: first, LastSeen: last,
-		Zones: zones, Seq: 1}
+// Whether an object observed has ended (obj).
+const (
+	seen  = false
+	ended = true
+)
+
+// obj is track id as observed, ended or not.
+func obj(end bool, id uint64, label string, first, last time.Time, zones ...string) Object {
+	return Object{TrackID: id, Label: label, FirstSeen: first, LastSeen: last, Zones: zones, Ended: end}
 }
 
 func at(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
@@ -153,8 +158,8 @@ func checkClip(t *testing.T, c Clip, codec string, from, to time.Time) testutil.
 	if p.Frames != c.Info.Frames || float64(p.Frames) < p.Duration*10-1 || float64(p.Frames) > p.Duration*10+1 {
 		t.Errorf("%s: %d frames decoded, %d stated, over %.2f s: want 10 fps", c.Info.Name, p.Frames, c.Info.Frames, p.Duration)
 	}
-	if d := p.Duration - c.Info.DurationS; d > 0.05 || d < -0.05 {
-		t.Errorf("%s: ffprobe says %.3f s, the info %.3f s", c.Info.Name, p.Duration, c.Info.DurationS)
+	if d := p.Duration - c.Info.Duration.Seconds(); d > 0.05 || d < -0.05 {
+		t.Errorf("%s: ffprobe says %.3f s, the info %.3f s", c.Info.Name, p.Duration, c.Info.Duration.Seconds())
 	}
 	if c.Info.Start.After(from) || c.Info.Start.Before(from.Add(-time.Second)) {
 		t.Errorf("%s: starts at %s, want within the keyframe interval at or before %s", c.Info.Name, c.Info.Start, from)
@@ -214,16 +219,16 @@ func TestClipOfOneObject(t *testing.T) {
 	g := newRig(t, 10*time.Second, Settings{PreCapture: 5 * time.Second, PostCapture: 5 * time.Second, MaxLength: time.Minute})
 	i := 0
 	g.push(t, pkts, &i, at(21))
-	g.rec.Observe(obj(sinks.ObjectNew, 7, "person", at(20), at(20.6)))
+	g.rec.Observe(obj(seen, 7, "person", at(20), at(20.6)))
 	g.push(t, pkts, &i, at(27))
-	g.rec.Observe(obj(sinks.ObjectEnd, 7, "person", at(20), at(26)))
+	g.rec.Observe(obj(ended, 7, "person", at(20), at(26)))
 	g.push(t, pkts, &i, at(40))
 	cs := g.wait(t, 1)
 	c := cs[0]
 	checkClip(t, c, "h264", at(15), at(31))
-	if c.Info.Closed != sinks.ClipClosedEnd || len(c.Info.Objects) != 1 || c.Info.Objects[0].TrackID != 7 ||
-		len(c.Objects) != 1 || c.Objects[0].Type != sinks.ObjectEnd || c.Info.Name != sinks.ClipName("door", c.Info.Start) {
-		t.Errorf("clip info %+v, objects %d", c.Info, len(c.Objects))
+	if c.Info.Closed != ClosedEnd || len(c.Info.Objects) != 1 || c.Info.Objects[0].TrackID != 7 ||
+		!c.Info.Objects[0].Ended || c.Info.Name != Name("door", c.Info.Start) {
+		t.Errorf("clip info %+v, objects %d", c.Info, len(c.Info.Objects))
 	}
 	if len(c.Info.Notes) != 0 {
 		t.Errorf("notes %q, want none", c.Info.Notes)
@@ -240,21 +245,21 @@ func TestClipsShareAndSplit(t *testing.T) {
 	g := newRig(t, 10*time.Second, Settings{PreCapture: 5 * time.Second, PostCapture: 5 * time.Second, MaxLength: 10 * time.Second})
 	i := 0
 	g.push(t, pkts, &i, at(20.5))
-	g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
+	g.rec.Observe(obj(seen, 1, "person", at(20), at(20.5)))
 	g.push(t, pkts, &i, at(24.5))
-	g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(24)))
+	g.rec.Observe(obj(ended, 1, "person", at(20), at(24)))
 	g.push(t, pkts, &i, at(27.5)) // within A's post_capture: B joins its clip
-	g.rec.Observe(obj(sinks.ObjectNew, 2, "car", at(27), at(27.5)))
+	g.rec.Observe(obj(seen, 2, "car", at(27), at(27.5)))
 	g.push(t, pkts, &i, at(32.5))
-	g.rec.Observe(obj(sinks.ObjectEnd, 2, "car", at(27), at(32)))
+	g.rec.Observe(obj(ended, 2, "car", at(27), at(32)))
 	g.push(t, pkts, &i, at(50.5))
-	g.rec.Observe(obj(sinks.ObjectNew, 3, "person", at(50), at(50.5)))
+	g.rec.Observe(obj(seen, 3, "person", at(50), at(50.5)))
 	g.push(t, pkts, &i, at(70.5))
-	g.rec.Observe(obj(sinks.ObjectEnd, 3, "person", at(50), at(70)))
+	g.rec.Observe(obj(ended, 3, "person", at(50), at(70)))
 	g.push(t, pkts, &i, at(79))
 	testutil.WaitFor(t, time.Minute, "track 3's last clip", func() bool {
 		cs := g.clips()
-		return len(cs) > 0 && cs[len(cs)-1].Info.Closed == sinks.ClipClosedEnd && cs[len(cs)-1].Info.Objects[0].TrackID == 3
+		return len(cs) > 0 && cs[len(cs)-1].Info.Closed == ClosedEnd && cs[len(cs)-1].Info.Objects[0].TrackID == 3
 	})
 	cs := g.clips()
 	for _, c := range cs {
@@ -300,9 +305,9 @@ func TestClipsShareAndSplit(t *testing.T) {
 			if j > 0 && c.Info.Start.Sub(run[j-1].Info.End).Abs() > 10*time.Millisecond {
 				t.Errorf("run %d clip %d starts at %s, the one before ended at %s", k, j, c.Info.Start, run[j-1].Info.End)
 			}
-			wantClosed := sinks.ClipClosedMaxLength
+			wantClosed := ClosedMaxLength
 			if j == len(run)-1 {
-				wantClosed = sinks.ClipClosedEnd
+				wantClosed = ClosedEnd
 			}
 			if c.Info.Closed != wantClosed {
 				t.Errorf("run %d clip %d closed %q, want %q", k, j, c.Info.Closed, wantClosed)
@@ -319,13 +324,13 @@ func TestClipSelection(t *testing.T) {
 		Classes: []string{"person"}, Zones: []string{"door"}})
 	i := 0
 	g.push(t, pkts, &i, at(10.5))
-	g.rec.Observe(obj(sinks.ObjectNew, 1, "car", at(10), at(10.5), "door"))    // not a person
-	g.rec.Observe(obj(sinks.ObjectNew, 2, "person", at(10), at(10.5), "yard")) // not in door
+	g.rec.Observe(obj(seen, 1, "car", at(10), at(10.5), "door"))    // not a person
+	g.rec.Observe(obj(seen, 2, "person", at(10), at(10.5), "yard")) // not in door
 	g.push(t, pkts, &i, at(30.5))
-	g.rec.Observe(obj(sinks.ObjectUpdate, 2, "person", at(10), at(30), "door")) // enters door
-	g.rec.Observe(obj(sinks.ObjectEnd, 1, "car", at(10), at(30.5)))
+	g.rec.Observe(obj(seen, 2, "person", at(10), at(30), "door")) // enters door
+	g.rec.Observe(obj(ended, 1, "car", at(10), at(30.5)))
 	g.push(t, pkts, &i, at(36.5))
-	g.rec.Observe(obj(sinks.ObjectEnd, 2, "person", at(10), at(36)))
+	g.rec.Observe(obj(ended, 2, "person", at(10), at(36)))
 	g.push(t, pkts, &i, at(45))
 	cs := g.wait(t, 1)
 	checkClip(t, cs[0], "h264", at(27), at(38))
@@ -375,7 +380,7 @@ func TestClipStreamChanges(t *testing.T) {
 	i := 0
 	g.follow(t, all, &i, 1, at(30), at(50), at(59))
 	cs := g.wait(t, 2)
-	if cs[0].Info.Closed != sinks.ClipClosedChanged || cs[0].Info.Width != 768 || cs[1].Info.Width != 640 || cs[1].Info.Height != 480 {
+	if cs[0].Info.Closed != ClosedChanged || cs[0].Info.Width != 768 || cs[1].Info.Width != 640 || cs[1].Info.Height != 480 {
 		t.Errorf("clips %+v, %+v: want 768x576 closed stream_changed, then 640x480", cs[0].Info, cs[1].Info)
 	}
 	checkClip(t, cs[0], "h264", at(28), at(40))
@@ -389,19 +394,19 @@ func TestClipStreamChanges(t *testing.T) {
 	second := packets(t, testutil.Media(t, "vtest.h264.ts"), 2, at(30))
 	i = 0
 	g.push(t, pkts, &i, at(20.5))
-	g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
+	g.rec.Observe(obj(seen, 1, "person", at(20), at(20.5)))
 	g.push(t, pkts, &i, at(25))
 	g.rec.StreamEnded()
 	cs = g.wait(t, 1)
-	if cs[0].Info.Closed != sinks.ClipClosedOffline || cs[0].Info.End.Before(at(24.8)) || cs[0].Info.End.After(at(25.1)) {
+	if cs[0].Info.Closed != ClosedOffline || cs[0].Info.End.Before(at(24.8)) || cs[0].Info.End.After(at(25.1)) {
 		t.Errorf("clip %+v: want closed camera_offline at 25 s", cs[0].Info)
 	}
 	i = 0
 	g.push(t, second, &i, at(35.5))
-	g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(35)))
+	g.rec.Observe(obj(ended, 1, "person", at(20), at(35)))
 	g.push(t, second, &i, at(40))
 	cs = g.wait(t, 2)
-	if cs[1].Info.Closed != sinks.ClipClosedEnd || cs[1].Info.Start.Sub(at(30)).Abs() > 10*time.Millisecond || cs[1].Info.End.Before(at(37)) {
+	if cs[1].Info.Closed != ClosedEnd || cs[1].Info.Start.Sub(at(30)).Abs() > 10*time.Millisecond || cs[1].Info.End.Before(at(37)) {
 		t.Errorf("clip after the outage %+v: want from 30 s (the new session's first keyframe) to 37 s", cs[1].Info)
 	}
 	checkClip(t, cs[1], "h264", at(30), at(37))
@@ -450,13 +455,13 @@ func TestClipBadStreams(t *testing.T) {
 	t.Run("sparse keyframes", func(t *testing.T) {
 		pkts := packets(t, encode(t, "sparse.ts", "-t", "60", "-c:v", "libx264", "-preset", "ultrafast", "-g", "300", "-bf", "0", "-x264-params", "scenecut=0"), 1, base)
 		g := &rig{ring: NewRing(5*time.Second, 1<<20)} // a 30 s group of pictures does not fit
-		g.rec = &Recorder{Camera: "door", Ring: g.ring, Dir: t.TempDir(), Logger: testutil.Logger(t), Every: 20 * time.Millisecond,
+		g.rec = &Recorder{Camera: "door", Ring: g.ring, Dir: t.TempDir(), Logger: testutil.Logger(t),
 			Settings: Settings{PreCapture: 5 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute},
 			Finished: func(c Clip) { g.mu.Lock(); g.done = append(g.done, c); g.mu.Unlock() }}
 		if err := g.rec.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer g.rec.Close(sinks.ClipClosedShutdown)
+		defer g.rec.Close(ClosedShutdown)
 		i := 0
 		g.follow(t, pkts, &i, 1, at(20), at(35), at(45))
 		c := g.wait(t, 1)[0]
@@ -477,19 +482,19 @@ func TestClipLateJoin(t *testing.T) {
 	pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base)
 	g := newRig(t, 10*time.Second, Settings{PreCapture: 5 * time.Second, PostCapture: 2 * time.Second, MaxLength: 10 * time.Second})
 	var joined []string
-	g.rec.Joined = func(earlier sinks.ClipInfo, ev sinks.ObjectEvent) {
+	g.rec.Joined = func(earlier Info, o Object) {
 		g.mu.Lock()
-		joined = append(joined, fmt.Sprintf("%s t%d", earlier.Name, ev.TrackID))
+		joined = append(joined, fmt.Sprintf("%s t%d", earlier.Name, o.TrackID))
 		g.mu.Unlock()
 	}
 	i := 0
 	g.push(t, pkts, &i, at(20.5))
-	g.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5))) // clips from 15 s: 15-25, 25-...
+	g.rec.Observe(obj(seen, 1, "person", at(20), at(20.5))) // clips from 15 s: 15-25, 25-...
 	g.push(t, pkts, &i, at(25.5))
-	g.rec.Observe(obj(sinks.ObjectNew, 2, "person", at(24.8), at(25.5))) // first seen in the first clip, confirmed in the second
+	g.rec.Observe(obj(seen, 2, "person", at(24.8), at(25.5))) // first seen in the first clip, confirmed in the second
 	g.push(t, pkts, &i, at(30.5))
-	g.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(30)))
-	g.rec.Observe(obj(sinks.ObjectEnd, 2, "person", at(24.8), at(30)))
+	g.rec.Observe(obj(ended, 1, "person", at(20), at(30)))
+	g.rec.Observe(obj(ended, 2, "person", at(24.8), at(30)))
 	g.push(t, pkts, &i, at(34))
 	cs := g.wait(t, 2)
 	g.mu.Lock()
@@ -497,29 +502,29 @@ func TestClipLateJoin(t *testing.T) {
 	if len(joined) != 1 || joined[0] != cs[0].Info.Name+" t2" {
 		t.Errorf("joined %q, want track 2 in %s", joined, cs[0].Info.Name)
 	}
-	if len(cs[1].Info.Objects) != 2 || cs[1].Info.Closed != sinks.ClipClosedEnd {
+	if len(cs[1].Info.Objects) != 2 || cs[1].Info.Closed != ClosedEnd {
 		t.Errorf("second clip %+v, want tracks 1 and 2, ended", cs[1].Info)
 	}
 
 	// With a Hold, the clip cut at max_length waits and lists it itself.
 	h := &rig{ring: NewRing(10*time.Second, 64<<20)}
-	h.rec = &Recorder{Camera: "door", Ring: h.ring, Dir: t.TempDir(), Logger: testutil.Logger(t), Every: 20 * time.Millisecond, Hold: time.Hour,
+	h.rec = &Recorder{Camera: "door", Ring: h.ring, Dir: t.TempDir(), Logger: testutil.Logger(t), Hold: time.Hour,
 		Settings: Settings{PreCapture: 5 * time.Second, PostCapture: 2 * time.Second, MaxLength: 10 * time.Second},
 		Finished: func(c Clip) { h.mu.Lock(); h.done = append(h.done, c); h.mu.Unlock() },
-		Joined:   func(sinks.ClipInfo, sinks.ObjectEvent) { t.Error("Joined called for a clip held") }}
+		Joined:   func(Info, Object) { t.Error("Joined called for a clip held") }}
 	if err := h.rec.Start(); err != nil {
 		t.Fatal(err)
 	}
 	i = 0
 	h.push(t, pkts, &i, at(20.5))
-	h.rec.Observe(obj(sinks.ObjectNew, 1, "person", at(20), at(20.5)))
+	h.rec.Observe(obj(seen, 1, "person", at(20), at(20.5)))
 	h.push(t, pkts, &i, at(25.5))
-	h.rec.Observe(obj(sinks.ObjectNew, 2, "person", at(24.8), at(25.5)))
+	h.rec.Observe(obj(seen, 2, "person", at(24.8), at(25.5)))
 	h.push(t, pkts, &i, at(30.5))
-	h.rec.Observe(obj(sinks.ObjectEnd, 1, "person", at(20), at(30)))
-	h.rec.Observe(obj(sinks.ObjectEnd, 2, "person", at(24.8), at(30)))
+	h.rec.Observe(obj(ended, 1, "person", at(20), at(30)))
+	h.rec.Observe(obj(ended, 2, "person", at(24.8), at(30)))
 	h.push(t, pkts, &i, at(34))
-	h.rec.Close(sinks.ClipClosedShutdown) // the held clip goes at Close
+	h.rec.Close(ClosedShutdown) // the held clip goes at Close
 	hs := h.clips()
 	if len(hs) != 2 {
 		t.Fatalf("%d clips, want 2", len(hs))
@@ -528,7 +533,31 @@ func TestClipLateJoin(t *testing.T) {
 	if first.Info.Start.After(hs[1].Info.Start) {
 		first = hs[1]
 	}
-	if len(first.Info.Objects) != 2 || first.Info.Objects[1].TrackID != 2 || len(first.Objects) != 2 {
+	if len(first.Info.Objects) != 2 || first.Info.Objects[1].TrackID != 2 {
 		t.Errorf("the clip cut at max_length lists %+v, want tracks 1 and 2", first.Info.Objects)
+	}
+}
+
+// TestRecorderWakes: with no poll and no poke, the recorder reads the ring when a keyframe
+// comes, when an object comes or ends, and when a unit reaches the clip's due end: a clip
+// opens, and closes at its end, from the pushes alone.
+func TestRecorderWakes(t *testing.T) {
+	pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base)
+	g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
+	i := 0
+	pushTo := func(until time.Time) {
+		for ; i < len(pkts) && pkts[i].At.Before(until); i++ {
+			g.ring.Push(&pkts[i])
+		}
+	}
+	pushTo(at(20.5))
+	g.rec.Observe(obj(seen, 1, "person", at(20), at(20.5)))
+	pushTo(at(25.5))
+	g.rec.Observe(obj(ended, 1, "person", at(20), at(25)))
+	pushTo(at(30))
+	c := g.wait(t, 1)[0]
+	checkClip(t, c, "h264", at(18), at(27))
+	if c.Info.Closed != ClosedEnd {
+		t.Errorf("closed %v, want end", c.Info.Closed)
 	}
 }

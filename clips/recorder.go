@@ -11,13 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/visiond/visiond/sinks"
-	"github.com/visiond/visiond/sources"
 )
-
-// DefaultMaxLength is Settings.MaxLength's default, for a Recorder given none.
-const DefaultMaxLength = 2 * time.Minute
 
 // Settings say which of a camera's objects make clips, and how long the clips are.
 type Settings struct {
@@ -28,7 +22,7 @@ type Settings struct {
 	// PostCapture is how much video after the last of its objects ends a clip shows.
 	PostCapture time.Duration
 	// MaxLength bounds a clip: one that reaches it closes at a keyframe and the next goes on
-	// from there.
+	// from there. Required (config.Clips.Length gives the default).
 	MaxLength time.Duration
 	// Classes are the labels of the objects that make clips; empty: every object.
 	Classes []string
@@ -36,14 +30,83 @@ type Settings struct {
 	Zones []string
 }
 
+// Object is an object of the camera as the recorder follows it: Observe it when it is
+// confirmed, each time it changes, and when it ends.
+type Object struct {
+	TrackID   uint64
+	Label     string
+	FirstSeen time.Time // capture time of its first sighting
+	LastSeen  time.Time // of its latest
+	Zones     []string  // the zones it is in now
+	Ended     bool      // it ended: LastSeen is its last sighting
+	// Data is the caller's (the object's latest event): handed back, as observed last, with
+	// the clips that show the object. The recorder never reads it.
+	Data any
+}
+
+// CloseReason says why a clip ended.
+type CloseReason int
+
+// Why a clip ended (Info.Closed).
+const (
+	ClosedEnd       CloseReason = iota + 1 // PostCapture after its last object ended
+	ClosedMaxLength                        // it reached MaxLength: the next clip goes on from here
+	ClosedOffline                          // the camera's stream ended (the session failed or was closed)
+	ClosedChanged                          // the stream's codec or resolution changed: the next clip has the new one
+	ClosedStopped                          // the recorder was closed: the camera was stopped, or clips turned off
+	ClosedShutdown                         // the recorder was closed: the daemon stopped
+)
+
+func (r CloseReason) String() string {
+	switch r {
+	case ClosedEnd:
+		return "end"
+	case ClosedMaxLength:
+		return "max_length"
+	case ClosedOffline:
+		return "offline"
+	case ClosedChanged:
+		return "changed"
+	case ClosedStopped:
+		return "stopped"
+	case ClosedShutdown:
+		return "shutdown"
+	}
+	return fmt.Sprintf("CloseReason(%d)", int(r))
+}
+
+// Name is the name of camera's clip that starts at start: <camera>/c<start, unix ms>.mp4. Two
+// clips of a camera never start at the same frame.
+func Name(camera string, start time.Time) string {
+	return fmt.Sprintf("%s/c%d.mp4", camera, start.UnixMilli())
+}
+
+// Info describes a clip written.
+type Info struct {
+	Name   string // Name(Camera, Start)
+	Camera string
+	// Start is the capture time of its first frame (a keyframe); End that of its last frame
+	// plus the frame's duration; Duration is End - Start, as the MP4 says.
+	Start, End time.Time
+	Duration   time.Duration
+	Codec      string // sources.CodecH264 or sources.CodecH265
+	Width      int
+	Height     int
+	Frames     int
+	Bytes      int64 // the MP4 file's size
+	Closed     CloseReason
+	// Objects are the objects it shows, in the order they came, as last observed.
+	Objects []Object
+	// Notes say where the clip is not what was asked: it starts later than PreCapture before
+	// its first object, packets were lost in it, its timestamps jumped.
+	Notes []string
+}
+
 // Clip is a finished clip, handed to Recorder.Finished.
 type Clip struct {
-	Info sinks.ClipInfo
+	Info Info
 	// Path is the MP4 file, in Recorder.Dir; Finished takes it (stores, moves or removes it).
 	Path string
-	// Objects are the latest events of the objects the clip shows, in Info.Objects' order:
-	// what an ObjectClip event of each repeats.
-	Objects []sinks.ObjectEvent
 }
 
 // Recorder makes a camera's clips from its Ring and its object events. Set the exported
@@ -68,14 +131,13 @@ type Recorder struct {
 	// Joined, when set, receives an object that joined a clip going on from an earlier one
 	// while its pre_capture reaches into that earlier clip, already finished (after Hold):
 	// the earlier clip shows it too. From the Recorder's goroutine.
-	Joined func(earlier sinks.ClipInfo, ev sinks.ObjectEvent)
+	Joined func(earlier Info, o Object)
 	// Logger receives the recorder's log lines. Default: none.
 	Logger *slog.Logger
-	// Every is how often the ring is read. Default 250 ms.
-	Every time.Duration
 
 	log  *slog.Logger
-	stop chan string // the reason of Close
+	stop chan CloseReason // the reason of Close
+	kick chan struct{}    // Observe or StreamEnded changed what the goroutine must do
 	done chan struct{}
 	once sync.Once
 
@@ -86,14 +148,14 @@ type Recorder struct {
 	members  []*object          // the objects of the clip being written, or wanted
 	want     bool               // a clip is wanted: it opens at the first keyframe the ring gives from wantAt
 	wantAt   time.Time
-	cont     bool            // the wanted clip goes on from a closed one (max_length, a new session): cancelled when its objects end first
-	endAt    time.Time       // the clip ends at this capture time (PostCapture after its last object); zero while one is live
-	ended    bool            // the stream ended (StreamEnded): close what is written
-	overflow uint64          // objects not followed: too many at once
-	curStart time.Time       // the start of the clip being written; zero when none
-	prev     *sinks.ClipInfo // the clip the one being written goes on from; nil when none
-	late     []lateJoin      // objects for Joined
-	held     *Clip           // a finished clip waiting Hold before Finished; prev is its Info
+	cont     bool       // the wanted clip goes on from a closed one (max_length, a new session): cancelled when its objects end first
+	endAt    time.Time  // the clip ends at this capture time (PostCapture after its last object); zero while one is live
+	ended    bool       // the stream ended (StreamEnded): close what is written
+	overflow uint64     // objects not followed: too many at once
+	curStart time.Time  // the start of the clip being written; zero when none
+	prev     *Info      // the clip the one being written goes on from; nil when none
+	late     []lateJoin // objects for Joined
+	held     *Clip      // a finished clip waiting Hold before Finished; prev is its Info
 	heldTill time.Time
 
 	// The goroutine's own.
@@ -117,15 +179,14 @@ type Recorder struct {
 
 // lateJoin is an object that joined a clip going on from prev, within prev's time.
 type lateJoin struct {
-	prev sinks.ClipInfo
-	ev   sinks.ObjectEvent
+	prev Info
+	o    Object
 }
 
 // object is an object of the camera as its events showed it.
 type object struct {
-	ev     sinks.ObjectEvent // its latest event
-	inClip bool              // it was selected: it is a member of the clip being written or wanted
-	ended  bool
+	o      Object // as last observed
+	inClip bool   // it was selected: it is a member of the clip being written or wanted
 }
 
 // maxObjects bounds the objects a Recorder follows at once.
@@ -136,8 +197,8 @@ const stallClose = 10 * time.Second
 
 // Start starts the recorder's goroutine.
 func (r *Recorder) Start() error {
-	if r.Ring == nil || r.Dir == "" || r.Finished == nil || r.Camera == "" {
-		return errors.New("clips: a recorder needs Camera, Ring, Dir and Finished")
+	if r.Ring == nil || r.Dir == "" || r.Finished == nil || r.Camera == "" || r.Settings.MaxLength <= 0 {
+		return errors.New("clips: a recorder needs Camera, Ring, Dir, Finished and Settings.MaxLength")
 	}
 	if err := os.MkdirAll(r.Dir, 0o750); err != nil {
 		return fmt.Errorf("clips: %w", err)
@@ -146,37 +207,40 @@ func (r *Recorder) Start() error {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	if r.Every <= 0 {
-		r.Every = 250 * time.Millisecond
-	}
-	r.set, r.hold = r.Settings.withDefaults(), r.Hold
+	r.set, r.hold = r.Settings.checked(), r.Hold
 	r.objects = map[uint64]*object{}
-	r.stop = make(chan string, 1)
+	r.stop = make(chan CloseReason, 1)
+	r.kick = make(chan struct{}, 1)
 	r.done = make(chan struct{})
 	r.cursor = r.Ring.Next()
 	go r.run()
 	return nil
 }
 
-func (s Settings) withDefaults() Settings {
-	if s.PreCapture < 0 {
-		s.PreCapture = 0
-	}
-	if s.PostCapture < 0 {
-		s.PostCapture = 0
-	}
-	if s.MaxLength <= 0 {
-		s.MaxLength = DefaultMaxLength
-	}
+// checked is s with negative captures as 0; the defaults are config's (config.Clips).
+func (s Settings) checked() Settings {
+	s.PreCapture, s.PostCapture = max(s.PreCapture, 0), max(s.PostCapture, 0)
 	return s
 }
 
 // SetSettings puts s in force: the lengths at once, the classes and zones for the objects
-// not yet selected.
+// not yet selected. A MaxLength of 0 keeps the one in force.
 func (r *Recorder) SetSettings(s Settings) {
 	r.mu.Lock()
-	r.set = s.withDefaults()
+	if s.MaxLength <= 0 {
+		s.MaxLength = r.set.MaxLength
+	}
+	r.set = s.checked()
 	r.mu.Unlock()
+	r.wakeUp()
+}
+
+// wakeUp tells the goroutine that it has something to do; it never waits.
+func (r *Recorder) wakeUp() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // SetHold changes Hold for the clips that close from now on: longer when the camera's
@@ -187,15 +251,15 @@ func (r *Recorder) SetHold(d time.Duration) {
 	r.mu.Unlock()
 }
 
-// selects reports whether the object of ev makes clips under r.set.
-func (r *Recorder) selects(ev *sinks.ObjectEvent) bool {
-	if len(r.set.Classes) > 0 && !slices.Contains(r.set.Classes, ev.Label) {
+// selects reports whether object o makes clips under r.set.
+func (r *Recorder) selects(o *Object) bool {
+	if len(r.set.Classes) > 0 && !slices.Contains(r.set.Classes, o.Label) {
 		return false
 	}
 	if len(r.set.Zones) == 0 {
 		return true
 	}
-	for _, z := range ev.Zones {
+	for _, z := range o.Zones {
 		if slices.Contains(r.set.Zones, z) {
 			return true
 		}
@@ -203,69 +267,68 @@ func (r *Recorder) selects(ev *sinks.ObjectEvent) bool {
 	return false
 }
 
-// Observe follows one object event of the camera (new, update or end; others are ignored).
-// It never waits for the recorder's writing.
-func (r *Recorder) Observe(ev *sinks.ObjectEvent) {
+// Observe follows object ev of the camera: confirmed (new), changed, or ended. It never
+// waits for the recorder's writing.
+func (r *Recorder) Observe(ev Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	o := r.objects[ev.TrackID]
-	switch ev.Type {
-	case sinks.ObjectEnd:
+	if ev.Ended {
 		if o == nil {
 			return
 		}
-		o.ev, o.ended = *ev, true
+		o.o = ev
 		if !o.inClip {
 			delete(r.objects, ev.TrackID)
 		}
 		r.planEnd()
-	case sinks.ObjectNew, sinks.ObjectUpdate:
-		if o == nil {
-			if len(r.objects) >= maxObjects {
-				r.overflow++
-				return
-			}
-			o = &object{}
-			r.objects[ev.TrackID] = o
-		}
-		o.ev = *ev
-		if o.inClip || !r.selects(ev) {
+		return
+	}
+	if o == nil {
+		if len(r.objects) >= maxObjects {
+			r.overflow++
 			return
 		}
-		o.inClip = true
-		from := ev.FirstSeen
-		if len(r.set.Zones) > 0 {
-			from = ev.LastSeen // it makes clips from its entry
-		}
-		from = from.Add(-r.set.PreCapture)
+		o = &object{}
+		r.objects[ev.TrackID] = o
+	}
+	o.o = ev
+	if o.inClip || !r.selects(&ev) {
+		return
+	}
+	o.inClip = true
+	from := ev.FirstSeen
+	if len(r.set.Zones) > 0 {
+		from = ev.LastSeen // it makes clips from its entry
+	}
+	from = from.Add(-r.set.PreCapture)
+	switch {
+	case len(r.members) == 0 && !r.want:
+		r.want, r.wantAt, r.cont = true, from, false
+	case r.want && from.Before(r.wantAt):
+		r.wantAt, r.cont = from, false
+	case r.want:
+		r.cont = false
+	}
+	r.members = append(r.members, o)
+	r.endAt = time.Time{}
+	if p := r.prev; p != nil && !r.curStart.IsZero() && from.Before(r.curStart) && from.Before(p.End) {
 		switch {
-		case len(r.members) == 0 && !r.want:
-			r.want, r.wantAt, r.cont = true, from, false
-		case r.want && from.Before(r.wantAt):
-			r.wantAt, r.cont = from, false
-		case r.want:
-			r.cont = false
-		}
-		r.members = append(r.members, o)
-		r.endAt = time.Time{}
-		if p := r.prev; p != nil && !r.curStart.IsZero() && from.Before(r.curStart) && from.Before(p.End) {
-			switch {
-			case r.held != nil && p == &r.held.Info: // still held: it lists the object
-				p.Objects = append(p.Objects, sinks.ClipObject{TrackID: ev.TrackID, Label: ev.Label, FirstSeen: ev.FirstSeen, LastSeen: ev.LastSeen})
-				r.held.Objects = append(r.held.Objects, *ev)
-			case r.Joined != nil && len(r.late) < maxObjects:
-				r.late = append(r.late, lateJoin{prev: *p, ev: *ev})
-			}
+		case r.held != nil && p == &r.held.Info: // still held: it lists the object
+			p.Objects = append(p.Objects, ev)
+		case r.Joined != nil && len(r.late) < maxObjects:
+			r.late = append(r.late, lateJoin{prev: *p, o: ev})
 		}
 	}
+	r.wakeUp()
 }
 
 // planEnd sets the clip's end once every member has ended: PostCapture after the last one
 // was seen. A continuation not yet opened whose members all ended is not wanted any more.
 func (r *Recorder) planEnd() {
-	if r.want && r.cont && !slices.ContainsFunc(r.members, func(m *object) bool { return !m.ended }) {
+	if r.want && r.cont && !slices.ContainsFunc(r.members, func(m *object) bool { return !m.o.Ended }) {
 		for _, m := range r.members {
-			delete(r.objects, m.ev.TrackID)
+			delete(r.objects, m.o.TrackID)
 		}
 		clear(r.members)
 		r.members, r.want, r.cont = r.members[:0], false, false
@@ -273,17 +336,18 @@ func (r *Recorder) planEnd() {
 	}
 	var last time.Time
 	for _, m := range r.members {
-		if !m.ended {
+		if !m.o.Ended {
 			return
 		}
-		if m.ev.LastSeen.After(last) {
-			last = m.ev.LastSeen
+		if m.o.LastSeen.After(last) {
+			last = m.o.LastSeen
 		}
 	}
 	if len(r.members) == 0 {
 		return
 	}
 	r.endAt = last.Add(r.set.PostCapture)
+	r.wakeUp() // the goroutine asks the ring for the unit at or past it
 }
 
 // StreamEnded says that the camera's stream ended (it went offline): the clip being written
@@ -292,11 +356,12 @@ func (r *Recorder) StreamEnded() {
 	r.mu.Lock()
 	r.ended = true
 	r.mu.Unlock()
+	r.wakeUp()
 }
 
-// Close closes the clip being written (reason: sinks.ClipClosedStopped or ClipClosedShutdown)
-// with what the ring holds, hands it to Finished and stops the goroutine. Safe to call twice.
-func (r *Recorder) Close(reason string) {
+// Close closes the clip being written (reason: ClosedStopped or ClosedShutdown) with what
+// the ring holds, hands it to Finished and stops the goroutine. Safe to call twice.
+func (r *Recorder) Close(reason CloseReason) {
 	if r.done == nil {
 		return
 	}
@@ -304,9 +369,13 @@ func (r *Recorder) Close(reason string) {
 	<-r.done
 }
 
+// run reads the ring when there is something to do: a keyframe came (a clip may open, or
+// close at max_length), a unit reached the due end of the clip being written (Ring.wakeAt),
+// Observe or StreamEnded changed the plan (kick), the held clip's Hold passed, or the clip
+// being written got nothing for stallClose.
 func (r *Recorder) run() {
 	defer close(r.done)
-	t := time.NewTicker(r.Every)
+	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
 		select {
@@ -317,10 +386,29 @@ func (r *Recorder) run() {
 			}
 			r.release(time.Time{})
 			return
-		case now := <-t.C:
-			r.drain(now)
+		case <-r.Ring.wake:
+		case <-r.kick:
+		case <-t.C:
 		}
+		now := time.Now()
+		r.drain(now)
+		t.Reset(r.nextTimer(now))
 	}
+}
+
+// nextTimer is how long the goroutine may sleep at now if no unit or call wakes it: until
+// the held clip's Hold passes, or the clip being written stalls.
+func (r *Recorder) nextTimer(now time.Time) time.Duration {
+	next := now.Add(time.Hour)
+	if r.w != nil {
+		next = r.progress.Add(stallClose + time.Millisecond)
+	}
+	r.mu.Lock()
+	if r.held != nil && r.heldTill.Before(next) {
+		next = r.heldTill
+	}
+	r.mu.Unlock()
+	return max(next.Sub(now), time.Millisecond)
 }
 
 // release hands the held clip to Finished once its Hold has passed at now (zero: at once).
@@ -369,7 +457,7 @@ func (r *Recorder) drain(now time.Time) {
 	r.late = nil
 	r.mu.Unlock()
 	for _, j := range late {
-		r.Joined(j.prev, j.ev)
+		r.Joined(j.prev, j.o)
 	}
 	r.units, r.buf, r.cursor, skipped = r.Ring.read(r.cursor, r.units[:0], r.buf)
 	if skipped > 0 && r.w != nil {
@@ -387,8 +475,28 @@ func (r *Recorder) drain(now time.Time) {
 		r.progress = now
 	}
 	if r.w != nil && (ended || now.Sub(r.progress) > stallClose) {
-		r.close(sinks.ClipClosedOffline, nil)
+		r.close(ClosedOffline, nil)
 	}
+	r.planWake()
+}
+
+// planWake asks the ring for a wake-up by the unit that closes the clip being written, or
+// goes on with its close: its due end, the frame after its last one, its MaxLength.
+func (r *Recorder) planWake() {
+	if r.w == nil {
+		r.Ring.wakeAt(time.Time{})
+		return
+	}
+	r.mu.Lock()
+	due := r.w.start.Add(r.set.MaxLength)
+	if !r.endAt.IsZero() && r.endAt.Before(due) {
+		due = r.endAt
+	}
+	r.mu.Unlock()
+	if r.tailing && r.tail.Before(due) {
+		due = r.tail
+	}
+	r.Ring.wakeAt(due)
 }
 
 // unit writes one unit of the ring, opening and closing clips as it goes.
@@ -401,7 +509,7 @@ func (r *Recorder) unit(u *unit) {
 		gop := r.Ring.Stats().GOP
 		switch {
 		case r.tailing && !u.at.Before(r.tail):
-			r.close(sinks.ClipClosedEnd, nil)
+			r.close(ClosedEnd, nil)
 			return
 		case r.tailing:
 			// A frame shown before the last one (a B-frame): it belongs to the clip.
@@ -410,11 +518,11 @@ func (r *Recorder) unit(u *unit) {
 			// but shown before it (B-frames, which reference it) come with it.
 			r.tailing, r.tail = true, u.at
 		case u.session != r.w.spoolSession():
-			r.close(sinks.ClipClosedOffline, u)
+			r.close(ClosedOffline, u)
 		case !u.params.same(r.w.params):
-			r.close(sinks.ClipClosedChanged, u)
+			r.close(ClosedChanged, u)
 		case u.key && elapsed+gop > maxLen && len(r.w.samples) > 0, elapsed >= maxLen:
-			r.close(sinks.ClipClosedMaxLength, u)
+			r.close(ClosedMaxLength, u)
 		}
 	}
 	if r.w == nil {
@@ -456,7 +564,7 @@ func (w *mp4Writer) spoolSession() uint64 { return w.session }
 
 // open starts a clip at key unit u, for video from wantAt.
 func (r *Recorder) open(u *unit, wantAt time.Time) error {
-	r.name = sinks.ClipName(r.Camera, u.at)
+	r.name = Name(r.Camera, u.at)
 	w, err := newMP4Writer(r.Dir, fileBase(r.name), u)
 	if err != nil {
 		return err
@@ -482,28 +590,25 @@ func fileBase(name string) string { return strings.ReplaceAll(name, "/", "_") }
 
 // close finishes the clip being written for reason and hands it on. With next (the unit
 // that closed it, not written), a clip goes on from next when its live members remain.
-func (r *Recorder) close(reason string, next *unit) {
+func (r *Recorder) close(reason CloseReason, next *unit) {
 	w := r.w
 	r.w, r.tailing = nil, false
 	path := filepath.Join(r.Dir, fileBase(r.name))
 	info, err := w.finish(path)
 
 	r.mu.Lock()
-	clip := Clip{Path: path, Info: sinks.ClipInfo{Name: r.name, Camera: r.Camera, Start: w.start,
-		End: w.start.Add(info.Duration), DurationS: info.Duration.Seconds(), Codec: codecName(w.params.Codec),
-		Width: w.params.Width, Height: w.params.Height, Frames: info.Frames, Bytes: info.Bytes, Closed: reason,
-		Notes: w.notes, Objects: []sinks.ClipObject{}}}
+	clip := Clip{Path: path, Info: Info{Name: r.name, Camera: r.Camera, Start: w.start, End: w.start.Add(info.Duration),
+		Duration: info.Duration, Codec: w.params.Codec, Width: w.params.Width, Height: w.params.Height,
+		Frames: info.Frames, Bytes: info.Bytes, Closed: reason, Notes: w.notes, Objects: make([]Object, 0, len(r.members))}}
 	live := false
 	for _, m := range r.members {
-		clip.Info.Objects = append(clip.Info.Objects, sinks.ClipObject{TrackID: m.ev.TrackID, Label: m.ev.Label,
-			FirstSeen: m.ev.FirstSeen, LastSeen: m.ev.LastSeen})
-		clip.Objects = append(clip.Objects, m.ev)
-		live = live || !m.ended
+		clip.Info.Objects = append(clip.Info.Objects, m.o)
+		live = live || !m.o.Ended
 	}
 	// The next clip goes on with the same objects while one of them lasts, or their
 	// post_capture does (max_length, a new codec or size: it opens at the next unit); one
 	// after an outage only while one of them lasts.
-	goOn := reason != sinks.ClipClosedEnd && (live || next != nil && reason != sinks.ClipClosedOffline && !r.endAt.IsZero() && next.at.Before(r.endAt))
+	goOn := reason != ClosedEnd && (live || next != nil && reason != ClosedOffline && !r.endAt.IsZero() && next.at.Before(r.endAt))
 	r.curStart, r.prev = time.Time{}, nil
 	if goOn {
 		r.prev = &clip.Info
@@ -516,17 +621,17 @@ func (r *Recorder) close(reason string, next *unit) {
 		// into it; the others end with this one.
 		kept := r.members[:0]
 		for _, m := range r.members {
-			if !m.ended || m.ev.LastSeen.Add(r.set.PostCapture).After(r.wantAt) {
+			if !m.o.Ended || m.o.LastSeen.Add(r.set.PostCapture).After(r.wantAt) {
 				kept = append(kept, m)
 			} else {
-				delete(r.objects, m.ev.TrackID)
+				delete(r.objects, m.o.TrackID)
 			}
 		}
 		clear(r.members[len(kept):])
 		r.members = kept
 	} else {
 		for _, m := range r.members {
-			delete(r.objects, m.ev.TrackID)
+			delete(r.objects, m.o.TrackID)
 		}
 		clear(r.members)
 		r.members, r.endAt = r.members[:0], time.Time{}
@@ -544,7 +649,7 @@ func (r *Recorder) close(reason string, next *unit) {
 	r.written.Add(1)
 	r.bytes.Add(uint64(info.Bytes))
 	r.log.Debug("clip written", "camera", r.Camera, "clip", r.name, "closed", reason, "frames", info.Frames,
-		"duration", info.Duration.Round(time.Millisecond), "bytes", info.Bytes, "objects", len(clip.Objects))
+		"duration", info.Duration.Round(time.Millisecond), "bytes", info.Bytes, "objects", len(clip.Info.Objects))
 	r.mu.Lock()
 	hold := r.hold
 	r.mu.Unlock()
@@ -559,14 +664,6 @@ func (r *Recorder) close(reason string, next *unit) {
 		r.prev = &r.held.Info // late objects are listed in the held clip
 	}
 	r.mu.Unlock()
-}
-
-// codecName is the wire name of a codec (sinks.ClipInfo.Codec).
-func codecName(c string) string {
-	if c == sources.CodecH265 {
-		return "h265"
-	}
-	return "h264"
 }
 
 // RecorderStats are a Recorder's counters.

@@ -152,8 +152,13 @@ type Ring struct {
 	params  *Params
 	lastAt  time.Time // capture time of the newest unit
 	gop     time.Duration
-	dropped uint64 // units not kept: no keyframe or parameter sets yet, or pushed out by MaxBytes
-	lost    bool   // a loss to carry to the next unit kept
+	dropped uint64    // units not kept: no keyframe or parameter sets yet, or pushed out by MaxBytes
+	lost    bool      // a loss to carry to the next unit kept
+	due     time.Time // a unit captured at or after it wakes the reader too (wakeAt); zero: none
+
+	// wake gets a signal (never waiting) when a keyframe is kept or a unit reaches due: the
+	// moments its Recorder has something to do.
+	wake chan struct{}
 }
 
 // maxSpare bounds a Ring's spare buffers.
@@ -161,7 +166,23 @@ const maxSpare = 16
 
 // NewRing returns a Ring that keeps keep of video, in at most maxBytes.
 func NewRing(keep time.Duration, maxBytes int) *Ring {
-	return &Ring{keep: keep, maxBytes: maxBytes}
+	return &Ring{keep: keep, maxBytes: maxBytes, wake: make(chan struct{}, 1)}
+}
+
+// wakeAt makes the first unit captured at or after t wake the reader, besides keyframes;
+// zero: only keyframes do.
+func (r *Ring) wakeAt(t time.Time) {
+	r.mu.Lock()
+	r.due = t
+	r.mu.Unlock()
+}
+
+// wakeUp signals the reader; it never waits. r.mu is held, or the caller is a test.
+func (r *Ring) wakeUp() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 // SetLimits changes the ring's bounds (a reload changed pre_capture); what it holds beyond
@@ -228,6 +249,9 @@ func (r *Ring) Push(p *sources.Packet) {
 	r.bytes += len(buf)
 	r.lastAt = p.At
 	r.evict()
+	if p.Key || !r.due.IsZero() && !p.At.Before(r.due) {
+		r.wakeUp()
+	}
 }
 
 func (r *Ring) len() int { return len(r.units) - r.start }

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/visiond/visiond/clips"
@@ -17,13 +16,17 @@ import (
 // a ring of its encoded video, fed from its session (camera.onPacket), and a recorder that
 // the result stage tells of every object event it publishes (results.observeClips, under
 // the camera's sceneMu, which also starts, changes and stops the recorder as the camera's
-// settings say). A finished clip goes to the clip store (clipStore); once stored, each of
-// its objects gets an ObjectClip event naming it (clipLedger, Daemon.clipStored).
+// settings say), each object with its event as the recorder's Data. A finished clip goes to
+// the clip store (clipStore) with the latest events of its objects, which wait with it in the
+// store's queue on disk; once stored, each gets its ObjectClip event (clipStored).
 
 // clipStore keeps the clips: the site's JetStream object store, *sinks.Clips. PutClip never
-// blocks; it takes the file.
+// blocks; it takes the file, and keeps events with the clip until it is stored (OnStored).
 type clipStore interface {
-	PutClip(info sinks.ClipInfo, path string) error
+	PutClip(info sinks.ClipInfo, events []sinks.ObjectEvent, path string) error
+	// JoinClip adds ev to the events of clip name while it waits in the queue; false when
+	// it is not queued (stored already).
+	JoinClip(name string, ev sinks.ObjectEvent) bool
 }
 
 // ringMaxBytes bounds a camera's ring: 5 s of pre_capture at 100 Mbit/s, far past a camera's
@@ -90,7 +93,7 @@ func (rs *results) syncClips(c *camera) {
 	on := set.Enabled && rs.clips != nil && (c.cfg.Kind == sources.KindRTSP || c.cfg.Kind == sources.KindFile)
 	switch {
 	case !on && c.stage.rec != nil:
-		rs.stopClips(c, sinks.ClipClosedStopped)
+		rs.stopClips(c, clips.ClosedStopped)
 	case on && c.stage.rec == nil:
 		ring := clips.NewRing(ringKeep(set, c.stage.interval, 0), ringMaxBytes)
 		rec := &clips.Recorder{Camera: c.cfg.ID, Ring: ring, Dir: rs.clipDir, Settings: clipSettings(set),
@@ -111,7 +114,7 @@ func (rs *results) syncClips(c *camera) {
 
 // stopClips closes camera c's recorder (the clip being written ends for reason) and drops
 // its ring. Under c.sceneMu.
-func (rs *results) stopClips(c *camera, reason string) {
+func (rs *results) stopClips(c *camera, reason clips.CloseReason) {
 	if c.stage.rec == nil {
 		return
 	}
@@ -128,112 +131,56 @@ func (rs *results) observeClips(c *camera, evs []*sinks.ObjectEvent) {
 		return
 	}
 	for _, ev := range evs {
+		if ev.Type != sinks.ObjectNew && ev.Type != sinks.ObjectUpdate && ev.Type != sinks.ObjectEnd {
+			continue
+		}
 		rs.noteConfirmWait(c, ev)
-		c.stage.rec.Observe(ev)
+		c.stage.rec.Observe(clips.Object{TrackID: ev.TrackID, Label: ev.Label, FirstSeen: ev.FirstSeen, LastSeen: ev.LastSeen,
+			Zones: ev.Zones, Ended: ev.Type == sinks.ObjectEnd, Data: *ev})
 	}
 }
 
-// clipFinished hands a recorder's clip to the store, its objects' events kept for when it
-// is stored. It runs on the recorder's goroutine.
+// objectEvent is the event a recorder's object carries (observeClips).
+func objectEvent(o clips.Object) sinks.ObjectEvent {
+	ev, _ := o.Data.(sinks.ObjectEvent)
+	return ev
+}
+
+// clipFinished hands a recorder's clip to the store with the latest events of its objects.
+// It runs on the recorder's goroutine.
 func (rs *results) clipFinished(clip clips.Clip) {
-	rs.clipLedger.add(clip.Info.Name, clip.Objects)
-	if err := rs.clips.PutClip(clip.Info, clip.Path); err != nil {
-		rs.clipLedger.take(clip.Info.Name)
+	info := sinks.NewClipInfo(clip.Info)
+	evs := make([]sinks.ObjectEvent, 0, len(clip.Info.Objects))
+	for _, o := range clip.Info.Objects {
+		evs = append(evs, objectEvent(o))
+	}
+	if err := rs.clips.PutClip(info, evs, clip.Path); err != nil {
 		_ = os.Remove(clip.Path) // PutClip removes what it refuses; this is for what it never saw
-		rs.log.Warn("clip not stored", "camera", clip.Info.Camera, "clip", clip.Info.Name, "error", err)
+		rs.log.Warn("clip not stored", "camera", info.Camera, "clip", info.Name, "error", err)
 	}
 }
 
 // clipJoined gives an object that joined a clip going on from an earlier one (max_length),
 // while its pre_capture reaches into the earlier one, its ObjectClip event of the earlier
-// clip too: with the earlier clip's, when it waits for the store, else at once.
-func (rs *results) clipJoined(earlier sinks.ClipInfo, ev sinks.ObjectEvent) {
-	if rs.clipLedger.join(earlier.Name, ev) {
+// clip too: with the earlier clip's, when it waits in the store's queue, else at once.
+func (rs *results) clipJoined(earlier clips.Info, o clips.Object) {
+	ev := objectEvent(o)
+	if rs.clips.JoinClip(earlier.Name, ev) {
 		return
 	}
-	publishClipEvents(rs.pub, rs.log, earlier, []sinks.ObjectEvent{ev})
+	clipStored(rs.pub, rs.log, sinks.NewClipInfo(earlier), []sinks.ObjectEvent{ev})
 }
 
-// clipLedger holds the latest events of each clip's objects from the clip's end until the
-// store has it, when each gets its ObjectClip event. Bounded: a clip whose storing waits
-// behind maxPendingClips newer ones loses its events (the clip itself is kept).
-type clipLedger struct {
-	mu      sync.Mutex
-	pending map[string][]sinks.ObjectEvent
-	order   []string
-	lost    uint64 // clips whose events went for room
-}
-
-// maxPendingClips bounds the clips whose events wait for the store.
-const maxPendingClips = 1024
-
-func (l *clipLedger) add(name string, evs []sinks.ObjectEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.pending == nil {
-		l.pending = map[string][]sinks.ObjectEvent{}
-	}
-	if _, ok := l.pending[name]; !ok {
-		l.order = append(l.order, name)
-	}
-	l.pending[name] = evs
-	for len(l.order) > maxPendingClips {
-		if _, ok := l.pending[l.order[0]]; ok {
-			delete(l.pending, l.order[0])
-			l.lost++
-		}
-		l.order = l.order[1:]
-	}
-}
-
-// join adds ev to the events of clip name when it waits for the store, and reports whether
-// it did.
-func (l *clipLedger) join(name string, ev sinks.ObjectEvent) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	evs, ok := l.pending[name]
-	if ok {
-		l.pending[name] = append(evs, ev)
-	}
-	return ok
-}
-
-func (l *clipLedger) take(name string) []sinks.ObjectEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	evs, ok := l.pending[name]
-	if ok {
-		delete(l.pending, name)
-		for i, n := range l.order {
-			if n == name {
-				l.order = append(l.order[:i], l.order[i+1:]...)
-				break
-			}
-		}
-	}
-	return evs
-}
-
-// clipStored publishes the ObjectClip event of each object of a clip the store has stored:
-// its latest event before, with the clip. A clip left from an earlier run has no events
-// here: it is in the store, named by none.
-func clipStored(pub EventSink, l *clipLedger, log *slog.Logger, info sinks.ClipInfo) {
-	evs := l.take(info.Name)
-	if evs == nil {
-		log.Debug("clip stored without object events (from an earlier run)", "clip", info.Name)
+// clipStored publishes the ObjectClip event of each of evs, the latest events of the objects
+// of clip info, which the store has stored.
+func clipStored(pub EventSink, log *slog.Logger, info sinks.ClipInfo, evs []sinks.ObjectEvent) {
+	if len(evs) == 0 {
+		log.Debug("clip stored without object events", "clip", info.Name)
 		return
 	}
-	publishClipEvents(pub, log, info, evs)
-}
-
-// publishClipEvents publishes the ObjectClip event of clip info for each of evs, the latest
-// events of its objects.
-func publishClipEvents(pub EventSink, log *slog.Logger, info sinks.ClipInfo, evs []sinks.ObjectEvent) {
 	ref := info.Ref()
-	for i := range evs {
-		ev := evs[i]
-		ev.Type, ev.Why, ev.Reason, ev.Clip, ev.Seq = sinks.ObjectClip, nil, "", &ref, 0
-		if err := pub.PublishObject(&ev); err != nil {
+	for _, ev := range evs {
+		if err := pub.PublishObject(sinks.NewClipEvent(ev, ref)); err != nil {
 			log.Warn("clip event not published", "clip", info.Name, "track", ev.TrackID, "error", err)
 		}
 	}

@@ -39,7 +39,7 @@ func putClip(t *testing.T, store *sinks.Clips, info sinks.ClipInfo, data []byte)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.PutClip(info, path); err != nil {
+	if err := store.PutClip(info, nil, path); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, time.Minute, "clip "+info.Name+" stored", func() bool {
@@ -306,7 +306,7 @@ func BenchmarkClipServe(b *testing.B) {
 	if err := os.WriteFile(path, mp4, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	if err := store.PutClip(info, path); err != nil {
+	if err := store.PutClip(info, nil, path); err != nil {
 		b.Fatal(err)
 	}
 	testutil.WaitFor(b, time.Minute, "clip stored", func() bool { return store.Stats().Stored == 1 })

@@ -57,7 +57,6 @@ type Daemon struct {
 	snapshots      *sinks.Snapshots // with JetStream: the tracked objects' evidence
 	clips          *sinks.Clips     // with JetStream: the clip store (clipsapi.go reads it)
 	clipDir        string           // where the cameras' recorders write clips (clips.go)
-	clipLedger     clipLedger       // the events of clips waiting for the store
 	pools          *workerPools
 	slicer         *slicer  // dispatches the cameras' frames to the pools; its result stage publishes the results
 	results        *results // the slicer's result stage: the run goroutine ends cameras' objects through it
@@ -145,7 +144,7 @@ func (d *Daemon) Start() (err error) {
 			d.cams = append(d.cams, d.startCamera(cc, cfg.Pipeline.Slice, model))
 		}
 	}
-	rs := &results{pub: d.pub, log: d.log, clipLedger: &d.clipLedger, clipDir: d.clipDir}
+	rs := &results{pub: d.pub, log: d.log, clipDir: d.clipDir}
 	if d.state != nil { // a nil pointer in the interface would not be nil
 		rs.state, rs.snapshots = d.state, d.snapshots
 	}

@@ -69,7 +69,7 @@ func (d *Daemon) startClips(cfg *config.Config) error {
 	}
 	log := d.log.With("component", "clips")
 	c := &sinks.Clips{Publisher: d.pub, MaxBytes: int64(cfg.ClipStore.MaxBytesMiB) << 20, MaxAge: cfg.ClipStore.MaxAge,
-		Dir: dir, Logger: log, OnStored: func(info sinks.ClipInfo) { clipStored(d.pub, &d.clipLedger, log, info) }}
+		Dir: dir, Logger: log, OnStored: func(info sinks.ClipInfo, evs []sinks.ObjectEvent) { clipStored(d.pub, log, info, evs) }}
 	if err := c.Start(); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/analytics"
+	"github.com/visiond/visiond/clips"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/sinks"
@@ -57,14 +58,13 @@ type snapshotStore interface {
 // so a camera's stageState is guarded by its sceneMu, held for a result's analysis and
 // publication (no network wait: publishes and state writes queue).
 type results struct {
-	pub        EventSink
-	state      sceneStore    // nil without JetStream: the analytics' state is then not kept
-	snapshots  snapshotStore // nil without JetStream: no evidence is kept
-	ids        idStore       // reserves the blocks of track ids; nil: the state bucket, or the clock without one (trackids.go)
-	clips      clipStore     // nil without JetStream: no clips are made (clips.go)
-	clipDir    string        // where recorders write their clips, on the store's filesystem
-	clipLedger *clipLedger   // the events of clips waiting for the store
-	log        *slog.Logger
+	pub       EventSink
+	state     sceneStore    // nil without JetStream: the analytics' state is then not kept
+	snapshots snapshotStore // nil without JetStream: no evidence is kept
+	ids       idStore       // reserves the blocks of track ids; nil: the state bucket, or the clock without one (trackids.go)
+	clips     clipStore     // nil without JetStream: no clips are made (clips.go)
+	clipDir   string        // where recorders write their clips, on the store's filesystem
+	log       *slog.Logger
 
 	wg sync.WaitGroup // reservations of track ids and forgetting of removed cameras; close waits
 
@@ -313,9 +313,9 @@ func (rs *results) endLocked(c *camera, why analytics.Why) {
 func (rs *results) retire(c *camera, why analytics.Why, forget bool) {
 	c.sceneMu.Lock()
 	rs.endLocked(c, why)
-	closed := sinks.ClipClosedStopped
+	closed := clips.ClosedStopped
 	if why == analytics.WhyShutdown {
-		closed = sinks.ClipClosedShutdown
+		closed = clips.ClosedShutdown
 	}
 	rs.stopClips(c, closed)
 	c.stage.retired = true

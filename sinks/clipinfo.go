@@ -1,9 +1,10 @@
 package sinks
 
 import (
-	"fmt"
 	"strings"
 	"time"
+
+	"github.com/visiond/visiond/clips"
 )
 
 // Event clips (issue 23): the encoded video of the seconds before, during and after a camera's
@@ -11,7 +12,7 @@ import (
 // the site's clip store (Clips) under ClipName, and named in the object events of the objects
 // it shows once stored (ObjectClip events, ObjectEvent.Clip).
 
-// Why a clip ended (ClipInfo.Closed).
+// Why a clip ended (ClipInfo.Closed): clips.CloseReason on the wire (NewClipInfo).
 const (
 	ClipClosedEnd       = "end"            // post_capture after its last object ended
 	ClipClosedMaxLength = "max_length"     // it reached max_length: the next clip goes on from here
@@ -74,7 +75,5 @@ func ClipBucket(prefix, site string) string {
 }
 
 // ClipName is the object name of camera's clip that starts at start, in the clip store:
-// <camera>/c<start, unix ms>.mp4. Two clips of a camera never start at the same frame.
-func ClipName(camera string, start time.Time) string {
-	return fmt.Sprintf("%s/c%d.mp4", camera, start.UnixMilli())
-}
+// clips.Name, <camera>/c<start, unix ms>.mp4.
+func ClipName(camera string, start time.Time) string { return clips.Name(camera, start) }

@@ -60,10 +60,11 @@ const ClipMetadataKey = "visiond-clip"
 // (ClipStats.Refused).
 //
 // PutClip never blocks on the network: it checks the clip and moves its file into Dir's
-// queue (bounded by QueueBytes, on disk), with its ClipInfo beside it as JSON; one goroutine
-// stores them, oldest first. While the server is unreachable the queue waits; when it is full
-// new clips are dropped and counted. Files still queued at Close, or at a crash, are stored by
-// the next Start.
+// queue (bounded by QueueBytes, on disk), with its ClipInfo and the events of its objects
+// beside it as JSON (JoinClip adds one while it waits); one goroutine stores them, oldest
+// first, and hands each stored clip's events to OnStored. While the server is unreachable the
+// queue waits; when it is full new clips are dropped and counted. Files still queued at
+// Close, or at a crash, are stored by the next Start, and their events handed to OnStored.
 //
 // Open serves a stored clip from a local copy in Dir (bounded by CacheBytes, the least
 // recently used removed), so that http.ServeContent can answer range requests.
@@ -97,9 +98,10 @@ type Clips struct {
 	// "queue" folder, and clips read for serving are kept in its "cache" folder. PutClip's
 	// files must be on its filesystem to be moved rather than copied. Required.
 	Dir string
-	// OnStored is called from the writer goroutine after each clip is stored (the daemon
-	// publishes its ObjectClip events). Default nil: nothing is called.
-	OnStored func(ClipInfo)
+	// OnStored is called from the writer goroutine after each clip is stored, with the
+	// events put with it (the daemon publishes their ObjectClip events), those of a clip
+	// queued by an earlier run included. Default nil: nothing is called.
+	OnStored func(ClipInfo, []ObjectEvent)
 	// Logger receives the store's log lines. Default: none are written.
 	Logger *slog.Logger
 
@@ -126,10 +128,20 @@ type Clips struct {
 	stored, dropped, evicted, failed, refused, invalid atomic.Uint64
 }
 
-// queuedClip is a clip waiting in Dir's queue: its MP4 and, beside it, its info as JSON.
+// queuedClip is a clip waiting in Dir's queue: its MP4 and, beside it, its info and events
+// as JSON (a queuedRecord).
 type queuedClip struct {
-	info ClipInfo
-	file string // the MP4; file + ".json" holds info
+	info   ClipInfo
+	events []ObjectEvent // the latest events of its objects, for OnStored; c.mu guards them
+	file   string        // the MP4; file + ".json" holds the record
+}
+
+// queuedRecord is what a queued clip's JSON file holds: its info, and the events of its
+// objects. (The info's fields at the top: a file of an earlier version, the info alone,
+// reads as a record without events.)
+type queuedRecord struct {
+	ClipInfo
+	Events []ObjectEvent `json:"events,omitempty"`
 }
 
 // cachedClip is a local copy of a stored clip.
@@ -282,10 +294,11 @@ func readQueued(mp4 string) (*queuedClip, error) {
 	if err != nil {
 		return nil, err
 	}
-	var info ClipInfo
-	if err := json.Unmarshal(data, &info); err != nil {
+	var rec queuedRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, fmt.Errorf("%s: %w", mp4+".json", err)
 	}
+	info := rec.ClipInfo
 	if err := checkClipInfo(info); err != nil {
 		return nil, err
 	}
@@ -297,7 +310,7 @@ func readQueued(mp4 string) (*queuedClip, error) {
 		return nil, err
 	}
 	info.Bytes = st.Size()
-	return &queuedClip{info: info, file: mp4}, nil
+	return &queuedClip{info: info, events: rec.Events, file: mp4}, nil
 }
 
 // queueFile is the name of clip name's file in the queue and cache folders: its '/' as '+'
@@ -349,14 +362,15 @@ func checkMP4(path string, max int64) (int64, error) {
 }
 
 // PutClip takes the MP4 at path (a file on Dir's filesystem: it is moved, or else copied;
-// either way it is not left at path) and queues it with info to be stored under info.Name.
+// either way it is not left at path) and queues it with info to be stored under info.Name,
+// and events (the latest events of its objects) for OnStored once it is.
 // It never blocks on the network. It refuses, with an error naming the problem, a bad name
 // (info.Name must be ClipName(info.Camera, info.Start)), a clip of that name already queued,
 // a file that is missing, empty, larger than MaxObjectBytes or not an MP4 (counted in
 // Invalid), and returns ErrClipQueueFull (wrapped) when the queue has no room (counted in
 // Dropped). info.Bytes is set to the file's size.
-func (c *Clips) PutClip(info ClipInfo, path string) error {
-	err := c.putClip(info, path)
+func (c *Clips) PutClip(info ClipInfo, events []ObjectEvent, path string) error {
+	err := c.putClip(info, events, path)
 	if err != nil {
 		if !errors.Is(err, ErrClipQueueFull) {
 			c.invalid.Add(1)
@@ -368,7 +382,7 @@ func (c *Clips) PutClip(info ClipInfo, path string) error {
 	return err
 }
 
-func (c *Clips) putClip(info ClipInfo, path string) error {
+func (c *Clips) putClip(info ClipInfo, events []ObjectEvent, path string) error {
 	c.mu.Lock()
 	closed := c.closed || !c.writer.started() // started by a Start that succeeded
 	c.mu.Unlock()
@@ -383,7 +397,7 @@ func (c *Clips) putClip(info ClipInfo, path string) error {
 		return fmt.Errorf("clip %s: %w", info.Name, err)
 	}
 	info.Bytes = size
-	data, err := json.Marshal(info)
+	data, err := json.Marshal(queuedRecord{ClipInfo: info, Events: events})
 	if err != nil {
 		return fmt.Errorf("clip %s: %w", info.Name, err)
 	}
@@ -418,7 +432,7 @@ func (c *Clips) putClip(info ClipInfo, path string) error {
 		c.bytes -= size
 	} else {
 		// Past Close the writer may be gone: the files wait for the next Start.
-		c.queue = append(c.queue, &queuedClip{info: info, file: file})
+		c.queue = append(c.queue, &queuedClip{info: info, events: events, file: file})
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -426,6 +440,30 @@ func (c *Clips) putClip(info ClipInfo, path string) error {
 	}
 	c.writer.wakeUp()
 	return nil
+}
+
+// JoinClip adds ev, the latest event of an object that the clip name shows too, to the
+// events of the clip while it waits in the queue, and reports whether it did: false when the
+// clip is not queued (stored already, or never put).
+func (c *Clips) JoinClip(name string, ev ObjectEvent) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.IndexFunc(c.queue, func(q *queuedClip) bool { return q.info.Name == name })
+	if i < 0 {
+		return false
+	}
+	q := c.queue[i]
+	q.events = append(q.events, ev)
+	// The record on disk follows, for a restart; the writer reads the events from memory.
+	data, err := json.Marshal(queuedRecord{ClipInfo: q.info, Events: q.events})
+	if err == nil {
+		err = writeFileAtomic(q.file+".json", data)
+	}
+	if err != nil {
+		c.log.Warn("clip: an object joined a queued clip, not written beside it: a restart before it is stored loses its event",
+			"clip", name, "track", ev.TrackID, "error", err)
+	}
+	return true
 }
 
 // writeFileAtomic writes data to path through a temporary file, so path is whole or absent.
@@ -481,14 +519,17 @@ func (c *Clips) head() *queuedClip {
 	return c.queue[0]
 }
 
-// finish removes q, the head, from the queue and its files from the disk.
-func (c *Clips) finish(q *queuedClip) {
+// finish removes q, the head, from the queue and its files from the disk, and returns its
+// events: none joins it from now on.
+func (c *Clips) finish(q *queuedClip) []ObjectEvent {
 	c.mu.Lock()
 	c.queue = c.queue[1:]
 	c.bytes -= q.info.Bytes
+	events := q.events
 	c.mu.Unlock()
 	os.Remove(q.file)
 	os.Remove(q.file + ".json")
+	return events
 }
 
 // write stores the oldest queued clip; the writer's (queueWriter). A clip the store refuses
@@ -507,10 +548,10 @@ func (c *Clips) write(ctx context.Context) (bool, error) {
 	}
 	switch {
 	case err == nil:
-		c.finish(q)
+		events := c.finish(q)
 		c.stored.Add(1)
 		if c.OnStored != nil {
-			c.OnStored(q.info)
+			c.OnStored(q.info, events)
 		}
 	case errors.Is(err, errNoRoom):
 		c.finish(q)

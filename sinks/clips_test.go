@@ -95,7 +95,7 @@ func TestClipsPutAndRead(t *testing.T) {
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
 	var mu sync.Mutex
 	var announced []string
-	c := startClips(t, &Clips{Publisher: p, OnStored: func(info ClipInfo) {
+	c := startClips(t, &Clips{Publisher: p, OnStored: func(info ClipInfo, _ []ObjectEvent) {
 		mu.Lock()
 		announced = append(announced, info.Name)
 		mu.Unlock()
@@ -105,7 +105,7 @@ func TestClipsPutAndRead(t *testing.T) {
 	infos := []ClipInfo{clipInfo("door", clipAt(0)), clipInfo("yard", clipAt(1)), clipInfo("door", clipAt(2))}
 	for _, info := range infos {
 		path := clipFile(t, in, mp4)
-		if err := c.PutClip(info, path); err != nil {
+		if err := c.PutClip(info, nil, path); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
@@ -200,7 +200,7 @@ func TestClipsSizeLimitOldestGo(t *testing.T) {
 	c := startClips(t, &Clips{Publisher: p, MaxBytes: maxBytes})
 	in := t.TempDir()
 	for i := range n {
-		if err := c.PutClip(clipInfo("door", clipAt(i)), clipFile(t, in, mp4)); err != nil {
+		if err := c.PutClip(clipInfo("door", clipAt(i)), nil, clipFile(t, in, mp4)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,7 +264,7 @@ func TestClipsRefusedWhenFull(t *testing.T) {
 	}
 	mp4 := testutil.SampleMP4(t, 1)
 	for i := range 2 {
-		if err := c.PutClip(clipInfo("door", clipAt(i)), clipFile(t, t.TempDir(), mp4)); err != nil {
+		if err := c.PutClip(clipInfo("door", clipAt(i)), nil, clipFile(t, t.TempDir(), mp4)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -286,7 +286,7 @@ func TestClipsAgeLimit(t *testing.T) {
 	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
 	c := startClips(t, &Clips{Publisher: p, MaxAge: time.Second})
 	mp4 := testutil.SampleMP4(t, 1)
-	if err := c.PutClip(clipInfo("door", clipAt(0)), clipFile(t, t.TempDir(), mp4)); err != nil {
+	if err := c.PutClip(clipInfo("door", clipAt(0)), nil, clipFile(t, t.TempDir(), mp4)); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, time.Minute, "the clip stored", func() bool { return c.Stats().Stored == 1 })
@@ -300,7 +300,7 @@ func TestClipsAgeLimit(t *testing.T) {
 	if _, _, err := c.Open(ctx, ClipName("door", clipAt(0))); !errors.Is(err, jetstream.ErrObjectNotFound) {
 		t.Errorf("Open of an expired clip: %v, want ErrObjectNotFound", err)
 	}
-	if err := c.PutClip(clipInfo("door", clipAt(1)), clipFile(t, t.TempDir(), mp4)); err != nil {
+	if err := c.PutClip(clipInfo("door", clipAt(1)), nil, clipFile(t, t.TempDir(), mp4)); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, time.Minute, "the second clip stored", func() bool { return c.Stats().Stored == 2 })
@@ -325,7 +325,7 @@ func TestClipsQueueDuringOutage(t *testing.T) {
 	var taken []int
 	for i := range 5 {
 		path := clipFile(t, in, mp4)
-		err := c.PutClip(clipInfo("door", clipAt(i)), path)
+		err := c.PutClip(clipInfo("door", clipAt(i)), nil, path)
 		switch {
 		case errors.Is(err, ErrClipQueueFull):
 			if _, serr := os.Stat(path); !errors.Is(serr, os.ErrNotExist) {
@@ -372,7 +372,7 @@ func TestClipsBadInput(t *testing.T) {
 	c := startClips(t, &Clips{Publisher: p, MaxObjectBytes: int64(len(mp4))})
 	in := t.TempDir()
 	good := clipInfo("door", clipAt(0))
-	if err := c.PutClip(good, clipFile(t, in, mp4)); err != nil {
+	if err := c.PutClip(good, nil, clipFile(t, in, mp4)); err != nil {
 		t.Fatal(err)
 	}
 	renamed := clipInfo("door", clipAt(1))
@@ -404,7 +404,7 @@ func TestClipsBadInput(t *testing.T) {
 		if tc.data != nil {
 			path = clipFile(t, in, tc.data)
 		}
-		err := c.PutClip(tc.info, path)
+		err := c.PutClip(tc.info, nil, path)
 		if tc.want == "" { // the same clip again: refused while queued, stored again after
 			if err != nil && !strings.Contains(err.Error(), "already queued") {
 				t.Errorf("%s: %v", tc.name, err)
@@ -454,7 +454,7 @@ func TestClipsBadInput(t *testing.T) {
 	}
 	c.Close(time.Minute)
 	path := clipFile(t, in, mp4)
-	if err := c.PutClip(clipInfo("door", clipAt(7)), path); err == nil || !strings.Contains(err.Error(), "closed") {
+	if err := c.PutClip(clipInfo("door", clipAt(7)), nil, path); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("put after Close: %v", err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
@@ -462,8 +462,9 @@ func TestClipsBadInput(t *testing.T) {
 	}
 }
 
-// Clips not stored by Close's deadline stay in Dir with their info, and the next Start
-// stores them; leftovers that are not whole queued clips are cleared.
+// Clips not stored by Close's deadline stay in Dir with their info and the events put or
+// joined with them, and the next Start stores them and hands the events to OnStored;
+// leftovers that are not whole queued clips are cleared.
 func TestClipsRestartStoresWhatWasLeft(t *testing.T) {
 	dir := t.TempDir()
 	s := &Server{Listen: "127.0.0.1:0", StoreDir: dir, Domain: "ext"}
@@ -482,9 +483,16 @@ func TestClipsRestartStoresWhatWasLeft(t *testing.T) {
 	testutil.WaitFor(t, time.Minute, "publisher to notice the outage", func() bool { return !p.nc.IsConnected() })
 	mp4 := testutil.SampleMP4(t, 1)
 	for i := range 2 {
-		if err := first.PutClip(clipInfo("door", clipAt(i)), clipFile(t, t.TempDir(), mp4)); err != nil {
+		evs := []ObjectEvent{{Camera: "door", Type: ObjectEnd, TrackID: uint64(10 + i), Label: "person"}}
+		if err := first.PutClip(clipInfo("door", clipAt(i)), evs, clipFile(t, t.TempDir(), mp4)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if !first.JoinClip(ClipName("door", clipAt(1)), ObjectEvent{Camera: "door", Type: ObjectUpdate, TrackID: 20, Label: "car"}) {
+		t.Error("JoinClip of a queued clip: false")
+	}
+	if first.JoinClip(ClipName("door", clipAt(5)), ObjectEvent{TrackID: 21}) {
+		t.Error("JoinClip of a clip never put: true")
 	}
 	first.Close(100 * time.Millisecond)
 	if st := first.Stats(); st.Stored != 0 || st.Pending != 2 {
@@ -506,8 +514,21 @@ func TestClipsRestartStoresWhatWasLeft(t *testing.T) {
 	}
 	t.Cleanup(s2.Close)
 	testutil.WaitFor(t, time.Minute, "publisher to reconnect", func() bool { return p.nc.IsConnected() })
-	second := startClips(t, &Clips{Publisher: p, Dir: clipDir})
+	var mu sync.Mutex
+	announced := map[string][]uint64{}
+	second := startClips(t, &Clips{Publisher: p, Dir: clipDir, OnStored: func(info ClipInfo, evs []ObjectEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range evs {
+			announced[info.Name] = append(announced[info.Name], ev.TrackID)
+		}
+	}})
 	testutil.WaitFor(t, time.Minute, "the clips left stored", func() bool { return second.Stats().Stored == 2 })
+	mu.Lock()
+	if got := fmt.Sprint(announced[ClipName("door", clipAt(0))], announced[ClipName("door", clipAt(1))]); got != "[10] [11 20]" {
+		t.Errorf("events handed to OnStored after the restart: %s, want [10] [11 20]", got)
+	}
+	mu.Unlock()
 	ctx := ctxMinute(t)
 	for i := range 2 {
 		data, info, err := readClip(ctx, second, ClipName("door", clipAt(i)))
@@ -528,7 +549,7 @@ func TestClipsServeRange(t *testing.T) {
 	c := startClips(t, &Clips{Publisher: p})
 	mp4 := testutil.SampleMP4(t, 3)
 	info := clipInfo("door", clipAt(0))
-	if err := c.PutClip(info, clipFile(t, t.TempDir(), mp4)); err != nil {
+	if err := c.PutClip(info, nil, clipFile(t, t.TempDir(), mp4)); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, time.Minute, "the clip stored", func() bool { return c.Stats().Stored == 1 })
@@ -598,7 +619,7 @@ func TestClipsCacheBounded(t *testing.T) {
 	mp4 := testutil.SampleMP4(t, 1)
 	c := startClips(t, &Clips{Publisher: p, CacheBytes: 2*int64(len(mp4)) + 10})
 	for i := range 4 {
-		if err := c.PutClip(clipInfo("door", clipAt(i)), clipFile(t, t.TempDir(), mp4)); err != nil {
+		if err := c.PutClip(clipInfo("door", clipAt(i)), nil, clipFile(t, t.TempDir(), mp4)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -655,7 +676,7 @@ func BenchmarkClipsStore(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		path := clipFile(b, in, mp4) // on the same filesystem as Dir: moved, as the daemon's are
-		if err := c.PutClip(clipInfo("door", clipAt(i)), path); err != nil {
+		if err := c.PutClip(clipInfo("door", clipAt(i)), nil, path); err != nil {
 			b.Fatal(err)
 		}
 		for c.Stats().Stored < uint64(i+1) {
@@ -697,7 +718,7 @@ func TestClipsPutAcrossFilesystemsAndOpenAtOnce(t *testing.T) {
 	mp4 := testutil.SampleMP4(t, 1)
 	path := clipFile(t, shm, mp4)
 	info := clipInfo("door", clipAt(0))
-	if err := c.PutClip(info, path); err != nil {
+	if err := c.PutClip(info, nil, path); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {

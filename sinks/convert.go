@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/analytics"
+	"github.com/visiond/visiond/clips"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/sources"
 )
 
 // This file is where the daemon's results become events: the one place that knows both the
@@ -191,6 +193,50 @@ func NewObjectEvent(camera string, r analytics.ObjectReport, w, h int) *ObjectEv
 		}
 	}
 	return ev
+}
+
+// NewClipInfo is clip c as the clip store keeps it and events name it. Its objects are
+// named from what the recorder observed last of them.
+func NewClipInfo(c clips.Info) ClipInfo {
+	info := ClipInfo{Name: c.Name, Camera: c.Camera, Start: c.Start, End: c.End, DurationS: c.Duration.Seconds(),
+		Codec: clipCodec(c.Codec), Width: c.Width, Height: c.Height, Frames: c.Frames, Bytes: c.Bytes,
+		Closed: clipClosed(c.Closed), Notes: c.Notes, Objects: make([]ClipObject, 0, len(c.Objects))}
+	for _, o := range c.Objects {
+		info.Objects = append(info.Objects, ClipObject{TrackID: o.TrackID, Label: o.Label, FirstSeen: o.FirstSeen, LastSeen: o.LastSeen})
+	}
+	return info
+}
+
+// clipCodec is the wire name of a clip's codec (a sources.Codec* value).
+func clipCodec(c string) string {
+	if c == sources.CodecH265 {
+		return "h265"
+	}
+	return "h264"
+}
+
+// clipClosed is the wire string of why a clip ended.
+func clipClosed(r clips.CloseReason) string {
+	switch r {
+	case clips.ClosedMaxLength:
+		return ClipClosedMaxLength
+	case clips.ClosedOffline:
+		return ClipClosedOffline
+	case clips.ClosedChanged:
+		return ClipClosedChanged
+	case clips.ClosedStopped:
+		return ClipClosedStopped
+	case clips.ClosedShutdown:
+		return ClipClosedShutdown
+	}
+	return ClipClosedEnd
+}
+
+// NewClipEvent is the ObjectClip event of the object whose latest event is ev: ev, naming
+// clip, the stored clip that shows the object.
+func NewClipEvent(ev ObjectEvent, clip ClipRef) *ObjectEvent {
+	ev.Type, ev.Why, ev.Reason, ev.Clip, ev.Seq = ObjectClip, nil, "", &clip, 0
+	return &ev
 }
 
 // NewZoneEvent is the zone event of z on camera; occupancy is its zone's occupancy by class

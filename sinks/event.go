@@ -34,7 +34,7 @@
 //
 //	clips := &sinks.Clips{Publisher: p, Dir: dir}   // object store <prefix>-<site>-clips
 //	clips.Start()
-//	clips.PutClip(info, mp4File)                    // OnStored then says when it is stored
+//	clips.PutClip(NewClipInfo(clip.Info), events, mp4File) // OnStored then hands back the events once it is stored
 //
 // Close them (State, Snapshots, Clips) before the Publisher. Put*, PutSnapshot and PutClip
 // never block on the network: they check what they are given (camera, zone and line ids are

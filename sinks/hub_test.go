@@ -184,7 +184,7 @@ func TestClipsReachHub(t *testing.T) {
 		return nil
 	}
 
-	if err := c.PutClip(clipInfo("door", clipAt(0)), clipFile(t, t.TempDir(), mp4s[0])); err != nil {
+	if err := c.PutClip(clipInfo("door", clipAt(0)), nil, clipFile(t, t.TempDir(), mp4s[0])); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, time.Minute, "the first clip stored", func() bool { return c.Stats().Stored == 1 })
@@ -193,7 +193,7 @@ func TestClipsReachHub(t *testing.T) {
 	}
 	link.Cut()
 	testutil.WaitFor(t, time.Minute, "the link to drop", func() bool { return !box.LeafConnected() })
-	if err := c.PutClip(clipInfo("door", clipAt(1)), clipFile(t, t.TempDir(), mp4s[1])); err != nil {
+	if err := c.PutClip(clipInfo("door", clipAt(1)), nil, clipFile(t, t.TempDir(), mp4s[1])); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, time.Minute, "the box to store the second clip", func() bool { return c.Stats().Stored == 2 })

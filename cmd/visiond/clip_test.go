@@ -56,7 +56,7 @@ func startClipBox(t *testing.T, leafURL string) *clipBox {
 		if err := os.WriteFile(path, mp4, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.PutClip(info, path); err != nil {
+		if err := c.PutClip(info, nil, path); err != nil {
 			t.Fatal(err)
 		}
 		box.names = append(box.names, info.Name)
