@@ -85,12 +85,12 @@ setup-test:
 	@GO=$(GO) scripts/setup-test.sh
 
 # The benchmark report: decode against ffmpeg, the daemon against bare loops, cameras sustained
-# at 5 fps, overload, soak; raw results in $(BENCH_OUT), then BENCHMARKS.md and its soak plot.
+# at 5 fps, overload, soak, memory per camera; raw results in $(BENCH_OUT), then BENCHMARKS.md and its soak plot.
 # About 90 minutes with the defaults (the crowd part replays 30 held-out scenes: about 45);
 # `make bench SOAK=2m OVERLOAD=1m CROWD_SEEDS=100-102` for a quick run,
 # PARTS="scale soak" to rerun some parts (PARTS=clips: event clips off and on, not by default),
 # GPU=DIR to merge scripts/gpu/bench.sh's results.
-BENCH_VARS := BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT CROWD_SEEDS CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW PARTS BENCH_OUT GPU
+BENCH_VARS := BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT MEMORY_CAMERAS CROWD_SEEDS CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW PARTS BENCH_OUT GPU
 PIPE_SECONDS ?= 20
 PIPE_CAMERAS ?= 4
 PIPE_WORKERS ?=
@@ -100,8 +100,9 @@ SCALE_WINDOW ?= 20s
 OVERLOAD ?= 10m
 SOAK ?= 30m
 SOAK_EDIT ?= 1m
+MEMORY_CAMERAS ?= 1,16
 CROWD_SEEDS ?= 100-129
-PARTS ?= decode pipeline scale overload soak crowd
+PARTS ?= decode pipeline scale overload soak memory crowd
 BENCH_OUT ?= build/bench
 GPU ?=
 bench: setup

@@ -543,7 +543,10 @@ func TestClipLateJoin(t *testing.T) {
 // opens, and closes at its end, from the pushes alone.
 func TestRecorderWakes(t *testing.T) {
 	pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base)
-	g := newRig(t, 10*time.Second, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
+	// The pushes do not wait for the recorder: a ring that keeps the whole test's video lets a
+	// recorder woken late (every core busy) still find the clip's start, as a camera's real
+	// pace would.
+	g := newRig(t, time.Minute, Settings{PreCapture: 2 * time.Second, PostCapture: 2 * time.Second, MaxLength: time.Minute})
 	i := 0
 	pushTo := func(until time.Time) {
 		for ; i < len(pkts) && pkts[i].At.Before(until); i++ {

@@ -56,6 +56,9 @@ type camera struct {
 	total    durStat // decoded to published
 	fps      rate    // analysed frames per second
 	snap     snapshot
+	// wantsEvidence: the objects of the camera's latest analysed frame wanted evidence, so
+	// the next frames are kept (snapshot.offer). Written by the stage, read by the slicer.
+	wantsEvidence atomic.Bool
 
 	sceneMu sync.Mutex
 	stage   stageState // the result stage's, under sceneMu

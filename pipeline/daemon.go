@@ -64,7 +64,9 @@ type Daemon struct {
 	httpSrv        *http.Server
 	httpAddr       net.Addr
 	cams           []*camera
-	decoderGate    *sources.DecoderGate // every camera's GPU decoder opens through it
+	decoderGate    *sources.DecoderGate  // every camera's GPU decoder opens through it
+	frames         *sources.FrameBuffers // every camera's frame buffers
+	snapBufs       *snapBuffers          // every camera's frames kept for snapshots and evidence
 	reloads        chan reloadRequest
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
 	retiring       sync.WaitGroup // pools replaced by a reload, closing
@@ -138,6 +140,10 @@ func (d *Daemon) Start() (err error) {
 	if err := checkClasses(cfg, model); err != nil {
 		return err
 	}
+	// The model's input never changes without a restart (reload refuses it): every camera's
+	// frames, and the frames kept for snapshots, are of its size.
+	d.frames = sources.NewFrameBuffers(model.InputW, model.InputH)
+	d.snapBufs = newSnapBuffers(model.InputW, model.InputH)
 
 	for _, cc := range cfg.Cameras {
 		if cc.Enabled {
@@ -191,6 +197,8 @@ func (d *Daemon) startCamera(cc config.Camera, slice time.Duration, model infer.
 	c.src = cc.Source()
 	c.src.InputW, c.src.InputH = model.InputW, model.InputH
 	c.src.DecoderGate = d.decoderGate
+	c.src.Buffers = d.frames
+	c.snap.bufs = d.snapBufs
 	c.src.OnFrame, c.src.OnPacket = c.onFrame, c.onPacket
 	c.src.OnStatus = func(ch sources.StatusChange) {
 		d.publishStatus(ch)
@@ -245,6 +253,11 @@ func (d *Daemon) Close() {
 		}
 		for _, c := range d.cams {
 			c.box.Close()
+			c.snap.close()
+		}
+		if d.frames != nil {
+			d.frames.Close()
+			d.snapBufs.Close()
 		}
 		if d.snapshots != nil {
 			d.snapshots.Close(d.flushTimeout)
@@ -347,6 +360,8 @@ func (d *Daemon) run(ctx context.Context) {
 			return
 		case <-summary.C:
 			d.logSummary()
+			d.frames.Trim() // the buffers put back last lie free too long when the cameras stop
+			d.snapBufs.Trim()
 			continue
 		case now := <-healthC:
 			d.publishHealth(now)

@@ -133,6 +133,12 @@ func (d *Daemon) handler(withPprof bool) http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(d.Workers())
 	})
+	mux.HandleFunc("GET /api/memory", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(d.Memory())
+	})
 	return mux
 }
 

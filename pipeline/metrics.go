@@ -31,6 +31,7 @@ type metricsCollector struct {
 	clipsStored, clipsLost, clipsEvicted, clipsPending, clipsPendingBytes                   *prometheus.Desc
 
 	wJobs, wLost, wRestarts, wRecycles, wInFlight, wRSS, wGPU *prometheus.Desc
+	memory                                                    *prometheus.Desc
 
 	published, publishFailed, reloadFailures       *prometheus.Desc
 	publishRetried, publishDropped, publishPending *prometheus.Desc
@@ -95,7 +96,9 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		wRecycles: desc("worker_recycles_total", "Worker processes stopped between jobs for being over a memory limit.", wrk...),
 		wInFlight: desc("worker_jobs_in_flight", "Jobs sent to the worker process and not answered yet.", wrk...),
 		wRSS:      desc("worker_resident_memory_bytes", "Resident memory of the worker process at its last sample.", wrk...),
-		wGPU:      desc("worker_gpu_memory_bytes", "GPU memory of the worker process at its last sample (0 without a GPU memory command).", wrk...),
+		memory: desc("memory_bytes", "The daemon's resident memory by owner: go (the Go runtime: the daemon, the embedded NATS server, RTSP sessions), "+
+			"frame_buffers, snapshot_buffers, clip_rings, c_heap (the C libraries: decoders above all), code (executable and libraries), shared (the workers' frame slots).", "owner"),
+		wGPU: desc("worker_gpu_memory_bytes", "GPU memory of the worker process at its last sample (0 without a GPU memory command).", wrk...),
 
 		published: desc("events_published_total",
 			"Events (detections, status, health, gaps, config) published: acknowledged by JetStream, or sent with core NATS."),
@@ -130,7 +133,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings, m.camFiltered,
 		m.camClips, m.camClipsFailed, m.camClipBytes, m.camRingBytes,
 		m.clipsStored, m.clipsLost, m.clipsEvicted, m.clipsPending, m.clipsPendingBytes,
-		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU,
+		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU, m.memory,
 		m.published, m.publishFailed, m.reloadFailures, m.publishRetried, m.publishDropped, m.publishPending,
 		m.buildInfo, m.lastReload, m.lastReloadOK, m.leafUp, m.leafChanged,
 		m.streamMsgs, m.streamBytes, m.streamMaxBytes, m.streamFull,
@@ -274,6 +277,14 @@ func (m *metricsCollector) collectDaemon(e emitter) {
 		counter(m.clipsEvicted, cs.Evicted)
 		gauge(m.clipsPending, float64(cs.Pending))
 		gauge(m.clipsPendingBytes, float64(cs.PendingBytes))
+	}
+	mem := m.d.Memory()
+	for _, o := range []struct {
+		owner string
+		bytes int64
+	}{{"go", mem.GoBytes}, {"frame_buffers", mem.FrameBuffers}, {"snapshot_buffers", mem.SnapshotBuffers},
+		{"clip_rings", mem.ClipRings}, {"c_heap", mem.CHeapBytes}, {"code", mem.CodeBytes}, {"shared", mem.SharedBytes}} {
+		gauge(m.memory, float64(o.bytes), o.owner)
 	}
 	counter(m.reloadFailures, m.d.ReloadFailures())
 	gauge(m.lastReload, unixSeconds(time.Unix(0, m.d.lastReload.Load())))

@@ -132,6 +132,22 @@ func TestDaemonMetrics(t *testing.T) {
 		t.Errorf("events failed %v, want 0", v)
 	}
 	m.mustHave(t, "visiond_config_reload_failures_total")
+	// Memory by owner: the owners add up to the resident memory, the Go runtime and the
+	// libraries hold some, and the frames' buffers hold at most three frames a camera.
+	var owned float64
+	for _, owner := range []string{"go", "frame_buffers", "snapshot_buffers", "clip_rings", "c_heap", "code", "shared"} {
+		v := m.mustHave(t, fmt.Sprintf(`visiond_memory_bytes{owner=%q}`, owner))
+		if v < 0 || (owner == "go" || owner == "code") && v < 1<<20 {
+			t.Errorf("memory of %s: %v bytes", owner, v)
+		}
+		owned += v
+	}
+	if rss := m.get("process_resident_memory_bytes"); owned < 0.8*rss || owned > 1.2*rss {
+		t.Errorf("memory by owner adds up to %.0f MiB, the resident memory is %.0f MiB", owned/(1<<20), rss/(1<<20))
+	}
+	if v := m.get(`visiond_memory_bytes{owner="frame_buffers"}`); v > 3*3*float64(sources.FrameBytes(640, 640)) {
+		t.Errorf("frame buffers of three cameras: %.1f MiB, want at most three frames a camera", v/(1<<20))
+	}
 	// The Go and process collectors.
 	if m.get("go_goroutines") <= 0 || m.get("process_resident_memory_bytes") <= 0 {
 		t.Errorf("go_goroutines %v, process_resident_memory_bytes %v: want both > 0",

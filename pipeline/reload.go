@@ -429,6 +429,7 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 	for _, c := range stop {
 		c.src.Close()
 		c.box.Close()
+		c.snap.close()
 		// Its objects end now (a job in flight is published without analysis; a restarted
 		// camera's ended above). A camera removed from the file leaves no key in the state
 		// bucket; a disabled one keeps its line counts and ids for when it is enabled again.

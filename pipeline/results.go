@@ -139,11 +139,12 @@ func (rs *results) finish(c *camera, j jobRun, r infer.Result) {
 	}
 	if analysed {
 		w, h := r.Job.Letterbox.SrcW, r.Job.Letterbox.SrcH
-		if kept && rs.snapshots != nil {
-			rs.takeEvidence(c, r.Job.Seq, w, h, &step)
+		if rs.snapshots != nil {
+			rs.takeEvidence(c, r.Job.Seq, kept, w, h, &step)
 		}
 		rs.publishScene(c, step, w, h)
 	}
+	c.snap.settle(published) // the frame kept goes back, unless a client watches the camera
 }
 
 // analyse runs a result of camera c through its scene (under c.sceneMu), at now. The kept
@@ -380,17 +381,23 @@ func (rs *results) sweep(now time.Time, cams []*camera) {
 func (rs *results) close() { rs.wg.Wait() }
 
 // takeEvidence stores the evidence of the objects of camera c for which the frame just
-// analysed (seq, kept by the snapshot) is better than what was taken, and names it in this
-// frame's reports that did not name one yet.
-func (rs *results) takeEvidence(c *camera, seq uint64, w, h int, step *analytics.StepResult) {
+// analysed (seq; kept: the snapshot kept it) is better than what was taken, and names it in
+// this frame's reports that did not name one yet. Whether any object wanted evidence decides
+// whether the camera's next frames are kept.
+func (rs *results) takeEvidence(c *camera, seq uint64, kept bool, w, h int, step *analytics.StepResult) {
 	c.stage.evidence = c.stage.scene.EvidenceWanted(c.stage.evidence[:0], w, h)
+	c.wantsEvidence.Store(len(c.stage.evidence) > 0)
+	if !kept {
+		clear(c.stage.evidence)
+		return
+	}
 	for _, t := range c.stage.evidence {
 		data, ok, err := c.snap.evidence(seq, infer.Detection{ClassID: t.ClassID, Label: t.Label, Score: t.Score, Box: t.Box}, t.ID)
 		if err != nil || !ok {
 			if err != nil {
 				c.noteError(err)
 			}
-			return // the frame is not there: none of its objects can be taken
+			break // the frame is not there: none of its objects can be taken
 		}
 		name := sinks.SnapshotName(c.cfg.ID, t.ID, t.FirstSeen)
 		if err := rs.snapshots.PutSnapshot(name, data); err != nil {

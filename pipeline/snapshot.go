@@ -13,9 +13,10 @@ import (
 
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/offheap"
 )
 
-// snapshotEvery is how often a camera's analysed frame is kept for /snapshot.jpg: copying
+// snapshotEvery is how often a camera's analysed frame is kept, while one is wanted: copying
 // every frame would cost a frame-sized copy per job.
 const snapshotEvery = time.Second
 
@@ -23,20 +24,36 @@ const snapshotEvery = time.Second
 // there is nothing to serve yet.
 const snapshotWait = 2 * time.Second
 
-// snapshot keeps, for the snapshot endpoint, the latest analysed frame of a camera
-// (letterboxed RGB, as the model saw it) with its detections, the frame kept for the job in
-// flight, and the JPEG last rendered. A frame is kept at most once per snapshotEvery; when
-// its job finishes it becomes the latest analysed one (the two buffers swap, both reused).
-// The JPEG is rendered on request, once per analysed frame kept; a request that comes before
-// any kept frame's job has finished waits for the first.
+// snapshotInterest is how long after a request for a camera's snapshot its analysed frames go
+// on being kept: a page that shows the snapshot asks for it every second or so.
+const snapshotInterest = 30 * time.Second
+
+// snapBuffers lends the buffers of the frames kept for snapshots, outside the Go heap; the
+// cameras of a daemon share one.
+type snapBuffers = offheap.Pool[struct{}]
+
+// snapshot keeps, for the snapshot endpoint and the objects' evidence, the latest analysed
+// frame of a camera (letterboxed RGB, as the model saw it) with its detections, the frame kept
+// for the job in flight, and the JPEG last rendered. A frame is kept only while one is wanted:
+// a client asked for the snapshot within snapshotInterest, or the camera's objects want
+// evidence (the caller says so); then at most once per snapshotEvery. When its job finishes
+// it becomes the latest analysed one. The buffers come from a pool shared by the cameras and
+// go back to it once nobody wants them (settle), so a camera nobody watches holds none
+// between its evidence frames. The JPEG is rendered on request, once per analysed frame kept;
+// a request that comes before any kept frame's job has finished waits for the first, while
+// the camera's frames are coming.
 type snapshot struct {
+	bufs *snapBuffers // nil: a pool of the snapshot's own, made at its first frame (tests, replay)
+
 	mu      sync.Mutex
 	pending keptFrame     // the frame of the job in flight, while waiting
 	waiting bool          // pending's job has not finished
 	last    keptFrame     // the latest kept frame whose job finished, with its detections
 	hasLast bool          // last holds one
-	first   chan struct{} // closed when the first kept frame's job finishes; nil before a frame is kept
+	ready   chan struct{} // closed when a kept frame's job finishes; made by a request that found none
 	taken   time.Time     // when pending was kept
+	offered time.Time     // the camera's last frame dispatched, kept or not
+	asked   time.Time     // the last request for the snapshot
 
 	encoded    []byte // the last rendering, never changed in place (handed out as it is)
 	encodedSeq uint64 // the frame it shows
@@ -44,7 +61,7 @@ type snapshot struct {
 
 // keptFrame is a copy of a frame handed to a worker, and then its detections.
 type keptFrame struct {
-	pix   []byte // reused
+	buf   *offheap.Buffer[struct{}] // nil when none is held
 	lb    geom.Letterbox
 	seq   uint64
 	dets  []infer.Detection
@@ -52,20 +69,45 @@ type keptFrame struct {
 	scene *sceneState // the camera's zones and lines with their counts after the frame; nil: none
 }
 
-// offer keeps a copy of a frame about to be analysed, at most once per snapshotEvery; a
-// frame whose job never finished (it failed, or was not dispatched) is replaced by the next.
-func (s *snapshot) offer(pix []byte, lb geom.Letterbox, seq uint64, now time.Time) {
+// pix is the kept frame's pixels.
+func (k *keptFrame) pix() []byte { return k.buf.B[:k.lb.DstW*k.lb.DstH*3] }
+
+// newSnapBuffers returns a pool for the frames kept of a model input of w x h.
+func newSnapBuffers(w, h int) *snapBuffers { return offheap.New[struct{}](w*h*3, 0) }
+
+// offer keeps a copy of a frame about to be analysed when one is wanted (evidence: the
+// camera's objects want evidence), at most once per snapshotEvery; a frame whose job never
+// finished (it failed, or was not dispatched) is replaced by the next.
+func (s *snapshot) offer(pix []byte, lb geom.Letterbox, seq uint64, now time.Time, evidence bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.offered = now
+	if !evidence && now.Sub(s.asked) >= snapshotInterest {
+		if s.waiting { // its job ended without a result (one job of a camera at a time)
+			s.bufs.Put(s.pending.buf)
+			s.pending.buf, s.waiting = nil, false
+		}
+		return
+	}
 	if !s.waiting && now.Sub(s.taken) < snapshotEvery {
 		return
 	}
-	s.pending.pix = append(s.pending.pix[:0], pix...)
+	if s.bufs == nil {
+		s.bufs = newSnapBuffers(lb.DstW, lb.DstH)
+	}
+	if s.bufs.Size() != len(pix) {
+		return // not the model's input: nothing kept (not expected)
+	}
+	if s.pending.buf == nil {
+		b, err := s.bufs.Get()
+		if err != nil {
+			return // no memory for it: no snapshot, and no evidence, of this frame
+		}
+		s.pending.buf = b
+	}
+	copy(s.pending.buf.B, pix)
 	s.pending.lb, s.pending.seq = lb, seq
 	s.waiting, s.taken = true, now
-	if s.first == nil {
-		s.first = make(chan struct{})
-	}
 }
 
 // result attaches a job's detections when they belong to the frame kept, which becomes the
@@ -79,13 +121,56 @@ func (s *snapshot) result(seq uint64, dets []infer.Detection, ids []uint64, scen
 	s.pending.dets = append(s.pending.dets[:0], dets...)
 	s.pending.ids = append(s.pending.ids[:0], ids...)
 	s.pending.scene = scene
+	s.bufs.Put(s.last.buf) // nil-safe
 	s.last, s.pending = s.pending, s.last
+	s.pending.buf = nil
 	s.waiting = false
-	if !s.hasLast {
-		s.hasLast = true
-		close(s.first)
+	s.hasLast = true
+	if s.ready != nil {
+		close(s.ready)
+		s.ready = nil
 	}
 	return true
+}
+
+// settle gives the latest analysed frame's buffer back when no client has asked for the
+// snapshot within snapshotInterest: its evidence, if any, was taken with its result.
+func (s *snapshot) settle(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.hasLast || now.Sub(s.asked) < snapshotInterest {
+		return
+	}
+	s.bufs.Put(s.last.buf)
+	s.last.buf, s.last.scene = nil, nil
+	s.hasLast = false
+	s.encoded = nil
+}
+
+// close gives back every buffer held; the snapshot serves nothing afterwards.
+func (s *snapshot) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bufs == nil {
+		return
+	}
+	s.bufs.Put(s.last.buf)
+	s.bufs.Put(s.pending.buf)
+	s.last, s.pending = keptFrame{}, keptFrame{}
+	s.hasLast, s.waiting, s.encoded = false, false, nil
+}
+
+// held is the bytes of the buffers the snapshot holds.
+func (s *snapshot) held() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, b := range []*offheap.Buffer[struct{}]{s.last.buf, s.pending.buf} {
+		if b != nil {
+			n += int64(len(b.B))
+		}
+	}
+	return n
 }
 
 var (
@@ -130,18 +215,25 @@ func drawScene(img *gocv.Mat, st *sceneState) {
 }
 
 // jpeg returns the latest analysed frame kept, cropped to the picture (no letterbox bars),
-// with its boxes and labels drawn, as JPEG; before any kept frame's job has finished, it
-// waits for the first (up to snapshotWait, or until ctx ends). ok is false when there is no
-// analysed frame to show. The data must not be modified.
+// with its boxes and labels drawn, as JPEG, and keeps the camera's frames kept for the next
+// snapshotInterest. With no analysed frame kept while the camera's frames are coming (one
+// was dispatched within snapshotWait), it waits for the next kept frame's job (up to
+// snapshotWait, or until ctx ends). ok is false when there is no analysed frame to show. The
+// data must not be modified.
 func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 	s.mu.Lock()
-	if !s.hasLast && s.first != nil {
-		first := s.first
+	now := time.Now()
+	s.asked = now
+	if !s.hasLast && now.Sub(s.offered) < snapshotWait {
+		if s.ready == nil {
+			s.ready = make(chan struct{})
+		}
+		ready := s.ready
 		s.mu.Unlock()
 		wait := time.NewTimer(snapshotWait)
 		defer wait.Stop()
 		select {
-		case <-first:
+		case <-ready:
 		case <-wait.C:
 		case <-ctx.Done():
 		}
@@ -185,7 +277,7 @@ func (s *snapshot) evidence(seq uint64, d infer.Detection, id uint64) (data []by
 func (s *snapshot) renderLast(dets []infer.Detection, ids []uint64, scene *sceneState) ([]byte, error) {
 	dets, ids = slices.Clone(dets), slices.Clone(ids) // the buffers are reused once s.mu is released
 	lb := s.last.lb
-	rgb, err := gocv.NewMatFromBytes(lb.DstH, lb.DstW, gocv.MatTypeCV8UC3, s.last.pix)
+	rgb, err := gocv.NewMatFromBytes(lb.DstH, lb.DstW, gocv.MatTypeCV8UC3, s.last.pix())
 	if err != nil {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("snapshot: %w", err)

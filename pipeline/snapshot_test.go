@@ -57,19 +57,28 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 
 	// Requests that must not wait get a minute: one that waited for it would show.
 	var s snapshot
+	defer s.close()
+	t0 := time.Now()
+	// Nobody asked and no evidence is wanted: nothing is kept.
+	s.offer(frame(20), lb, 1, t0, false)
+	if s.result(1, nil, nil, nil) || s.held() != 0 {
+		t.Fatalf("a frame nobody wanted: kept, holding %d bytes", s.held())
+	}
+	// A request finds nothing analysed while frames come: it waits its bound for one kept
+	// (none comes here), and the camera's frames are kept from then on.
 	start := time.Now()
 	if _, ok := get(&s, time.Minute); ok || time.Since(start) > 30*time.Second {
-		t.Fatalf("empty snapshot: ok %v after %v, want no snapshot at once", ok, time.Since(start))
+		t.Fatalf("empty snapshot: ok %v after %v, want no snapshot after at most %v", ok, time.Since(start), snapshotWait)
 	}
 
-	// The first frame: the request waits for its job.
-	t0 := time.Now()
-	s.offer(frame(20), lb, 1, t0)
+	// The first frame kept: the request waits for its job.
+	t0 = time.Now()
+	s.offer(frame(20), lb, 2, t0, false)
 	var finished atomic.Bool
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		finished.Store(true)
-		s.result(1, nil, nil, nil)
+		s.result(2, nil, nil, nil)
 	}()
 	dark, ok := get(&s, time.Minute)
 	if !ok || !finished.Load() {
@@ -80,11 +89,17 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	}
 
 	// A second frame kept a second later: while its job is in flight, the first is served.
-	s.offer(frame(230), lb, 7, t0.Add(snapshotEvery))
+	s.offer(frame(230), lb, 7, t0.Add(snapshotEvery), false)
 	if data, ok := get(&s, time.Minute); !ok || !bytes.Equal(data, dark) {
 		t.Fatalf("second frame in flight: ok %v, same as the first: %v; want the first", ok, bytes.Equal(data, dark))
 	}
+	if n := s.held(); n != 2*64*64*3 {
+		t.Fatalf("a frame served and one in flight: %d bytes held, want two frames'", n)
+	}
 	s.result(7, []infer.Detection{{Label: "person", Score: 0.9, Box: geom.Box{X: 10, Y: 10, W: 20, H: 20}}}, nil, nil)
+	if n := s.held(); n != 64*64*3 {
+		t.Fatalf("the second frame analysed: %d bytes held, want one frame's (the first's went back)", n)
+	}
 	bright, ok := get(&s, time.Minute)
 	if !ok {
 		t.Fatal("second frame done: no snapshot")
@@ -98,19 +113,45 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 
 	// A frame offered within the second is not kept; a later one whose job never ends leaves
 	// the second frame served.
-	s.offer(frame(20), lb, 8, t0.Add(snapshotEvery+time.Millisecond))
-	s.offer(frame(20), lb, 12, t0.Add(2*snapshotEvery))
+	s.offer(frame(20), lb, 8, t0.Add(snapshotEvery+time.Millisecond), false)
+	s.offer(frame(20), lb, 12, t0.Add(2*snapshotEvery), false)
 	s.result(11, nil, nil, nil) // another frame's result
 	if data, ok := get(&s, time.Minute); !ok || !bytes.Equal(data, bright) {
 		t.Fatalf("third frame lost: ok %v, want the second frame's snapshot", ok)
 	}
 
+	// Nobody asks for snapshotInterest: the analysed frame goes back after its result, and
+	// frames are kept again only for evidence.
+	later := time.Now().Add(snapshotInterest)
+	s.offer(frame(20), lb, 13, later, false)
+	s.result(13, nil, nil, nil)
+	s.settle(later)
+	if n := s.held(); n != 0 {
+		t.Fatalf("nobody asking: %d bytes held after the result, want none", n)
+	}
+	s.offer(frame(20), lb, 14, later.Add(snapshotEvery), false)
+	if s.result(14, nil, nil, nil) {
+		t.Fatal("nobody asking and no evidence wanted: a frame was kept")
+	}
+	s.offer(frame(230), lb, 15, later.Add(2*snapshotEvery), true)
+	if !s.result(15, nil, nil, nil) {
+		t.Fatal("evidence wanted: the frame was not kept")
+	}
+	if _, ok, _ := s.evidence(15, infer.Detection{Label: "person", Box: geom.Box{X: 10, Y: 10, W: 20, H: 20}}, 3); !ok {
+		t.Fatal("evidence wanted: the kept frame gave none")
+	}
+	s.settle(later.Add(2 * snapshotEvery))
+	if n := s.held(); n != 0 {
+		t.Fatalf("evidence taken, nobody asking: %d bytes held, want none", n)
+	}
+
 	// An analysed frame never rendered is served at once while the next kept frame's job is
 	// in flight (on a busy machine that job can take longer than a request waits).
 	var busy snapshot
-	busy.offer(frame(230), lb, 1, t0)
+	defer busy.close()
+	busy.offer(frame(230), lb, 1, t0, true)
 	busy.result(1, nil, nil, nil)
-	busy.offer(frame(20), lb, 2, t0.Add(snapshotEvery))
+	busy.offer(frame(20), lb, 2, t0.Add(snapshotEvery), true)
 	if data, ok := get(&busy, time.Minute); !ok {
 		t.Fatal("analysed frame not rendered before the next was kept: no snapshot")
 	} else if _, v := brightness(data); v < 180 {
@@ -119,10 +160,18 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 
 	// Nothing rendered yet and the kept frame's job never ends: the request gives up.
 	var lost snapshot
-	lost.offer(frame(20), lb, 1, t0)
+	defer lost.close()
+	lost.offer(frame(20), lb, 1, time.Now(), true)
 	start = time.Now()
 	if _, ok := get(&lost, 100*time.Millisecond); ok || time.Since(start) > 5*time.Second {
 		t.Fatalf("kept frame lost: ok %v after %v, want no snapshot within the request's deadline", ok, time.Since(start))
+	}
+
+	// A camera whose frames do not come: the request does not wait.
+	var offline snapshot
+	start = time.Now()
+	if _, ok := get(&offline, time.Minute); ok || time.Since(start) > snapshotWait/2 {
+		t.Fatalf("a camera without frames: ok %v after %v, want no snapshot at once", ok, time.Since(start))
 	}
 }
 
@@ -148,7 +197,8 @@ func TestSnapshotDrawsScene(t *testing.T) {
 		Lines: []analytics.Line{{ID: "middle", Points: analytics.Points{{0.5, 0.05}, {0.5, 0.95}}}},
 	}}}
 	var s snapshot
-	s.offer(pix, lb, 3, time.Now())
+	defer s.close()
+	s.offer(pix, lb, 3, time.Now(), true)
 	det := infer.Detection{Label: "person", Score: 0.8, Box: geom.Box{X: 20, Y: 20, W: 40, H: 80}}
 	if !s.result(3, []infer.Detection{det}, []uint64{17}, st) {
 		t.Fatal("result of the kept frame: not taken")

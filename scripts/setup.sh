@@ -104,6 +104,12 @@ if [ ! -s "$TP/media/vtest.h264.ts" ]; then
   ffmpeg -loglevel error -y -i "$TP/media/vtest.avi" -an -c:v libx264 -preset veryfast -tune zerolatency \
     -pix_fmt yuv420p -g 10 -bf 0 -f mpegts "$TP/media/vtest.h264.ts"
 fi
+# The same at 1280x720 with a 2 s GOP, for the memory benchmark's 720p cameras (make bench).
+if [ ! -s "$TP/media/vtest720.h264.ts" ]; then
+  echo "setup: encoding vtest.avi to 720p H.264"
+  ffmpeg -loglevel error -y -i "$TP/media/vtest.avi" -an -vf scale=1280:720 -c:v libx264 -preset veryfast -tune zerolatency \
+    -pix_fmt yuv420p -g 20 -bf 0 -f mpegts "$TP/media/vtest720.h264.ts"
+fi
 
 # Go: the version go.mod names, or newer. Neither Debian 12 (golang-go 1.19) nor
 # bookworm-backports (1.23) has it: Go's own release from go.dev/dl.

@@ -154,8 +154,11 @@ func TestDecodeLoopNoFreeBuffer(t *testing.T) {
 	}
 	held[0].Release()
 	held[0].Release() // ignored
-	if len(c.pool) != 1 {
-		t.Fatalf("pool has %d frames after one release (twice)", len(c.pool))
+	if len(c.slots) != 1 {
+		t.Fatalf("%d frames free after one release (twice), want 1", len(c.slots))
+	}
+	if st := c.bufs.Stats(); st.InUse != poolSize-1 || st.Free != 1 {
+		t.Fatalf("buffers after one release (twice): %+v; want %d in use and 1 free", st, poolSize-1)
 	}
 	l.handle(aus[0])
 	if st := c.Status(); st.Delivered != poolSize+1 || held[len(held)-1].Seq != 11 {
@@ -206,6 +209,62 @@ func TestScaleGeometries(t *testing.T) {
 		if len(checked) != 10 || checked[0] != want[0] || checked[3] != want[1] || checked[8] != want[0] {
 			t.Fatalf("%v: frames with geometry %+v", size, checked)
 		}
+	}
+}
+
+// TestSharedFrameBuffers checks two cameras of different geometries lending their frames'
+// buffers from one pool: each frame is letterboxed for its own camera whichever camera drew
+// the buffer last, and the pool holds the buffers in flight, not three a camera.
+func TestSharedFrameBuffers(t *testing.T) {
+	ffmpeg := testutil.LookPath(t, "ffmpeg")
+	small := filepath.Join(t.TempDir(), "small.ts")
+	out, err := exec.Command(ffmpeg, "-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "1",
+		"-vf", "scale=352:160", "-c:v", "libx264", "-g", "10", "-bf", "0", "-f", "mpegts", small).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ffmpeg: %v\n%s", err, out)
+	}
+	r, err := videofile.Open(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var wideAUs []accessUnit
+	for range 6 {
+		au, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wideAUs = append(wideAUs, accessUnit{data: appendAnnexB(nil, au.NALUs), key: h264.IsRandomAccess(au.NALUs)})
+	}
+	aus, _ := sampleAUs(t, 6)
+
+	shared := NewFrameBuffers(640, 640)
+	defer shared.Close()
+	var frames []*Frame
+	loops := [2]*decodeLoop{testLoop(t, 640, 640, &frames), testLoop(t, 640, 640, &frames)}
+	checked := 0
+	for i, l := range loops {
+		l.cam.Buffers = shared
+		l.cam.init()
+		want := geom.NewLetterbox([]int{768, 352}[i], []int{576, 160}[i], 640, 640)
+		l.cam.OnFrame = func(f *Frame) {
+			if f.Letterbox != want {
+				t.Fatalf("camera %d: frame of geometry %+v, want %+v", i, f.Letterbox, want)
+			}
+			checkLetterboxed(t, f.Pix, f.Letterbox)
+			checked++
+			f.Release()
+		}
+	}
+	for k := range 6 {
+		loops[0].handle(aus[k])
+		loops[1].handle(wideAUs[k])
+	}
+	if checked != 12 {
+		t.Fatalf("%d frames checked, want 12", checked)
+	}
+	if st := shared.Stats(); st.Made != 1 || st.InUse != 0 {
+		t.Fatalf("the shared pool after 12 frames, each released before the next: %+v; want one buffer made, none in use", st)
 	}
 }
 

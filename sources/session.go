@@ -189,7 +189,7 @@ type receiver struct {
 	keyframesOnly bool
 	gap           atomic.Bool // set on loss; carried by the next queued access unit
 	queue         chan accessUnit
-	spare         chan []byte // buffers of decoded access units, for reuse
+	spare         chan []byte // buffers of decoded access units, for reuse: spareAUs of them
 	dropLog       rateLog
 	depacketLog   rateLog
 	clock         rtpClock   // RTP callback only
@@ -198,7 +198,7 @@ type receiver struct {
 
 func newReceiver(c *Camera, track *videoTrack, n int) *receiver {
 	return &receiver{cam: c, track: track, keyframesOnly: c.Decode == DecodeKeyframes,
-		queue: make(chan accessUnit, n), spare: make(chan []byte, n+2),
+		queue: make(chan accessUnit, n), spare: make(chan []byte, spareAUs),
 		clock: rtpClock{rate: int64(track.format.ClockRate())}}
 }
 
@@ -456,6 +456,26 @@ func fillPad(p []byte) {
 	p[0] = geom.PadValue
 	for n := 1; n < len(p); n *= 2 {
 		copy(p[n:], p[:n])
+	}
+}
+
+// fillBars paints the letterbox bars of a frame of geometry lb with the letterbox gray: the
+// rows above and below the picture, and the columns beside it.
+func fillBars(p []byte, lb geom.Letterbox) {
+	row := lb.DstW * 3
+	top, bottom := lb.PadY*row, (lb.PadY+lb.ScaledH)*row
+	if lb.ScaledW <= 0 || lb.ScaledH <= 0 || bottom > len(p) {
+		fillPad(p) // no picture, or not this buffer's: all of it
+		return
+	}
+	fillPad(p[:top])
+	fillPad(p[bottom:])
+	if left, right := lb.PadX*3, (lb.PadX+lb.ScaledW)*3; left > 0 || right < row {
+		for y := lb.PadY; y < lb.PadY+lb.ScaledH; y++ {
+			r := p[y*row : (y+1)*row]
+			fillPad(r[:left])
+			fillPad(r[right:])
+		}
 	}
 }
 

@@ -23,13 +23,15 @@ import (
 	"github.com/bluenviron/gortsplib/v4/pkg/liberrors"
 
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/offheap"
 	"github.com/visiond/visiond/internal/redact"
 )
 
 // Internal limits and delays; the defaults of Camera's fields are in options.go.
 const (
-	poolSize      = 3                // Pix buffers per camera
+	poolSize      = 3                // frames a camera may hold at once (decoding, waiting, taken)
 	queueLen      = 8                // access units between the RTP callback and the decoder
+	spareAUs      = 2                // access units' buffers kept for reuse; each grows to a keyframe's size (8 held 1.5 MiB at 720p)
 	retryMin      = 1 * time.Second  // first delay before restarting a failed session
 	retryMax      = 30 * time.Second // the delay doubles up to this
 	stableAfter   = 10 * time.Second // a session online this long resets the delay
@@ -39,8 +41,9 @@ const (
 	bufferSlack   = 64               // spare bytes behind each Pix buffer, never handed out
 )
 
-// Frame is one decoded frame, letterboxed into the model's input. It belongs to its
-// camera's fixed pool: the consumer must call Release exactly once when done with Pix.
+// Frame is one decoded frame, letterboxed into the model's input. It is one of its camera's
+// few frames, and its Pix a buffer lent by the camera's Buffers: the consumer must call
+// Release exactly once when done with Pix, which must not be used afterwards.
 type Frame struct {
 	Camera    string         // Camera.ID
 	Seq       uint64         // per-camera decoded-frame sequence number, from 1; gaps are dropped frames
@@ -49,18 +52,39 @@ type Frame struct {
 	Letterbox geom.Letterbox // geometry: source size → model input
 	Pix       []byte         // RGB24, HWC, Letterbox.DstW*DstH*3 bytes, padded with geom.PadValue
 
-	pool   chan *Frame    // the owning camera's free list
-	padded geom.Letterbox // geometry whose padding Pix holds
-	held   atomic.Bool    // handed out and not yet released
+	slots chan *Frame   // the owning camera's free frames
+	bufs  *FrameBuffers // where buf comes from
+	buf   *FrameBuffer  // the buffer lent for this hand-out; Pix is its start
+	held  atomic.Bool   // handed out and not yet released
 }
 
-// Release returns the frame's buffer to its camera's pool. Pix must not be used afterwards.
-// A second Release of the same hand-out is ignored.
+// FrameBuffers lends frame buffers (Camera.Buffers). A buffer's note is the geometry whose
+// letterbox padding it holds.
+type FrameBuffers = offheap.Pool[geom.Letterbox]
+
+// FrameBuffer is one frame buffer lent.
+type FrameBuffer = offheap.Buffer[geom.Letterbox]
+
+// NewFrameBuffers returns a pool of frame buffers for a model input of w x h, for cameras to
+// share (Camera.Buffers).
+func NewFrameBuffers(w, h int) *FrameBuffers {
+	return offheap.New[geom.Letterbox](FrameBytes(w, h), 0)
+}
+
+// Release gives the frame's buffer back and the frame to its camera. Pix must not be used
+// afterwards. A second Release of the same hand-out is ignored.
 func (f *Frame) Release() {
 	if f == nil || !f.held.CompareAndSwap(true, false) {
 		return
 	}
-	f.pool <- f // never blocks: the channel holds every frame of the pool
+	f.giveBack()
+}
+
+// giveBack returns the buffer to its pool and the frame to its camera's free frames.
+func (f *Frame) giveBack() {
+	f.bufs.Put(f.buf)
+	f.buf, f.Pix = nil, nil
+	f.slots <- f // never blocks: the channel holds every frame of the camera
 }
 
 // StatusChange is a camera's move from one state to another.
@@ -155,6 +179,11 @@ type Camera struct {
 	// Default DefaultInputW x DefaultInputH (640x640).
 	InputW int
 	InputH int
+	// Buffers lends the frames' pixel buffers, of FrameBytes(InputW, InputH) bytes; the
+	// cameras of a process share one, so that frame memory follows the frames in flight
+	// rather than the cameras. Default nil (or one of another size): a pool of the camera's
+	// own, unmapped by Close.
+	Buffers *FrameBuffers
 	// OnFrame is called from the decode goroutine with each new frame. It must not block
 	// and takes ownership of the frame (it or a later consumer calls Release). Default nil:
 	// frames are released at once.
@@ -178,7 +207,10 @@ type Camera struct {
 	log      *slog.Logger
 	redactor redact.Redactor // hides the URL's password (or the pipeline's credentials) in logs, status and errors
 	invalid  error           // what is wrong with Kind, Transport or Decode (checkOptions); nil when valid
-	pool     chan *Frame
+	slots    chan *Frame     // the frames not handed out
+	bufs     *FrameBuffers   // Buffers, or ownBufs
+	ownBufs  *FrameBuffers   // the camera's own pool, when Buffers is not of its size
+	bufWarn  rateLog         // frame buffers refused by the system
 
 	frames, delivered, dropped, reconnects atomic.Uint64
 	skipped                                atomic.Uint64          // access units not decoded (decode: keyframes)
@@ -225,7 +257,7 @@ func (c *Camera) Start() {
 	go c.run(ctx)
 }
 
-// init applies defaults and allocates the frame pool.
+// init applies defaults and makes the camera's frames.
 func (c *Camera) init() {
 	if c.InputW <= 0 {
 		c.InputW = DefaultInputW
@@ -264,12 +296,20 @@ func (c *Camera) init() {
 		c.log = logger.With("camera", c.ID, "url", c.redactor.URL)
 	}
 
-	n := c.InputW * c.InputH * 3
-	c.pool = make(chan *Frame, poolSize)
+	c.bufs = c.Buffers
+	if c.bufs == nil || c.bufs.Size() != FrameBytes(c.InputW, c.InputH) {
+		c.ownBufs = NewFrameBuffers(c.InputW, c.InputH)
+		c.bufs = c.ownBufs
+	}
+	c.slots = make(chan *Frame, poolSize)
 	for range poolSize {
-		c.pool <- &Frame{Pix: make([]byte, n, n+bufferSlack), pool: c.pool}
+		c.slots <- &Frame{slots: c.slots, bufs: c.bufs}
 	}
 }
+
+// FrameBytes is the size of a frame buffer for a model input of w x h: the RGB24 picture and
+// a little room behind it that the scaler may touch.
+func FrameBytes(w, h int) int { return w*h*3 + bufferSlack }
 
 // Close stops the camera and waits for every goroutine it started. Safe to call twice.
 // Frames already handed out stay valid until released.
@@ -283,6 +323,9 @@ func (c *Camera) Close() {
 	}
 	cancel()
 	<-done
+	if c.ownBufs != nil {
+		c.ownBufs.Close() // frames still held are unmapped as they are released
+	}
 }
 
 // Status returns a snapshot of the camera's state and counters.
@@ -527,18 +570,26 @@ func (c *Camera) emit(lb geom.Letterbox, captured time.Time, fill func(pix []byt
 	}
 	var f *Frame
 	select {
-	case f = <-c.pool:
+	case f = <-c.slots:
 	default:
 		c.dropped.Add(1)
 		return nil
 	}
-	if f.padded != lb {
-		fillPad(f.Pix)
-		f.padded = lb
+	buf, err := c.bufs.Get()
+	if err != nil {
+		c.slots <- f
+		c.dropped.Add(1)
+		c.bufWarn.warn(c.log, "no memory for a frame buffer; frames are dropped", "error", err)
+		return nil
+	}
+	f.buf, f.Pix = buf, buf.B[:c.InputW*c.InputH*3]
+	if buf.Note != lb {
+		fillBars(f.Pix, lb)
+		buf.Note = lb
 	}
 	if err := fill(f.Pix, lb); err != nil {
-		f.padded = geom.Letterbox{} // the failed call may have left anything there
-		c.pool <- f
+		buf.Note = geom.Letterbox{} // the failed call may have left anything there
+		f.giveBack()
 		return err
 	}
 	f.Camera = c.ID

@@ -10,6 +10,7 @@
 //	visiond-bench overload -scale scale.json -o ...    twice that many cameras for -duration
 //	visiond-bench soak     -o soak.json                -duration with cameras added and removed every -edit-every
 //	visiond-bench clips    -cameras N -o clips.json    the daemon with clips off and on: CPU, ring memory, clip delay and bytes
+//	visiond-bench memory   -cameras 1,16 -o mem.json   the memory of the daemon (by owner) and its workers at each camera count
 //	visiond-bench measure  -cameras N -o ...           one window at N cameras (the visiond side of the peer comparison)
 //	visiond-bench serve    -cameras N                  only the cameras, until killed (for scripts/bench/peer.py)
 //	visiond-bench tensor   -o DIR                      a letterboxed image, its raw model output and visiond's detections (peer.py -selftest)
@@ -24,7 +25,7 @@ import (
 	"os"
 )
 
-const usage = `usage: visiond-bench <env|scale|peer-scale|overload|soak|clips|measure|serve|tensor|report> [flags]
+const usage = `usage: visiond-bench <env|scale|peer-scale|overload|soak|clips|memory|measure|serve|tensor|report> [flags]
 (visiond-bench <command> -h lists the command's flags; scripts/bench/run.sh runs them all)
 `
 
@@ -34,7 +35,7 @@ func main() {
 		os.Exit(2)
 	}
 	cmds := map[string]func([]string) error{
-		"env": envCmd, "scale": scaleCmd, "peer-scale": peerScaleCmd, "overload": overloadCmd, "soak": soakCmd, "clips": clipsCmd,
+		"env": envCmd, "scale": scaleCmd, "peer-scale": peerScaleCmd, "overload": overloadCmd, "soak": soakCmd, "clips": clipsCmd, "memory": memoryCmd,
 		"measure": measureCmd, "serve": serveCmd, "tensor": tensorCmd, "report": reportCmd,
 	}
 	run, ok := cmds[os.Args[1]]

@@ -387,6 +387,7 @@ func (r *report) write() (string, error) {
 	if err := r.soakSection(); err != nil {
 		return "", err
 	}
+	r.memorySection(local)
 	r.crowdSection(local)
 	r.vtestSection(local)
 	r.clipsSection(local)
@@ -477,6 +478,7 @@ func (r *report) summary(local, gpu *run) {
 			rows = append(rows, []string{"soak", ru.name(), r.notRun(ru, "soak")})
 		}
 	}
+	rows = append(rows, r.memorySummary(local)...)
 	rows = append(rows, r.clipsSummary(local))
 	rows = append(rows, r.crowdSummary(local), r.vtestSummary(local))
 	r.table([]string{"what", "where", "figure"}, rows)

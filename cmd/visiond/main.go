@@ -29,6 +29,7 @@ import (
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/configs"
 	"github.com/visiond/visiond/infer/worker"
+	"github.com/visiond/visiond/internal/cmem"
 	"github.com/visiond/visiond/pipeline"
 	"github.com/visiond/visiond/sources/capture"
 	"github.com/visiond/visiond/sources/samplecam"
@@ -203,6 +204,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	log := newLogger(cfg, stderr)
 	log.Info("starting", "config", name)
+	if !cmem.Tune() {
+		log.Warn("the C allocator refused its settings; decoders' memory may be held after they close")
+	}
 
 	// Signals first, so one that arrives during a slow start is not lost.
 	sigs := make(chan os.Signal, 2)

@@ -8,13 +8,14 @@
 #   PIPE_SECONDS=20 PIPE_CAMERAS=4 PIPE_WORKERS=N    daemon against bare loops
 #   WORKERS=auto THREADS=auto  the daemon's CPU workers and their ONNX Runtime threads (scale,
 #                       overload, soak); auto: not set in its config, the daemon's defaults
-#   PARTS="decode pipeline scale overload soak crowd"      a subset to (re)run; the others' files stay;
+#   PARTS="decode pipeline scale overload soak memory crowd"      a subset to (re)run; the others' files stay;
 #                       also (not by default) clips (below), cpu-scale and peer-scale, the cameras-per-box
 #                       comparison of scripts/gpu/bench.sh on this box's cores: INT8_MODEL=
 #                       build/models/yolov8n-int8.onnx, SCALE_START=1, PYTHON=python3, PEER_ARGS
 #   SCALE_WINDOW=20s    measurement window per scale step
 #   CROWD_SEEDS=100-129 the held-out crowd scenes the crowd part scores (pipeline/crowd_test.go)
 #   OVERLOAD=10m        overload duration;  SOAK=30m soak duration, SOAK_EDIT=1m between config edits
+#   MEMORY_CAMERAS=1,16 the memory part's camera counts (576p at 5 fps, 720p at 10 fps: a daemon run each)
 #   clips (not by default: about 11 minutes with these): the daemon with event clips off and on,
 #   CLIPS_ROUNDS pairs of rounds, each CLIPS_WARMUP then CLIPS_WINDOW on CLIPS_CAMERAS cameras
 #   CLIPS_CAMERAS=4 CLIPS_ROUNDS=2 CLIPS_WARMUP=30s CLIPS_WINDOW=120s
@@ -30,7 +31,8 @@ INT8_MODEL=${INT8_MODEL:-build/models/yolov8n-int8.onnx} SCALE_START=${SCALE_STA
 SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SOAK_EDIT=${SOAK_EDIT:-1m}
 CROWD_SEEDS=${CROWD_SEEDS:-100-129}
 CLIPS_CAMERAS=${CLIPS_CAMERAS:-4} CLIPS_ROUNDS=${CLIPS_ROUNDS:-2} CLIPS_WARMUP=${CLIPS_WARMUP:-30s} CLIPS_WINDOW=${CLIPS_WINDOW:-120s}
-PARTS=${PARTS:-decode pipeline scale overload soak crowd}
+MEMORY_CAMERAS=${MEMORY_CAMERAS:-1,16}
+PARTS=${PARTS:-decode pipeline scale overload soak memory crowd}
 GPU=${GPU:-} REPORT=${REPORT:-BENCHMARKS.md}
 GO=${GO:-go}
 
@@ -38,7 +40,7 @@ set -e
 mkdir -p "$OUT"
 cmds=$OUT/commands.txt
 : >"$cmds"
-for k in BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT CROWD_SEEDS PARTS INT8_MODEL SCALE_START CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW; do
+for k in BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT MEMORY_CAMERAS CROWD_SEEDS PARTS INT8_MODEL SCALE_START CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW; do
   echo "# knob $k=${!k}" >>"$cmds"
 done
 
@@ -100,6 +102,13 @@ fi
 if has soak; then
   rm -f "$OUT"/soak.*
   step soak "bin/visiond-bench soak $daemon -fps 5 -scale $OUT/scale.json -duration $SOAK -edit-every $SOAK_EDIT -sample-every 10s -csv $OUT/soak.csv -png $OUT/soak.png -o $OUT/soak.json"
+fi
+if has memory; then
+  # The daemon's memory by owner and its workers', per camera (issue 39): the sample (576p) at 5 fps, and 720p cameras
+  # analysed as fast as the box allows (10 fps asked), each at MEMORY_CAMERAS cameras: about 1.5 minutes a count.
+  rm -f "$OUT"/memory-*.json
+  step memory-576p "bin/visiond-bench memory $daemon -fps 5 -cameras $MEMORY_CAMERAS -label '576p, 5 fps' -o $OUT/memory-576p.json"
+  step memory-720p "bin/visiond-bench memory $daemon -fps 10 -video third_party/media/vtest720.h264.ts -cameras $MEMORY_CAMERAS -label '720p, 10 fps asked' -o $OUT/memory-720p.json"
 fi
 if has crowd; then
   # The crowded scenes with known truth, the held-out seeds (CROWD_SEEDS, default 100-129; the tracker is tuned

@@ -1,0 +1,109 @@
+package pipeline
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	rtmetrics "runtime/metrics"
+	"strconv"
+)
+
+// MemoryStatus is the daemon's resident memory by owner, and its workers': what the status
+// API (/api/memory) and /metrics (visiond_memory_bytes) show. The daemon's owners add up to
+// its resident memory:
+//   - Go: what the Go runtime holds (its heap, in use or free but not yet given back, stacks
+//     and metadata): the daemon's own structures, the embedded NATS server and its stores'
+//     caches, RTSP sessions, access units on their way to the decoders;
+//   - FrameBuffers: the cameras' decoded, letterboxed frames (shared, outside the Go heap);
+//   - SnapshotBuffers: the frames kept for snapshots and evidence (outside the Go heap);
+//   - ClipRings: the cameras' rings of encoded video for their clips' pre_capture;
+//   - CHeap: the rest of the anonymous memory: the C libraries' allocations (FFmpeg's
+//     decoders and their frame pools, above all, and OpenCV), threads' stacks;
+//   - Code: the executable's and shared libraries' pages (file-backed: shared with other
+//     processes that map them, and reclaimable);
+//   - Shared: shared memory, the workers' frame slots.
+type MemoryStatus struct {
+	ResidentBytes   int64          `json:"resident_bytes"`
+	GoBytes         int64          `json:"go_bytes"`
+	FrameBuffers    int64          `json:"frame_buffers_bytes"`
+	SnapshotBuffers int64          `json:"snapshot_buffers_bytes"`
+	ClipRings       int64          `json:"clip_rings_bytes"`
+	CHeapBytes      int64          `json:"c_heap_bytes"`
+	CodeBytes       int64          `json:"code_bytes"`
+	SharedBytes     int64          `json:"shared_bytes"`
+	Workers         []WorkerMemory `json:"workers"`
+}
+
+// WorkerMemory is a worker process's resident memory at its last sample.
+type WorkerMemory struct {
+	PID           int    `json:"pid"`
+	Provider      string `json:"provider"`
+	ResidentBytes int64  `json:"resident_bytes"`
+	GPUBytes      int64  `json:"gpu_bytes"`
+}
+
+// Memory reports the daemon's memory by owner and its workers'.
+func (d *Daemon) Memory() MemoryStatus {
+	var m MemoryStatus
+	anon, file, shmem := procMemory("/proc/self/status")
+	m.ResidentBytes = anon + file + shmem
+	m.CodeBytes, m.SharedBytes = file, shmem
+	m.GoBytes = goResident()
+	if d.frames != nil {
+		m.FrameBuffers = d.frames.Stats().Bytes()
+		m.SnapshotBuffers = d.snapBufs.Stats().Bytes()
+	}
+	d.mu.RLock()
+	for _, c := range d.cams {
+		if r := c.recorder.Load(); r != nil {
+			m.ClipRings += int64(r.Stats().Ring.Held)
+		}
+	}
+	d.mu.RUnlock()
+	m.CHeapBytes = max(0, anon-m.GoBytes-m.FrameBuffers-m.SnapshotBuffers-m.ClipRings)
+	for _, w := range d.Workers() {
+		m.Workers = append(m.Workers, WorkerMemory{PID: w.PID, Provider: w.Provider, ResidentBytes: int64(w.RSSBytes), GPUBytes: int64(w.GPUBytes)})
+	}
+	return m
+}
+
+// procMemory reads a process's resident memory, split as the kernel counts it (RssAnon,
+// RssFile, RssShmem of /proc/<pid>/status), in bytes; zeros when it cannot be read.
+func procMemory(path string) (anon, file, shmem int64) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		k, v, ok := bytes.Cut(sc.Bytes(), []byte(":"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch string(k) {
+		case "RssAnon":
+			anon = n << 10
+		case "RssFile":
+			file = n << 10
+		case "RssShmem":
+			shmem = n << 10
+		}
+	}
+	return anon, file, shmem
+}
+
+// goResident is the memory the Go runtime has mapped less what its scavenger gave back: an
+// upper bound of its resident part.
+func goResident() int64 {
+	s := []rtmetrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	rtmetrics.Read(s)
+	return int64(s[0].Value.Uint64()) - int64(s[1].Value.Uint64())
+}
