@@ -153,6 +153,9 @@ func (d *Daemon) Start() (err error) {
 	rs := &results{pub: d.pub, log: d.log, clipDir: d.clipDir}
 	if d.state != nil { // a nil pointer in the interface would not be nil
 		rs.state, rs.snapshots = d.state, d.snapshots
+		if d.stateLock != nil { // the embedded server's store: its reservations need a floor on the disk (idfloor.go)
+			rs.ids = &floorIDs{store: d.state, dir: filepath.Join(filepath.Dir(d.stateLock.Name()), idFloorDir)}
+		}
 	}
 	if d.clips != nil {
 		rs.clips = d.clips

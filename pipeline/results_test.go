@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	stdjpeg "image/jpeg"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -248,6 +251,11 @@ func TestAnalyticsOnSampleCamera(t *testing.T) {
 	}
 	if firstID <= maxID {
 		t.Errorf("track ids after the restart start at %d, want above the %d given before", firstID, maxID)
+	}
+	// The blocks' ends are on the disk beside the store, past every id given (idfloor.go).
+	data, err := os.ReadFile(filepath.Join(stateDir, idFloorDir, "cam0"))
+	if floor, perr := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64); err != nil || perr != nil || floor <= firstID {
+		t.Errorf("the camera's floor of track ids: %q (%v); want a number above %d", data, err, firstID)
 	}
 }
 
