@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sinks/natstest"
 )
@@ -25,18 +24,7 @@ func TestTrackIDsSurvivePowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	pub := &sinks.Publisher{URL: srv.ClientURL(), JetStream: true, AckTimeout: 5 * time.Second,
-		Stream: sinks.StreamConfig{Name: "visiond-lab", MaxAge: time.Hour, MaxBytes: 64 << 20, Duplicates: 2 * time.Minute},
-		Prefix: "visiond", Site: "lab", Instance: "inst", Logger: testutil.Logger(t)}
-	if err := pub.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pub.Close(time.Second) })
-	st := &sinks.State{Publisher: pub, Logger: testutil.Logger(t)}
-	if err := st.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(time.Second) })
+	_, st := startState(t, srv.ClientURL(), 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := filepath.Join(t.TempDir(), idFloorDir)

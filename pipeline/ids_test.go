@@ -24,18 +24,7 @@ func TestTrackIDBlocks(t *testing.T) {
 	}
 	t.Cleanup(srv.Close)
 	proxy := natstest.StartProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
-	pub := &sinks.Publisher{URL: "nats://" + proxy.Addr, JetStream: true, AckTimeout: time.Second,
-		Stream: sinks.StreamConfig{Name: "visiond-lab", MaxAge: time.Hour, MaxBytes: 64 << 20, Duplicates: 2 * time.Minute},
-		Prefix: "visiond", Site: "lab", Instance: "inst", Logger: testutil.Logger(t)}
-	if err := pub.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pub.Close(time.Second) })
-	st := &sinks.State{Publisher: pub, Logger: testutil.Logger(t)}
-	if err := st.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(time.Second) })
+	pub, st := startState(t, "nats://"+proxy.Addr, time.Second)
 	rs := &results{pub: pub, state: st, log: testutil.Logger(t)}
 	t.Cleanup(rs.close)
 	stored := func() uint64 {
@@ -114,4 +103,23 @@ func TestTrackIDBlocks(t *testing.T) {
 	if sc2.NextID() < floor || ids2.clockBlocks() != 1 {
 		t.Fatalf("a scene started with the bucket unreachable starts at %d (%d clock blocks), want from the clock, %d", sc2.NextID(), ids2.clockBlocks(), floor)
 	}
+}
+
+// startState starts a publisher (site lab, JetStream) on the server at url and the site's
+// state bucket, both closed when the test ends.
+func startState(t *testing.T, url string, ackTimeout time.Duration) (*sinks.Publisher, *sinks.State) {
+	t.Helper()
+	pub := &sinks.Publisher{URL: url, JetStream: true, AckTimeout: ackTimeout,
+		Stream: sinks.StreamConfig{Name: "visiond-lab", MaxAge: time.Hour, MaxBytes: 64 << 20, Duplicates: 2 * time.Minute},
+		Prefix: "visiond", Site: "lab", Instance: "inst", Logger: testutil.Logger(t)}
+	if err := pub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close(time.Second) })
+	st := &sinks.State{Publisher: pub, Logger: testutil.Logger(t)}
+	if err := st.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(time.Second) })
+	return pub, st
 }

@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os/exec"
@@ -166,28 +167,36 @@ func TestDecodeLoopNoFreeBuffer(t *testing.T) {
 	}
 }
 
-// TestScaleGeometries checks padding on every side and the rebuild on a resolution change.
-func TestScaleGeometries(t *testing.T) {
+// scaledAUs returns the first n access units of the sample video scaled to w x h (a second of
+// it, encoded by ffmpeg with a 1 s GOP).
+func scaledAUs(t *testing.T, w, h, n int) []accessUnit {
+	t.Helper()
 	ffmpeg := testutil.LookPath(t, "ffmpeg")
-	small := filepath.Join(t.TempDir(), "small.ts")
+	path := filepath.Join(t.TempDir(), "scaled.ts")
 	out, err := exec.Command(ffmpeg, "-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "1",
-		"-vf", "scale=352:288", "-c:v", "libx264", "-g", "10", "-bf", "0", "-f", "mpegts", small).CombinedOutput()
+		"-vf", fmt.Sprintf("scale=%d:%d", w, h), "-c:v", "libx264", "-g", "10", "-bf", "0", "-f", "mpegts", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ffmpeg: %v\n%s", err, out)
 	}
-	r, err := videofile.Open(small)
+	r, err := videofile.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var smallAUs []accessUnit
-	for range 5 {
+	var aus []accessUnit
+	for range n {
 		au, err := r.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		smallAUs = append(smallAUs, accessUnit{data: appendAnnexB(nil, au.NALUs), key: h264.IsRandomAccess(au.NALUs)})
+		aus = append(aus, accessUnit{data: appendAnnexB(nil, au.NALUs), key: h264.IsRandomAccess(au.NALUs)})
 	}
+	return aus
+}
+
+// TestScaleGeometries checks padding on every side and the rebuild on a resolution change.
+func TestScaleGeometries(t *testing.T) {
+	smallAUs := scaledAUs(t, 352, 288, 5)
 	aus, _ := sampleAUs(t, 3)
 
 	for _, size := range [][2]int{{640, 640}, {1000, 640}, {500, 900}, {768, 576}, {900, 480}} {
@@ -216,26 +225,7 @@ func TestScaleGeometries(t *testing.T) {
 // buffers from one pool: each frame is letterboxed for its own camera whichever camera drew
 // the buffer last, and the pool holds the buffers in flight, not three a camera.
 func TestSharedFrameBuffers(t *testing.T) {
-	ffmpeg := testutil.LookPath(t, "ffmpeg")
-	small := filepath.Join(t.TempDir(), "small.ts")
-	out, err := exec.Command(ffmpeg, "-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "1",
-		"-vf", "scale=352:160", "-c:v", "libx264", "-g", "10", "-bf", "0", "-f", "mpegts", small).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ffmpeg: %v\n%s", err, out)
-	}
-	r, err := videofile.Open(small)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var wideAUs []accessUnit
-	for range 6 {
-		au, err := r.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wideAUs = append(wideAUs, accessUnit{data: appendAnnexB(nil, au.NALUs), key: h264.IsRandomAccess(au.NALUs)})
-	}
+	wideAUs := scaledAUs(t, 352, 160, 6)
 	aus, _ := sampleAUs(t, 6)
 
 	shared := NewFrameBuffers(640, 640)
