@@ -63,7 +63,7 @@ func (f *floorIDs) floor(camera string) (uint64, error) {
 	}
 	v, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("track ids' floor %s: %q is not a number: %w", f.path(camera), truncateBytes(data), err)
+		return 0, fmt.Errorf("track ids' floor %s: not a number: %w", f.path(camera), err)
 	}
 	return v, nil
 }
@@ -103,13 +103,4 @@ func (f *floorIDs) setFloor(camera string, v uint64) error {
 		return fmt.Errorf("track ids' floor: sync %s: %w", f.dir, err)
 	}
 	return nil
-}
-
-// truncateBytes is a file's content for an error message.
-func truncateBytes(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 40 {
-		s = s[:40] + "..."
-	}
-	return s
 }

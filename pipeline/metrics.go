@@ -96,9 +96,9 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		wRecycles: desc("worker_recycles_total", "Worker processes stopped between jobs for being over a memory limit.", wrk...),
 		wInFlight: desc("worker_jobs_in_flight", "Jobs sent to the worker process and not answered yet.", wrk...),
 		wRSS:      desc("worker_resident_memory_bytes", "Resident memory of the worker process at its last sample.", wrk...),
+		wGPU:      desc("worker_gpu_memory_bytes", "GPU memory of the worker process at its last sample (0 without a GPU memory command).", wrk...),
 		memory: desc("memory_bytes", "The daemon's resident memory by owner: go (the Go runtime: the daemon, the embedded NATS server, RTSP sessions), "+
 			"frame_buffers, snapshot_buffers, clip_rings, c_heap (the C libraries: decoders above all), code (executable and libraries), shared (the workers' frame slots).", "owner"),
-		wGPU: desc("worker_gpu_memory_bytes", "GPU memory of the worker process at its last sample (0 without a GPU memory command).", wrk...),
 
 		published: desc("events_published_total",
 			"Events (detections, status, health, gaps, config) published: acknowledged by JetStream, or sent with core NATS."),

@@ -160,19 +160,6 @@ func (s *snapshot) close() {
 	s.hasLast, s.waiting, s.encoded = false, false, nil
 }
 
-// held is the bytes of the buffers the snapshot holds.
-func (s *snapshot) held() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n int64
-	for _, b := range []*offheap.Buffer[struct{}]{s.last.buf, s.pending.buf} {
-		if b != nil {
-			n += int64(len(b.B))
-		}
-	}
-	return n
-}
-
 var (
 	boxColor  = color.RGBA{R: 255, G: 64, B: 32, A: 255}
 	textColor = color.RGBA{R: 255, G: 255, B: 255, A: 255}

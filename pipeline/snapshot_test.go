@@ -13,6 +13,7 @@ import (
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
+	"github.com/visiond/visiond/internal/offheap"
 )
 
 // The snapshot serves the last frame whose job finished: a request before any waits for the
@@ -234,4 +235,17 @@ func TestSnapshotDrawsScene(t *testing.T) {
 	if _, ok, _ := s.evidence(9, det, 17); ok {
 		t.Error("evidence of a frame not kept: taken")
 	}
+}
+
+// held is the bytes of the buffers the snapshot holds.
+func (s *snapshot) held() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, b := range []*offheap.Buffer[struct{}]{s.last.buf, s.pending.buf} {
+		if b != nil {
+			n += int64(len(b.B))
+		}
+	}
+	return n
 }

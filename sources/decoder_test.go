@@ -8,11 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
-
 	"github.com/visiond/visiond/internal/geom"
 	"github.com/visiond/visiond/internal/testutil"
-	"github.com/visiond/visiond/internal/videofile"
 )
 
 // testLoop returns a decode loop of an unstarted camera whose frames land in *got.
@@ -178,19 +175,7 @@ func scaledAUs(t *testing.T, w, h, n int) []accessUnit {
 	if err != nil {
 		t.Fatalf("ffmpeg: %v\n%s", err, out)
 	}
-	r, err := videofile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var aus []accessUnit
-	for range n {
-		au, err := r.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		aus = append(aus, accessUnit{data: appendAnnexB(nil, au.NALUs), key: h264.IsRandomAccess(au.NALUs)})
-	}
+	aus, _ := fileAUs(t, path, n)
 	return aus
 }
 

@@ -141,25 +141,18 @@ func memoryStep(f daemonFlags, n int, warmup, dur, every time.Duration) (memStep
 		return memStep{}, err
 	}
 	step := memStep{Cameras: n}
-	cs0, _ := d.cameras()
-	from := time.Now()
+	o := d.openWindow()
 	for t := time.Duration(0); t <= dur; t += every {
 		if t > 0 {
 			time.Sleep(every)
 		}
-		s, err := d.memSample(from)
+		s, err := d.memSample(o.from)
 		if err != nil {
 			return step, err
 		}
 		step.Samples = append(step.Samples, s)
 	}
-	to := time.Now()
-	cs1, _ := d.cameras()
-	step.Window = summarise(d.events.between(from, to), to.Sub(from).Seconds(), d.cams)
-	if cs0 != nil && cs1 != nil {
-		sc := sourceCounts(cs0, cs1, step.Window.Seconds)
-		step.Window.DecodedMin, step.Window.DecodedMean, step.Window.SourceDrops = sc.DecodedMin, sc.DecodedMean, sc.SourceDrops
-	}
+	step.Window = d.closeWindow(o)
 	if err := d.alive(); err != nil {
 		return step, err
 	}

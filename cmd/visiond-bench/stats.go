@@ -203,14 +203,32 @@ func summarise(evs []event, secs float64, ids []string) window {
 // measureWindow waits dur and summarises the events received meanwhile, and the cameras'
 // decoder output and source drops (left out when /api/cameras cannot be read).
 func (d *daemon) measureWindow(dur time.Duration) window {
-	cs0, err0 := d.cameras()
-	from := time.Now()
+	o := d.openWindow()
 	time.Sleep(dur)
+	return d.closeWindow(o)
+}
+
+// openedWindow is a window's start: when, and the cameras' counts then.
+type openedWindow struct {
+	from time.Time
+	cams []camStatus
+	err  error
+}
+
+// openWindow starts a window that closeWindow summarises.
+func (d *daemon) openWindow() openedWindow {
+	cs, err := d.cameras()
+	return openedWindow{from: time.Now(), cams: cs, err: err}
+}
+
+// closeWindow summarises the events received since o opened, and the cameras' decoder
+// output and source drops (left out when /api/cameras cannot be read).
+func (d *daemon) closeWindow(o openedWindow) window {
 	to := time.Now()
 	cs1, err1 := d.cameras()
-	w := summarise(d.events.between(from, to), to.Sub(from).Seconds(), d.cams)
-	if err0 == nil && err1 == nil {
-		sc := sourceCounts(cs0, cs1, w.Seconds)
+	w := summarise(d.events.between(o.from, to), to.Sub(o.from).Seconds(), d.cams)
+	if o.err == nil && err1 == nil {
+		sc := sourceCounts(o.cams, cs1, w.Seconds)
 		w.DecodedMin, w.DecodedMean, w.SourceDrops, w.Decode = sc.DecodedMin, sc.DecodedMean, sc.SourceDrops, sc.Decode
 	}
 	w.Load1 = readLoad().One

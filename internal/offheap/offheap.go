@@ -112,16 +112,7 @@ func (p *Pool[M]) Put(b *Buffer[M]) {
 		unmap = append(unmap, b)
 	} else {
 		p.free = append(p.free, freeBuf[M]{b: b, put: now})
-		k := 0
-		for k < len(p.free)-1 && now.Sub(p.free[k].put) > p.idle {
-			unmap = append(unmap, p.free[k].b)
-			k++
-		}
-		if k > 0 {
-			n := copy(p.free, p.free[k:])
-			clear(p.free[n:])
-			p.free = p.free[:n]
-		}
+		unmap = p.expire(now, 1)
 	}
 	p.mu.Unlock()
 	for _, u := range unmap {
@@ -132,21 +123,28 @@ func (p *Pool[M]) Put(b *Buffer[M]) {
 // Trim unmaps the free buffers that have lain unused longer than the idle time; Put does it
 // too, so a pool in use needs no call.
 func (p *Pool[M]) Trim() {
-	now := time.Now()
 	p.mu.Lock()
-	var unmap []*Buffer[M]
-	k := 0
-	for k < len(p.free) && now.Sub(p.free[k].put) > p.idle {
-		unmap = append(unmap, p.free[k].b)
-		k++
-	}
-	n := copy(p.free, p.free[k:])
-	clear(p.free[n:])
-	p.free = p.free[:n]
+	unmap := p.expire(time.Now(), 0)
 	p.mu.Unlock()
 	for _, u := range unmap {
 		_ = unix.Munmap(u.B)
 	}
+}
+
+// expire takes out of the free list, and returns for unmapping, the buffers that have lain
+// free longer than the idle time, keeping the keep most recently put whatever their age. It
+// is called with p.mu held.
+func (p *Pool[M]) expire(now time.Time, keep int) []*Buffer[M] {
+	var old []*Buffer[M]
+	for len(old) < len(p.free)-keep && now.Sub(p.free[len(old)].put) > p.idle {
+		old = append(old, p.free[len(old)].b)
+	}
+	if len(old) > 0 {
+		n := copy(p.free, p.free[len(old):])
+		clear(p.free[n:])
+		p.free = p.free[:n]
+	}
+	return old
 }
 
 // Stats returns what the pool holds now.
