@@ -142,3 +142,17 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("after the borrowers: %+v; want none in use and at most 8 free", st)
 	}
 }
+
+// BenchmarkGetPut is a frame's round trip through the pool on the per-frame path: a free
+// buffer lent and put back (no mapping once warm).
+func BenchmarkGetPut(b *testing.B) {
+	p := New[int](640*640*3+64, time.Hour)
+	defer p.Close()
+	for b.Loop() {
+		buf, err := p.Get()
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Put(buf)
+	}
+}
