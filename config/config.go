@@ -41,7 +41,7 @@ import (
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/pool"
-	"github.com/visiond/visiond/internal/cpus"
+	"github.com/visiond/visiond/internal/limits"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -317,7 +317,7 @@ type WorkerPool struct {
 	// Count is the number of worker processes, 1 to 64, or auto (the same as
 	// leaving it out). Default (auto): for cpu, one one-thread worker per CPU
 	// this process may use (its affinity mask, capped by its cgroup's CPU
-	// quota: internal/cpus), less one CPU in every 20 left to decoding, at
+	// quota: internal/limits), less one CPU in every 20 left to decoding, at
 	// most 64 (cpuWorkers says why); for cuda and tensorrt, 1.
 	Count WorkerCount `yaml:"count"`
 	// Provider is the ONNX Runtime execution provider: cpu, cuda or tensorrt.
@@ -925,19 +925,19 @@ func isAutoCount(n *yaml.Node) bool {
 
 // host is what parse learns from the machine it runs on; tests give fixtures.
 type host struct {
-	// cpus reads the CPUs this process may use (internal/cpus.Read).
-	cpus func() (cpus.Usable, error)
+	// cpus reads the CPUs this process may use (internal/limits.ReadCPUs).
+	cpus func() (limits.CPUs, error)
 }
 
 // thisHost is the machine this process runs on.
 func thisHost() host { return host{cpus: readCPUs} }
 
-func readCPUs() (cpus.Usable, error) { return cpus.Read(cpus.DefaultProc) }
+func readCPUs() (limits.CPUs, error) { return limits.ReadCPUs(limits.DefaultProc) }
 
 // usableCPUs returns the CPUs this process may use for Default, which cannot fail: on an
 // error reading the cgroup files, the affinity mask alone (parse reports the error for every
 // cpu pool left to its default count).
-func usableCPUs() cpus.Usable {
+func usableCPUs() limits.CPUs {
 	u, _ := readCPUs()
 	return u
 }

@@ -64,7 +64,7 @@ func TestShippedConfigs(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	t.Setenv(config.LibraryEnv, "")
 	// One-thread CPU workers, as many as the CPUs this process may use allow (the rule and
-	// the reading of the CPUs are tested in defaults_test.go and internal/cpus).
+	// the reading of the CPUs are tested in defaults_test.go and internal/limits).
 	cpuPool := config.WorkerPool{Count: config.Default().Workers.Pools[0].Count, Provider: "cpu", Threads: 1}
 	if cpuPool.Count < 1 || int(cpuPool.Count) > runtime.NumCPU() {
 		t.Fatalf("default count %d on a machine of %d CPUs", cpuPool.Count, runtime.NumCPU())

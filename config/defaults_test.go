@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/visiond/visiond/infer"
-	"github.com/visiond/visiond/internal/cpus"
+	"github.com/visiond/visiond/internal/limits"
 )
 
 func TestPoolDefaults(t *testing.T) {
@@ -40,8 +40,8 @@ func TestPoolDefaults(t *testing.T) {
 }
 
 // fixedCPUs is a host whose process may use u.
-func fixedCPUs(u cpus.Usable, err error) host {
-	return host{cpus: func() (cpus.Usable, error) { return u, err }}
+func fixedCPUs(u limits.CPUs, err error) host {
+	return host{cpus: func() (limits.CPUs, error) { return u, err }}
 }
 
 // cgroupHost is a host whose proc and cgroup file system are a fixture: a cgroup v2
@@ -62,7 +62,7 @@ func cgroupHost(t *testing.T, cpuMax string) host {
 			t.Fatal(err)
 		}
 	}
-	return host{cpus: func() (cpus.Usable, error) { return cpus.Read(proc) }}
+	return host{cpus: func() (limits.CPUs, error) { return limits.ReadCPUs(proc) }}
 }
 
 // count auto, or count left out, takes the provider's default from the CPUs this process
@@ -80,9 +80,9 @@ func TestCountAuto(t *testing.T) {
 		h    host
 		want [4]WorkerCount
 	}{
-		{"16 CPUs", fixedCPUs(cpus.Usable{Affinity: 16}, nil), [4]WorkerCount{16, 16, 1, 3}},
-		{"40 CPUs", fixedCPUs(cpus.Usable{Affinity: 40}, nil), [4]WorkerCount{38, 38, 1, 3}},
-		{"quota of 4 CPUs on 16", fixedCPUs(cpus.Usable{Affinity: 16, Quota: 4}, nil), [4]WorkerCount{4, 4, 1, 3}},
+		{"16 CPUs", fixedCPUs(limits.CPUs{Affinity: 16}, nil), [4]WorkerCount{16, 16, 1, 3}},
+		{"40 CPUs", fixedCPUs(limits.CPUs{Affinity: 40}, nil), [4]WorkerCount{38, 38, 1, 3}},
+		{"quota of 4 CPUs on 16", fixedCPUs(limits.CPUs{Affinity: 16, Quota: 4}, nil), [4]WorkerCount{4, 4, 1, 3}},
 		{"cgroup fixture, cpu.max half a CPU", cgroupHost(t, "50000 100000\n"), [4]WorkerCount{1, 1, 1, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,8 @@
-package cpus
+package limits
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,18 +16,20 @@ import (
 	"github.com/visiond/visiond/internal/testutil"
 )
 
-// probeEnv makes the test binary print Read's result as JSON and exit: the child that the
-// taskset and cgroup tests start.
-const probeEnv = "VISIOND_CPUS_PROBE"
+// probeEnv makes the test binary print ReadCPUs' and ReadMemory's results as JSON and exit:
+// the child that the taskset and cgroup tests start.
+const probeEnv = "VISIOND_LIMITS_PROBE"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(probeEnv) != "" {
-		u, err := Read("")
-		if err != nil {
+		u, err := ReadCPUs("")
+		m, merr := ReadMemory("")
+		if err = errors.Join(err, merr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		_ = json.NewEncoder(os.Stdout).Encode(map[string]any{"affinity": u.Affinity, "quota": u.Quota, "file": u.QuotaFile, "n": u.N()})
+		_ = json.NewEncoder(os.Stdout).Encode(map[string]any{"affinity": u.Affinity, "quota": u.Quota, "file": u.QuotaFile, "n": u.N(),
+			"memory": m.Limit, "memory_file": m.File})
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -131,7 +134,7 @@ func TestReadQuota(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			proc, sys := fixture(t, tc.cgroup, tc.mountinfo, tc.files)
-			u, err := Read(proc)
+			u, err := ReadCPUs(proc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +198,7 @@ func TestReadBadFiles(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			proc, _ := fixture(t, tc.cgroup, tc.mountinfo, tc.files)
-			u, err := Read(proc)
+			u, err := ReadCPUs(proc)
 			if err == nil {
 				t.Fatalf("no error; got %v", u)
 			}
@@ -211,24 +214,24 @@ func TestReadBadFiles(t *testing.T) {
 	}
 }
 
-func TestUsableN(t *testing.T) {
+func TestCPUsN(t *testing.T) {
 	cases := []struct {
-		u    Usable
+		u    CPUs
 		want int
 	}{
-		{Usable{Affinity: 16}, 16},
-		{Usable{Affinity: 16, Quota: 4}, 4},
-		{Usable{Affinity: 16, Quota: 1.5}, 2},
-		{Usable{Affinity: 16, Quota: 0.2}, 1},
-		{Usable{Affinity: 2, Quota: 8}, 2},
-		{Usable{Affinity: 0}, 1},
+		{CPUs{Affinity: 16}, 16},
+		{CPUs{Affinity: 16, Quota: 4}, 4},
+		{CPUs{Affinity: 16, Quota: 1.5}, 2},
+		{CPUs{Affinity: 16, Quota: 0.2}, 1},
+		{CPUs{Affinity: 2, Quota: 8}, 2},
+		{CPUs{Affinity: 0}, 1},
 	}
 	for _, tc := range cases {
 		if got := tc.u.N(); got != tc.want {
 			t.Errorf("%+v.N() = %d, want %d", tc.u, got, tc.want)
 		}
 	}
-	if s := (Usable{Affinity: 4, Quota: 1.5, QuotaFile: "/x/cpu.max"}).String(); s != "2 CPUs (affinity 4, cgroup quota 1.50 from /x/cpu.max)" {
+	if s := (CPUs{Affinity: 4, Quota: 1.5, QuotaFile: "/x/cpu.max"}).String(); s != "2 CPUs (affinity 4, cgroup quota 1.50 from /x/cpu.max)" {
 		t.Errorf("String() = %q", s)
 	}
 }
@@ -247,7 +250,7 @@ func TestParseCPUMax(t *testing.T) {
 	}
 }
 
-// probe runs this test binary as a child that prints Read's result, through the command
+// probe runs this test binary as a child that prints what it reads, through the command
 // line given (the probe binary is appended).
 func probe(t *testing.T, argv ...string) map[string]any {
 	t.Helper()
@@ -290,7 +293,7 @@ func TestAffinityTaskset(t *testing.T) {
 	if got["affinity"] != 1.0 || got["n"] != 1.0 {
 		t.Fatalf("under taskset -c %d: %v, want affinity 1 and 1 CPU", cpu, got)
 	}
-	if self, _ := Read(""); self.Affinity > 1 {
+	if self, _ := ReadCPUs(""); self.Affinity > 1 {
 		all := probe(t)
 		if all["affinity"] != float64(self.Affinity) {
 			t.Fatalf("without taskset: %v, want affinity %d", all, self.Affinity)
@@ -302,7 +305,7 @@ func TestAffinityTaskset(t *testing.T) {
 // writable cgroup file system (root, cgroup v1's cpu controller or v2 with cpu enabled
 // for the subtree), and is skipped with the reason where there is none.
 func TestRealCgroupQuota(t *testing.T) {
-	cg, ok, err := findCgroup(DefaultProc)
+	cg, ok, err := findCgroup(DefaultProc, "cpu")
 	if err != nil || !ok {
 		t.Skipf("no CPU cgroup found for this process (%v)", err)
 	}
