@@ -60,6 +60,13 @@ type Config struct {
 	// $STATE_DIRECTORY (set by systemd's StateDirectory=), else
 	// $XDG_STATE_HOME/visiond, else ~/.local/state/visiond. See StatePath.
 	StateDir string `yaml:"state_dir"`
+	// MemoryLimitMiB is the memory budget of the daemon and its worker processes
+	// together, in MiB: the daemon's Go memory limit is what the budget leaves the Go
+	// runtime, the cameras' clip rings share a quarter of it, and the processes holding
+	// more is counted and logged (docs/config.md "Memory"). 0, the default: the memory
+	// limit of the cgroup visiond runs in (systemd's MemoryMax= or MemoryHigh=), or no
+	// budget where there is none. At least 256; a cgroup limit below it wins.
+	MemoryLimitMiB int `yaml:"memory_limit_mib"`
 
 	HTTP     HTTP     `yaml:"http"`
 	NATS     NATS     `yaml:"nats"`

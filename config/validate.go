@@ -66,6 +66,10 @@ func newError(problems []Problem) *Error {
 // Token limits: camera ids and the site are NATS subject tokens.
 const maxIDLen = 64
 
+// MinMemoryLimitMiB is the smallest memory budget memory_limit_mib may give: less would
+// hold the Go runtime at its floor and the clip rings at theirs from the start.
+const MinMemoryLimitMiB = 256
+
 // Validate checks c and returns nil or an *Error listing every problem. When
 // c came from Parse, each problem carries its line.
 func (c *Config) Validate() error {
@@ -93,6 +97,9 @@ func (v *validator) daemon(c *Config) {
 	}
 	v.oneOf("log_level", c.LogLevel, "debug", "info", "warn", "error")
 	v.oneOf("log_format", c.LogFormat, "text", "json")
+	if c.MemoryLimitMiB != 0 && c.MemoryLimitMiB < MinMemoryLimitMiB {
+		v.add("memory_limit_mib", "%d is too small: want 0 (the cgroup's limit) or at least %d MiB", c.MemoryLimitMiB, MinMemoryLimitMiB)
+	}
 
 	if c.HTTP.Listen != "" {
 		v.listen("http.listen", c.HTTP.Listen)

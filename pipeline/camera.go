@@ -106,6 +106,9 @@ type stageState struct {
 	rec       *clips.Recorder
 	recFor    config.Clips         // the settings rec has
 	recWait   time.Duration        // the longest an object's first event came after its first sighting, when past confirmWait
+	recPeak   time.Duration        // the longest an object's first event came after its first sighting since recSince
+	recSince  time.Time            // host clock: the start of the window of recPeak
+	recShare  int                  // the most the ring may hold: the camera's share of the budget (budget.ringShare)
 	objEvents []*sinks.ObjectEvent // a frame's object events, for the recorder (reused)
 }
 

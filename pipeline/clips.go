@@ -31,6 +31,7 @@ type clipStore interface {
 
 // ringMaxBytes bounds a camera's ring: 5 s of pre_capture at 100 Mbit/s, far past a camera's
 // stream; a ring holds pre_capture x the stream's bitrate, and a group of pictures more.
+// With a memory budget, the cameras with clips on share a quarter of it (budget.ringShare).
 const ringMaxBytes = 64 << 20
 
 // confirmWait bounds how long after its first sighting an object's first event comes, on a
@@ -49,6 +50,10 @@ func ringKeep(s config.Clips, interval, wait time.Duration) time.Duration {
 // event comes late (an overloaded box analyses frames seconds after they were captured).
 const maxConfirmWait = 30 * time.Second
 
+// narrowEvery is how often a camera's ring, widened for objects confirmed late, is narrowed
+// back to what the objects of the last window needed.
+const narrowEvery = 2 * time.Minute
+
 // noteConfirmWait widens camera c's ring when an object's first event ev came later after its
 // first sighting than the ring allows for: the clip must still reach pre_capture before it.
 // The recorder's Hold grows with it, so that a clip cut at max_length still lists the
@@ -58,12 +63,43 @@ func (rs *results) noteConfirmWait(c *camera, ev *sinks.ObjectEvent) {
 		return
 	}
 	wait := time.Since(ev.FirstSeen)
+	c.stage.recPeak = max(c.stage.recPeak, wait)
 	if wait <= c.stage.recWait || wait <= confirmWait(c.stage.interval) {
 		return
 	}
-	c.stage.recWait = min(wait+wait/2, maxConfirmWait) // room for it to grow a little more
-	c.stage.rec.Ring.SetLimits(ringKeep(c.stage.recFor, c.stage.interval, c.stage.recWait), ringMaxBytes)
-	c.stage.rec.SetHold(c.stage.recWait)
+	rs.setConfirmWait(c, min(wait+wait/2, maxConfirmWait)) // room for it to grow a little more
+}
+
+// narrowRing narrows camera c's ring back, once every narrowEvery, to what the objects first
+// seen in that window needed (nothing past confirmWait when none came late): a ring widened
+// while the box was overloaded does not stay wide once the load has passed. Under c.sceneMu.
+func (rs *results) narrowRing(c *camera, now time.Time) {
+	if now.Sub(c.stage.recSince) < narrowEvery {
+		return
+	}
+	var need time.Duration
+	if c.stage.recPeak > confirmWait(c.stage.interval) {
+		need = min(c.stage.recPeak+c.stage.recPeak/2, maxConfirmWait)
+	}
+	c.stage.recPeak, c.stage.recSince = 0, now
+	if need < c.stage.recWait {
+		rs.setConfirmWait(c, need)
+	}
+}
+
+// setConfirmWait makes wait (0: none past confirmWait) camera c's allowance for objects
+// confirmed late: its ring's keep and its recorder's Hold. Under c.sceneMu.
+func (rs *results) setConfirmWait(c *camera, wait time.Duration) {
+	c.stage.recWait = wait
+	rs.fitRing(c)
+	c.stage.rec.SetHold(max(wait, confirmWait(c.stage.interval)))
+}
+
+// fitRing gives camera c's ring the limits of its settings in force: pre_capture and the
+// allowance for late objects (ringKeep), and its share of the budget. Under c.sceneMu.
+func (rs *results) fitRing(c *camera) {
+	c.stage.recShare = rs.budget.ringShare(int(rs.clipCams.Load()))
+	c.stage.rec.Ring.SetLimits(ringKeep(c.stage.recFor, c.stage.interval, c.stage.recWait), c.stage.recShare)
 }
 
 // clipSettings are the recorder's settings of config's.
@@ -95,7 +131,7 @@ func (rs *results) syncClips(c *camera) {
 	case !on && c.stage.rec != nil:
 		rs.stopClips(c, clips.ClosedStopped)
 	case on && c.stage.rec == nil:
-		ring := clips.NewRing(ringKeep(set, c.stage.interval, 0), ringMaxBytes)
+		ring := clips.NewRing(ringKeep(set, c.stage.interval, 0), ringMaxBytes) // fitRing below gives it its share
 		rec := &clips.Recorder{Camera: c.cfg.ID, Ring: ring, Dir: rs.clipDir, Settings: clipSettings(set),
 			Hold: confirmWait(c.stage.interval), Finished: rs.clipFinished, Joined: rs.clipJoined, Logger: rs.log.With("component", "clips", "camera", c.cfg.ID)}
 		if err := rec.Start(); err != nil {
@@ -103,12 +139,17 @@ func (rs *results) syncClips(c *camera) {
 			return
 		}
 		c.stage.rec, c.stage.recFor, c.stage.recWait = rec, set, 0
+		c.stage.recPeak, c.stage.recSince = 0, time.Now()
+		rs.clipCams.Add(1)
+		rs.fitRing(c)
 		c.ring.Store(ring)
 		c.recorder.Store(rec)
 	case on && !reflect.DeepEqual(c.stage.recFor, set):
 		c.stage.rec.SetSettings(clipSettings(set))
-		c.stage.rec.Ring.SetLimits(ringKeep(set, c.stage.interval, c.stage.recWait), ringMaxBytes)
 		c.stage.recFor = set
+		rs.fitRing(c)
+	case on && c.stage.recShare != rs.budget.ringShare(int(rs.clipCams.Load())): // cameras with clips came or went
+		rs.fitRing(c)
 	}
 }
 
@@ -122,6 +163,7 @@ func (rs *results) stopClips(c *camera, reason clips.CloseReason) {
 	c.recorder.Store(nil)
 	c.stage.rec.Close(reason)
 	c.stage.rec = nil
+	rs.clipCams.Add(-1)
 }
 
 // observeClips tells camera c's recorder of the object events of a frame. Under c.sceneMu.
@@ -130,6 +172,7 @@ func (rs *results) observeClips(c *camera, evs []*sinks.ObjectEvent) {
 	if c.stage.rec == nil {
 		return
 	}
+	rs.narrowRing(c, time.Now())
 	for _, ev := range evs {
 		if ev.Type != sinks.ObjectNew && ev.Type != sinks.ObjectUpdate && ev.Type != sinks.ObjectEnd {
 			continue

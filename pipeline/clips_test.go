@@ -365,6 +365,63 @@ func TestRingWidensForLateObjects(t *testing.T) {
 	}
 }
 
+// TestRingNarrowsWhenLoadPasses: a ring widened for objects confirmed late is narrowed back
+// once a window of narrowEvery has passed in which the objects came sooner: to what they
+// needed, and to pre_capture and confirmWait alone after a window without a late one.
+func TestRingNarrowsWhenLoadPasses(t *testing.T) {
+	c := &camera{stage: stageState{interval: 200 * time.Millisecond, recFor: config.Clips{Enabled: true, PreCapture: 5 * time.Second}}}
+	c.stage.rec = &clips.Recorder{Ring: clips.NewRing(ringKeep(c.stage.recFor, c.stage.interval, 0), ringMaxBytes)}
+	rs := &results{}
+	keep := func() time.Duration { k, _ := c.stage.rec.Ring.Limits(); return k }
+	base := 5*time.Second + confirmWait(c.stage.interval)
+	start := time.Now()
+	c.stage.recSince = start
+	rs.noteConfirmWait(c, &sinks.ObjectEvent{Type: sinks.ObjectNew, FirstSeen: start.Add(-20 * time.Second)}) // overloaded
+	if k := keep(); k != 5*time.Second+maxConfirmWait {
+		t.Fatalf("keep %v after an object 20 s late, want pre_capture and %v", k, maxConfirmWait)
+	}
+	rs.narrowRing(c, start.Add(narrowEvery/2)) // the window has not passed
+	if k := keep(); k != 5*time.Second+maxConfirmWait {
+		t.Fatalf("keep %v narrowed before the window passed", k)
+	}
+	// The next window: the load eases, objects come 6 s late.
+	rs.narrowRing(c, start.Add(narrowEvery))
+	rs.noteConfirmWait(c, &sinks.ObjectEvent{Type: sinks.ObjectNew, FirstSeen: time.Now().Add(-6 * time.Second)})
+	rs.narrowRing(c, start.Add(2*narrowEvery))
+	if k := keep(); k < 5*time.Second+9*time.Second || k > 5*time.Second+10*time.Second {
+		t.Errorf("keep %v after a window whose latest object was 6 s late, want pre_capture and about 9 s", k)
+	}
+	// A window of objects on time: back to pre_capture and confirmWait.
+	rs.noteConfirmWait(c, &sinks.ObjectEvent{Type: sinks.ObjectNew, FirstSeen: time.Now().Add(-time.Second)})
+	rs.narrowRing(c, start.Add(3*narrowEvery))
+	if k := keep(); k != base {
+		t.Errorf("keep %v after a window of objects on time, want %v", k, base)
+	}
+}
+
+// TestRingShares: with a memory budget, the cameras with clips on share a quarter of it, each
+// ring bounded by its share, between ringMinBytes and ringMaxBytes.
+func TestRingShares(t *testing.T) {
+	b := &memoryBudget{limit: 512 << 20}
+	for _, tc := range []struct{ cams, want int }{{1, ringMaxBytes}, {2, ringMaxBytes}, {4, 32 << 20}, {16, 8 << 20}, {1000, ringMinBytes}} {
+		if got := b.ringShare(tc.cams); got != tc.want {
+			t.Errorf("%d cameras under a budget of 512 MiB: share %d MiB, want %d", tc.cams, got>>20, tc.want>>20)
+		}
+	}
+	var none *memoryBudget
+	if got := none.ringShare(100); got != ringMaxBytes {
+		t.Errorf("no budget: share %d, want ringMaxBytes", got)
+	}
+	c := &camera{stage: stageState{interval: 200 * time.Millisecond, recFor: config.Clips{Enabled: true, PreCapture: 5 * time.Second}}}
+	c.stage.rec = &clips.Recorder{Ring: clips.NewRing(ringKeep(c.stage.recFor, c.stage.interval, 0), ringMaxBytes)}
+	rs := &results{budget: b}
+	rs.clipCams.Store(8)
+	rs.fitRing(c)
+	if _, maxBytes := c.stage.rec.Ring.Limits(); maxBytes != 16<<20 || c.stage.recShare != maxBytes {
+		t.Errorf("a ring of 8 cameras with clips: at most %d MiB (share noted %d), want 16", maxBytes>>20, c.stage.recShare>>20)
+	}
+}
+
 // TestReloadFPSWhileRecording: the fps of a camera that records clips is reloaded again and
 // again while objects come and its recorder records: the camera keeps its session and takes
 // each new schedule, its recorder goes on (a clip is stored and named), and the result stage,

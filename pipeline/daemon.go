@@ -23,6 +23,7 @@ import (
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/pool"
+	"github.com/visiond/visiond/internal/limits"
 	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
@@ -67,6 +68,7 @@ type Daemon struct {
 	decoderGate    *sources.DecoderGate  // every camera's GPU decoder opens through it
 	frames         *sources.FrameBuffers // every camera's frame buffers
 	snapBufs       *snapBuffers          // every camera's frames kept for snapshots and evidence
+	budget         *memoryBudget         // the memory budget of the daemon and its workers (budget.go)
 	reloads        chan reloadRequest
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
 	retiring       sync.WaitGroup // pools replaced by a reload, closing
@@ -144,13 +146,15 @@ func (d *Daemon) Start() (err error) {
 	// frames, and the frames kept for snapshots, are of its size.
 	d.frames = sources.NewFrameBuffers(model.InputW, model.InputH)
 	d.snapBufs = newSnapBuffers(model.InputW, model.InputH)
+	cgMem, cgErr := limits.ReadMemory(limits.DefaultProc)
+	d.budget = newMemoryBudget(cfg.MemoryLimitMiB, cgMem, cgErr, d.log.With("component", "memory"))
 
 	for _, cc := range cfg.Cameras {
 		if cc.Enabled {
 			d.cams = append(d.cams, d.startCamera(cc, cfg.Pipeline.Slice, model))
 		}
 	}
-	rs := &results{pub: d.pub, log: d.log, clipDir: d.clipDir}
+	rs := &results{pub: d.pub, log: d.log, clipDir: d.clipDir, budget: d.budget}
 	if d.state != nil { // a nil pointer in the interface would not be nil
 		rs.state, rs.snapshots = d.state, d.snapshots
 		if d.stateLock != nil { // the embedded server's store: its reservations need a floor on the disk (idfloor.go)
@@ -183,8 +187,10 @@ func (d *Daemon) Start() (err error) {
 	// Logged before the run and config goroutines start: a reload may change cams, pools and
 	// model from then on.
 	d.log.Info("visiond running", "site", cfg.Site, "cameras", len(d.cams), "workers", len(d.pools.workers()),
-		"model", filepath.Base(model.Path), "provider", model.Provider, "nats", redact.URL(d.NATSURL()))
+		"model", filepath.Base(model.Path), "provider", model.Provider, "nats", redact.URL(d.NATSURL()),
+		"memory_budget", d.budget.describe())
 	d.logWarnings(cfg)
+	d.budget.observe(d.Memory(), time.Now()) // the Go limit from the start, not from the first summary
 	d.heartbeat.Store(time.Now().UnixNano()) // healthy from the start: the first round comes within a slice
 	go d.run(ctx)
 	if d.ConfigPath != "" {
@@ -277,6 +283,9 @@ func (d *Daemon) Close() {
 		if d.natsServer != nil {
 			d.natsServer.Close()
 		}
+		if d.budget != nil {
+			d.budget.close()
+		}
 		d.unlockState() // the store is closed: another daemon may open it now
 	})
 }
@@ -361,10 +370,11 @@ func (d *Daemon) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-summary.C:
+		case now := <-summary.C:
 			d.logSummary()
 			d.frames.Trim() // the buffers put back last lie free too long when the cameras stop
 			d.snapBufs.Trim()
+			d.budget.observe(d.Memory(), now)
 			continue
 		case now := <-healthC:
 			d.publishHealth(now)

@@ -58,6 +58,7 @@ func startDaemon(t *testing.T) (*Daemon, *samplecam.Server) {
 
 	yaml := fmt.Sprintf(`
 site: test
+memory_limit_mib: 4096
 http: {listen: "127.0.0.1:0"}
 nats: {listen: "127.0.0.1:0"}
 workers: {model: %q, library: %q, pools: [{count: 1, provider: cpu}]}

@@ -32,6 +32,23 @@ type MemoryStatus struct {
 	CodeBytes       int64          `json:"code_bytes"`
 	SharedBytes     int64          `json:"shared_bytes"`
 	Workers         []WorkerMemory `json:"workers"`
+	// The budget (budget.go): its bytes and where they came from (memory_limit_mib, or the
+	// cgroup's file; zero and "" without one), the Go memory limit it last set (0: none
+	// set), and the samples that found the daemon and its workers over it.
+	BudgetBytes       int64  `json:"budget_bytes"`
+	BudgetFrom        string `json:"budget_from"`
+	GoLimitBytes      int64  `json:"go_limit_bytes"`
+	OverBudgetSamples uint64 `json:"over_budget_samples"`
+}
+
+// TotalBytes is the resident memory of the daemon and its workers together: what the
+// budget bounds.
+func (m MemoryStatus) TotalBytes() int64 {
+	t := m.ResidentBytes
+	for _, w := range m.Workers {
+		t += w.ResidentBytes
+	}
+	return t
 }
 
 // WorkerMemory is a worker process's resident memory at its last sample.
@@ -63,6 +80,10 @@ func (d *Daemon) Memory() MemoryStatus {
 	m.CHeapBytes = max(0, anon-m.GoBytes-m.FrameBuffers-m.SnapshotBuffers-m.ClipRings)
 	for _, w := range d.Workers() {
 		m.Workers = append(m.Workers, WorkerMemory{PID: w.PID, Provider: w.Provider, ResidentBytes: int64(w.RSSBytes), GPUBytes: int64(w.GPUBytes)})
+	}
+	if b := d.budget; b != nil {
+		m.BudgetBytes, m.BudgetFrom = b.limit, b.source
+		m.GoLimitBytes, m.OverBudgetSamples = b.goLimit.Load(), b.over.Load()
 	}
 	return m
 }

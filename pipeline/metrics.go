@@ -32,6 +32,7 @@ type metricsCollector struct {
 
 	wJobs, wLost, wRestarts, wRecycles, wInFlight, wRSS, wGPU *prometheus.Desc
 	memory                                                    *prometheus.Desc
+	memBudget, memGoLimit, memOver                            *prometheus.Desc
 
 	published, publishFailed, reloadFailures       *prometheus.Desc
 	publishRetried, publishDropped, publishPending *prometheus.Desc
@@ -99,6 +100,9 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		wGPU:      desc("worker_gpu_memory_bytes", "GPU memory of the worker process at its last sample (0 without a GPU memory command).", wrk...),
 		memory: desc("memory_bytes", "The daemon's resident memory by owner: go (the Go runtime: the daemon, the embedded NATS server, RTSP sessions), "+
 			"frame_buffers, snapshot_buffers, clip_rings, c_heap (the C libraries: decoders above all), code (executable and libraries), shared (the workers' frame slots).", "owner"),
+		memBudget:  desc("memory_budget_bytes", "The memory budget of the daemon and its workers together (memory_limit_mib, else the cgroup's limit); 0: none."),
+		memGoLimit: desc("memory_go_limit_bytes", "The Go memory limit the budget last set for the daemon: what the budget leaves the Go runtime; 0: none set."),
+		memOver:    desc("memory_over_budget_samples_total", "Samples (one every 10 s) that found the daemon and its workers holding more than the memory budget."),
 
 		published: desc("events_published_total",
 			"Events (detections, status, health, gaps, config) published: acknowledged by JetStream, or sent with core NATS."),
@@ -133,7 +137,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings, m.camFiltered,
 		m.camClips, m.camClipsFailed, m.camClipBytes, m.camRingBytes,
 		m.clipsStored, m.clipsLost, m.clipsEvicted, m.clipsPending, m.clipsPendingBytes,
-		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU, m.memory,
+		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU, m.memory, m.memBudget, m.memGoLimit, m.memOver,
 		m.published, m.publishFailed, m.reloadFailures, m.publishRetried, m.publishDropped, m.publishPending,
 		m.buildInfo, m.lastReload, m.lastReloadOK, m.leafUp, m.leafChanged,
 		m.streamMsgs, m.streamBytes, m.streamMaxBytes, m.streamFull,
@@ -286,6 +290,9 @@ func (m *metricsCollector) collectDaemon(e emitter) {
 		{"clip_rings", mem.ClipRings}, {"c_heap", mem.CHeapBytes}, {"code", mem.CodeBytes}, {"shared", mem.SharedBytes}} {
 		gauge(m.memory, float64(o.bytes), o.owner)
 	}
+	gauge(m.memBudget, float64(mem.BudgetBytes))
+	gauge(m.memGoLimit, float64(mem.GoLimitBytes))
+	counter(m.memOver, mem.OverBudgetSamples)
 	counter(m.reloadFailures, m.d.ReloadFailures())
 	gauge(m.lastReload, unixSeconds(time.Unix(0, m.d.lastReload.Load())))
 	gauge(m.lastReloadOK, b2f(m.d.lastReloadOK.Load()))

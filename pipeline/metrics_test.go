@@ -148,6 +148,15 @@ func TestDaemonMetrics(t *testing.T) {
 	if v := m.get(`visiond_memory_bytes{owner="frame_buffers"}`); v > 3*3*float64(sources.FrameBytes(640, 640)) {
 		t.Errorf("frame buffers of three cameras: %.1f MiB, want at most three frames a camera", v/(1<<20))
 	}
+	// The budget (memory_limit_mib: 4096): the Go runtime is left what the rest does not hold,
+	// less a tenth of it.
+	if v := m.mustHave(t, "visiond_memory_budget_bytes"); v != 4096<<20 {
+		t.Errorf("memory budget %.0f MiB, want 4096", v/(1<<20))
+	}
+	if v := m.mustHave(t, "visiond_memory_go_limit_bytes"); v < goLimitFloor || v > 4096<<20-4096<<20/10 {
+		t.Errorf("Go memory limit %.0f MiB, want at most 90%% of the budget", v/(1<<20))
+	}
+	m.mustHave(t, "visiond_memory_over_budget_samples_total")
 	// The Go and process collectors.
 	if m.get("go_goroutines") <= 0 || m.get("process_resident_memory_bytes") <= 0 {
 		t.Errorf("go_goroutines %v, process_resident_memory_bytes %v: want both > 0",

@@ -41,14 +41,15 @@ const (
 // to a section, for every leaf under it. TestReloadClassesCoverConfig fails on a leaf that
 // has no class; one missed all the same is treated as needing a restart.
 var reloadClasses = map[string]reloadClass{
-	"site":       needRestart, // a token of every subject and of the stream's name
-	"log_level":  needRestart, // the logger is built by main
-	"log_format": needRestart,
-	"state_dir":  needRestart, // the embedded NATS server's store
-	"http":       needRestart, // its listener, and its handler (pprof)
-	"nats":       needRestart, // the server, the publisher, its stream, the health ticker
-	"sample":     needRestart, // the sample camera, served by main
-	"clip_store": needRestart, // the clip store's bucket and spool, started with the publisher
+	"site":             needRestart, // a token of every subject and of the stream's name
+	"log_level":        needRestart, // the logger is built by main
+	"log_format":       needRestart,
+	"state_dir":        needRestart, // the embedded NATS server's store
+	"memory_limit_mib": needRestart, // the budget is resolved at start, with the cgroup's limit
+	"http":             needRestart, // its listener, and its handler (pprof)
+	"nats":             needRestart, // the server, the publisher, its stream, the health ticker
+	"sample":           needRestart, // the sample camera, served by main
+	"clip_store":       needRestart, // the clip store's bucket and spool, started with the publisher
 
 	// workers: a change of any leaf starts new pools, built from the whole section
 	// (Workers.PoolConfig), and swaps them in; a model of another input size is rejected.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/visiond/visiond/analytics"
@@ -64,7 +65,10 @@ type results struct {
 	ids       idStore       // reserves the blocks of track ids; nil: the state bucket, or the clock without one (trackids.go)
 	clips     clipStore     // nil without JetStream: no clips are made (clips.go)
 	clipDir   string        // where recorders write their clips, on the store's filesystem
+	budget    *memoryBudget // the memory budget: the clip rings' shares of it; nil: no budget
 	log       *slog.Logger
+
+	clipCams atomic.Int32 // cameras with a recorder: they share the rings' part of the budget
 
 	wg sync.WaitGroup // reservations of track ids and forgetting of removed cameras; close waits
 

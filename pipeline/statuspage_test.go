@@ -196,6 +196,17 @@ func TestStatusPage(t *testing.T) {
 	if w == nil || !regexp.MustCompile(`<td data-state="(idle|busy)">(idle|busy)</td><td>cpu</td>`).MatchString(w[1]) {
 		t.Errorf("workers table: no row for worker 0, idle or busy on the cpu provider; DOM:\n%s", dom)
 	}
+	// Memory: the owners, the workers and the total, in MiB, and the budget (startDaemon's
+	// memory_limit_mib: 4096).
+	for _, owner := range []string{"go", "frame_buffers", "code", "workers", "total"} {
+		re := regexp.MustCompile(`<tr data-owner="` + owner + `"><td>[^<]+</td><td class="num">(\d+) MiB</td></tr>`)
+		if mm := re.FindStringSubmatch(dom); mm == nil || mm[1] == "0" {
+			t.Errorf("memory table: no row for %s with a size in MiB", owner)
+		}
+	}
+	if !regexp.MustCompile(`<p id="memory-budget" class="budget" data-over="(?:true|false)">budget 4096 MiB from memory_limit_mib · Go limit \d+ MiB · \d+ samples over</p>`).MatchString(dom) {
+		t.Errorf("memory budget not shown as 4096 MiB from memory_limit_mib, with the Go limit; DOM:\n%s", dom)
+	}
 	if !strings.Contains(dom, `data-conn="live"`) {
 		t.Errorf("the page does not show its connection live")
 	}

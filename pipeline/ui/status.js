@@ -1,5 +1,6 @@
-// visiond status page: polls api/cameras and api/workers every second and keeps one card per
-// camera (added and removed as the daemon's cameras change) and a row per worker. Each card
+// visiond status page: polls api/cameras, api/workers and api/memory every second and keeps one
+// card per camera (added and removed as the daemon's cameras change), a row per worker and
+// the memory by owner with the budget. Each card
 // shown on screen lists the camera's recent clips (api/cameras/<id>/clips, every 10 s); a click
 // plays one in the player above the cards (api/clips/<name>, which answers range requests, so
 // the video seeks). ?play=<clip name> plays that clip, muted, once a card lists it. Plain DOM,
@@ -13,6 +14,8 @@
   const grid = document.getElementById("cameras");
   const noCameras = document.getElementById("no-cameras");
   const workersBody = document.querySelector("#workers tbody");
+  const memoryBody = document.querySelector("#memory tbody");
+  const memoryBudget = document.getElementById("memory-budget");
   const conn = document.getElementById("conn");
   const summary = document.getElementById("summary");
   const cards = new Map(); // camera id -> card
@@ -308,11 +311,37 @@
     return workers.length + (workers.length === 1 ? " worker" : " workers");
   }
 
+  // The daemon's memory by owner (they add up to its resident memory), its workers', the
+  // total and the budget that bounds it.
+  function renderMemory(m) {
+    const workers = (m.workers || []).reduce((s, w) => s + num(w.resident_bytes), 0);
+    const total = num(m.resident_bytes) + workers;
+    const owners = [
+      ["go", "Go runtime (daemon, NATS server, RTSP)", m.go_bytes], ["frame_buffers", "frame buffers", m.frame_buffers_bytes],
+      ["snapshot_buffers", "snapshot buffers", m.snapshot_buffers_bytes], ["clip_rings", "clip rings", m.clip_rings_bytes],
+      ["c_heap", "C heap (decoders)", m.c_heap_bytes], ["code", "code", m.code_bytes], ["shared", "shared (frame slots)", m.shared_bytes],
+      ["workers", (m.workers || []).length + " worker processes", workers], ["total", "total", total],
+    ];
+    memoryBody.replaceChildren(...owners.map(([id, name, bytes]) => {
+      const tr = el("tr");
+      tr.dataset.owner = id;
+      tr.append(el("td", null, name), el("td", "num", fmtBytes(bytes)));
+      return tr;
+    }));
+    const budget = num(m.budget_bytes);
+    memoryBudget.dataset.over = String(budget > 0 && total > budget);
+    memoryBudget.textContent = budget > 0
+      ? "budget " + fmtBytes(budget) + " from " + m.budget_from + " · Go limit " + fmtBytes(m.go_limit_bytes) +
+        " · " + num(m.over_budget_samples) + " samples over"
+      : "no budget: memory_limit_mib is 0 and the cgroup sets no limit";
+  }
+
   async function poll() {
     try {
-      const [cams, workers] = await Promise.all([getJSON("api/cameras"), getJSON("api/workers")]);
+      const [cams, workers, memory] = await Promise.all([getJSON("api/cameras"), getJSON("api/workers"), getJSON("api/memory")]);
       const a = renderCameras(cams || []);
       const b = renderWorkers(workers || []);
+      renderMemory(memory || {});
       summary.textContent = a + " · " + b;
       conn.dataset.conn = "live";
       conn.textContent = "live · " + new Date().toLocaleTimeString();

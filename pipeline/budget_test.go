@@ -1,0 +1,142 @@
+package pipeline
+
+import (
+	"errors"
+	"os"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/limits"
+	"github.com/visiond/visiond/internal/testutil"
+)
+
+// The budget comes from memory_limit_mib, the cgroup's limit when that is lower or when
+// memory_limit_mib is 0, or nowhere.
+func TestMemoryBudgetResolved(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	cg := limits.Memory{Limit: 2 << 30, File: "/sys/fs/cgroup/visiond.service/memory.max"}
+	for _, tc := range []struct {
+		name       string
+		configMiB  int
+		cg         limits.Memory
+		cgErr      error
+		limit      int64
+		from, warn string
+	}{
+		{name: "none", limit: 0, from: ""},
+		{name: "the cgroup's", cg: cg, limit: 2 << 30, from: cg.File},
+		{name: "memory_limit_mib below the cgroup's", configMiB: 1024, cg: cg, limit: 1 << 30, from: "memory_limit_mib"},
+		{name: "memory_limit_mib alone", configMiB: 3000, limit: 3000 << 20, from: "memory_limit_mib"},
+		{name: "memory_limit_mib above the cgroup's", configMiB: 4096, cg: cg, limit: 2 << 30, from: cg.File, warn: "above the cgroup's memory limit"},
+		{name: "the cgroup unreadable", configMiB: 512, cgErr: errors.New("bad memory.max"), limit: 512 << 20, from: "memory_limit_mib", warn: "bad memory.max"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log testutil.LogBuffer
+			b := newMemoryBudget(tc.configMiB, tc.cg, tc.cgErr, log.Logger())
+			if b.limit != tc.limit || b.source != tc.from {
+				t.Errorf("budget %d from %q, want %d from %q", b.limit, b.source, tc.limit, tc.from)
+			}
+			warns := testutil.Warnings(log.String())
+			if tc.warn == "" && len(warns) > 0 || tc.warn != "" && (len(warns) != 1 || !strings.Contains(warns[0], tc.warn)) {
+				t.Errorf("warnings %q, want %q", warns, tc.warn)
+			}
+		})
+	}
+}
+
+// observe gives the Go runtime what the budget leaves it, counts each sample over the budget,
+// and logs at most once a minute; with GOMEMLIMIT in the environment it leaves the Go limit
+// alone and still counts.
+func TestMemoryBudgetObserve(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	var log testutil.LogBuffer
+	b := newMemoryBudget(1000, limits.Memory{}, nil, log.Logger())
+	var set []int64
+	b.setGoLimit = func(v int64) int64 { set = append(set, v); return 0 }
+	const mib = 1 << 20
+	sample := func(goMiB, restMiB, workerMiB int64) MemoryStatus {
+		return MemoryStatus{ResidentBytes: (goMiB + restMiB) * mib, GoBytes: goMiB * mib,
+			Workers: []WorkerMemory{{ResidentBytes: workerMiB / 2 * mib}, {ResidentBytes: workerMiB / 2 * mib}}}
+	}
+	now := time.Now()
+	if b.observe(sample(100, 200, 300), now) {
+		t.Fatal("600 MiB of 1000 reported over the budget")
+	}
+	// 1000 less a tenth, less the 500 MiB outside the Go runtime.
+	if len(set) != 1 || set[0] != 400*mib || b.goLimit.Load() != 400*mib {
+		t.Fatalf("Go limits set %v (last %d), want 400 MiB", set, b.goLimit.Load())
+	}
+	// The workers grow past the budget: the Go runtime is held at the floor, the sample
+	// counted and logged once, with where the memory is.
+	for i := range 3 {
+		if !b.observe(sample(100, 300, 700), now.Add(time.Duration(i)*10*time.Second)) {
+			t.Fatal("1100 MiB of 1000 not reported over the budget")
+		}
+	}
+	if got := set[len(set)-1]; got != goLimitFloor {
+		t.Errorf("Go limit %d MiB with 1000 MiB outside it, want the floor %d", got/mib, goLimitFloor/mib)
+	}
+	warns := testutil.Warnings(log.String())
+	if b.over.Load() != 3 || len(warns) != 1 || !strings.Contains(warns[0], "workers_mib=700") || !strings.Contains(warns[0], "budget_mib=1000") {
+		t.Errorf("%d samples over, warnings %q: want 3 and one warning naming the workers' 700 MiB", b.over.Load(), warns)
+	}
+	b.observe(sample(100, 300, 700), now.Add(overLogEvery))
+	if n := len(testutil.Warnings(log.String())); n != 2 {
+		t.Errorf("%d warnings a minute on, want 2", n)
+	}
+
+	t.Setenv("GOMEMLIMIT", "300MiB")
+	env := newMemoryBudget(1000, limits.Memory{}, nil, log.Logger())
+	env.setGoLimit = func(v int64) int64 { t.Errorf("Go limit set to %d with GOMEMLIMIT in the environment", v); return 0 }
+	if !env.observe(sample(100, 300, 700), now) || env.over.Load() != 1 {
+		t.Errorf("with GOMEMLIMIT set: over %d, want the sample counted", env.over.Load())
+	}
+}
+
+// TestMemoryBudgetExceeded: a daemon given less memory than it and its worker hold counts
+// the samples over the budget, logs where the memory is, holds its Go runtime to the least
+// it gives it, and goes on analysing; closed, it puts back the Go limit it found.
+func TestMemoryBudgetExceeded(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	before := debug.SetMemoryLimit(-1)
+	cfg, err := config.Parse([]byte("memory_limit_mib: 256\n" + lifeConfig(t, sampleCameras(t, 1))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StateDir = t.TempDir()
+	var log testutil.LogBuffer
+	d := &Daemon{Config: cfg, Logger: log.Logger(), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", log.String())
+		}
+	}()
+	var m MemoryStatus
+	testutil.WaitFor(t, 2*time.Minute, "a sample over the budget, with the worker's memory in it", func() bool {
+		m = d.Memory()
+		return m.OverBudgetSamples > 0 && len(m.Workers) == 1 && m.Workers[0].ResidentBytes > 0
+	})
+	if m.BudgetBytes != 256<<20 || m.BudgetFrom != "memory_limit_mib" || m.TotalBytes() <= m.BudgetBytes {
+		t.Errorf("budget %d from %q with %d MiB held: want 256 MiB from memory_limit_mib, exceeded", m.BudgetBytes, m.BudgetFrom, m.TotalBytes()>>20)
+	}
+	if m.GoLimitBytes < goLimitFloor || m.GoLimitBytes > 256<<20-256<<20/10 || debug.SetMemoryLimit(-1) != m.GoLimitBytes {
+		t.Errorf("Go limit %d MiB (the runtime's %d MiB), want what the budget leaves it, at least %d MiB",
+			m.GoLimitBytes>>20, debug.SetMemoryLimit(-1)>>20, goLimitFloor>>20)
+	}
+	warns := testutil.Warnings(log.String())
+	if len(warns) == 0 || !strings.Contains(warns[0], "more memory than the budget") || !strings.Contains(warns[0], "budget_mib=256") {
+		t.Errorf("warnings %q, want one saying the budget is exceeded", warns)
+	}
+	analysed := d.Cameras()[0].Analysed
+	testutil.WaitFor(t, time.Minute, "frames analysed past the budget", func() bool { return d.Cameras()[0].Analysed > analysed })
+	d.Close()
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("Go limit %d after Close, want %d as before the start", got, before)
+	}
+}
