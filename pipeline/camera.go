@@ -372,6 +372,12 @@ type CameraStatus struct {
 	Clips *ClipStatus `json:"clips,omitempty"`
 	// Decode is where the camera's decoding went since it started (kind rtsp).
 	Decode DecodeStatus `json:"decode"`
+	// Decoder is the decoder of the camera's session (kind rtsp): its decoder, or cpu in the
+	// place of a GPU decoder that did not open, DecoderFallback saying why; DecoderFallbacks
+	// counts the sessions moved to the CPU (sources.Status).
+	Decoder          sources.Decoder `json:"decoder,omitempty"`
+	DecoderFallback  string          `json:"decoder_fallback,omitempty"`
+	DecoderFallbacks uint64          `json:"decoder_fallbacks,omitempty"`
 }
 
 // DecodeStatus sums a camera's decoding by step (CameraStatus.Decode; sources.DecodeTimes):
@@ -436,6 +442,9 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 			Calls: st.Decode.Calls, WaitSec: st.Decode.Wait.Seconds(), BusySec: st.Decode.Busy.Seconds(),
 			Scaled: st.Decode.Scaled, CopySec: st.Decode.Copy.Seconds(), ScaleSec: st.Decode.Scale.Seconds(),
 		},
+		Decoder:          st.Decoder,
+		DecoderFallback:  st.DecoderFallback,
+		DecoderFallbacks: st.DecoderFallbacks,
 	}, latency
 }
 

@@ -22,6 +22,7 @@ type metricsCollector struct {
 	d *Daemon
 
 	camDecoded, camAnalysed, camDropped, camDetections, camReconnects, camResyncs, camStuck *prometheus.Desc
+	camFallbacks, camOnCPU                                                                  *prometheus.Desc
 	camNotDecoded, camDecodeCalls, camDecodeSeconds                                         *prometheus.Desc
 	camState, camFPS, camFPSTarget                                                          *prometheus.Desc
 	camAgeMean, camAgeMax, camInferMean, camLatencyMean                                     *prometheus.Desc
@@ -61,6 +62,8 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		camReconnects: desc("camera_reconnects_total", "Sessions the camera's source opened after the first.", cam...),
 		camResyncs:    desc("camera_resyncs_total", "Skips to the next keyframe after loss or damage.", cam...),
 		camStuck:      desc("camera_stuck_sessions_total", "Kind gstreamer: capture processes killed because their open or read blocked past stall_timeout.", cam...),
+		camFallbacks:  desc("camera_decoder_fallbacks_total", "Decoder cuda: sessions moved to a CPU decoder because the GPU decoder did not open.", cam...),
+		camOnCPU:      desc("camera_decoder_fallback", "Decoder cuda: 1 while the camera decodes on the CPU in place of its GPU decoder, else 0.", cam...),
 		camState:      desc("camera_state", "1 for the camera's current state, 0 for the others.", "camera", "state"),
 		camFPS:        desc("camera_fps_achieved", "Frames analysed per second, recently.", cam...),
 		camFPSTarget:  desc("camera_fps_target", "Frames per second the camera is configured to be analysed at.", cam...),
@@ -132,7 +135,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 // Describe implements prometheus.Collector.
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		m.camDecoded, m.camNotDecoded, m.camDecodeCalls, m.camDecodeSeconds, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck,
+		m.camDecoded, m.camNotDecoded, m.camDecodeCalls, m.camDecodeSeconds, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck, m.camFallbacks, m.camOnCPU,
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
 		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings, m.camFiltered,
 		m.camClips, m.camClipsFailed, m.camClipBytes, m.camRingBytes,
@@ -199,6 +202,8 @@ func (m *metricsCollector) collectCamera(e emitter, cm cameraMetrics) {
 		ch <- prometheus.MustNewConstMetric(m.camDecodeSeconds, prometheus.CounterValue, st.s, id, st.step)
 	}
 	counter(m.camStuck, c.Stuck, id)
+	counter(m.camFallbacks, c.DecoderFallbacks, id)
+	gauge(m.camOnCPU, b2f(c.DecoderFallback != ""), id)
 	// A series for every state, so that a state that is not current reads 0 rather
 	// than missing.
 	for _, s := range sources.States() {

@@ -42,7 +42,8 @@ func TestDaemonMetrics(t *testing.T) {
 			m.mustHave(t, fmt.Sprintf(`visiond_camera_frames_dropped_total{camera=%q,reason=%q}`, cam, reason))
 		}
 		for _, name := range []string{"frames_decoded_total", "detections_total", "reconnects_total", "resyncs_total",
-			"fps_achieved", "frame_age_mean_seconds", "frame_age_max_seconds", "inference_mean_seconds", "latency_mean_seconds"} {
+			"fps_achieved", "frame_age_mean_seconds", "frame_age_max_seconds", "inference_mean_seconds", "latency_mean_seconds",
+			"decoder_fallbacks_total", "decoder_fallback"} {
 			m.mustHave(t, fmt.Sprintf(`visiond_camera_%s{camera=%q}`, name, cam))
 		}
 		// Exactly one state is current.
@@ -334,4 +335,31 @@ func scrape(t *testing.T, url string) metrics {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestDecoderFallbackShown: a camera of decoder cuda on a machine whose GPU decoder cannot be
+// made (this one, without a GPU) is analysed all the same, decoding on the CPU, and its
+// status and metrics say so and why. Skipped where the GPU decoder opens.
+func TestDecoderFallbackShown(t *testing.T) {
+	cams := strings.Replace(sampleCameras(t, 1), "- {id: cam0,", "- {id: cam0, decoder: cuda,", 1)
+	d := startTestDaemon(t, strings.Replace(lifeConfig(t, cams), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	var st CameraStatus
+	testutil.WaitFor(t, 2*time.Minute, "cam0 analysed", func() bool {
+		st = d.Cameras()[0]
+		return st.Analysed > 0
+	})
+	if st.Decoder == sources.DecoderCUDA {
+		t.Skip("the GPU decoder opens here: nothing falls back")
+	}
+	if st.Decoder != sources.DecoderCPU || !strings.Contains(st.DecoderFallback, "decoder cuda") || st.DecoderFallbacks != 1 {
+		t.Fatalf("cam0: decoder %q, fallback %q, %d fallbacks: want cpu, saying why the GPU's did not open, once",
+			st.Decoder, st.DecoderFallback, st.DecoderFallbacks)
+	}
+	m := scrape(t, "http://"+d.HTTPAddr().String()+"/metrics")
+	if v := m.get(`visiond_camera_decoder_fallback{camera="cam0"}`); v != 1 {
+		t.Errorf("visiond_camera_decoder_fallback %v, want 1", v)
+	}
+	if v := m.get(`visiond_camera_decoder_fallbacks_total{camera="cam0"}`); v != 1 {
+		t.Errorf("visiond_camera_decoder_fallbacks_total %v, want 1", v)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,25 +126,53 @@ func TestDecoderGateCallSlots(t *testing.T) {
 	testutil.WaitFor(t, time.Minute, "the wait counted", func() bool { return cam.Status().Decode.Wait-waited >= time.Second/2 })
 }
 
-// A camera whose decoder will not open (the GPU refuses one more: past 285 decoders in one
-// process on the H200, every open failed with AVERROR_INVALIDDATA) retries at each keyframe
-// through the gate; those retries do not hold off its stall watchdog, so the session ends as
-// a stall naming the decode error, where before each retry's slot restarted the count and
-// the camera stayed connecting with no error for good.
-func TestDecoderGateOpenThatFailsEndsAsStall(t *testing.T) {
+// A camera whose GPU decoder will not open (the GPU refuses one more: past 285 decoders in
+// one process on the H200, every open failed with AVERROR_INVALIDDATA) decodes on the CPU
+// after fallbackAfter failed opens, without going offline, and says so; every gpuRetry it
+// tries the GPU again, at once back on the CPU while the GPU refuses, and on the GPU for good
+// once it opens. Before, its session retried at each keyframe until its stall watchdog cut
+// it, and the cameras past the GPU's limit took turns failing (issue 39, item 6). Here the
+// CPU's decoder plays the GPU's (gateCPU), its opens refused by openErr.
+func TestDecoderFallsBackToCPU(t *testing.T) {
 	var logs testutil.LogBuffer
 	srv := startSample(t, "127.0.0.1:0", &logs)
 	g := NewDecoderGate(4, 4)
-	const stall = 3 * time.Second
-	cam, rec := testCamera(t, srv.URL("cam"), &logs, gated(g, stall), func(c *Camera) {
-		c.openErr = errors.New("test: no more decoders")
+	var refuse atomic.Bool
+	var refused atomic.Int32
+	refuse.Store(true)
+	cam, rec := testCamera(t, srv.URL("cam"), &logs, gated(g, 20*time.Second), func(c *Camera) {
+		c.gpuRetry = 3 * time.Second
+		c.openErr = func() error {
+			if !refuse.Load() {
+				return nil
+			}
+			refused.Add(1)
+			return errors.New("test: no more decoders")
+		}
 	})
-	off := rec.next(t, StateOffline, time.Minute, &logs)
-	if !strings.Contains(off.Reason, "stalled: no frame for") || !strings.Contains(off.Reason, "the last decode failed: test: no more decoders") {
-		t.Fatalf("offline with reason %q, want a stall naming the decode error\nlogs:\n%s", off.Reason, logs.String())
+	// The first fallback takes fallbackAfter refused opens; each retry refused, one more.
+	opensFit := func(st Status) bool { return int(refused.Load()) == fallbackAfter+int(st.DecoderFallbacks)-1 }
+	rec.next(t, StateOnline, time.Minute, &logs)
+	st := cam.Status()
+	if st.DecoderFallbacks < 1 || !strings.Contains(st.DecoderFallback, "test: no more decoders") || !opensFit(st) || st.Frames == 0 {
+		t.Fatalf("online with status %+v after %d refused opens: want frames decoded on the CPU after %d, the fallback saying why",
+			st, refused.Load(), fallbackAfter)
 	}
-	if st := cam.Status(); st.Frames != 0 || !strings.Contains(st.LastError, "test: no more decoders") {
-		t.Fatalf("status %+v, want no frame and the decode error as the last error", st)
+	// The retry, refused: back on the CPU at once, the keyframe decoded there.
+	testutil.WaitFor(t, time.Minute, "a retry of the GPU refused", func() bool { return cam.Status().DecoderFallbacks >= 2 })
+	if st := cam.Status(); !opensFit(st) {
+		t.Errorf("%d opens refused in %d fallbacks, want %d for the first and one a retry", refused.Load(), st.DecoderFallbacks, fallbackAfter)
+	}
+	// The GPU opens again: the next retry stays on it.
+	refuse.Store(false)
+	testutil.WaitFor(t, time.Minute, "back on the GPU decoder", func() bool {
+		st := cam.Status()
+		return st.DecoderFallback == "" && strings.Contains(logs.String(), "the GPU decoder opened")
+	})
+	frames := cam.Status().Frames
+	testutil.WaitFor(t, time.Minute, "frames on the GPU decoder", func() bool { return cam.Status().Frames > frames+5 })
+	if st := cam.Status(); st.State != StateOnline || st.Reconnects != 0 || !opensFit(st) {
+		t.Errorf("status %+v: want online throughout, without a reconnect, and no open refused since", st)
 	}
 	cam.Close()
 	if n, k := len(g.opens), len(g.calls); n != 0 || k != 0 {

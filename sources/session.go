@@ -62,13 +62,13 @@ func (c *Camera) runSession(ctx context.Context) (onlineAt time.Time, err error)
 		return time.Time{}, fmt.Errorf("SETUP: %w", err)
 	}
 
-	dec, err := newDecoder(track.codec, c.Decoder)
+	dec, gpuErr, err := c.openDecoder(track.codec)
 	if err != nil {
 		return time.Time{}, err
 	}
 	recv = newReceiver(c, track, queueLen)
 	recv.tap = newPacketTap(c.OnPacket, c.sessions.Add(1), track)
-	decoding := c.startDecoding(dec, track, recv)
+	decoding := c.startDecoding(dec, track, recv, gpuErr)
 	defer func() {
 		client.Close() // no more callbacks after this
 		onlineAt = decoding.stop()
@@ -144,12 +144,15 @@ type decoding struct {
 	wg   sync.WaitGroup
 }
 
-// startDecoding starts decoding recv's access units of track with dec.
-func (c *Camera) startDecoding(dec *decoder, track *videoTrack, recv *receiver) *decoding {
+// startDecoding starts decoding recv's access units of track with dec: the camera's decoder,
+// or the CPU's in its place when gpuErr says why the GPU's did not open (openDecoder).
+func (c *Camera) startDecoding(dec *decoder, track *videoTrack, recv *receiver, gpuErr error) *decoding {
 	d := &decoding{quit: make(chan struct{})}
-	d.loop = &decodeLoop{cam: c, dec: dec, needKey: true, stop: d.quit}
-	if c.DecoderGate != nil && (c.Decoder == DecoderCUDA || c.gateCPU) {
-		d.loop.gate = c.DecoderGate
+	d.loop = &decodeLoop{cam: c, dec: dec, codec: track.codec, needKey: true, stop: d.quit}
+	if gpuErr != nil {
+		d.loop.onCPU(dec, gpuErr)
+	} else {
+		d.loop.useConfigured(dec)
 	}
 	if params := track.params(); len(params) > 0 {
 		_ = dec.decode(appendAnnexB(nil, params), noPTS, nil) // bad parameter sets show up on the first frames
@@ -177,6 +180,9 @@ func (d *decoding) stop() (onlineAt time.Time) {
 	close(d.quit)
 	d.wg.Wait()
 	d.loop.dec.close()
+	if d.loop.spare != nil {
+		d.loop.spare.close()
+	}
 	return d.loop.onlineAt
 }
 
@@ -288,6 +294,7 @@ func (r *receiver) recycle(au accessUnit) {
 type decodeLoop struct {
 	cam      *Camera
 	dec      *decoder
+	codec    string // the track's, for the decoders the loop opens in place of dec (fallback.go)
 	needKey  bool // skip access units until the next random-access one
 	at       time.Time
 	lb       geom.Letterbox // geometry of the last frame
@@ -304,6 +311,15 @@ type decodeLoop struct {
 	opened  bool
 	entered bool
 	stop    <-chan struct{}
+	// The GPU decoder's fallback (fallback.go): fallible says that dec is the GPU's and may
+	// be replaced by the CPU's, openFails counts its failed opens in a row, fellBack says
+	// fellBack that the loop decodes on the CPU in its place and retryAt when it tries the GPU again;
+	// spare is the CPU decoder kept while a retry's GPU decoder opens.
+	fallible  bool
+	openFails int
+	fellBack  bool
+	retryAt   time.Time
+	spare     *decoder
 }
 
 // frameGaps estimates a stream's frame interval from its access units' capture times: the
@@ -362,8 +378,9 @@ func (l *decodeLoop) decode(au accessUnit) (ended bool, err error) {
 	}
 	t1 := time.Now()
 	if opening && l.cam.openErr != nil {
-		err = l.cam.openErr
-	} else {
+		err = l.cam.openErr()
+	}
+	if err == nil {
 		err = l.dec.decode(au.data, au.at.UnixNano(), l.onFrame)
 	}
 	l.gate.called()
@@ -406,11 +423,21 @@ func (l *decodeLoop) handle(au accessUnit) {
 	}
 	l.at = au.at
 	l.gaps.observe(au.at)
+	if au.key {
+		l.retryGPU(time.Now())
+	}
 	skip := au.nonRef && l.cam.skippableNow(time.Now(), l.gaps.gap)
 	l.dec.skipNonRef(skip)
+	opening := !l.opened
 	ended, err := l.decode(au)
+	if !ended && err != nil && opening && l.fallBack(err) {
+		ended, err = l.decode(au) // the same keyframe, on the CPU
+	}
 	if ended {
 		return
+	}
+	if err == nil {
+		l.decoded()
 	}
 	if err != nil {
 		l.needKey = true

@@ -117,6 +117,13 @@ type Status struct {
 	Stuck         uint64 // kind gstreamer: sessions whose capture process was killed, its open or read blocked past StallTimeout
 	// Decode is where the camera's decoding went (kind rtsp): sums since the camera started.
 	Decode DecodeTimes
+	// Decoder is the decoder of the camera's session (kind rtsp; "" before the first): Decoder
+	// as configured, or DecoderCPU when the GPU decoder would not open (DecoderFallback says
+	// why; "" on the configured one). DecoderFallbacks counts the times a session moved to
+	// the CPU; it tries the GPU again every few minutes.
+	Decoder          Decoder
+	DecoderFallback  string
+	DecoderFallbacks uint64
 }
 
 // DecodeTimes sums a camera's time in decoding, by step (Status.Decode), for kind rtsp: how
@@ -201,8 +208,9 @@ type Camera struct {
 
 	// tunables, overridden by tests
 	retryMin, retryMax, stableAfter, readTimeout time.Duration
-	gateCPU                                      bool  // DecoderGate gates decoder cpu too
-	openErr                                      error // set: every gated decoder open fails with it (tests: a GPU that opens no more decoders)
+	gateCPU                                      bool         // decoder cpu plays the GPU's: DecoderGate gates it, and it falls back to another CPU decoder
+	openErr                                      func() error // set: a gated decoder open fails with what it returns, when not nil (tests: a GPU that opens no more decoders)
+	gpuRetry                                     time.Duration
 
 	log      *slog.Logger
 	redactor redact.Redactor // hides the URL's password (or the pipeline's credentials) in logs, status and errors
@@ -213,23 +221,25 @@ type Camera struct {
 	bufWarn  rateLog         // frame buffers refused by the system
 
 	frames, delivered, dropped, reconnects atomic.Uint64
-	skipped                                atomic.Uint64          // access units not decoded (decode: keyframes)
-	resyncs                                atomic.Uint64          // waits for a keyframe after loss or damage
-	lastFrame                              atomic.Int64           // unix ns of the last decoded frame
-	unneeded                               atomic.Uint64          // frames not scaled (NeedFrom)
-	stuck                                  atomic.Uint64          // capture processes killed by the stall watchdog
-	needFrom                               atomic.Int64           // unix ns: see NeedFrom
-	analysedEvery                          atomic.Int64           // ns: see AnalysedEvery
-	gapMean                                atomic.Int64           // ns: mean time between the stream's frames
-	skippedNonRef                          atomic.Uint64          // non-reference frames not decoded (NeedFrom)
-	sinceFrame                             atomic.Int64           // frames not decoded since the last decoded one
-	sessions                               atomic.Uint64          // RTSP sessions started (Packet.Session)
-	inGate                                 atomic.Bool            // waiting for a DecoderGate slot: the stall watchdog holds off
-	readyAt                                atomic.Int64           // unix ns a DecoderGate slot was last taken: the watchdog counts from here
-	gateWaits                              atomic.Uint64          // times the camera found DecoderGate full and waited
-	decodeErr                              atomic.Pointer[string] // the session's last decode error: a stall names it
-	decCalls, decScaled                    atomic.Uint64          // Status.Decode's counts
-	decWait, decBusy, decCopy, decScale    atomic.Int64           // Status.Decode's times, ns
+	skipped                                atomic.Uint64              // access units not decoded (decode: keyframes)
+	resyncs                                atomic.Uint64              // waits for a keyframe after loss or damage
+	lastFrame                              atomic.Int64               // unix ns of the last decoded frame
+	unneeded                               atomic.Uint64              // frames not scaled (NeedFrom)
+	stuck                                  atomic.Uint64              // capture processes killed by the stall watchdog
+	needFrom                               atomic.Int64               // unix ns: see NeedFrom
+	analysedEvery                          atomic.Int64               // ns: see AnalysedEvery
+	gapMean                                atomic.Int64               // ns: mean time between the stream's frames
+	skippedNonRef                          atomic.Uint64              // non-reference frames not decoded (NeedFrom)
+	sinceFrame                             atomic.Int64               // frames not decoded since the last decoded one
+	sessions                               atomic.Uint64              // RTSP sessions started (Packet.Session)
+	inGate                                 atomic.Bool                // waiting for a DecoderGate slot: the stall watchdog holds off
+	readyAt                                atomic.Int64               // unix ns a DecoderGate slot was last taken: the watchdog counts from here
+	gateWaits                              atomic.Uint64              // times the camera found DecoderGate full and waited
+	decodeErr                              atomic.Pointer[string]     // the session's last decode error: a stall names it
+	decCalls, decScaled                    atomic.Uint64              // Status.Decode's counts
+	decWait, decBusy, decCopy, decScale    atomic.Int64               // Status.Decode's times, ns
+	decoderUse                             atomic.Pointer[decoderUse] // the session's decoder, and why it is not Decoder (fallback.go)
+	fallbacks                              atomic.Uint64              // sessions moved from the GPU decoder to the CPU's
 
 	mu        sync.Mutex
 	started   bool
@@ -349,6 +359,10 @@ func (c *Camera) Status() Status {
 		Calls: c.decCalls.Load(), Wait: time.Duration(c.decWait.Load()), Busy: time.Duration(c.decBusy.Load()),
 		Scaled: c.decScaled.Load(), Copy: time.Duration(c.decCopy.Load()), Scale: time.Duration(c.decScale.Load()),
 	}
+	if u := c.decoderUse.Load(); u != nil {
+		st.Decoder, st.DecoderFallback = u.decoder, u.why
+	}
+	st.DecoderFallbacks = c.fallbacks.Load()
 	return st
 }
 
