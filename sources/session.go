@@ -295,7 +295,7 @@ type decodeLoop struct {
 	cam      *Camera
 	dec      *decoder
 	codec    string // the track's, for the decoders the loop opens in place of dec (fallback.go)
-	needKey  bool // skip access units until the next random-access one
+	needKey  bool   // skip access units until the next random-access one
 	at       time.Time
 	lb       geom.Letterbox // geometry of the last frame
 	onlineAt time.Time
