@@ -502,7 +502,12 @@ type camStatus struct {
 	} `json:"frames_dropped"`
 	Reconnects uint64  `json:"reconnects"`
 	FrameAgeMS float64 `json:"frame_age_ms"`
-	Decode     struct {
+	// Decoder is the camera's session's decoder; DecoderFallback says why it is the CPU's in
+	// place of the GPU's ("" when it is not), DecoderFallbacks how often that happened.
+	Decoder          string `json:"decoder"`
+	DecoderFallback  string `json:"decoder_fallback"`
+	DecoderFallbacks uint64 `json:"decoder_fallbacks"`
+	Decode           struct {
 		Calls  uint64  `json:"calls"`
 		Wait   float64 `json:"wait_s"`
 		Busy   float64 `json:"busy_s"`

@@ -28,6 +28,11 @@ type measureResult struct {
 	DaemonGPUMiB   float64     `json:"daemon_gpu_mib"` // the daemon's own (NVDEC decoding), nvidia-smi; 0 without
 	WorkerProvider string      `json:"worker_provider"`
 	Load           loadAvg     `json:"load"`
+	// Decoders counts the cameras by the decoder of their session at the window's end
+	// ("cuda", "cpu", and "cpu-fallback" for cuda cameras decoding on the CPU in place of a
+	// GPU decoder that did not open); Fallbacks sums their sessions moved to the CPU.
+	Decoders  map[string]int `json:"decoders,omitempty"`
+	Fallbacks uint64         `json:"decoder_fallbacks"`
 }
 
 // measureCmd runs the daemon on N cameras and measures one window: analysed frames per second
@@ -87,9 +92,20 @@ func measureCmd(args []string) error {
 	}
 	res.DaemonGPUMiB = gpuMemByPID()[d.cmd.Process.Pid]
 	res.Load = readLoad()
-	logf("measure: %d cameras: %.1f frames/s (%.1f detections/s), Jain %.3f, p50 %.0f p99 %.0f ms, decoded %.2f/s slowest (%.2f mean), %d source drops, decode: %v, %.1f ms CPU per frame, %.2f cores",
+	if cs, err := d.cameras(); err == nil {
+		res.Decoders = map[string]int{}
+		for _, c := range cs {
+			kind := c.Decoder
+			if c.DecoderFallback != "" {
+				kind += "-fallback"
+			}
+			res.Decoders[kind]++
+			res.Fallbacks += c.DecoderFallbacks
+		}
+	}
+	logf("measure: %d cameras: %.1f frames/s (%.1f detections/s), Jain %.3f, p50 %.0f p99 %.0f ms, decoded %.2f/s slowest (%.2f mean), %d source drops, decode: %v, %.1f ms CPU per frame, %.2f cores, decoders %v (%d fallbacks)",
 		*n, res.Window.EventsPerSec, res.Window.DetsPerSec, res.Window.Jain, res.Window.TotalP50, res.Window.TotalP99, res.Window.DecodedMin, res.Window.DecodedMean,
-		res.Window.SourceDrops, res.Window.Decode, res.CPUPerFrameMS, res.CoresBusy)
+		res.Window.SourceDrops, res.Window.Decode, res.CPUPerFrameMS, res.CoresBusy, res.Decoders, res.Fallbacks)
 	return writeJSON(*out, res)
 }
 

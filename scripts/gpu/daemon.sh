@@ -23,6 +23,12 @@
 #            inference on the same GPU), then the bench with only the CPU loaded by as many
 #            busy loops as the daemon took cores (nvdec-alone.txt, nvdec-beside-daemon.txt,
 #            nvdec-beside-cpu.txt, measure-contend-*.json; ~5 min)
+#   fallback visiond-bench measure at $FALLBACK_CAMERAS (300) cameras of decoder cuda, past the
+#            driver's NVDEC decoders a process (285): the cameras whose GPU decoder does not
+#            open decode on the CPU (issue 39, item 6); FP16 + uint8 prelude, CUDA graph (~4 min)
+#   memory   visiond-bench memory at $MEMORY_CAMERAS (50,250) cameras, decoder $DECODER, FP16 +
+#            uint8 prelude, CUDA graph: the daemon's host memory by owner, a fresh daemon a
+#            count (issue 39, item 1; ~6 min)
 #   soak     visiond-bench soak: $CAMERAS cameras, $SOAK_CHURN added and removed by a config edit
 #            every $SOAK_EDIT, for $SOAK (5m), with $SCALE_CUDA and $SCALE_MODEL; the daemon's and
 #            the workers' GPU memory over time (soak-*.json, .csv, .png)
@@ -123,6 +129,26 @@ for part in "$@"; do
     nvdec nvdec-beside-cpu.txt
     kill "${pids[@]}"
     echo "contend: $n busy loops"
+    ;;
+  fallback)
+    cd "$root"
+    n=${FALLBACK_CAMERAS:-300}
+    rm -rf /tmp/fallback && mkdir -p /tmp/fallback
+    "$bin/visiond-bench" measure "${daemon[@]}" -decoder cuda -dir /tmp/fallback -cameras "$n" -duration 60s -warmup 30s \
+      -model "$w/third_party/y8-fp16-u8.onnx" -cuda "$graph" -o "$OUT/measure-fallback-c$n.json" 2>"$OUT/measure-fallback-c$n.log"
+    echo "fallback: rc=$? $(tail -c 700 "$OUT/measure-fallback-c$n.log" | tr '\n' ' ')"
+    log=/tmp/fallback/daemon.log
+    echo "fallback: daemon log: $(grep -c 'decoding on the CPU' $log) 'decoding on the CPU', $(grep -c 'GPU decoder opened' $log) 'GPU decoder opened', $(grep -c 'stalled' $log) 'stalled'"
+    grep -m3 'decoding on the CPU' $log
+    xz -9 <$log >"$OUT/daemon-fallback-c$n.log.xz"
+    ;;
+  memory)
+    cd "$root"
+    "$bin/visiond-bench" memory "${daemon[@]}" -cameras "${MEMORY_CAMERAS:-50,250}" -warmup 30s -window 60s \
+      -model "$w/third_party/y8-fp16-u8.onnx" -cuda "$graph" \
+      -label "visiond run on the GPU machine, decoder $DECODER, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph" \
+      -o "$OUT/memory-gpu.json" 2>"$OUT/memory-gpu.log"
+    echo "memory: rc=$? $(tail -c 700 "$OUT/memory-gpu.log" | tr '\n' ' ')"
     ;;
   soak)
     cd "$root"
