@@ -46,9 +46,15 @@ type daemonFlags struct {
 	CUDA     string  `json:"cuda,omitempty"`        // the pool's cuda options, a YAML flow mapping ("": not written)
 	// Analytics gives every camera one zone (the lower half, person) and one line (vertical,
 	// the middle, person and car), as users run it (docs/config.md "Analytics").
-	Analytics bool   `json:"analytics"`
-	JetStream bool   `json:"jetstream"` // nats.jetstream, written either way
-	Dir       string `json:"-"`
+	Analytics bool `json:"analytics"`
+	JetStream bool `json:"jetstream"` // nats.jetstream, written either way
+	// Leaf is nats.leaf.url, the embedded server's link to a hub ("": none); ClipStoreMiB
+	// clip_store.max_bytes_mib (0: not written). The soak sets them.
+	Leaf         string `json:"leaf,omitempty"`
+	ClipStoreMiB int    `json:"clip_store_mib,omitempty"`
+	Dir          string `json:"-"`
+	// zoneTop is the top edge of the cameras' zone (0: 0.5); the soak moves it.
+	zoneTop float64
 }
 
 func (f *daemonFlags) register(fs *flag.FlagSet) {
@@ -344,7 +350,14 @@ func (d *daemon) writeConfig(ids []string) error {
 	f := d.f
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by visiond-bench\nsite: %s\nlog_level: warn\nstate_dir: %q\n", site, filepath.Join(d.dir, "state"))
-	fmt.Fprintf(&b, "http: {listen: %q}\nnats: {listen: %q, jetstream: %t}\n", d.httpAddr, d.natsAddr, f.JetStream)
+	leaf := ""
+	if f.Leaf != "" {
+		leaf = fmt.Sprintf(", leaf: {url: %q}", f.Leaf)
+	}
+	fmt.Fprintf(&b, "http: {listen: %q}\nnats: {listen: %q, jetstream: %t%s}\n", d.httpAddr, d.natsAddr, f.JetStream, leaf)
+	if f.ClipStoreMiB > 0 {
+		fmt.Fprintf(&b, "clip_store: {max_bytes_mib: %d}\n", f.ClipStoreMiB)
+	}
 	fmt.Fprintf(&b, "workers: {model: %q, library: %q, pools: [{%s}]}\n", abs(f.Model), abs(f.Library), f.pool())
 	defaults := "" // camera_defaults' fields besides fps: only those set, so the daemon's defaults apply
 	if f.Decoder != "" {
@@ -378,7 +391,11 @@ func (f daemonFlags) analytics() string {
 	if !f.Analytics {
 		return ""
 	}
-	return ", zones: [{id: lower-half, polygon: [[0, 0.5], [1, 0.5], [1, 1], [0, 1]], classes: [person]}]" +
+	top := f.zoneTop
+	if top == 0 {
+		top = 0.5
+	}
+	return fmt.Sprintf(", zones: [{id: lower-half, polygon: [[0, %g], [1, %g], [1, 1], [0, 1]], classes: [person]}]", top, top) +
 		", lines: [{id: middle, points: [[0.5, 0], [0.5, 1]], classes: [person, car]}]"
 }
 
@@ -681,8 +698,8 @@ func (d *daemon) waitCameras(ids []string, timeout time.Duration) error {
 // openFiles is "; N open files of a limit of M" for process pid, or "" where /proc does
 // not say (a daemon short of descriptors fails to open cameras).
 func openFiles(pid int) string {
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
+	fds, ok := fdCount(pid)
+	if !ok {
 		return ""
 	}
 	limit := "?"
@@ -693,7 +710,7 @@ func openFiles(pid int) string {
 			}
 		}
 	}
-	return fmt.Sprintf("; %d open files of a limit of %s", len(fds), limit)
+	return fmt.Sprintf("; %d open files of a limit of %s", fds, limit)
 }
 
 // notOnline says what the cameras not online are doing: how many in each state, and their

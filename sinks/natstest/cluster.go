@@ -445,18 +445,25 @@ func sourceStream(tb testing.TB, js jetstream.JetStream, name, boxDomain, boxStr
 	var s jetstream.Stream
 	Retry(tb, time.Minute, "create stream "+name, func(ctx context.Context) error {
 		var err error
-		s, err = js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:     name,
-			Storage:  jetstream.FileStorage,
-			Replicas: replicas,
-			Sources: []*jetstream.StreamSource{{
-				Name:     boxStream,
-				External: &jetstream.ExternalStream{APIPrefix: "$JS." + boxDomain + ".API"},
-			}},
-		})
+		cfg := SourceConfig(name, boxDomain, boxStream)
+		cfg.Replicas = replicas
+		s, err = js.CreateStream(ctx, cfg)
 		return err
 	})
 	return s
+}
+
+// SourceConfig is the config of hub stream name sourcing stream boxStream of the box in
+// JetStream domain boxDomain: how a hub collects every box's events.
+func SourceConfig(name, boxDomain, boxStream string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:    name,
+		Storage: jetstream.FileStorage,
+		Sources: []*jetstream.StreamSource{{
+			Name:     boxStream,
+			External: &jetstream.ExternalStream{APIPrefix: "$JS." + boxDomain + ".API"},
+		}},
+	}
 }
 
 // Retry calls f, with a context of 10 s, until it returns nil; it fails the test with f's

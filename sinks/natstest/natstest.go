@@ -22,8 +22,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/visiond/visiond/internal/testutil"
 )
 
 // Hub is a NATS server with JetStream in domain "hub" that accepts leaf node links.
@@ -35,7 +33,21 @@ type Hub struct {
 // StartHub starts a hub storing under dir; the test's cleanup shuts it down.
 func StartHub(tb testing.TB, dir string) *Hub {
 	tb.Helper()
-	leafAddr := testutil.FreeAddr(tb) // nats-server does not tell a random leaf node port
+	h, err := NewHub(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(h.Close)
+	return h
+}
+
+// NewHub starts a hub storing under dir, for a program rather than a test (visiond-bench's
+// soak); Close shuts it down.
+func NewHub(dir string) (*Hub, error) {
+	leafAddr, err := freeAddr() // nats-server does not tell a random leaf node port
+	if err != nil {
+		return nil, err
+	}
 	_, port, _ := net.SplitHostPort(leafAddr)
 	leafPort, _ := strconv.Atoi(port)
 	ns, err := server.NewServer(&server.Options{
@@ -50,14 +62,28 @@ func StartHub(tb testing.TB, dir string) *Hub {
 		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort, NoAdvertise: true},
 	})
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	ns.Start()
-	tb.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	h := &Hub{Server: ns, LeafURL: "nats-leaf://" + leafAddr}
 	if !ns.ReadyForConnections(time.Minute) {
-		tb.Fatal("hub not ready")
+		h.Close()
+		return nil, fmt.Errorf("hub not ready in a minute")
 	}
-	return &Hub{Server: ns, LeafURL: "nats-leaf://" + leafAddr}
+	return h, nil
+}
+
+// Close shuts the hub down and waits for it.
+func (h *Hub) Close() { h.Shutdown(); h.WaitForShutdown() }
+
+// freeAddr returns a loopback address that nothing listened on a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // Connect connects a JetStream client to the hub; the test's cleanup closes it.
@@ -86,15 +112,25 @@ type Proxy struct {
 // StartProxy starts a proxy to target (host:port); the test's cleanup stops it.
 func StartProxy(tb testing.TB, target string) *Proxy {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := NewProxy(target)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Close)
+	return p
+}
+
+// NewProxy starts a proxy to target (host:port), for a program rather than a test; Close
+// stops it.
+func NewProxy(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
-	tb.Cleanup(p.Close)
-	return p
+	return p, nil
 }
 
 func (p *Proxy) accept() {
