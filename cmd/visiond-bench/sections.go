@@ -473,6 +473,7 @@ func (r *report) soakSection() error {
 			r.p("A reload was rejected: %s", oneLine(k.RejectedErr))
 			r.p("")
 		}
+		r.soakChurn(k)
 		if ru.soakPNG != "" {
 			name := "BENCHMARKS-soak.png"
 			if ru.tag == "gpu" {
@@ -547,4 +548,42 @@ func (r *report) commandsSection() {
 		r.p("```")
 		r.p("")
 	}
+}
+
+// soakChurn says what else the soak did (zone edits, cuts of the link to the hub, the clip
+// store's size) and gives the trends after the warm-up, in percent of the mean an hour, with
+// the samples' last goroutines, open files and state directory.
+func (r *report) soakChurn(k *soakResult) {
+	zones := 0
+	for _, e := range k.Edits {
+		if e.ZoneTop != 0 {
+			zones++
+		}
+	}
+	var parts []string
+	if zones > 0 {
+		parts = append(parts, fmt.Sprintf("%d edits also moved every camera's zone", zones))
+	}
+	if k.Daemon.Clips != "" {
+		store := "the default clip store"
+		if k.Daemon.ClipStoreMiB > 0 {
+			store = fmt.Sprintf("a clip store of %d MiB", k.Daemon.ClipStoreMiB)
+		}
+		parts = append(parts, fmt.Sprintf("clips on (`%s`) into %s", k.Daemon.Clips, store))
+	}
+	if len(k.Cuts) > 0 {
+		parts = append(parts, fmt.Sprintf("the link to a hub cut %d times for %s (the hub's stream held %d events at the end)", len(k.Cuts), dur(k.Cuts[0].Seconds), k.HubEvents))
+	}
+	if len(parts) > 0 {
+		r.p("Besides the cameras: %s.", strings.Join(parts, "; "))
+		r.p("")
+	}
+	if len(k.Slopes) == 0 || len(k.Samples) == 0 {
+		return
+	}
+	z := k.Samples[len(k.Samples)-1]
+	r.p("Trends after the first %s (least squares over every sample, in %% of the mean an hour; the aim is at most 1): total RSS (daemon and workers) **%s**, daemon RSS %s, Go heap %s, goroutines %s, open files %s. At the end: %.0f goroutines, %d open files, %.0f MiB in the state directory.",
+		dur(k.SlopeFromS), f2(k.Slopes["total_rss"]), f2(k.Slopes["daemon_rss"]), f2(k.Slopes["daemon_heap"]), f2(k.Slopes["goroutines"]), f2(k.Slopes["open_files"]),
+		z.Goroutines, z.OpenFiles, z.DiskMiB)
+	r.p("")
 }

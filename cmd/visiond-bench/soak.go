@@ -333,24 +333,15 @@ func soakSlopes(samples []soakSample, from float64) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for name, get := range series {
-		var n, st, sv, stt, stv float64
+		var hours, v []float64
 		for _, s := range samples {
-			if s.T < from {
-				continue
+			if s.T >= from {
+				hours, v = append(hours, s.T/3600), append(v, get(s))
 			}
-			v := get(s)
-			n++
-			st += s.T
-			sv += v
-			stt += s.T * s.T
-			stv += s.T * v
 		}
-		den := n*stt - st*st
-		if n < 3 || den == 0 || sv == 0 {
-			continue
+		if m := mean(v); len(v) >= 3 && m != 0 {
+			out[name] = math.Round(slope(hours, v)/m*100*100) / 100
 		}
-		slope := (n*stv - st*sv) / den // per second
-		out[name] = math.Round(slope*3600/(sv/n)*100*100) / 100
 	}
 	return out
 }

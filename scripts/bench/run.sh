@@ -14,7 +14,8 @@
 #                       build/models/yolov8n-int8.onnx, SCALE_START=1, PYTHON=python3, PEER_ARGS
 #   SCALE_WINDOW=20s    measurement window per scale step
 #   CROWD_SEEDS=100-129 the held-out crowd scenes the crowd part scores (pipeline/crowd_test.go)
-#   OVERLOAD=10m        overload duration;  SOAK=30m soak duration, SOAK_EDIT=1m between config edits
+#   OVERLOAD=10m        overload duration;  SOAK=30m soak duration (2h for issue 39's figure),
+#                       SOAK_EDIT=1m between config edits, SOAK_CAMERAS=8
 #   MEMORY_CAMERAS=1,16 the memory part's camera counts (576p at 5 fps, 720p at 10 fps: a daemon run each)
 #   clips (not by default: about 11 minutes with these): the daemon with event clips off and on,
 #   CLIPS_ROUNDS pairs of rounds, each CLIPS_WARMUP then CLIPS_WINDOW on CLIPS_CAMERAS cameras
@@ -28,7 +29,7 @@ cpu_workers=$(nproc) # the pipeline bench: one one-thread worker per CPU, agains
 PIPE_SECONDS=${PIPE_SECONDS:-20} PIPE_CAMERAS=${PIPE_CAMERAS:-4} PIPE_WORKERS=${PIPE_WORKERS:-$cpu_workers}
 WORKERS=${WORKERS:-auto} THREADS=${THREADS:-auto}
 INT8_MODEL=${INT8_MODEL:-build/models/yolov8n-int8.onnx} SCALE_START=${SCALE_START:-1} PYTHON=${PYTHON:-python3} PEER_ARGS=${PEER_ARGS:-}
-SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SOAK_EDIT=${SOAK_EDIT:-1m}
+SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SOAK_EDIT=${SOAK_EDIT:-1m} SOAK_CAMERAS=${SOAK_CAMERAS:-8}
 CROWD_SEEDS=${CROWD_SEEDS:-100-129}
 CLIPS_CAMERAS=${CLIPS_CAMERAS:-4} CLIPS_ROUNDS=${CLIPS_ROUNDS:-2} CLIPS_WARMUP=${CLIPS_WARMUP:-30s} CLIPS_WINDOW=${CLIPS_WINDOW:-120s}
 MEMORY_CAMERAS=${MEMORY_CAMERAS:-1,16}
@@ -40,7 +41,7 @@ set -e
 mkdir -p "$OUT"
 cmds=$OUT/commands.txt
 : >"$cmds"
-for k in BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT MEMORY_CAMERAS CROWD_SEEDS PARTS INT8_MODEL SCALE_START CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW; do
+for k in BENCH_TIME PIPE_SECONDS PIPE_CAMERAS PIPE_WORKERS WORKERS THREADS SCALE_WINDOW OVERLOAD SOAK SOAK_EDIT SOAK_CAMERAS MEMORY_CAMERAS CROWD_SEEDS PARTS INT8_MODEL SCALE_START CLIPS_CAMERAS CLIPS_ROUNDS CLIPS_WARMUP CLIPS_WINDOW; do
   echo "# knob $k=${!k}" >>"$cmds"
 done
 
@@ -101,7 +102,10 @@ if has overload; then
 fi
 if has soak; then
   rm -f "$OUT"/soak.*
-  step soak "bin/visiond-bench soak $daemon -fps 5 -scale $OUT/scale.json -duration $SOAK -edit-every $SOAK_EDIT -sample-every 10s -csv $OUT/soak.csv -png $OUT/soak.png -o $OUT/soak.json"
+  # Issue 39's soak: SOAK_CAMERAS cameras with clips on, at every edit a camera added or removed and every
+  # zone moved, the link to a hub (in the bench's process) cut for 30 s every 5 minutes, the clip store
+  # small enough to fill and evict.
+  step soak "bin/visiond-bench soak $daemon -fps 5 -cameras $SOAK_CAMERAS -churn 1 -duration $SOAK -edit-every $SOAK_EDIT -sample-every 10s -analytics -zones -clips '{enabled: true, pre_capture: 3s, post_capture: 3s, max_length: 30s}' -clip-store-mib 64 -hub -cut-every 5m -cut-for 30s -csv $OUT/soak.csv -png $OUT/soak.png -o $OUT/soak.json"
 fi
 if has memory; then
   # The daemon's memory by owner and its workers', per camera (issue 39): the sample (576p) at 5 fps, and 720p cameras
