@@ -236,6 +236,11 @@ func TestClipOfOneObject(t *testing.T) {
 	if len(g.clips()) != 1 {
 		t.Errorf("%d clips, want 1", len(g.clips()))
 	}
+	// The buffer the recorder read the pre_capture into is counted (the daemon's clip_rings
+	// memory), and holds no more than that read needed: about 6 s of the 170 kB/s stream.
+	if st := g.rec.Stats(); st.ReadBuf <= 0 || st.ReadBuf > 2<<20 {
+		t.Errorf("the recorder's read buffer: %d bytes, want it counted, at most 2 MiB", st.ReadBuf)
+	}
 }
 
 // TestClipsShareAndSplit: objects whose clips overlap share one; one far later has its

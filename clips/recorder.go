@@ -175,7 +175,13 @@ type Recorder struct {
 
 	written, failed, bytes atomic.Uint64
 	readTo                 atomic.Uint64 // the ring's sequence number the goroutine has read to
+	bufHeld                atomic.Int64  // cap(buf): RecorderStats.ReadBuf
 }
+
+// readBufKeep is the most of a large read's buffer the recorder keeps past the read: a
+// clip's start reads its whole pre_capture (a ring's worth), the reads after it a unit or
+// two.
+const readBufKeep = 1 << 20
 
 // lateJoin is an object that joined a clip going on from prev, within prev's time.
 type lateJoin struct {
@@ -471,6 +477,10 @@ func (r *Recorder) drain(now time.Time) {
 	}
 	r.readTo.Store(r.cursor)
 	clear(r.units) // no buffers past the call
+	if cap(r.buf) > readBufKeep && len(r.buf) < cap(r.buf)/4 {
+		r.buf = nil // the pre_capture's buffer goes; the next clip's start makes its own
+	}
+	r.bufHeld.Store(int64(cap(r.buf)))
 	if len(r.units) > 0 {
 		r.progress = now
 	}
@@ -672,6 +682,7 @@ type RecorderStats struct {
 	Failed   uint64 // clips not started or not written (the spool or the MP4 could not be written)
 	Bytes    uint64 // of the clips written
 	Overflow uint64 // objects not followed: more than 1024 at once
+	ReadBuf  int    // bytes of the buffer the recorder reads the ring into (its pre_capture at a clip's start)
 	Ring     RingStats
 }
 
@@ -681,5 +692,5 @@ func (r *Recorder) Stats() RecorderStats {
 	overflow := r.overflow
 	r.mu.Unlock()
 	return RecorderStats{Written: r.written.Load(), Failed: r.failed.Load(), Bytes: r.bytes.Load(), Overflow: overflow,
-		Ring: r.Ring.Stats()}
+		ReadBuf: int(r.bufHeld.Load()), Ring: r.Ring.Stats()}
 }

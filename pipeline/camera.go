@@ -453,7 +453,7 @@ type ClipStatus struct {
 	Written     uint64  `json:"written"`      // clips finished and handed to the store
 	Failed      uint64  `json:"failed"`       // clips not started or not written (the spool or the MP4 could not be written)
 	Bytes       uint64  `json:"bytes"`        // of the clips written
-	RingBytes   int     `json:"ring_bytes"`   // memory its ring of encoded video holds (buffers, spares included)
+	RingBytes   int     `json:"ring_bytes"`   // memory its ring of encoded video holds (buffers, spares included) and its recorder's read buffer
 	RingSeconds float64 `json:"ring_seconds"` // the video the ring spans
 }
 
@@ -464,7 +464,7 @@ func (c *camera) clipStatus() *ClipStatus {
 		return nil
 	}
 	st := r.Stats()
-	return &ClipStatus{Written: st.Written, Failed: st.Failed, Bytes: st.Bytes, RingBytes: st.Ring.Held,
+	return &ClipStatus{Written: st.Written, Failed: st.Failed, Bytes: st.Bytes, RingBytes: st.Ring.Held + st.ReadBuf,
 		RingSeconds: st.Ring.Span.Seconds()}
 }
 

@@ -16,7 +16,8 @@ import (
 //     caches, RTSP sessions, access units on their way to the decoders;
 //   - FrameBuffers: the cameras' decoded, letterboxed frames (shared, outside the Go heap);
 //   - SnapshotBuffers: the frames kept for snapshots and evidence (outside the Go heap);
-//   - ClipRings: the cameras' rings of encoded video for their clips' pre_capture;
+//   - ClipRings: the cameras' rings of encoded video for their clips' pre_capture, and their
+//     recorders' read buffers;
 //   - CHeap: the rest of the anonymous memory: the C libraries' allocations (FFmpeg's
 //     decoders and their frame pools, above all, and OpenCV), threads' stacks;
 //   - Code: the executable's and shared libraries' pages (file-backed: shared with other
@@ -73,7 +74,8 @@ func (d *Daemon) Memory() MemoryStatus {
 	d.mu.RLock()
 	for _, c := range d.cams {
 		if r := c.recorder.Load(); r != nil {
-			m.ClipRings += int64(r.Stats().Ring.Held)
+			st := r.Stats()
+			m.ClipRings += int64(st.Ring.Held + st.ReadBuf)
 		}
 	}
 	d.mu.RUnlock()

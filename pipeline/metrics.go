@@ -86,7 +86,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		camClips:       desc("camera_clips_total", "Clips the camera's recorder finished and handed to the clip store.", cam...),
 		camClipsFailed: desc("camera_clips_failed_total", "Clips not started or not written: the spool or the MP4 could not be written.", cam...),
 		camClipBytes:   desc("camera_clip_bytes_total", "Bytes of the clips the camera's recorder wrote.", cam...),
-		camRingBytes:   desc("camera_clip_ring_bytes", "Memory the camera's ring of encoded video holds for its clips' pre_capture.", cam...),
+		camRingBytes:   desc("camera_clip_ring_bytes", "Memory the camera's ring of encoded video holds for its clips' pre_capture, with its recorder's read buffer.", cam...),
 		clipsStored:    desc("clips_stored_total", "Clips stored in the site's clip store."),
 		clipsLost: desc("clips_lost_total", "Clips not stored, by reason: queue_full (the store was slow or unreachable too long), "+
 			"refused (the store is full: the server refused it after the oldest were removed), invalid (a bad clip file).", "reason"),
