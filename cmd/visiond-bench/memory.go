@@ -111,8 +111,8 @@ func memoryCmd(args []string) error {
 		ns = append(ns, n)
 	}
 	w, h, err := videoSize(f.Video)
-	if err != nil {
-		return err
+	if err != nil { // the GPU machine has no ffprobe: the run goes on, its size unknown (0x0)
+		logf("memory: the video's size unknown: %v", err)
 	}
 	res := memResult{Command: os.Args, Daemon: f, Label: *label, Width: w, Height: h, WarmupS: warmup.Seconds(),
 		WindowS: dur.Seconds(), Load: readLoad(), Started: time.Now()}
