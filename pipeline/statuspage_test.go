@@ -44,14 +44,15 @@ const skipBrowserEnv = "VISIOND_SKIP_BROWSER_TEST"
 func TestStatusPage(t *testing.T) {
 	chromium := chromiumPath(t)
 	d, rtsp := startDaemon(t)
-	testutil.WaitFor(t, 2*time.Minute, "east and west online with an achieved fps", func() bool {
+	testutil.WaitFor(t, 2*time.Minute, "east and west online with an achieved fps, the worker's memory sampled", func() bool {
 		n := 0
 		for _, c := range d.Cameras() {
 			if (c.ID == "east" || c.ID == "west") && c.State == "online" && c.FPSAchieved > 0 && c.Analysed >= 3 {
 				n++
 			}
 		}
-		return n == 2
+		ws := d.Workers() // sampled every 5 s: the memory table's workers row shows it
+		return n == 2 && len(ws) == 1 && ws[0].RSSBytes > 0
 	})
 
 	// The new config: west removed, north added (the east stream, a second session).
