@@ -121,6 +121,14 @@ func (b *memoryBudget) observe(m MemoryStatus, now time.Time) bool {
 	return true
 }
 
+// applyBudget samples the processes' memory and applies the budget to it; without a budget
+// it samples nothing.
+func (d *Daemon) applyBudget(now time.Time) {
+	if d.budget.limit > 0 {
+		d.budget.observe(d.Memory(), now)
+	}
+}
+
 // close puts back the Go memory limit found at start (a daemon in a test's process, or
 // one started again, does not keep the last one's).
 func (b *memoryBudget) close() {

@@ -190,7 +190,7 @@ func (d *Daemon) Start() (err error) {
 		"model", filepath.Base(model.Path), "provider", model.Provider, "nats", redact.URL(d.NATSURL()),
 		"memory_budget", d.budget.describe())
 	d.logWarnings(cfg)
-	d.budget.observe(d.Memory(), time.Now()) // the Go limit from the start, not from the first summary
+	d.applyBudget(time.Now())                // the Go limit from the start, not from the first summary
 	d.heartbeat.Store(time.Now().UnixNano()) // healthy from the start: the first round comes within a slice
 	go d.run(ctx)
 	if d.ConfigPath != "" {
@@ -374,7 +374,7 @@ func (d *Daemon) run(ctx context.Context) {
 			d.logSummary()
 			d.frames.Trim() // the buffers put back last lie free too long when the cameras stop
 			d.snapBufs.Trim()
-			d.budget.observe(d.Memory(), now)
+			d.applyBudget(now)
 			continue
 		case now := <-healthC:
 			d.publishHealth(now)
