@@ -53,6 +53,8 @@ type daemonFlags struct {
 	Leaf         string `json:"leaf,omitempty"`
 	ClipStoreMiB int    `json:"clip_store_mib,omitempty"`
 	Dir          string `json:"-"`
+	// Pprof serves Go's profiles (http.pprof): memory -profiles sets it.
+	Pprof bool `json:"pprof,omitempty"`
 	// zoneTop is the top edge of the cameras' zone (0: 0.5); the soak moves it.
 	zoneTop float64
 }
@@ -354,7 +356,7 @@ func (d *daemon) writeConfig(ids []string) error {
 	if f.Leaf != "" {
 		leaf = fmt.Sprintf(", leaf: {url: %q}", f.Leaf)
 	}
-	fmt.Fprintf(&b, "http: {listen: %q}\nnats: {listen: %q, jetstream: %t%s}\n", d.httpAddr, d.natsAddr, f.JetStream, leaf)
+	fmt.Fprintf(&b, "http: {listen: %q, pprof: %t}\nnats: {listen: %q, jetstream: %t%s}\n", d.httpAddr, f.Pprof, d.natsAddr, f.JetStream, leaf)
 	if f.ClipStoreMiB > 0 {
 		fmt.Fprintf(&b, "clip_store: {max_bytes_mib: %d}\n", f.ClipStoreMiB)
 	}
@@ -558,6 +560,24 @@ func (d *daemon) getJSON(path string, v any) error {
 		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// save writes what the daemon serves at path to the file out.
+func (d *daemon) save(path, out string) error {
+	c := http.Client{Timeout: time.Minute}
+	resp, err := c.Get("http://" + d.httpAddr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, data, 0o644)
 }
 
 // metric returns the value of an unlabelled series of /metrics, or 0.

@@ -99,9 +99,11 @@ func memoryCmd(args []string) error {
 	warmup := fs.Duration("warmup", 30*time.Second, "wait after every camera is online")
 	dur := fs.Duration("window", 60*time.Second, "sampling window")
 	every := fs.Duration("sample-every", 5*time.Second, "between samples")
+	profiles := fs.String("profiles", "", "a `DIR` for the daemon's Go heap profile at the end of each window (heap-N.pb.gz, N cameras; go tool pprof reads them)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	f.Pprof = *profiles != ""
 	var ns []int
 	for _, s := range strings.Split(*counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -117,7 +119,7 @@ func memoryCmd(args []string) error {
 	res := memResult{Command: os.Args, Daemon: f, Label: *label, Width: w, Height: h, WarmupS: warmup.Seconds(),
 		WindowS: dur.Seconds(), Load: readLoad(), Started: time.Now()}
 	for _, n := range ns {
-		step, err := memoryStep(f, n, *warmup, *dur, *every)
+		step, err := memoryStep(f, n, *warmup, *dur, *every, *profiles)
 		if err != nil {
 			return fmt.Errorf("%d cameras: %w", n, err)
 		}
@@ -131,7 +133,7 @@ func memoryCmd(args []string) error {
 	return writeJSON(*out, res)
 }
 
-func memoryStep(f daemonFlags, n int, warmup, dur, every time.Duration) (memStep, error) {
+func memoryStep(f daemonFlags, n int, warmup, dur, every time.Duration, profiles string) (memStep, error) {
 	d, err := startDaemon(f, n)
 	if err != nil {
 		return memStep{}, err
@@ -155,6 +157,14 @@ func memoryStep(f daemonFlags, n int, warmup, dur, every time.Duration) (memStep
 	step.Window = d.closeWindow(o)
 	if err := d.alive(); err != nil {
 		return step, err
+	}
+	if profiles != "" {
+		if err := os.MkdirAll(profiles, 0o755); err != nil {
+			return step, err
+		}
+		if err := d.save("/debug/pprof/heap", filepath.Join(profiles, fmt.Sprintf("heap-%d.pb.gz", n))); err != nil {
+			return step, fmt.Errorf("heap profile: %w", err)
+		}
 	}
 	med := func(get func(memSample) float64) float64 {
 		var xs []float64

@@ -5,7 +5,7 @@
 # batch=1 lever on and off (items 3 and 4).
 #
 # Here (after scripts/setup.sh):
-#   scripts/gpu/daemon.sh pack   # .gpud: binaries; .gpue: models, media, this script
+#   scripts/gpu/daemon.sh pack   # .gpud: binaries (PACK_TESTS=1: sources.test too, for nvdec); .gpue: models, media, this script
 #   scripts/gpu/stage.sh bin/gpu/visiond bin/gpu/visiond-bench bin/gpu/sources.test   # .gpu1..N: libraries
 # There, one call per .gpuK (mkdir -p /tmp/gpustage && cp .gpuK/* /tmp/gpustage/), then
 #   source /tmp/gpustage/activate.sh && bash .gpue/daemon.sh PART ...
@@ -29,12 +29,13 @@
 #   memory   visiond-bench memory at $MEMORY_CAMERAS (50,250) cameras, decoder $DECODER, FP16 +
 #            uint8 prelude, CUDA graph: the daemon's host memory by owner, a fresh daemon a
 #            count (issue 39, item 1; ~6 min)
-#   soak     visiond-bench soak: $CAMERAS cameras, $SOAK_CHURN added and removed by a config edit
-#            every $SOAK_EDIT, for $SOAK (5m), with $SCALE_CUDA and $SCALE_MODEL; the daemon's and
-#            the workers' GPU memory over time (soak-*.json, .csv, .png)
+#   soak     visiond-bench soak, issue 39's churn: $CAMERAS cameras, clips on, $SOAK_CHURN (1) added
+#            or removed and every zone moved by a config edit every $SOAK_EDIT (1m), the hub link
+#            cut 30 s every 5 min, for $SOAK (8m: a call's 10 minutes), with $SCALE_CUDA and
+#            $SCALE_MODEL; every process's host and GPU memory over time (soak-*.json, .csv, .png)
 # Knobs: CAMERAS=150 SESSIONS=8 PHASES=1 DECODER=cuda WINDOW=30s WARMUP=20s LEVERS="host graph fp16u8-graph"
 # SCALE_START=150 SCALE_GROW=1.25 SCALE_BUDGET=8m30s SCALE_CUDA='{graph: true}' SCALE_MODEL=y8-fp16-u8.onnx SCALE_WINDOW=10s
-# SOAK=5m SOAK_EDIT=30s SOAK_CHURN=10.
+# SOAK=8m SOAK_EDIT=1m SOAK_CHURN=1 SOAK_WARMUP=60s.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = pack ]; then
@@ -46,7 +47,9 @@ if [ "${1:-}" = pack ]; then
   $GO build -tags customenv -ldflags='-s -w' -o $gb/visiond-bench ./cmd/visiond-bench || exit 1
   $GO test -c -tags customenv -ldflags='-s -w' -o $gb/sources.test ./sources || exit 1
   rm -rf .gpud .gpue && mkdir -p .gpud .gpue
-  cp $gb/visiond $gb/visiond-bench $gb/sources.test .gpud/
+  cp $gb/visiond $gb/visiond-bench .gpud/
+  # sources.test only for the nvdec part: with it .gpud and the tree pass a call's 64 MiB
+  [ -n "${PACK_TESTS:-}" ] && cp $gb/sources.test .gpud/
   cp third_party/yolov8n.onnx third_party/media/vtest.h264.ts scripts/gpu/daemon.sh .gpue/
   export ONNXRUNTIME_SHARED_LIBRARY_PATH=$PWD/third_party/libonnxruntime.so.1
   $gb/visiond model fp16 -model third_party/yolov8n.onnx -out /tmp/y8-fp16.onnx >/dev/null || exit 1
@@ -147,15 +150,20 @@ for part in "$@"; do
     "$bin/visiond-bench" memory "${daemon[@]}" -cameras "${MEMORY_CAMERAS:-50,250}" -warmup 30s -window 60s \
       -model "$w/third_party/y8-fp16-u8.onnx" -cuda "$graph" \
       -label "visiond run on the GPU machine, decoder $DECODER, 1 CUDA worker of $SESSIONS sessions, FP16 + uint8 prelude, CUDA graph" \
-      -o "$OUT/memory-gpu.json" 2>"$OUT/memory-gpu.log"
+      -profiles "$OUT/profiles" -o "$OUT/memory-gpu.json" 2>"$OUT/memory-gpu.log"
     echo "memory: rc=$? $(tail -c 700 "$OUT/memory-gpu.log" | tr '\n' ' ')"
     ;;
   soak)
+    # Issue 39's churn, as `make bench`'s soak: clips on, every $SOAK_EDIT one camera added or
+    # removed and every zone moved, the hub link (a hub in visiond-bench's process) cut 30 s
+    # every 5 minutes, a 64 MiB clip store.
     cd "$root"
     "$bin/visiond-bench" soak "${daemon[@]}" \
-      -model "$w/third_party/${SCALE_MODEL:-y8-fp16-u8.onnx}" -cuda "$SCALE_CUDA" -cameras "$CAMERAS" -churn "${SOAK_CHURN:-10}" \
-      -duration "${SOAK:-5m}" -edit-every "${SOAK_EDIT:-30s}" -sample-every 10s -warmup 20s \
-      -title "visiond run, $CAMERAS cameras (decoder $DECODER), ${SOAK_CHURN:-10} added and removed every ${SOAK_EDIT:-30s}" \
+      -model "$w/third_party/${SCALE_MODEL:-y8-fp16-u8.onnx}" -cuda "$SCALE_CUDA" -cameras "$CAMERAS" -churn "${SOAK_CHURN:-1}" \
+      -duration "${SOAK:-8m}" -edit-every "${SOAK_EDIT:-1m}" -sample-every 10s -warmup "${SOAK_WARMUP:-60s}" \
+      -analytics -zones -clips '{enabled: true, pre_capture: 3s, post_capture: 3s, max_length: 30s}' -clip-store-mib 64 \
+      -hub -cut-every 5m -cut-for 30s \
+      -title "visiond run on the GPU machine, $CAMERAS cameras (decoder $DECODER), every ${SOAK_EDIT:-1m} ${SOAK_CHURN:-1} added or removed and the zones moved, the hub link cut 30 s every 5 min, clips on" \
       -o "$OUT/soak-c$CAMERAS.json" -csv "$OUT/soak-c$CAMERAS.csv" -png "$OUT/soak-c$CAMERAS.png" 2>"$OUT/soak.log"
     echo "soak: rc=$? $(tail -c 600 "$OUT/soak.log" | tr '\n' ' ')"
     ;;
