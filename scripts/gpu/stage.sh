@@ -12,7 +12,8 @@
 # xz-packed and split by pack-parts.sh into folders of at most 55 MB, with activate.sh in
 # .gpu1. The binaries themselves are not packed: carry them (scripts/gpu/README.md).
 # The first run fetches about 300 MB with `npm pack` (scripts/setup.sh installs npm) and
-# compresses for 2-3 minutes; later runs reuse $GPU_STAGE_CACHE (~/.cache/gpu-stage).
+# compresses for 2-3 minutes; later runs reuse $GPU_STAGE_CACHE (~/.cache/gpu-stage): the
+# downloads, and the packed libraries while they are the same.
 set -euo pipefail
 
 ORT_VERSION=1.29.0
@@ -57,7 +58,11 @@ for bin in "$@"; do
     while read -r lib; do cp -Ln "$lib" "$stage/lib/" 2>/dev/null || true; done
 done
 
-n=$(cd "$stage" && "$here/pack-parts.sh" "$root/.gpu" lib)
+# The libraries change only with the system's packages or ONNX Runtime: their packed archive is
+# kept in the cache under their checksums, so a later stage of new binaries skips the 2-3
+# minutes of compression (20 and more on a busy 2-core box).
+key=$(cd "$stage" && find lib -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+n=$(cd "$stage" && PACK_CACHE="$cache/lib-$key.tar.xz" "$here/pack-parts.sh" "$root/.gpu" lib)
 cat >"$root/.gpu1/activate.sh" <<ACT
 # source /tmp/gpustage/activate.sh on the GPU machine, after the $n staging calls.
 d=/tmp/gpustage
