@@ -1,0 +1,74 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/visiond/visiond/internal/testutil"
+)
+
+// TestLiveView watches a camera over the live WebSocket as the page does: the first message
+// is an init segment, the next a keyframe's fragment, and 30 frames of them make a
+// fragmented MP4 that ffprobe reads as the camera's 768x576 H.264. The camera's muxer exists
+// only while it is watched; a camera that does not exist is a 404.
+func TestLiveView(t *testing.T) {
+	d := startTestDaemon(t, strings.Replace(lifeConfig(t, sampleCameras(t, 1)), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	base := "ws://" + d.HTTPAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, resp, err := websocket.Dial(ctx, base+"/api/cameras/nosuch/live", nil); err == nil || resp == nil || resp.StatusCode != 404 {
+		t.Fatalf("a camera that does not exist: %v, want a 404", err)
+	}
+	conn, _, err := websocket.Dial(ctx, base+"/api/cameras/cam0/live", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadLimit(16 << 20)
+	c := d.camera("cam0")
+	var data []byte
+	for i := 0; i < 31; i++ {
+		typ, msg, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if typ != websocket.MessageBinary {
+			t.Fatalf("message %d: type %v, want binary", i, typ)
+		}
+		switch {
+		case i == 0 && !bytes.Equal(msg[4:8], []byte("ftyp")):
+			t.Fatalf("the first message starts with %q, want an init segment (ftyp)", msg[4:8])
+		case i > 0 && !bytes.Equal(msg[4:8], []byte("moof")):
+			t.Fatalf("message %d starts with %q, want a fragment (moof)", i, msg[4:8])
+		}
+		data = append(data, msg...)
+	}
+	if n, sent := c.liveStats(); n != 1 || sent < uint64(len(data)) {
+		t.Errorf("while watched: %d viewers, %d bytes sent; want 1 and at least the %d read", n, sent, len(data))
+	}
+	m := scrape(t, "http://"+d.HTTPAddr().String()+"/metrics")
+	if v := m.get(`visiond_camera_live_viewers{camera="cam0"}`); v != 1 {
+		t.Errorf("visiond_camera_live_viewers %v while watched, want 1", v)
+	}
+	if v := m.get(`visiond_camera_live_bytes_total{camera="cam0"}`); v < float64(len(data)) {
+		t.Errorf("visiond_camera_live_bytes_total %v, want at least the %d bytes read", v, len(data))
+	}
+	file := filepath.Join(t.TempDir(), "live.mp4")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := testutil.ProbeVideo(t, file); p.Codec != "h264" || p.Width != 768 || p.Height != 576 || !p.FirstKey || p.Frames != 30 || p.Errors != "" {
+		t.Errorf("ffprobe of the live view: %+v, want H.264 768x576 from a keyframe, 30 frames, no errors", p)
+	}
+	conn.Close(websocket.StatusNormalClosure, "")
+	testutil.WaitFor(t, time.Minute, "the viewer gone and the muxer dropped", func() bool {
+		n, _ := c.liveStats()
+		return n == 0 && c.live.Load() == nil
+	})
+}
