@@ -8,6 +8,10 @@ package live
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"strings"
 	"sync"
 
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
@@ -31,6 +35,9 @@ type Segment struct {
 	Data []byte
 	Init bool
 	Key  bool // a fragment that starts at a keyframe
+	// MIME is an init segment's type with its codec (RFC 6381), as MediaSource's
+	// isTypeSupported and addSourceBuffer want it: video/mp4; codecs="avc1.64001f".
+	MIME string
 }
 
 // Stats are a Muxer's counts.
@@ -49,6 +56,7 @@ type Muxer struct {
 	sets    paramSets  // the latest parameter sets of the session
 	params  *paramSets // those of the init segment
 	init    []byte     // nil until a keyframe with parameter sets has come
+	mime    string     // init's type
 	gop     []Segment  // the fragments from the last keyframe on: a new viewer's start
 	seq     uint32
 	dts264  h264.DTSExtractor
@@ -124,7 +132,7 @@ func (m *Muxer) sendTo(v *Viewer, s Segment) {
 				m.skipped++
 				return
 			}
-			v.c <- Segment{Data: m.init, Init: true}
+			v.c <- Segment{Data: m.init, Init: true, MIME: m.mime}
 			m.sent += uint64(len(m.init))
 			v.needInit = false
 		}
@@ -228,6 +236,7 @@ func (m *Muxer) newInit(p *sources.Packet) error {
 		return err
 	}
 	m.init, m.params = buf.Bytes(), m.sets.clone()
+	m.mime = `video/mp4; codecs="` + codecString(p.Codec, m.sets) + `"`
 	clear(m.gop)
 	m.gop = m.gop[:0]
 	m.dts264.Initialize()
@@ -299,3 +308,36 @@ func (ps *paramSets) equal(o *paramSets) bool {
 }
 
 func (ps *paramSets) clone() *paramSets { c := *ps; return &c }
+
+// codecString is the RFC 6381 name of the stream's codec from its SPS: avc1.PPCCLL for H.264
+// (profile, constraint flags, level), hvc1.S.C.TL.B for H.265 (ISO/IEC 14496-15, annex E).
+func codecString(codec string, ps paramSets) string {
+	if codec != sources.CodecH265 {
+		if len(ps.sps) < 4 {
+			return "avc1.42e01e" // no SPS to read: baseline 3.0, as browsers take for unknown
+		}
+		return fmt.Sprintf("avc1.%02x%02x%02x", ps.sps[1], ps.sps[2], ps.sps[3])
+	}
+	// After the 2-byte NAL header and a byte of ids: profile space, tier and profile (1 byte),
+	// the 32 compatibility flags, 6 bytes of constraint flags, the level.
+	b := h264.EmulationPreventionRemove(ps.sps)
+	if len(b) < 15 {
+		return "hvc1.1.6.L93.B0" // no SPS to read: Main, level 3.1
+	}
+	space, tier, profile := b[3]>>6, (b[3]>>5)&1, b[3]&0x1f
+	compat := bits.Reverse32(binary.BigEndian.Uint32(b[4:8]))
+	var sb strings.Builder
+	sb.WriteString("hvc1.")
+	if space > 0 {
+		sb.WriteByte('A' + space - 1)
+	}
+	fmt.Fprintf(&sb, "%d.%x.%c%d", profile, compat, "LH"[tier], b[14])
+	cons := b[8:14]
+	for len(cons) > 0 && cons[len(cons)-1] == 0 {
+		cons = cons[:len(cons)-1]
+	}
+	for _, c := range cons {
+		fmt.Fprintf(&sb, ".%x", c)
+	}
+	return sb.String()
+}

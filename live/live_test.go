@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
+	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 
 	"github.com/visiond/visiond/internal/testutil"
 	"github.com/visiond/visiond/internal/videofile"
@@ -19,7 +21,13 @@ import (
 // packets reads the sample's access units as a session's packets.
 func packets(t *testing.T, session uint64) []sources.Packet {
 	t.Helper()
-	r, err := videofile.Open(testutil.Media(t, "vtest.h264.ts"))
+	return packetsOf(t, testutil.Media(t, "vtest.h264.ts"), session)
+}
+
+// packetsOf reads an MPEG-TS file's access units as a session's packets.
+func packetsOf(t *testing.T, file string, session uint64) []sources.Packet {
+	t.Helper()
+	r, err := videofile.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +41,11 @@ func packets(t *testing.T, session uint64) []sources.Packet {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, sources.Packet{Session: session, Codec: r.Codec, NALUs: au.NALUs, Key: h264.IsRandomAccess(au.NALUs),
+		key := h264.IsRandomAccess(au.NALUs)
+		if r.Codec == sources.CodecH265 {
+			key = h265.IsRandomAccess(au.NALUs)
+		}
+		out = append(out, sources.Packet{Session: session, Codec: r.Codec, NALUs: au.NALUs, Key: key,
 			PTS: au.PTS, ClockRate: 90000, At: time.Unix(0, 0).Add(time.Duration(au.PTS) * time.Second / 90000)})
 	}
 }
@@ -64,6 +76,9 @@ func TestMuxerPlays(t *testing.T) {
 	data, segs := drain(v)
 	if len(segs) == 0 || !segs[0].Init || !segs[1].Key {
 		t.Fatalf("%d segments, want the init segment, then a keyframe's fragment", len(segs))
+	}
+	if want := `video/mp4; codecs="avc1.64001f"`; segs[0].MIME != want { // High, level 3.1
+		t.Errorf("the init segment's type %q, want %q", segs[0].MIME, want)
 	}
 	first := 0
 	for !pkts[first].Key {
@@ -160,5 +175,33 @@ func TestMuxerNewSession(t *testing.T) {
 	}
 	if !bytes.Equal(segs[0].Data[4:8], []byte("ftyp")) {
 		t.Errorf("the init segment starts with %q, want ftyp", segs[0].Data[4:8])
+	}
+}
+
+// An H.265 stream's init segment names its codec as browsers want it (hvc1, profile,
+// compatibility, tier and level, constraint bytes), read from the SPS that x265 wrote.
+func TestMuxerH265Type(t *testing.T) {
+	ffmpeg := testutil.LookPath(t, "ffmpeg")
+	file := filepath.Join(t.TempDir(), "h265.ts")
+	out, err := exec.Command(ffmpeg, "-v", "error", "-i", testutil.Media(t, "vtest.avi"), "-t", "2", "-an", "-c:v", "libx265",
+		"-preset", "ultrafast", "-x265-params", "keyint=10:bframes=0:level-idc=31:log-level=error", "-pix_fmt", "yuv420p",
+		"-f", "mpegts", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ffmpeg: %v\n%s", err, out)
+	}
+	m := NewMuxer()
+	v := m.Watch(64)
+	for _, p := range packetsOf(t, file, 1)[:20] {
+		m.Push(&p)
+	}
+	_, segs := drain(v)
+	if len(segs) < 2 || !segs[0].Init {
+		t.Fatalf("%d segments, want an init segment and fragments", len(segs))
+	}
+	// Main profile (1), compatible with Main and Main 10 (flags 1 and 2: 0x6 reversed), Main
+	// tier, level 3.1 (93); progressive and frame-only (0x90: x265 leaves non-packed unset, as
+	// ffmpeg's trace_headers shows).
+	if want := `video/mp4; codecs="hvc1.1.6.L93.90"`; segs[0].MIME != want {
+		t.Errorf("the init segment's type %q, want %q", segs[0].MIME, want)
 	}
 }
