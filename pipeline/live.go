@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 
 // The live view (issue 40): GET /api/cameras/{id}/live upgrades to a WebSocket that carries
 // the camera's video as it comes, fragmented MP4 for the browser's Media Source Extensions,
-// each segment a binary message (package live). A camera's muxer exists while it has
+// each segment a binary message (package live), each init segment after a text message
+// naming its type ({"mime": "video/mp4; codecs=\"avc1.64001f\""}). A camera's muxer exists while it has
 // viewers: the first makes it (and waits for the next keyframe), the last one gone drops it,
 // so a camera nobody watches muxes nothing.
 
@@ -61,6 +63,14 @@ func (c *camera) liveStats() (viewers int, sent uint64) {
 	return c.liveViewers, sent
 }
 
+// liveType is the text message that goes before an init segment: {"mime": type}.
+func liveType(mime string) []byte {
+	b, _ := json.Marshal(struct {
+		MIME string `json:"mime"`
+	}{mime})
+	return b
+}
+
 // serveLive is GET /api/cameras/{id}/live: the WebSocket of camera id's live video.
 func (d *Daemon) serveLive(w http.ResponseWriter, r *http.Request) {
 	c := d.camera(r.PathValue("id"))
@@ -85,7 +95,13 @@ func (d *Daemon) serveLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			wctx, cancel := context.WithTimeout(ctx, liveWriteTimeout)
-			err := conn.Write(wctx, websocket.MessageBinary, s.Data)
+			err := error(nil)
+			if s.Init { // the type first: the page opens a Media Source of it
+				err = conn.Write(wctx, websocket.MessageText, liveType(s.MIME))
+			}
+			if err == nil {
+				err = conn.Write(wctx, websocket.MessageBinary, s.Data)
+			}
 			cancel()
 			if err != nil {
 				return

@@ -3,8 +3,11 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +18,7 @@ import (
 )
 
 // TestLiveView watches a camera over the live WebSocket as the page does: the first message
-// is an init segment, the next a keyframe's fragment, and 30 frames of them make a
+// names the stream's type, then come an init segment and a keyframe's fragment, and 30 frames of them make a
 // fragmented MP4 that ffprobe reads as the camera's 768x576 H.264. The camera's muxer exists
 // only while it is watched; a camera that does not exist is a 404.
 func TestLiveView(t *testing.T) {
@@ -32,6 +35,13 @@ func TestLiveView(t *testing.T) {
 	}
 	conn.SetReadLimit(16 << 20)
 	c := d.camera("cam0")
+	typ, msg, err := conn.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"mime":"video/mp4; codecs=\"avc1.64001f\""}`; typ != websocket.MessageText || string(msg) != want {
+		t.Fatalf("the first message: %v %s, want the text %s", typ, msg, want)
+	}
 	var data []byte
 	for i := 0; i < 31; i++ {
 		typ, msg, err := conn.Read(ctx)
@@ -71,4 +81,27 @@ func TestLiveView(t *testing.T) {
 		n, _ := c.liveStats()
 		return n == 0 && c.live.Load() == nil
 	})
+}
+
+// TestLiveViewPlays opens the status page with ?live=cam0 in headless Chromium, as a person who
+// clicks a card's live button: the player's video plays the camera's stream through Media
+// Source Extensions (its size is the camera's, its currentTime advances), with no error.
+func TestLiveViewPlays(t *testing.T) {
+	chromium := chromiumPath(t)
+	d := startTestDaemon(t, strings.Replace(lifeConfig(t, sampleCameras(t, 1)), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	testutil.WaitFor(t, 2*time.Minute, "cam0 analysed", func() bool { return d.Cameras()[0].Analysed > 0 })
+	dom := runChromium(t, chromium, "--virtual-time-budget=10000", "--window-size=1280,1000", "--autoplay-policy=no-user-gesture-required",
+		"--dump-dom", fmt.Sprintf("http://%s/?live=cam0", d.HTTPAddr()))
+	m := regexp.MustCompile(`<video id="player-video"([^>]*)>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("no player video in the DOM:\n%s", dom)
+	}
+	v := attrsOf(m[1])
+	t.Logf("the player: %s", m[0])
+	if v["data-live"] != "cam0" || v["data-error"] != "" || v["data-video-width"] != "768" || v["data-video-height"] != "576" {
+		t.Errorf("the player %v, want cam0 live at 768x576 without error", v)
+	}
+	if at, err := strconv.ParseFloat(v["data-current-time"], 64); err != nil || at <= 1 {
+		t.Errorf("the live video's currentTime %q, want past 1 s: it did not play", v["data-current-time"])
+	}
 }
