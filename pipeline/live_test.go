@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,7 +21,8 @@ import (
 // TestLiveView watches a camera over the live WebSocket as the page does: the first message
 // names the stream's type, then come an init segment and a keyframe's fragment, and 30 frames of them make a
 // fragmented MP4 that ffprobe reads as the camera's 768x576 H.264. The camera's muxer exists
-// only while it is watched; a camera that does not exist is a 404.
+// only while it is watched; a camera that does not exist is a 404, a page of another origin
+// a 403.
 func TestLiveView(t *testing.T) {
 	d := startTestDaemon(t, strings.Replace(lifeConfig(t, sampleCameras(t, 1)), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
 	base := "ws://" + d.HTTPAddr().String()
@@ -28,6 +30,11 @@ func TestLiveView(t *testing.T) {
 	defer cancel()
 	if _, resp, err := websocket.Dial(ctx, base+"/api/cameras/nosuch/live", nil); err == nil || resp == nil || resp.StatusCode != 404 {
 		t.Fatalf("a camera that does not exist: %v, want a 404", err)
+	}
+	// A page of another site cannot open it with the browser's credentials for this one.
+	evil := &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"http://elsewhere.example"}}}
+	if _, resp, err := websocket.Dial(ctx, base+"/api/cameras/cam0/live", evil); err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("from another site's page: %v, want a 403", err)
 	}
 	conn, _, err := websocket.Dial(ctx, base+"/api/cameras/cam0/live", nil)
 	if err != nil {
