@@ -6,6 +6,7 @@ require (
 	github.com/abema/go-mp4 v1.4.1
 	github.com/bluenviron/gortsplib/v4 v4.16.2
 	github.com/bluenviron/mediacommon/v2 v2.4.1
+	github.com/coder/websocket v1.8.14
 	github.com/coreos/go-systemd/v22 v22.6.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/nats-io/nats-server/v2 v2.15.3

@@ -14,6 +14,7 @@ import (
 	"github.com/visiond/visiond/clips"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/redact"
+	"github.com/visiond/visiond/live"
 	"github.com/visiond/visiond/sinks"
 	"github.com/visiond/visiond/sources"
 )
@@ -68,6 +69,11 @@ type camera struct {
 	filtered   filterCounts                   // detections the camera's filter dropped, by reason
 	ring       atomic.Pointer[clips.Ring]     // the recorder's ring, for the session's callbacks (onPacket)
 	recorder   atomic.Pointer[clips.Recorder] // the recorder, for the source's callbacks and status
+	// The live view (live.go): the muxer while the camera has viewers, for onPacket.
+	live        atomic.Pointer[live.Muxer]
+	liveMu      sync.Mutex // guards liveViewers and the muxer's making and dropping
+	liveViewers int
+	liveSent    atomic.Uint64 // bytes sent by the muxers dropped
 
 	mu       sync.Mutex   // guards the fields below
 	latency  stageLatency // per-stage latency histograms of the analysed frames
@@ -378,6 +384,10 @@ type CameraStatus struct {
 	Decoder          sources.Decoder `json:"decoder,omitempty"`
 	DecoderFallback  string          `json:"decoder_fallback,omitempty"`
 	DecoderFallbacks uint64          `json:"decoder_fallbacks,omitempty"`
+	// LiveViewers watch the camera's live video now; LiveBytes have been queued to viewers
+	// since the camera started (live.go).
+	LiveViewers int    `json:"live_viewers"`
+	LiveBytes   uint64 `json:"live_bytes"`
 }
 
 // DecodeStatus sums a camera's decoding by step (CameraStatus.Decode; sources.DecodeTimes):
@@ -404,6 +414,7 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 	age, ageMax := c.frameAge.get(false)
 	inf, _ := c.inferAge.get(false)
 	tot, _ := c.total.get(false)
+	viewers, liveBytes := c.liveStats()
 	c.mu.Lock()
 	last := c.lastSeen
 	analysed := c.analysed.Load()
@@ -445,6 +456,8 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 		Decoder:          st.Decoder,
 		DecoderFallback:  st.DecoderFallback,
 		DecoderFallbacks: st.DecoderFallbacks,
+		LiveViewers:      viewers,
+		LiveBytes:        liveBytes,
 	}, latency
 }
 

@@ -113,6 +113,9 @@ func (c *camera) onPacket(p *sources.Packet) {
 	if r := c.ring.Load(); r != nil {
 		r.Push(p)
 	}
+	if m := c.live.Load(); m != nil {
+		m.Push(p)
+	}
 }
 
 // streamEnded tells the camera's recorder that its stream ended.

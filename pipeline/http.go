@@ -53,7 +53,8 @@ func (d *Daemon) startHTTP(c config.HTTP) error {
 
 // handler serves / (the status page), /healthz (the process is up), /readyz (see notReady),
 // /metrics (Prometheus), /api/cameras (JSON status per camera),
-// /api/cameras/{id}/objects (the objects it follows), /api/cameras/{id}/snapshot.jpg (the latest analysed frame, with its boxes) and /api/workers
+// /api/cameras/{id}/objects (the objects it follows), /api/cameras/{id}/snapshot.jpg (the latest analysed frame, with its boxes), /api/cameras/{id}/live (a
+// WebSocket of its video as it comes, fragmented MP4: live.go) and /api/workers
 // (JSON status per worker process: state, provider, jobs, restarts, host and GPU memory),
 // /api/version (JSON: the build's version and revision, Go's version), the clips API
 // (clipsapi.go: /api/cameras/{id}/clips, /api/clips/{name...});
@@ -121,6 +122,7 @@ func (d *Daemon) handler(withPprof bool) http.Handler {
 			_, _ = w.Write(data)
 		}
 	})
+	mux.HandleFunc("GET /api/cameras/{id}/live", d.serveLive)
 	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -72,6 +72,8 @@ cameras: []
 		{"status page", "/", none, 401},
 		{"metrics", "/metrics", none, 401},
 		{"snapshot", "/api/cameras/a/snapshot.jpg", none, 401},
+		{"live view", "/api/cameras/a/live", none, 401},
+		{"live view with a login, no such camera", "/api/cameras/a/live", basic("admin", "open sesame"), 404},
 		{"readyz", "/readyz", none, 401},
 		{"unknown path", "/nosuch", none, 401},
 		{"token", "/api/cameras", bearer(token), 200},

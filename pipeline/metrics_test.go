@@ -43,7 +43,7 @@ func TestDaemonMetrics(t *testing.T) {
 		}
 		for _, name := range []string{"frames_decoded_total", "detections_total", "reconnects_total", "resyncs_total",
 			"fps_achieved", "frame_age_mean_seconds", "frame_age_max_seconds", "inference_mean_seconds", "latency_mean_seconds",
-			"decoder_fallbacks_total", "decoder_fallback"} {
+			"decoder_fallbacks_total", "decoder_fallback", "live_viewers", "live_bytes_total"} {
 			m.mustHave(t, fmt.Sprintf(`visiond_camera_%s{camera=%q}`, name, cam))
 		}
 		// Exactly one state is current.

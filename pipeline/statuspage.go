@@ -43,7 +43,9 @@ func statusPage(mux *http.ServeMux) {
 // (after an upgrade) instead of running a cached one.
 func pageHeaders(w http.ResponseWriter) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; frame-ancestors 'none'")
+	// media-src blob: is the live view's Media Source; connect-src 'self' takes in its
+	// WebSocket (same host and port, ws: or wss:).
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; media-src 'self' blob:; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-cache")
 }

@@ -3,8 +3,10 @@
 // the memory by owner with the budget. Each card
 // shown on screen lists the camera's recent clips (api/cameras/<id>/clips, every 10 s); a click
 // plays one in the player above the cards (api/clips/<name>, which answers range requests, so
-// the video seeks). ?play=<clip name> plays that clip, muted, once a card lists it. Plain DOM,
-// no external resources; text from the daemon is only ever set as text.
+// the video seeks). A card's "live" button plays the camera's video as it comes in the same
+// player (api/cameras/<id>/live: a WebSocket of fragmented MP4 for Media Source Extensions).
+// ?play=<clip name> plays that clip, muted, once a card lists it; ?live=<camera> watches that
+// camera. Plain DOM, no external resources; text from the daemon is only ever set as text.
 "use strict";
 
 (() => {
@@ -19,13 +21,20 @@
   const conn = document.getElementById("conn");
   const summary = document.getElementById("summary");
   const cards = new Map(); // camera id -> card
-  let autoplay = new URLSearchParams(location.search).get("play"); // a clip to play once listed
+  const params = new URLSearchParams(location.search);
+  let autoplay = params.get("play"); // a clip to play once listed
   const player = {
     root: document.getElementById("player"),
+    title: document.getElementById("player-title"),
     video: document.getElementById("player-video"),
     info: document.getElementById("player-info"),
     name: "", // the clip playing, "" for none
   };
+  // The live view: the camera watched, its socket, and the Media Source fed from it.
+  const LIVE_QUEUE = 120; // segments waiting for the source buffer (about 12 s at 10 fps) before a restart
+  const LIVE_BEHIND_S = 1.5; // the video jumps to the newest frame when it is further behind
+  const LIVE_KEEP_S = 10; // video kept in the source buffer behind the play position
+  const live = { camera: "", ws: null, source: null, buffer: null, queue: [], mime: "" };
   // Which cards are on screen: only their clip lists are polled.
   const onScreen = new IntersectionObserver((entries) => {
     for (const e of entries) {
@@ -91,6 +100,11 @@
     const clips = el("ul", "clips");
     clips.setAttribute("aria-label", "recent clips of " + id);
     const url = el("footer", "url");
+    const watch = el("button", "watch", "live");
+    watch.type = "button";
+    watch.title = "watch " + id + "'s video as it comes";
+    watch.addEventListener("click", () => watchLive(id));
+    head.append(watch);
     root.append(head, shot, reason, stats, clips, url);
     return {
       id, root, state, img, placeholder, reason, dd, clips, url,
@@ -163,6 +177,7 @@
   // play plays clip in the player, and marks it in its card's list.
   function play(clip, muted) {
     const v = player.video;
+    stopPlayer();
     player.name = clip.name;
     player.root.hidden = false;
     player.info.textContent = clip.camera + " · " + fmtClipTime(clip.start) + " · " + num(clip.duration_s).toFixed(1) + " s · " + clipLabels(clip);
@@ -172,6 +187,118 @@
     v.src = clipURL(clip.name);
     v.play().catch((e) => { v.dataset.error = String(e && e.message); });
     markPlaying();
+  }
+
+  // watchLive plays camera id's video as it comes: the socket's text messages name the type of
+  // the init segment that follows ({"mime": ...}), its binary ones are the segments, appended to
+  // a Media Source in order. A browser that cannot play the type says so in the player, and the
+  // card's snapshots go on as before.
+  function watchLive(id) {
+    stopPlayer();
+    const v = player.video;
+    live.camera = id;
+    player.root.hidden = false;
+    player.title.textContent = "Live";
+    player.info.textContent = id + " · connecting…";
+    for (const k of ["currentTime", "videoWidth", "videoHeight", "error", "clip"]) delete v.dataset[k];
+    v.dataset.live = id;
+    v.muted = true; // browsers start only muted video by themselves
+    const base = location.href.replace(/[?#].*$/, "").replace(/[^/]*$/, "");
+    const ws = new WebSocket(base.replace(/^http/, "ws") + "api/cameras/" + encodeURIComponent(id) + "/live");
+    ws.binaryType = "arraybuffer";
+    live.ws = ws;
+    ws.onmessage = (e) => {
+      if (live.ws !== ws) return;
+      if (typeof e.data === "string") {
+        const m = JSON.parse(e.data);
+        if (m.mime && m.mime !== live.mime) openSource(m.mime);
+        return;
+      }
+      if (!live.source) return; // no type yet, or one this browser cannot play
+      if (live.queue.length >= LIVE_QUEUE) { // the browser cannot keep up: start again at a keyframe
+        watchLive(id);
+        return;
+      }
+      live.queue.push(e.data);
+      pump();
+    };
+    ws.onopen = () => { if (live.ws === ws) player.info.textContent = id + " · live"; };
+    ws.onclose = (e) => {
+      if (live.ws !== ws) return;
+      player.info.textContent = id + " · the live view ended" + (e.reason ? ": " + e.reason : "");
+      v.dataset.liveClosed = String(e.code);
+    };
+  }
+
+  // openSource starts a Media Source of type mime in the player: a new stream (a camera's new
+  // session, or new parameters) starts a new one.
+  function openSource(mime) {
+    const v = player.video;
+    live.mime = mime;
+    live.queue = [];
+    live.buffer = null;
+    live.source = null;
+    if (!window.MediaSource || !MediaSource.isTypeSupported(mime)) {
+      v.dataset.error = "this browser cannot play " + mime + ": the card shows the analysed snapshots";
+      player.info.textContent = live.camera + " · " + v.dataset.error;
+      return;
+    }
+    delete v.dataset.error;
+    const ms = new MediaSource();
+    live.source = ms;
+    ms.addEventListener("sourceopen", () => {
+      if (live.source !== ms) return;
+      live.buffer = ms.addSourceBuffer(mime);
+      live.buffer.mode = "segments";
+      live.buffer.addEventListener("updateend", pump);
+      pump();
+    }, { once: true });
+    if (v.src) URL.revokeObjectURL(v.src);
+    v.src = URL.createObjectURL(ms);
+    v.play().catch(() => {}); // it starts once the first segments are in
+  }
+
+  // pump appends the next segment when the source buffer is free, drops what lies well behind
+  // the play position, and keeps the video near the newest frame.
+  function pump() {
+    const sb = live.buffer, v = player.video;
+    if (!sb || sb.updating) return;
+    if (sb.buffered.length > 0) {
+      const start = sb.buffered.start(0), end = sb.buffered.end(sb.buffered.length - 1);
+      if (end - v.currentTime > LIVE_BEHIND_S) v.currentTime = Math.max(start, end - 0.3);
+      if (v.currentTime - start > 2 * LIVE_KEEP_S) {
+        sb.remove(start, v.currentTime - LIVE_KEEP_S);
+        return; // updateend comes back here
+      }
+    }
+    const seg = live.queue.shift();
+    if (seg === undefined) return;
+    try {
+      sb.appendBuffer(seg);
+    } catch (e) {
+      v.dataset.error = "append: " + (e && e.message);
+    }
+    if (v.paused) v.play().catch(() => {});
+  }
+
+  // stopPlayer ends what the player plays: a clip, or a live view (its socket closed).
+  function stopPlayer() {
+    const v = player.video;
+    if (live.ws) live.ws.close(1000, "closed by the page");
+    live.ws = null;
+    live.source = null;
+    live.buffer = null;
+    live.queue = [];
+    live.mime = "";
+    live.camera = "";
+    delete v.dataset.live;
+    delete v.dataset.liveClosed;
+    v.pause();
+    if (v.src && v.src.startsWith("blob:")) URL.revokeObjectURL(v.src);
+    v.removeAttribute("src");
+    v.load();
+    player.name = "";
+    player.title.textContent = "Clip";
   }
 
   function markPlaying() {
@@ -191,11 +318,8 @@
     if (err) player.video.dataset.error = "media error " + err.code + (err.message ? ": " + err.message : "");
   });
   document.getElementById("player-close").addEventListener("click", () => {
-    player.video.pause();
-    player.video.removeAttribute("src");
-    player.video.load();
+    stopPlayer();
     player.root.hidden = true;
-    player.name = "";
     markPlaying();
   });
 
@@ -353,5 +477,6 @@
   }
 
   document.title = "visiond · " + location.host;
+  if (params.get("live")) watchLive(params.get("live"));
   poll();
 })();

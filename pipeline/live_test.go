@@ -1,0 +1,114 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/visiond/visiond/internal/testutil"
+)
+
+// TestLiveView watches a camera over the live WebSocket as the page does: the first message
+// names the stream's type, then come an init segment and a keyframe's fragment, and 30 frames of them make a
+// fragmented MP4 that ffprobe reads as the camera's 768x576 H.264. The camera's muxer exists
+// only while it is watched; a camera that does not exist is a 404, a page of another origin
+// a 403.
+func TestLiveView(t *testing.T) {
+	d := startTestDaemon(t, strings.Replace(lifeConfig(t, sampleCameras(t, 1)), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	base := "ws://" + d.HTTPAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, resp, err := websocket.Dial(ctx, base+"/api/cameras/nosuch/live", nil); err == nil || resp == nil || resp.StatusCode != 404 {
+		t.Fatalf("a camera that does not exist: %v, want a 404", err)
+	}
+	// A page of another site cannot open it with the browser's credentials for this one.
+	evil := &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"http://elsewhere.example"}}}
+	if _, resp, err := websocket.Dial(ctx, base+"/api/cameras/cam0/live", evil); err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("from another site's page: %v, want a 403", err)
+	}
+	conn, _, err := websocket.Dial(ctx, base+"/api/cameras/cam0/live", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadLimit(16 << 20)
+	c := d.camera("cam0")
+	typ, msg, err := conn.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"mime":"video/mp4; codecs=\"avc1.64001f\""}`; typ != websocket.MessageText || string(msg) != want {
+		t.Fatalf("the first message: %v %s, want the text %s", typ, msg, want)
+	}
+	var data []byte
+	for i := 0; i < 31; i++ {
+		typ, msg, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if typ != websocket.MessageBinary {
+			t.Fatalf("message %d: type %v, want binary", i, typ)
+		}
+		switch {
+		case i == 0 && !bytes.Equal(msg[4:8], []byte("ftyp")):
+			t.Fatalf("the first message starts with %q, want an init segment (ftyp)", msg[4:8])
+		case i > 0 && !bytes.Equal(msg[4:8], []byte("moof")):
+			t.Fatalf("message %d starts with %q, want a fragment (moof)", i, msg[4:8])
+		}
+		data = append(data, msg...)
+	}
+	if n, sent := c.liveStats(); n != 1 || sent < uint64(len(data)) {
+		t.Errorf("while watched: %d viewers, %d bytes sent; want 1 and at least the %d read", n, sent, len(data))
+	}
+	m := scrape(t, "http://"+d.HTTPAddr().String()+"/metrics")
+	if v := m.get(`visiond_camera_live_viewers{camera="cam0"}`); v != 1 {
+		t.Errorf("visiond_camera_live_viewers %v while watched, want 1", v)
+	}
+	if v := m.get(`visiond_camera_live_bytes_total{camera="cam0"}`); v < float64(len(data)) {
+		t.Errorf("visiond_camera_live_bytes_total %v, want at least the %d bytes read", v, len(data))
+	}
+	file := filepath.Join(t.TempDir(), "live.mp4")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := testutil.ProbeVideo(t, file); p.Codec != "h264" || p.Width != 768 || p.Height != 576 || !p.FirstKey || p.Frames != 30 || p.Errors != "" {
+		t.Errorf("ffprobe of the live view: %+v, want H.264 768x576 from a keyframe, 30 frames, no errors", p)
+	}
+	conn.Close(websocket.StatusNormalClosure, "")
+	testutil.WaitFor(t, time.Minute, "the viewer gone and the muxer dropped", func() bool {
+		n, _ := c.liveStats()
+		return n == 0 && c.live.Load() == nil
+	})
+}
+
+// TestLiveViewPlays opens the status page with ?live=cam0 in headless Chromium, as a person who
+// clicks a card's live button: the player's video plays the camera's stream through Media
+// Source Extensions (its size is the camera's, its currentTime advances), with no error.
+func TestLiveViewPlays(t *testing.T) {
+	chromium := chromiumPath(t)
+	d := startTestDaemon(t, strings.Replace(lifeConfig(t, sampleCameras(t, 1)), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	testutil.WaitFor(t, 2*time.Minute, "cam0 analysed", func() bool { return d.Cameras()[0].Analysed > 0 })
+	dom := runChromium(t, chromium, "--virtual-time-budget=10000", "--window-size=1280,1000", "--autoplay-policy=no-user-gesture-required",
+		"--dump-dom", fmt.Sprintf("http://%s/?live=cam0", d.HTTPAddr()))
+	m := regexp.MustCompile(`<video id="player-video"([^>]*)>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("no player video in the DOM:\n%s", dom)
+	}
+	v := attrsOf(m[1])
+	t.Logf("the player: %s", m[0])
+	if v["data-live"] != "cam0" || v["data-error"] != "" || v["data-video-width"] != "768" || v["data-video-height"] != "576" {
+		t.Errorf("the player %v, want cam0 live at 768x576 without error", v)
+	}
+	if at, err := strconv.ParseFloat(v["data-current-time"], 64); err != nil || at <= 1 {
+		t.Errorf("the live video's currentTime %q, want past 1 s: it did not play", v["data-current-time"])
+	}
+}
