@@ -18,6 +18,7 @@ import (
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 	"github.com/bluenviron/mediacommon/v2/pkg/formats/fmp4"
 	"github.com/bluenviron/mediacommon/v2/pkg/formats/fmp4/seekablebuffer"
+	"github.com/bluenviron/mediacommon/v2/pkg/formats/mp4"
 
 	"github.com/visiond/visiond/sources"
 )
@@ -193,11 +194,11 @@ func (m *Muxer) Push(p *sources.Packet) {
 	}
 	m.lastDTS, m.sentAny = dts, true
 	ptsOff := min(max(p.PTS-dts, 0), 1<<31-1)
-	var sample *fmp4.Sample
+	sample := &fmp4.Sample{}
 	if p.Codec == sources.CodecH265 {
-		sample, err = fmp4.NewSampleH265(int32(ptsOff), p.NALUs)
+		err = sample.FillH265(int32(ptsOff), p.NALUs)
 	} else {
-		sample, err = fmp4.NewSampleH264(int32(ptsOff), p.NALUs)
+		err = sample.FillH264(int32(ptsOff), p.NALUs)
 	}
 	if err != nil {
 		m.errs++
@@ -224,11 +225,11 @@ func (m *Muxer) Push(p *sources.Packet) {
 // newInit makes the init segment of the parameter sets in m.sets, from keyframe p on, and
 // sends it to the viewers. Under m.mu.
 func (m *Muxer) newInit(p *sources.Packet) error {
-	var codec fmp4.Codec
+	var codec mp4.Codec
 	if p.Codec == sources.CodecH265 {
-		codec = &fmp4.CodecH265{VPS: m.sets.vps, SPS: m.sets.sps, PPS: m.sets.pps}
+		codec = &mp4.CodecH265{VPS: m.sets.vps, SPS: m.sets.sps, PPS: m.sets.pps}
 	} else {
-		codec = &fmp4.CodecH264{SPS: m.sets.sps, PPS: m.sets.pps}
+		codec = &mp4.CodecH264{SPS: m.sets.sps, PPS: m.sets.pps}
 	}
 	init := fmp4.Init{Tracks: []*fmp4.InitTrack{{ID: 1, TimeScale: timescale, Codec: codec}}}
 	var buf seekablebuffer.Buffer
