@@ -1,9 +1,7 @@
 package clips
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,11 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
-	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
-
 	"github.com/visiond/visiond/internal/testutil"
-	"github.com/visiond/visiond/internal/videofile"
 	"github.com/visiond/visiond/sources"
 )
 
@@ -28,27 +22,11 @@ var base = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 // over (sources.Packet), at capture times from t0 on their timestamps.
 func packets(t testing.TB, file string, session uint64, t0 time.Time) []sources.Packet {
 	t.Helper()
-	r, err := videofile.Open(file)
+	pkts, err := sources.ReadPackets(file, session, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	var out []sources.Packet
-	for {
-		au, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := h264.IsRandomAccess(au.NALUs)
-		if r.Codec == sources.CodecH265 {
-			key = h265.IsRandomAccess(au.NALUs)
-		}
-		out = append(out, sources.Packet{Session: session, Codec: r.Codec, NALUs: au.NALUs, Key: key, PTS: au.PTS,
-			ClockRate: 90000, At: t0.Add(time.Duration(au.PTS) * time.Second / 90000)})
-	}
+	return pkts
 }
 
 // encode makes a test stream with ffmpeg from the sample video: args go between the input

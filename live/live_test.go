@@ -2,19 +2,13 @@ package live
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
-	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
-
 	"github.com/visiond/visiond/internal/testutil"
-	"github.com/visiond/visiond/internal/videofile"
 	"github.com/visiond/visiond/sources"
 )
 
@@ -27,27 +21,11 @@ func packets(t *testing.T, session uint64) []sources.Packet {
 // packetsOf reads an MPEG-TS file's access units as a session's packets.
 func packetsOf(t *testing.T, file string, session uint64) []sources.Packet {
 	t.Helper()
-	r, err := videofile.Open(file)
+	pkts, err := sources.ReadPackets(file, session, time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	var out []sources.Packet
-	for {
-		au, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := h264.IsRandomAccess(au.NALUs)
-		if r.Codec == sources.CodecH265 {
-			key = h265.IsRandomAccess(au.NALUs)
-		}
-		out = append(out, sources.Packet{Session: session, Codec: r.Codec, NALUs: au.NALUs, Key: key,
-			PTS: au.PTS, ClockRate: 90000, At: time.Unix(0, 0).Add(time.Duration(au.PTS) * time.Second / 90000)})
-	}
+	return pkts
 }
 
 // drain returns what v has queued, concatenated, and the segments' kinds.

@@ -88,10 +88,7 @@ func (p *filePackets) frame(n int, captured time.Time, period time.Duration) {
 			return
 		}
 		p.next = nil
-		key := h264.IsRandomAccess(au.NALUs)
-		if p.tap.pkt.Codec == CodecH265 {
-			key = h265.IsRandomAccess(au.NALUs)
-		}
+		key := isKey(p.tap.pkt.Codec, au.NALUs)
 		at := captured.Add(time.Duration(au.PTS-shown) * time.Second / 90000)
 		p.tap.sendAt(au.NALUs, key, au.PTS-p.first, at)
 	}
@@ -102,5 +99,36 @@ func (p *filePackets) close() {
 	if p != nil && p.r != nil {
 		_ = p.r.Close()
 		p.r = nil
+	}
+}
+
+// isKey reports whether an access unit of codec (CodecH264, CodecH265) is a random-access one.
+func isKey(codec string, nalus [][]byte) bool {
+	if codec == CodecH265 {
+		return h265.IsRandomAccess(nalus)
+	}
+	return h264.IsRandomAccess(nalus)
+}
+
+// ReadPackets reads a whole MPEG-TS or MP4 file's access units as one session's packets, as a
+// camera's session hands them over, at capture times from t0 on by their timestamps: for the
+// tests and tools of what takes packets (clips, the live view) without a camera.
+func ReadPackets(file string, session uint64, t0 time.Time) ([]Packet, error) {
+	r, err := videofile.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []Packet
+	for {
+		au, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		out = append(out, Packet{Session: session, Codec: r.Codec, NALUs: au.NALUs, Key: isKey(r.Codec, au.NALUs), PTS: au.PTS,
+			ClockRate: 90000, At: t0.Add(time.Duration(au.PTS) * time.Second / 90000)})
 	}
 }

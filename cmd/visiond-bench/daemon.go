@@ -550,34 +550,34 @@ type workerStatus struct {
 }
 
 func (d *daemon) getJSON(path string, v any) error {
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + d.httpAddr + path)
+	data, err := d.get(path, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return json.Unmarshal(data, v)
 }
 
 // save writes what the daemon serves at path to the file out.
 func (d *daemon) save(path, out string) error {
-	c := http.Client{Timeout: time.Minute}
-	resp, err := c.Get("http://" + d.httpAddr + path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	data, err := io.ReadAll(resp.Body)
+	data, err := d.get(path, time.Minute)
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(out, data, 0o644)
+}
+
+// get returns the body of the daemon's answer to GET path, which must be a 200 within timeout.
+func (d *daemon) get(path string, timeout time.Duration) ([]byte, error) {
+	c := http.Client{Timeout: timeout}
+	resp, err := c.Get("http://" + d.httpAddr + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }
 
 // metric returns the value of an unlabelled series of /metrics, or 0.
