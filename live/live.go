@@ -13,6 +13,7 @@ import (
 	"math/bits"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
 	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
@@ -39,6 +40,9 @@ type Segment struct {
 	// MIME is an init segment's type with its codec (RFC 6381), as MediaSource's
 	// isTypeSupported and addSourceBuffer want it: video/mp4; codecs="avc1.64001f".
 	MIME string
+	// Start is an init segment's capture time of its media time 0: a frame shown at media
+	// time t was captured at Start + t, which matches it to its results.
+	Start time.Time
 }
 
 // Stats are a Muxer's counts.
@@ -58,6 +62,7 @@ type Muxer struct {
 	params  *paramSets // those of the init segment
 	init    []byte     // nil until a keyframe with parameter sets has come
 	mime    string     // init's type
+	start   time.Time  // the capture time of init's media time 0
 	gop     []Segment  // the fragments from the last keyframe on: a new viewer's start
 	seq     uint32
 	dts264  h264.DTSExtractor
@@ -133,7 +138,7 @@ func (m *Muxer) sendTo(v *Viewer, s Segment) {
 				m.skipped++
 				return
 			}
-			v.c <- Segment{Data: m.init, Init: true, MIME: m.mime}
+			v.c <- Segment{Data: m.init, Init: true, MIME: m.mime, Start: m.start}
 			m.sent += uint64(len(m.init))
 			v.needInit = false
 		}
@@ -186,6 +191,7 @@ func (m *Muxer) Push(p *sources.Packet) {
 			dts = p.PTS
 		}
 		m.base, m.lastDTS = dts, dts-m.step
+		m.start = p.At.Add(-time.Duration(p.PTS-dts) * time.Second / timescale)
 	case err != nil || dts <= m.lastDTS:
 		dts = max(p.PTS, m.lastDTS+1) // a damaged unit or a jump: keep the timeline going
 	}

@@ -62,6 +62,9 @@ func TestMuxerPlays(t *testing.T) {
 	for !pkts[first].Key {
 		first++
 	}
+	if !segs[0].Start.Equal(pkts[first].At) { // no B-frames: media time 0 is the keyframe's capture
+		t.Errorf("the init segment's start %v, want the first keyframe's capture time %v", segs[0].Start, pkts[first].At)
+	}
 	if n := len(segs) - 1; n != len(pkts)-first {
 		t.Errorf("%d fragments, want one a unit from the first keyframe: %d", n, len(pkts)-first)
 	}

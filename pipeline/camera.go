@@ -71,6 +71,7 @@ type camera struct {
 	recorder   atomic.Pointer[clips.Recorder] // the recorder, for the source's callbacks and status
 	// The live view (live.go): the muxer while the camera has viewers, for onPacket.
 	live        atomic.Pointer[live.Muxer]
+	feed        feed       // subscribers to its results (feed.go)
 	liveMu      sync.Mutex // guards liveViewers and the muxer's making and dropping
 	liveViewers int
 	liveSent    atomic.Uint64 // bytes sent by the muxers dropped

@@ -14,7 +14,8 @@ import (
 // The live view (issue 40): GET /api/cameras/{id}/live upgrades to a WebSocket that carries
 // the camera's video as it comes, fragmented MP4 for the browser's Media Source Extensions,
 // each segment a binary message (package live), each init segment after a text message
-// naming its type ({"mime": "video/mp4; codecs=\"avc1.64001f\""}). A camera's muxer exists while it has
+// naming its type and the capture time of its media time 0 ({"mime": "video/mp4;
+// codecs=\"avc1.64001f\"", "start": "2026-12-06T08:00:00.1Z"}). A camera's muxer exists while it has
 // viewers: the first makes it (and waits for the next keyframe), the last one gone drops it,
 // so a camera nobody watches muxes nothing.
 
@@ -63,11 +64,13 @@ func (c *camera) liveStats() (viewers int, sent uint64) {
 	return c.liveViewers, sent
 }
 
-// liveType is the text message that goes before an init segment: {"mime": type}.
-func liveType(mime string) []byte {
+// liveType is the text message that goes before init segment s: its type, and the capture
+// time of its media time 0 (the page matches the frame on screen to its results by it).
+func liveType(s live.Segment) []byte {
 	b, _ := json.Marshal(struct {
-		MIME string `json:"mime"`
-	}{mime})
+		MIME  string    `json:"mime"`
+		Start time.Time `json:"start"`
+	}{s.MIME, s.Start})
 	return b
 }
 
@@ -97,7 +100,7 @@ func (d *Daemon) serveLive(w http.ResponseWriter, r *http.Request) {
 			wctx, cancel := context.WithTimeout(ctx, liveWriteTimeout)
 			err := error(nil)
 			if s.Init { // the type first: the page opens a Media Source of it
-				err = conn.Write(wctx, websocket.MessageText, liveType(s.MIME))
+				err = conn.Write(wctx, websocket.MessageText, liveType(s))
 			}
 			if err == nil {
 				err = conn.Write(wctx, websocket.MessageBinary, s.Data)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -46,8 +47,15 @@ func TestLiveView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"mime":"video/mp4; codecs=\"avc1.64001f\""}`; typ != websocket.MessageText || string(msg) != want {
-		t.Fatalf("the first message: %v %s, want the text %s", typ, msg, want)
+	var head struct {
+		MIME  string    `json:"mime"`
+		Start time.Time `json:"start"`
+	}
+	if typ != websocket.MessageText || json.Unmarshal(msg, &head) != nil {
+		t.Fatalf("the first message: %v %s, want the stream's type as JSON text", typ, msg)
+	}
+	if want := `video/mp4; codecs="avc1.64001f"`; head.MIME != want || time.Since(head.Start) < 0 || time.Since(head.Start) > time.Minute {
+		t.Errorf("the stream's type %q starting %v, want %q started within the last minute", head.MIME, head.Start, want)
 	}
 	var data []byte
 	for i := 0; i < 31; i++ {

@@ -131,6 +131,9 @@ func (rs *results) finish(c *camera, j jobRun, r infer.Result) {
 	}
 	ev := sinks.NewDetectionEvent(c.cfg.ID, j.model, r, dets, ids, published, j.latency(r, published))
 	c.countResult(ev)
+	if c.feed.watched() { // before forMode: the feed shows every detection of the frame
+		c.feed.send(frameMessage(ev, c.sceneState.Load()))
+	}
 	kept := c.snap.result(r.Job.Seq, dets, ids, c.sceneState.Load())
 	c.inferAge.observe(r.Run)
 	c.total.observe(published.Sub(j.received))

@@ -1,0 +1,201 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/visiond/visiond/analytics"
+	"github.com/visiond/visiond/sinks"
+)
+
+// The results feed (issue 40, item 2): GET /api/cameras/{id}/results is a stream of
+// Server-Sent Events of what the camera's result stage finishes, for the page to draw over
+// the live video, matched to the frame on screen by capture time:
+//   - "scene" first, and again after a reload changed them: the camera's zones and lines as
+//     configured (feedScene);
+//   - a message a frame analysed (feedFrame): its detection event (every detection the scene
+//     kept, with its track id), the zones' occupancy and the lines' counts after it.
+// A camera marshals nothing for the feed while nobody watches it. A subscriber whose queue is
+// full misses frames, never the stage.
+
+// feedQueue is how many frames a subscriber's queue holds before it misses some.
+const feedQueue = 32
+
+// feedPing is how often an idle feed sends a comment, so that proxies and the browser keep
+// the connection and a page that has gone is noticed.
+const feedPing = 15 * time.Second
+
+// feed is a camera's subscribers to its results.
+type feed struct {
+	n    atomic.Int32 // subscribers, read by the stage without the lock
+	mu   sync.Mutex
+	subs map[chan []byte]struct{}
+	sent atomic.Uint64 // frames queued to subscribers
+	miss atomic.Uint64 // frames subscribers missed, their queue full
+}
+
+func (f *feed) watch() chan []byte {
+	c := make(chan []byte, feedQueue)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.subs == nil {
+		f.subs = map[chan []byte]struct{}{}
+	}
+	f.subs[c] = struct{}{}
+	f.n.Add(1)
+	return c
+}
+
+func (f *feed) unwatch(c chan []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.subs[c]; ok {
+		delete(f.subs, c)
+		f.n.Add(-1)
+	}
+}
+
+// watched reports whether anyone subscribes: the stage marshals a frame only then.
+func (f *feed) watched() bool { return f.n.Load() > 0 }
+
+// send queues msg to every subscriber that has room. It never blocks.
+func (f *feed) send(msg []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.subs {
+		select {
+		case c <- msg:
+			f.sent.Add(1)
+		default:
+			f.miss.Add(1)
+		}
+	}
+}
+
+// feedFrame is a feed's message for one analysed frame.
+type feedFrame struct {
+	Event *sinks.DetectionEvent `json:"event"`
+	Zones []feedZone            `json:"zones"`
+	Lines []feedLine            `json:"lines"`
+}
+
+type feedZone struct {
+	ID        string         `json:"id"`
+	Occupancy int            `json:"occupancy"`
+	ByClass   map[string]int `json:"by_class,omitempty"`
+}
+
+type feedLine struct {
+	ID  string `json:"id"`
+	In  uint64 `json:"in"`
+	Out uint64 `json:"out"`
+}
+
+// feedScene is a feed's "scene" message: the zones and lines as configured, coordinates as
+// fractions of the frame.
+type feedScene struct {
+	Zones []feedShape `json:"zones"`
+	Lines []feedShape `json:"lines"`
+	Masks []feedShape `json:"masks"`
+}
+
+type feedShape struct {
+	ID      string           `json:"id,omitempty"`
+	Points  analytics.Points `json:"points"`
+	Classes []string         `json:"classes,omitempty"`
+}
+
+// frameMessage marshals ev (its detections all those of the frame) with st's counts.
+func frameMessage(ev *sinks.DetectionEvent, st *sceneState) []byte {
+	m := feedFrame{Event: ev, Zones: []feedZone{}, Lines: []feedLine{}}
+	if st != nil {
+		for _, o := range st.occupancy {
+			m.Zones = append(m.Zones, feedZone{ID: o.Zone, Occupancy: o.Total, ByClass: o.ByClass})
+		}
+		idx := map[string]int{}
+		if st.settings != nil { // every line, counted or not yet
+			for _, l := range st.settings.Analytics.Lines {
+				idx[l.ID] = len(m.Lines)
+				m.Lines = append(m.Lines, feedLine{ID: l.ID})
+			}
+		}
+		for _, c := range st.counts {
+			i, ok := idx[c.Line]
+			if !ok {
+				continue // a line a reload removed
+			}
+			if c.Direction == analytics.In {
+				m.Lines[i].In += c.N
+			} else {
+				m.Lines[i].Out += c.N
+			}
+		}
+	}
+	b, _ := json.Marshal(m) // its types marshal without error
+	return b
+}
+
+func sceneMessage(s *analyticsSettings) []byte {
+	m := feedScene{Zones: []feedShape{}, Lines: []feedShape{}, Masks: []feedShape{}}
+	if s != nil {
+		for _, z := range s.Analytics.Zones {
+			m.Zones = append(m.Zones, feedShape{ID: z.ID, Points: z.Polygon, Classes: z.Classes})
+		}
+		for _, l := range s.Analytics.Lines {
+			m.Lines = append(m.Lines, feedShape{ID: l.ID, Points: l.Points, Classes: l.Classes})
+		}
+		for _, p := range s.Analytics.Masks {
+			m.Masks = append(m.Masks, feedShape{Points: p})
+		}
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// serveResults is GET /api/cameras/{id}/results: camera id's results feed.
+func (d *Daemon) serveResults(w http.ResponseWriter, r *http.Request) {
+	c := d.camera(r.PathValue("id"))
+	if c == nil {
+		http.Error(w, "no such camera", http.StatusNotFound)
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx in front: pass events as they come
+	sub := c.feed.watch()
+	defer c.feed.unwatch(sub)
+	ping := time.NewTicker(feedPing)
+	defer ping.Stop()
+	var scene *analyticsSettings
+	first := true
+	for {
+		var err error
+		if s := c.analytics(); first || s != scene {
+			scene, first = s, false
+			_, err = fmt.Fprintf(w, "event: scene\ndata: %s\n\n", sceneMessage(s))
+		}
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ping.C:
+			_, err = fmt.Fprint(w, ": ping\n\n")
+		case msg := <-sub:
+			_, err = fmt.Fprintf(w, "data: %s\n\n", msg)
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package pipeline
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/visiond/visiond/internal/testutil"
+)
+
+// sseEvent is one Server-Sent Event: its name ("" for a plain message) and its data.
+type sseEvent struct{ name, data string }
+
+// readEvents reads n events of an event stream.
+func readEvents(t *testing.T, sc *bufio.Scanner, n int) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var e sseEvent
+	for len(out) < n && sc.Scan() {
+		l := sc.Text()
+		switch {
+		case l == "":
+			if e.data != "" {
+				out = append(out, e)
+			}
+			e = sseEvent{}
+		case strings.HasPrefix(l, "event: "):
+			e.name = strings.TrimPrefix(l, "event: ")
+		case strings.HasPrefix(l, "data: "):
+			e.data += strings.TrimPrefix(l, "data: ")
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("the stream ended after %d events (%v)", len(out), sc.Err())
+	}
+	return out
+}
+
+// TestResultsFeed subscribes to a camera's results as the page does: the first event is the
+// scene (its zone and line as configured), then a message a frame analysed with the frame's
+// capture time, size, detections (boxes as fractions, track ids) and the zone's occupancy and
+// the line's counts; frames come in capture order, as fast as the camera is analysed. A camera
+// that does not exist is a 404; a camera nobody watches marshals nothing.
+func TestResultsFeed(t *testing.T) {
+	cams := withZone(sampleCameras(t, 1), "cam0")
+	cams = strings.Replace(cams, "- {id: cam0,", "- {id: cam0, lines: [{id: middle, points: [[0.5, 0], [0.5, 1]]}],", 1)
+	d := startTestDaemon(t, strings.Replace(lifeConfig(t, cams), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	base := "http://" + d.HTTPAddr().String()
+	if resp, err := http.Get(base + "/api/cameras/nosuch/results"); err != nil || resp.StatusCode != 404 {
+		t.Fatalf("a camera that does not exist: %v %v, want a 404", resp, err)
+	}
+	c := d.camera("cam0")
+	if c.feed.watched() {
+		t.Fatal("the feed watched before anyone asked")
+	}
+	resp, err := http.Get(base + "/api/cameras/cam0/results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("Content-Type %q, want text/event-stream", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	evs := readEvents(t, sc, 1)
+	var scene feedScene
+	if evs[0].name != "scene" || json.Unmarshal([]byte(evs[0].data), &scene) != nil {
+		t.Fatalf("the first event: %+v, want the scene", evs[0])
+	}
+	if len(scene.Zones) != 1 || scene.Zones[0].ID != "lower" || len(scene.Zones[0].Points) != 4 ||
+		len(scene.Lines) != 1 || scene.Lines[0].ID != "middle" || scene.Lines[0].Points[0][0] != 0.5 {
+		t.Errorf("the scene %+v, want zone lower (4 points) and line middle", scene)
+	}
+	var last time.Time
+	dets, tracked, occupied := 0, 0, false
+	for i, e := range readEvents(t, sc, 20) {
+		var f struct {
+			Event struct {
+				Camera     string    `json:"camera"`
+				CapturedAt time.Time `json:"captured_at"`
+				Frame      struct{ Width, Height int }
+				Detections []struct {
+					Label   string                       `json:"label"`
+					BoxNorm struct{ X, Y, W, H float64 } `json:"box_norm"`
+					TrackID uint64                       `json:"track_id"`
+				} `json:"detections"`
+			} `json:"event"`
+			Zones []feedZone `json:"zones"`
+			Lines []feedLine `json:"lines"`
+		}
+		if e.name != "" || json.Unmarshal([]byte(e.data), &f) != nil {
+			t.Fatalf("event %d: %+v, want a frame", i, e)
+		}
+		ev := f.Event
+		if ev.Camera != "cam0" || ev.Frame.Width != 768 || ev.Frame.Height != 576 || !ev.CapturedAt.After(last) {
+			t.Errorf("frame %d: camera %q %dx%d captured %v after %v: want cam0's 768x576 frames in capture order",
+				i, ev.Camera, ev.Frame.Width, ev.Frame.Height, ev.CapturedAt, last)
+		}
+		last = ev.CapturedAt
+		for _, det := range ev.Detections {
+			dets++
+			if det.TrackID > 0 {
+				tracked++
+			}
+			if b := det.BoxNorm; b.X < 0 || b.Y < 0 || b.W <= 0 || b.H <= 0 || b.X+b.W > 1.001 || b.Y+b.H > 1.001 {
+				t.Errorf("frame %d: %s box %+v, want fractions of the frame", i, det.Label, b)
+			}
+		}
+		if len(f.Zones) != 1 || f.Zones[0].ID != "lower" || len(f.Lines) != 1 || f.Lines[0].ID != "middle" {
+			t.Errorf("frame %d: zones %+v lines %+v, want lower and middle", i, f.Zones, f.Lines)
+		}
+		occupied = occupied || (len(f.Zones) == 1 && f.Zones[0].Occupancy > 0)
+	}
+	if dets == 0 || tracked == 0 || !occupied {
+		t.Errorf("20 frames of the sample: %d detections, %d with a track id, zone occupied %v; want people tracked in the lower half", dets, tracked, occupied)
+	}
+	resp.Body.Close()
+	testutil.WaitFor(t, time.Minute, "the subscriber gone", func() bool { return !c.feed.watched() })
+}
+
+// A subscriber that reads nothing misses frames once its queue is full; the sender never
+// waits, and the others go on getting every frame.
+func TestFeedNeverBlocks(t *testing.T) {
+	var f feed
+	slow, fast := f.watch(), f.watch()
+	for i := range 3 * feedQueue {
+		f.send([]byte{byte(i)})
+		<-fast
+	}
+	if len(slow) != feedQueue || f.miss.Load() != 2*feedQueue || f.sent.Load() != 4*feedQueue {
+		t.Errorf("slow holds %d, missed %d, sent %d; want %d, %d, %d", len(slow), f.miss.Load(), f.sent.Load(), feedQueue, 2*feedQueue, 4*feedQueue)
+	}
+	f.unwatch(slow)
+	f.unwatch(fast)
+	if f.watched() {
+		t.Error("watched with no subscriber")
+	}
+}
