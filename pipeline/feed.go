@@ -1,22 +1,23 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/sinks"
 )
 
-// The results feed (issue 40, item 2): GET /api/cameras/{id}/results is a stream of
-// Server-Sent Events of what the camera's result stage finishes, for the page to draw over
-// the live video, matched to the frame on screen by capture time:
-//   - "scene" first, and again after a reload changed them: the camera's zones and lines as
-//     configured (feedScene);
+// The results feed (issue 40, item 2): GET /api/cameras/{id}/results is a WebSocket of what
+// the camera's result stage finishes, for the page to draw over the live video, matched to
+// the frame on screen by capture time:
+//   - the scene first, and again after a reload changed it: the camera's zones, lines and
+//     masks as configured (feedScene);
 //   - a message a frame analysed (feedFrame): its detection event (every detection the scene
 //     kept, with its track id), the zones' occupancy and the lines' counts after it.
 // A camera marshals nothing for the feed while nobody watches it. A subscriber whose queue is
@@ -24,10 +25,6 @@ import (
 
 // feedQueue is how many frames a subscriber's queue holds before it misses some.
 const feedQueue = 32
-
-// feedPing is how often an idle feed sends a comment, so that proxies and the browser keep
-// the connection and a page that has gone is noticed.
-const feedPing = 15 * time.Second
 
 // feed is a camera's subscribers to its results.
 type feed struct {
@@ -156,44 +153,41 @@ func sceneMessage(s *analyticsSettings) []byte {
 	return b
 }
 
-// serveResults is GET /api/cameras/{id}/results: camera id's results feed.
+// serveResults is GET /api/cameras/{id}/results: a WebSocket of camera id's results, each a
+// text message: {"scene": ...} first and after a reload changed it, then a frame's message.
+// (A WebSocket rather than Server-Sent Events: a browser under test with virtual time waits
+// for a pending request to end, which an event stream never does.)
 func (d *Daemon) serveResults(w http.ResponseWriter, r *http.Request) {
 	c := d.camera(r.PathValue("id"))
 	if c == nil {
 		http.Error(w, "no such camera", http.StatusNotFound)
 		return
 	}
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // nginx in front: pass events as they come
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept has answered
+	}
+	defer conn.CloseNow()
 	sub := c.feed.watch()
 	defer c.feed.unwatch(sub)
-	ping := time.NewTicker(feedPing)
-	defer ping.Stop()
+	ctx := conn.CloseRead(r.Context()) // the page sends nothing; its close ends ctx
 	var scene *analyticsSettings
 	first := true
 	for {
-		var err error
+		var msg []byte
 		if s := c.analytics(); first || s != scene {
 			scene, first = s, false
-			_, err = fmt.Fprintf(w, "event: scene\ndata: %s\n\n", sceneMessage(s))
+			msg = append(append([]byte(`{"scene":`), sceneMessage(s)...), '}')
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case msg = <-sub:
+			}
 		}
-		if err == nil {
-			err = rc.Flush()
-		}
-		if err != nil {
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-ping.C:
-			_, err = fmt.Fprint(w, ": ping\n\n")
-		case msg := <-sub:
-			_, err = fmt.Fprintf(w, "data: %s\n\n", msg)
-		}
+		wctx, cancel := context.WithTimeout(ctx, liveWriteTimeout)
+		err := conn.Write(wctx, websocket.MessageText, msg)
+		cancel()
 		if err != nil {
 			return
 		}

@@ -1,45 +1,19 @@
 package pipeline
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/visiond/visiond/internal/testutil"
 )
 
-// sseEvent is one Server-Sent Event: its name ("" for a plain message) and its data.
-type sseEvent struct{ name, data string }
-
-// readEvents reads n events of an event stream.
-func readEvents(t *testing.T, sc *bufio.Scanner, n int) []sseEvent {
-	t.Helper()
-	var out []sseEvent
-	var e sseEvent
-	for len(out) < n && sc.Scan() {
-		l := sc.Text()
-		switch {
-		case l == "":
-			if e.data != "" {
-				out = append(out, e)
-			}
-			e = sseEvent{}
-		case strings.HasPrefix(l, "event: "):
-			e.name = strings.TrimPrefix(l, "event: ")
-		case strings.HasPrefix(l, "data: "):
-			e.data += strings.TrimPrefix(l, "data: ")
-		}
-	}
-	if len(out) < n {
-		t.Fatalf("the stream ended after %d events (%v)", len(out), sc.Err())
-	}
-	return out
-}
-
-// TestResultsFeed subscribes to a camera's results as the page does: the first event is the
+// TestResultsFeed subscribes to a camera's results as the page does: the first message is the
 // scene (its zone and line as configured), then a message a frame analysed with the frame's
 // capture time, size, detections (boxes as fractions, track ids) and the zone's occupancy and
 // the line's counts; frames come in capture order, as fast as the camera is analysed. A camera
@@ -56,19 +30,25 @@ func TestResultsFeed(t *testing.T) {
 	if c.feed.watched() {
 		t.Fatal("the feed watched before anyone asked")
 	}
-	resp, err := http.Get(base + "/api/cameras/cam0/results")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws://"+d.HTTPAddr().String()+"/api/cameras/cam0/results", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Errorf("Content-Type %q, want text/event-stream", ct)
+	conn.SetReadLimit(1 << 20)
+	read := func(v any) {
+		t.Helper()
+		typ, msg, err := conn.Read(ctx)
+		if err != nil || typ != websocket.MessageText || json.Unmarshal(msg, v) != nil {
+			t.Fatalf("a message: %v %v %s, want JSON text", err, typ, msg)
+		}
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	evs := readEvents(t, sc, 1)
-	var scene feedScene
-	if evs[0].name != "scene" || json.Unmarshal([]byte(evs[0].data), &scene) != nil {
-		t.Fatalf("the first event: %+v, want the scene", evs[0])
+	var first struct{ Scene *feedScene }
+	read(&first)
+	scene := first.Scene
+	if scene == nil {
+		t.Fatal("the first message is not the scene")
 	}
 	if len(scene.Zones) != 1 || scene.Zones[0].ID != "lower" || len(scene.Zones[0].Points) != 4 ||
 		len(scene.Lines) != 1 || scene.Lines[0].ID != "middle" || scene.Lines[0].Points[0][0] != 0.5 {
@@ -76,7 +56,7 @@ func TestResultsFeed(t *testing.T) {
 	}
 	var last time.Time
 	dets, tracked, occupied := 0, 0, false
-	for i, e := range readEvents(t, sc, 20) {
+	for i := range 20 {
 		var f struct {
 			Event struct {
 				Camera     string    `json:"camera"`
@@ -91,9 +71,7 @@ func TestResultsFeed(t *testing.T) {
 			Zones []feedZone `json:"zones"`
 			Lines []feedLine `json:"lines"`
 		}
-		if e.name != "" || json.Unmarshal([]byte(e.data), &f) != nil {
-			t.Fatalf("event %d: %+v, want a frame", i, e)
-		}
+		read(&f)
 		ev := f.Event
 		if ev.Camera != "cam0" || ev.Frame.Width != 768 || ev.Frame.Height != 576 || !ev.CapturedAt.After(last) {
 			t.Errorf("frame %d: camera %q %dx%d captured %v after %v: want cam0's 768x576 frames in capture order",
@@ -117,7 +95,7 @@ func TestResultsFeed(t *testing.T) {
 	if dets == 0 || tracked == 0 || !occupied {
 		t.Errorf("20 frames of the sample: %d detections, %d with a track id, zone occupied %v; want people tracked in the lower half", dets, tracked, occupied)
 	}
-	resp.Body.Close()
+	conn.Close(websocket.StatusNormalClosure, "")
 	testutil.WaitFor(t, time.Minute, "the subscriber gone", func() bool { return !c.feed.watched() })
 }
 

@@ -100,10 +100,13 @@ func TestLiveView(t *testing.T) {
 
 // TestLiveViewPlays opens the status page with ?live=cam0 in headless Chromium, as a person who
 // clicks a card's live button: the player's video plays the camera's stream through Media
-// Source Extensions (its size is the camera's, its currentTime advances), with no error.
+// Source Extensions (its size is the camera's, its currentTime advances), with no error, and
+// the canvas over it draws the boxes of the results matched to the frames on screen.
 func TestLiveViewPlays(t *testing.T) {
 	chromium := chromiumPath(t)
-	d := startTestDaemon(t, strings.Replace(lifeConfig(t, sampleCameras(t, 1)), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
+	cams := withZone(sampleCameras(t, 1), "cam0")
+	cams = strings.Replace(cams, "- {id: cam0,", "- {id: cam0, lines: [{id: middle, points: [[0.5, 0], [0.5, 1]]}],", 1)
+	d := startTestDaemon(t, strings.Replace(lifeConfig(t, cams), `http: {listen: ""}`, `http: {listen: "127.0.0.1:0"}`, 1))
 	testutil.WaitFor(t, 2*time.Minute, "cam0 analysed", func() bool { return d.Cameras()[0].Analysed > 0 })
 	dom := runChromium(t, chromium, "--virtual-time-budget=10000", "--window-size=1280,1000", "--autoplay-policy=no-user-gesture-required",
 		"--dump-dom", fmt.Sprintf("http://%s/?live=cam0", d.HTTPAddr()))
@@ -119,4 +122,21 @@ func TestLiveViewPlays(t *testing.T) {
 	if at, err := strconv.ParseFloat(v["data-current-time"], 64); err != nil || at <= 1 {
 		t.Errorf("the live video's currentTime %q, want past 1 s: it did not play", v["data-current-time"])
 	}
+	// The overlay: results matched to frames on screen by capture time, their boxes drawn
+	// (the canvas drawn on the first box's top edge, where its event put it).
+	// Under virtual time the page's clock runs ahead of the results, which come in real time:
+	// how many are drawn depends on the box, at least one is.
+	if atoi(v["data-overlay-frames"]) < 1 {
+		t.Errorf("%q analysed frames drawn over the video, want some", v["data-overlay-frames"])
+	}
+	// (The stroke's edge is anti-aliased; a zone's fill alone is at alpha 31.)
+	if atoi(v["data-overlay-boxes"]) < 1 || atoi(v["data-overlay-first-box-alpha"]) < 128 {
+		t.Errorf("the last frame drawn: %q boxes, its first box's edge of alpha %q (at %q); want boxes drawn where the event says",
+			v["data-overlay-boxes"], v["data-overlay-first-box-alpha"], v["data-overlay-first-box"])
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

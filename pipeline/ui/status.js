@@ -34,7 +34,10 @@
   const LIVE_QUEUE = 120; // segments waiting for the source buffer (about 12 s at 10 fps) before a restart
   const LIVE_BEHIND_S = 1.5; // the video jumps to the newest frame when it is further behind
   const LIVE_KEEP_S = 10; // video kept in the source buffer behind the play position
-  const live = { camera: "", ws: null, source: null, buffer: null, queue: [], mime: "" };
+  const live = { camera: "", ws: null, source: null, buffer: null, queue: [], mime: "", start: 0, feed: null, scene: null, frames: [], drawn: 0, latency: 0, rvfc: 0, lastDrawn: null };
+  const overlay = document.getElementById("player-overlay");
+  const OVERLAY_KEEP = 100; // results kept to match frames on screen (10 s at 10 fps)
+  const OVERLAY_MAX_AGE_MS = 400; // boxes older than this against the frame on screen are not drawn
   // Which cards are on screen: only their clip lists are polled.
   const onScreen = new IntersectionObserver((entries) => {
     for (const e of entries) {
@@ -212,6 +215,7 @@
       if (typeof e.data === "string") {
         const m = JSON.parse(e.data);
         if (m.mime && m.mime !== live.mime) openSource(m.mime);
+        live.start = Date.parse(m.start) || 0; // the capture time of media time 0
         return;
       }
       if (!live.source) return; // no type yet, or one this browser cannot play
@@ -223,6 +227,7 @@
       pump();
     };
     ws.onopen = () => { if (live.ws === ws) player.info.textContent = id + " · live"; };
+    openFeed(id);
     ws.onclose = (e) => {
       if (live.ws !== ws) return;
       player.info.textContent = id + " · the live view ended" + (e.reason ? ": " + e.reason : "");
@@ -255,6 +260,7 @@
     }, { once: true });
     if (v.src) URL.revokeObjectURL(v.src);
     v.src = URL.createObjectURL(ms);
+    armOverlay();
     v.play().catch(() => {}); // it starts once the first segments are in
   }
 
@@ -286,6 +292,12 @@
     const v = player.video;
     if (live.ws) live.ws.close(1000, "closed by the page");
     live.ws = null;
+    if (live.feed) live.feed.close(1000, "closed by the page");
+    live.feed = null;
+    live.scene = null;
+    live.frames = [];
+    live.drawn = 0;
+    clearOverlay();
     live.source = null;
     live.buffer = null;
     live.queue = [];
@@ -299,6 +311,122 @@
     v.load();
     player.name = "";
     player.title.textContent = "Clip";
+  }
+
+  // openFeed subscribes to camera id's results (api/cameras/<id>/results, a WebSocket): the
+  // scene (zones, lines, masks), then a message a frame analysed, kept by capture time.
+  function openFeed(id) {
+    const base = location.href.replace(/[?#].*$/, "").replace(/[^/]*$/, "");
+    const ws = new WebSocket(base.replace(/^http/, "ws") + "api/cameras/" + encodeURIComponent(id) + "/results");
+    live.feed = ws;
+    ws.onmessage = (e) => {
+      if (live.feed !== ws) return;
+      const m = JSON.parse(e.data);
+      if (m.scene) {
+        live.scene = m.scene;
+        return;
+      }
+      m.at = Date.parse(m.event.captured_at);
+      live.frames.push(m);
+      if (live.frames.length > OVERLAY_KEEP) live.frames.splice(0, live.frames.length - OVERLAY_KEEP);
+    };
+  }
+
+  // resultFor is the analysed frame to draw over the frame captured at t: the latest captured
+  // at or before it, if not older than OVERLAY_MAX_AGE_MS.
+  function resultFor(t) {
+    for (let i = live.frames.length - 1; i >= 0; i--) {
+      const f = live.frames[i];
+      if (f.at <= t + 1) return t - f.at <= OVERLAY_MAX_AGE_MS ? f : null;
+    }
+    return null;
+  }
+
+  function clearOverlay() {
+    const ctx = overlay.getContext("2d");
+    ctx.clearRect(0, 0, overlay.width, overlay.height);
+  }
+
+  // drawOverlay draws, over the frame on screen (media time mediaTime), the scene and the
+  // boxes of its result, within the video's picture (letterboxed in the element).
+  function drawOverlay(mediaTime) {
+    const v = player.video;
+    const w = overlay.clientWidth, h = overlay.clientHeight;
+    if (overlay.width !== w || overlay.height !== h) { overlay.width = w; overlay.height = h; }
+    const ctx = overlay.getContext("2d");
+    ctx.clearRect(0, 0, w, h);
+    if (!live.camera || !v.videoWidth || !live.start) return;
+    const s = Math.min(w / v.videoWidth, h / v.videoHeight);
+    const pw = v.videoWidth * s, ph = v.videoHeight * s, ox = (w - pw) / 2, oy = (h - ph) / 2;
+    const X = (x) => ox + x * pw, Y = (y) => oy + y * ph;
+    const captured = live.start + mediaTime * 1000;
+    const f = resultFor(captured);
+    const scene = live.scene || { zones: [], lines: [], masks: [] };
+    const occ = new Map((f ? f.zones : []).map((z) => [z.id, z.occupancy]));
+    const cnt = new Map((f ? f.lines : []).map((l) => [l.id, l]));
+    ctx.lineWidth = 2;
+    ctx.font = "13px sans-serif";
+    for (const z of scene.zones) {
+      ctx.beginPath();
+      z.points.forEach(([x, y], i) => (i ? ctx.lineTo(X(x), Y(y)) : ctx.moveTo(X(x), Y(y))));
+      ctx.closePath();
+      ctx.fillStyle = "rgba(255, 200, 0, 0.12)";
+      ctx.fill();
+      ctx.strokeStyle = "rgb(255, 200, 0)";
+      ctx.stroke();
+      ctx.fillStyle = "rgb(255, 200, 0)";
+      ctx.fillText(z.id + (occ.has(z.id) ? " · " + occ.get(z.id) + " inside" : ""), X(z.points[0][0]) + 4, Y(z.points[0][1]) + 15);
+    }
+    for (const l of scene.lines) {
+      const [[x1, y1], [x2, y2]] = l.points;
+      ctx.strokeStyle = "rgb(0, 220, 255)";
+      ctx.beginPath();
+      ctx.moveTo(X(x1), Y(y1));
+      ctx.lineTo(X(x2), Y(y2));
+      ctx.stroke();
+      const c = cnt.get(l.id);
+      ctx.fillStyle = "rgb(0, 220, 255)";
+      ctx.fillText(l.id + (c ? " · in " + c.in + " · out " + c.out : ""), (X(x1) + X(x2)) / 2 + 4, (Y(y1) + Y(y2)) / 2);
+    }
+    if (!f) return;
+    let boxes = 0;
+    for (const d of f.event.detections || []) {
+      const b = d.box_norm;
+      ctx.strokeStyle = d.track_id ? "rgb(255, 64, 64)" : "rgb(160, 160, 160)";
+      ctx.strokeRect(X(b.x), Y(b.y), b.w * pw, b.h * ph);
+      ctx.fillStyle = ctx.strokeStyle;
+      ctx.fillText(d.label + (d.track_id ? " #" + d.track_id : "") + " " + num(d.score).toFixed(2), X(b.x), Y(b.y) - 3);
+      boxes++;
+    }
+    if (f !== live.lastDrawn) { // a result put on screen: how long after its capture
+      live.lastDrawn = f;
+      live.drawn++;
+      const lat = Date.now() - f.at;
+      live.latency = live.drawn === 1 ? lat : 0.9 * live.latency + 0.1 * lat;
+      v.dataset.overlayFrames = String(live.drawn);
+      v.dataset.overlayBoxes = String(boxes);
+      v.dataset.overlayLatencyMs = live.latency.toFixed(0);
+      player.info.textContent = live.camera + " · live · boxes on screen " + live.latency.toFixed(0) + " ms after capture";
+      if (boxes > 0) { // what a test of the page checks: the first box's top edge is drawn there
+        const b = f.event.detections[0].box_norm;
+        const px = ctx.getImageData(Math.round(X(b.x + b.w / 2)), Math.round(Y(b.y)), 1, 1).data;
+        v.dataset.overlayFirstBox = [X(b.x), Y(b.y), b.w * pw, b.h * ph].map((n) => n.toFixed(0)).join(",");
+        v.dataset.overlayFirstBoxAlpha = String(px[3]);
+      }
+    }
+  }
+
+  // Each frame the video presents: the overlay of its capture time (armed anew with each
+  // Media Source).
+  function onVideoFrame(now, meta) {
+    live.rvfc = player.video.requestVideoFrameCallback(onVideoFrame);
+    drawOverlay(meta.mediaTime);
+  }
+  function armOverlay() {
+    const v = player.video;
+    if (!("requestVideoFrameCallback" in v)) return; // no overlay in such a browser
+    if (live.rvfc) v.cancelVideoFrameCallback(live.rvfc);
+    live.rvfc = v.requestVideoFrameCallback(onVideoFrame);
   }
 
   function markPlaying() {
