@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL ?= install
 
-.PHONY: all setup build run test test-loaded vet fmt-check tidy-check lint unit-check unit-sandbox-test setup-test setup-fresh-test bench bench-report bench-micro install clean
+.PHONY: all setup setup-tests build run test test-loaded vet fmt-check tidy-check lint unit-check unit-sandbox-test setup-test setup-fresh-test bench bench-report bench-micro install clean
 
 all: build
 
@@ -36,14 +36,14 @@ run: setup build
 # vtest_test.go), about 600 frames each, and draws the scenes' videos under the race
 # detector, so it is by far the longest: 24.5 minutes of a 35-minute `make test` on the
 # 2-core box (2026-12-05, beside a little other work).
-test: setup vet fmt-check tidy-check lint unit-check setup-test
+test: setup-tests vet fmt-check tidy-check lint unit-check setup-test
 	$(GO) test -race -count=1 -timeout 60m $(PKGS)
 
 # The suite beside stress-ng keeping every core busy, as on a CI machine shared with other
 # work: $(LOAD_PER_CPU) CPU stressors per CPU (a load of about 4x the CPUs). A test that
 # passes here does not depend on how fast the machine is.
 LOAD_PER_CPU ?= 4
-test-loaded: setup vet fmt-check tidy-check lint unit-check setup-test
+test-loaded: setup-tests vet fmt-check tidy-check lint unit-check setup-test
 	@command -v stress-ng >/dev/null || { echo "stress-ng missing: run make setup"; exit 1; }
 	@stress-ng --cpu $$(( $(LOAD_PER_CPU) * $$(nproc) )) --timeout 3h --quiet & load=$$!; \
 	trap 'kill $$load 2>/dev/null; wait $$load 2>/dev/null' EXIT; \
@@ -83,6 +83,10 @@ setup-fresh-test:
 # scripts/setup.sh fails with the way to get Go when the Go in use is older than go.mod's.
 setup-test:
 	@GO=$(GO) scripts/setup-test.sh
+
+# setup, and what only the tests use (an older ONNX Runtime: scripts/setup.sh, SETUP_TESTS).
+setup-tests:
+	SETUP_TESTS=1 GO=$(GO) scripts/setup.sh
 
 # The benchmark report: decode against ffmpeg, the daemon against bare loops, cameras sustained
 # at 5 fps, overload, soak, memory per camera; raw results in $(BENCH_OUT), then BENCHMARKS.md and its soak plot.

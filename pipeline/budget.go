@@ -113,7 +113,7 @@ func (b *memoryBudget) observe(m MemoryStatus, now time.Time) bool {
 		b.log.Warn("the daemon and its workers hold more memory than the budget; giving back free pages",
 			"resident_mib", total>>20, "budget_mib", b.limit>>20, "budget_from", b.source,
 			"go_mib", m.GoBytes>>20, "frame_buffers_mib", m.FrameBuffers>>20, "snapshot_buffers_mib", m.SnapshotBuffers>>20,
-			"clip_rings_mib", m.ClipRings>>20, "c_heap_mib", m.CHeapBytes>>20, "code_mib", m.CodeBytes>>20,
+			"clip_rings_mib", m.ClipRings>>20, "c_heap_mib", m.CHeapBytes>>20, "gpu_driver_mib", m.GPUDriverBytes>>20, "code_mib", m.CodeBytes>>20,
 			"workers_mib", workers>>20, "samples_over", b.over.Load())
 		debug.FreeOSMemory()
 		cmem.Trim()

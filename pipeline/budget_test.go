@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -138,5 +139,61 @@ func TestMemoryBudgetExceeded(t *testing.T) {
 	d.Close()
 	if got := debug.SetMemoryLimit(-1); got != before {
 		t.Errorf("Go limit %d after Close, want %d as before the start", got, before)
+	}
+}
+
+// The GPU driver's owner sums the Rss of the mappings of NVIDIA's and a Jetson's device files
+// in smaps, and nothing else; a process that maps none, or files that cannot be read or are
+// not what smaps looks like, give 0, never an error.
+func TestDriverResident(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const smaps = `00400000-00c00000 r-xp 00000000 fd:01 1234 /usr/local/bin/visiond
+Rss:                8192 kB
+Pss:                8192 kB
+200000000-200400000 rw-s 00000000 00:06 712 /dev/nvidiactl
+Size:               4096 kB
+Rss:                4096 kB
+Pss:                4096 kB
+7f0000000000-7f0000100000 rw-p 00000000 00:00 0
+Rss:                1024 kB
+7f0000100000-7f0000200000 rw-s 00000000 00:06 713 /dev/nvidia0
+Rss:                 512 kB
+7f0000200000-7f0000300000 rw-s 00000000 00:06 714 /dev/nvmap
+Rss:                 256 kB
+Rss:            not-a-number kB
+7f0000300000-7f0000400000 rw-s 00000000 00:06 715 /dev/nvhost-ctrl-gpu
+Rss:                 128 kB
+7f0000400000-7f0000500000 rw-p 00000000 00:06 716 /dev/zero
+Rss:                  64 kB
+VmFlags: rd wr sh mr mw me ms sd
+`
+	maps := write("maps", "200000000-200400000 rw-s 00000000 00:06 712 /dev/nvidiactl\n")
+	if got, want := driverResident(maps, write("smaps", smaps)), int64(4096+512+256+128)<<10; got != want {
+		t.Errorf("driver's mappings: %d bytes, want %d", got, want)
+	}
+	noGPU := write("maps-cpu", "00400000-00c00000 r-xp 00000000 fd:01 1234 /usr/local/bin/visiond\n")
+	if got := driverResident(noGPU, write("smaps-ignored", smaps)); got != 0 {
+		t.Errorf("a process that maps no driver's device: %d bytes, want 0 (smaps not read)", got)
+	}
+	for name, paths := range map[string][2]string{
+		"no maps":  {filepath.Join(dir, "missing"), filepath.Join(dir, "smaps")},
+		"no smaps": {maps, filepath.Join(dir, "missing")},
+		"garbage":  {maps, write("garbage", "\x00\xff not smaps\n:\n\n")},
+	} {
+		if got := driverResident(paths[0], paths[1]); got != 0 {
+			t.Errorf("%s: %d bytes, want 0", name, got)
+		}
+	}
+	// This process: whatever it maps, the figure is at most its resident memory.
+	_, file, _ := procMemory("/proc/self/status")
+	if got := driverResident("/proc/self/maps", "/proc/self/smaps"); got < 0 || got > file {
+		t.Errorf("this process: %d bytes of the driver's, of %d file-backed", got, file)
 	}
 }

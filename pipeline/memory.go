@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	rtmetrics "runtime/metrics"
+	"slices"
 	"strconv"
 )
 
@@ -20,6 +21,10 @@ import (
 //     recorders' read buffers;
 //   - CHeap: the rest of the anonymous memory: the C libraries' allocations (FFmpeg's
 //     decoders and their frame pools, above all, and OpenCV), threads' stacks;
+//   - GPUDriver: the GPU driver's mappings of its device files (NVIDIA's /dev/nvidia*, a
+//     Jetson's /dev/nvmap and /dev/nvhost-*): page-locked host memory, and what the driver
+//     keeps on the host for the process's contexts and decoders (4.9 MiB an NVDEC decoder on
+//     an H100's driver). The kernel counts it as file-backed, like the code;
 //   - Code: the executable's and shared libraries' pages (file-backed: shared with other
 //     processes that map them, and reclaimable);
 //   - Shared: shared memory, the workers' frame slots.
@@ -30,6 +35,7 @@ type MemoryStatus struct {
 	SnapshotBuffers int64          `json:"snapshot_buffers_bytes"`
 	ClipRings       int64          `json:"clip_rings_bytes"`
 	CHeapBytes      int64          `json:"c_heap_bytes"`
+	GPUDriverBytes  int64          `json:"gpu_driver_bytes"`
 	CodeBytes       int64          `json:"code_bytes"`
 	SharedBytes     int64          `json:"shared_bytes"`
 	Workers         []WorkerMemory `json:"workers"`
@@ -65,7 +71,8 @@ func (d *Daemon) Memory() MemoryStatus {
 	var m MemoryStatus
 	anon, file, shmem := procMemory("/proc/self/status")
 	m.ResidentBytes = anon + file + shmem
-	m.CodeBytes, m.SharedBytes = file, shmem
+	m.GPUDriverBytes = min(file, driverResident("/proc/self/maps", "/proc/self/smaps"))
+	m.CodeBytes, m.SharedBytes = file-m.GPUDriverBytes, shmem
 	m.GoBytes = goResident()
 	if d.frames != nil {
 		m.FrameBuffers = d.frames.Stats().Bytes()
@@ -121,6 +128,46 @@ func procMemory(path string) (anon, file, shmem int64) {
 		}
 	}
 	return anon, file, shmem
+}
+
+// driverDevices are the prefixes of the device files GPU drivers map into a process: NVIDIA's
+// desktop and server driver (/dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm), a Jetson's
+// (/dev/nvmap, /dev/nvhost-*).
+var driverDevices = []string{"/dev/nvidia", "/dev/nvmap", "/dev/nvhost"}
+
+// driverResident is the resident memory, in bytes, of the mappings of driverDevices in a
+// process's smaps (Rss of each), or 0. It reads the maps file first, which costs little, and
+// the smaps file, which walks the process's page tables, only when a driver's device is mapped.
+func driverResident(mapsPath, smapsPath string) int64 {
+	maps, err := os.ReadFile(mapsPath)
+	if err != nil || !slices.ContainsFunc(driverDevices, func(d string) bool { return bytes.Contains(maps, []byte(" "+d)) }) {
+		return 0
+	}
+	f, err := os.Open(smapsPath)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var total int64
+	var inDriver bool
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Bytes()
+		fields := bytes.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if k := fields[0]; k[len(k)-1] != ':' { // a mapping's header: range perms offset dev inode [path]
+			inDriver = len(fields) >= 6 && slices.ContainsFunc(driverDevices, func(d string) bool { return bytes.HasPrefix(fields[5], []byte(d)) })
+			continue
+		}
+		if inDriver && string(fields[0]) == "Rss:" && len(fields) >= 2 {
+			if kb, err := strconv.ParseInt(string(fields[1]), 10, 64); err == nil {
+				total += kb << 10
+			}
+		}
+	}
+	return total
 }
 
 // goResident is the memory the Go runtime has mapped less what its scavenger gave back: an

@@ -297,7 +297,7 @@ func (m *metricsCollector) collectDaemon(e emitter) {
 		owner string
 		bytes int64
 	}{{"go", mem.GoBytes}, {"frame_buffers", mem.FrameBuffers}, {"snapshot_buffers", mem.SnapshotBuffers},
-		{"clip_rings", mem.ClipRings}, {"c_heap", mem.CHeapBytes}, {"code", mem.CodeBytes}, {"shared", mem.SharedBytes}} {
+		{"clip_rings", mem.ClipRings}, {"c_heap", mem.CHeapBytes}, {"gpu_driver", mem.GPUDriverBytes}, {"code", mem.CodeBytes}, {"shared", mem.SharedBytes}} {
 		gauge(m.memory, float64(o.bytes), o.owner)
 	}
 	gauge(m.memBudget, float64(mem.BudgetBytes))

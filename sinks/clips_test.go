@@ -751,3 +751,109 @@ func TestClipsPutAcrossFilesystemsAndOpenAtOnce(t *testing.T) {
 		t.Errorf("cache holds %d files after 4 Opens of one clip, want 1", len(entries))
 	}
 }
+
+// The store's disk stays near its limit while far more than the limit goes through it:
+// evicting a clip leaves no delete marker behind (a marker per clip, kept for MaxAge, would
+// fill the store and the server's per-subject index, and pin every block it lands in so that
+// evictions punch holes the server reclaims only at its 2-minute sync).
+func TestClipsStoreDiskBounded(t *testing.T) {
+	s := startServer(t)
+	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
+	mp4 := testutil.SampleMP4(t, 1)
+	const maxBytes = 4 << 20
+	n := 12 * maxBytes / len(mp4) // twelve times the store goes through it
+	c := startClips(t, &Clips{Publisher: p, MaxBytes: maxBytes})
+	in := t.TempDir()
+	for i := range n {
+		if err := c.PutClip(clipInfo("door", clipAt(i)), nil, clipFile(t, in, mp4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d clips stored", n), func() bool { st := c.Stats(); return st.Stored+st.Refused+st.Failed == uint64(n) })
+	if st := c.Stats(); st.Stored != uint64(n) {
+		t.Errorf("stats %+v: want all %d stored", st, n)
+	}
+	ctx := ctxMinute(t)
+	js := natstest.ConnectJS(t, s.ClientURL())
+	stream, err := js.Stream(ctx, "OBJ_visiond-lab-clips")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter("$O.visiond-lab-clips.M.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := c.List(ctx, "door", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != len(listed) {
+		t.Errorf("%d meta subjects in the store for %d clips listed: deleted clips left markers", len(info.State.Subjects), len(listed))
+	}
+	// The server writes blocks of 4 MB for a store this size (filestore's dynBlkSize):
+	// what is stored plus the block being written plus one being emptied.
+	const blk = 4 << 20
+	var disk int64
+	err = filepath.WalkDir(s.StoreDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(path, "OBJ_visiond-lab-clips") {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			disk += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if disk > maxBytes+2*blk {
+		t.Errorf("the store's files hold %d bytes after %d clips of %d went through a store of %d: want at most %d", disk, n, len(mp4), maxBytes, maxBytes+2*blk)
+	}
+	t.Logf("%d clips of %d bytes through a %d-byte store: %d kept, %d msgs, files %d bytes", n, len(mp4), maxBytes, len(listed), info.State.Msgs, disk)
+}
+
+// A store kept by an earlier version, which deleted with the object store's Delete, loses
+// those deletes' markers when the clip store starts; the clips in it stay.
+func TestClipsStartRemovesDeleteMarkers(t *testing.T) {
+	s := startServer(t)
+	p := startPublisher(t, &Publisher{Server: s, JetStream: true, Stream: testStream()})
+	ctx := ctxMinute(t)
+	js := natstest.ConnectJS(t, s.ClientURL())
+	const bucket = "visiond-lab-clips"
+	obs, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket, MaxBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := obs.PutBytes(ctx, ClipName("door", clipAt(i)), testutil.SampleMP4(t, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		if err := obs.Delete(ctx, ClipName("door", clipAt(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	metas := func() int {
+		stream, err := js.Stream(ctx, "OBJ_"+bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter("$O."+bucket+".M.>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(info.State.Subjects)
+	}
+	if n := metas(); n != 3 {
+		t.Fatalf("%d meta subjects before the start: want 3 (a clip and two markers)", n)
+	}
+	startClips(t, &Clips{Publisher: p, MaxBytes: 8 << 20})
+	if n := metas(); n != 1 {
+		t.Errorf("%d meta subjects after the start: want the clip's alone", n)
+	}
+	if _, err := obs.GetInfo(ctx, ClipName("door", clipAt(2))); err != nil {
+		t.Errorf("the clip kept: %v", err)
+	}
+}

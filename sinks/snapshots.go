@@ -151,11 +151,9 @@ func (s *Snapshots) Start() error {
 	if err != nil {
 		return fmt.Errorf("snapshot store %s: %w", s.Bucket, err)
 	}
-	infos, err := obs.List(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return fmt.Errorf("snapshot store %s: list: %w", s.Bucket, err)
+	if err := s.index.open(ctx, p.js, obs, s.Bucket); err != nil {
+		return fmt.Errorf("snapshot store %s: %w", s.Bucket, err)
 	}
-	s.index.load(infos)
 	s.obs = obs
 	s.data = map[string][]byte{}
 	s.writer.start(s.write)
@@ -264,7 +262,7 @@ func (s *Snapshots) store(ctx context.Context, name string, data []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	s.index.forget(name) // its old version goes with the put
-	if err := s.index.makeRoom(ctx, s.obs, int64(len(data)), s.MaxBytes, "snapshot", &s.evicted); err != nil {
+	if err := s.index.makeRoom(ctx, int64(len(data)), s.MaxBytes, "snapshot", &s.evicted); err != nil {
 		return err
 	}
 	info, err := s.obs.PutBytes(ctx, name, data)

@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -171,11 +172,14 @@ func compareGPUWithCPU(t *testing.T, aus []accessUnit, w, h int) {
 }
 
 // BenchmarkNVDECOpen measures what a camera's decoder on the GPU costs to keep and to open.
-// Memory: for libavcodec's own surfaces, then for visiond's sized ones, it opens decoders in
-// steps up to VISIOND_BENCH_DECODERS (40), each decoding the sample's first GOP (so that its
-// NVDEC decoder exists and has output frames), and reads this process's GPU memory after
-// each step (nvidia-smi); the MiB per added decoder is over the steps after the first, so
-// the CUDA context counts once. Opening: VISIOND_BENCH_OPENS (32) decoders opened by 1, 4
+// Memory: for libavcodec's own surfaces, then for visiond's sized ones (with frames copied to
+// page-locked host memory on a stream of the decoder's own, as cameras do; then to pageable
+// memory; then on the default stream), it opens decoders in steps up to
+// VISIOND_BENCH_DECODERS (40), each decoding the sample's first GOP and letterboxing its
+// frames (so that its NVDEC decoder and host copy exist), and reads this process's GPU memory
+// (nvidia-smi), resident host memory and the part of it in the driver's mappings
+// (/proc/self/smaps) after each step; the MiB per added decoder is over the steps after the
+// first, so the CUDA context counts once. Opening: VISIOND_BENCH_OPENS (32) decoders opened by 1, 4
 // and 16 goroutines at once, each open timed from newDecoder to its first frame (what a
 // DecoderGate slot covers). It skips where no CUDA decoder opens.
 func BenchmarkNVDECOpen(b *testing.B) {
@@ -185,16 +189,24 @@ func BenchmarkNVDECOpen(b *testing.B) {
 	most, opens := 40, 32
 	testutil.EnvInts(b, map[string]*int{"VISIOND_BENCH_DECODERS": &most, "VISIOND_BENCH_OPENS": &opens})
 	aus, _ := sampleAUs(b, 10)
-	open := func(sized bool) (*decoder, error) {
-		dec, err := newDecoderWith(codecH264, DecoderCUDA, decoderOpts{libavSurfaces: !sized})
+	lb := geom.NewLetterbox(768, 576, 640, 640)
+	open := func(opts decoderOpts) (*decoder, error) {
+		pix := make([]byte, 640*640*3) // an open's own: the opens below run at once
+		dec, err := newDecoderWith(codecH264, DecoderCUDA, opts)
 		if err != nil {
 			return nil, err
 		}
 		frames := 0
+		var scaleErr error
 		for i, au := range aus {
-			if err := dec.decode(au.data, int64(i), func(int, int, int64) { frames++ }); err != nil {
+			if err := dec.decode(au.data, int64(i), func(int, int, int64) {
+				frames++
+				if scaleErr == nil {
+					scaleErr = dec.scaleInto(pix, lb) // as a camera does: its host copy exists
+				}
+			}); err != nil || scaleErr != nil {
 				dec.close()
-				return nil, fmt.Errorf("access unit %d: %w", i, err)
+				return nil, fmt.Errorf("access unit %d: %w", i, cmp.Or(err, scaleErr))
 			}
 		}
 		if frames == 0 {
@@ -205,30 +217,54 @@ func BenchmarkNVDECOpen(b *testing.B) {
 	}
 	sized, major := surfacesSized()
 	b.Logf("surfaces sized by visiond: %v (libavcodec %d)", sized, major)
+	modes := []struct {
+		name string
+		opts decoderOpts
+	}{
+		{"libavcodec", decoderOpts{libavSurfaces: true}},
+		{"sized", decoderOpts{}},
+		{"sized-pageable", decoderOpts{pageable: true}},
+		{"sized-default-stream", decoderOpts{defaultStream: true}},
+	}
+	if only := os.Getenv("VISIOND_BENCH_NVDEC_MODE"); only != "" { // one mode a process: none reuses another's freed memory
+		modes = slices.DeleteFunc(modes, func(m struct {
+			name string
+			opts decoderOpts
+		}) bool {
+			return m.name != only
+		})
+	}
 	for range b.N {
-		for _, sized := range []bool{false, true} {
-			name := map[bool]string{false: "libavcodec", true: "sized"}[sized]
+		for _, mode := range modes {
+			name := mode.name
 			var decs []*decoder
-			var first, last float64
+			var first, last [3]float64 // GPU, host RSS, the driver's mappings
 			for _, n := range []int{1, 10, most} {
 				for len(decs) < n {
-					dec, err := open(sized)
+					dec, err := open(mode.opts)
 					if err != nil {
 						b.Fatalf("%s: decoder %d: %v", name, len(decs)+1, err)
 					}
 					decs = append(decs, dec)
 				}
-				m, err := testutil.OwnGPUMiB()
+				gpu, err := testutil.OwnGPUMiB()
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.Logf("%s: %d decoders, %.0f MiB", name, n, m)
-				if n == 1 {
-					first = m
+				rss, driver, err := testutil.OwnHostMiB()
+				if err != nil {
+					b.Fatal(err)
 				}
-				last = m
+				b.Logf("%s: %d decoders, GPU %.0f MiB, host RSS %.0f MiB of which the driver's mappings %.0f", name, n, gpu, rss, driver)
+				if n == 1 {
+					first = [3]float64{gpu, rss, driver}
+				}
+				last = [3]float64{gpu, rss, driver}
 			}
-			b.ReportMetric((last-first)/float64(most-1), "MiB/decoder-"+name)
+			per := func(i int) float64 { return (last[i] - first[i]) / float64(most-1) }
+			b.ReportMetric(per(0), "MiB/decoder-"+name)
+			b.ReportMetric(per(1), "host-MiB/decoder-"+name)
+			b.ReportMetric(per(2), "driver-MiB/decoder-"+name)
 			for _, d := range decs {
 				d.close()
 			}
@@ -246,7 +282,7 @@ func BenchmarkNVDECOpen(b *testing.B) {
 				wg.Go(func() {
 					for range next {
 						t0 := time.Now()
-						dec, err := open(true)
+						dec, err := open(decoderOpts{})
 						d := time.Since(t0)
 						if err != nil {
 							b.Error(err)

@@ -16,8 +16,6 @@ import (
 	"github.com/bluenviron/gortsplib/v4/pkg/format"
 	"github.com/bluenviron/gortsplib/v4/pkg/format/rtph264"
 	"github.com/bluenviron/gortsplib/v4/pkg/format/rtph265"
-	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h264"
-	"github.com/bluenviron/mediacommon/v2/pkg/codecs/h265"
 	"github.com/pion/rtp"
 
 	"github.com/visiond/visiond/internal/geom"
@@ -528,12 +526,7 @@ type videoTrack struct {
 
 // isKey reports whether the access unit is a random-access one of the track's codec (its
 // NAL units must not be empty).
-func (t *videoTrack) isKey(nalus [][]byte) bool {
-	if t.codec == codecH265 {
-		return h265.IsRandomAccess(nalus)
-	}
-	return h264.IsRandomAccess(nalus)
-}
+func (t *videoTrack) isKey(nalus [][]byte) bool { return isKey(t.codec, nalus) }
 
 // isNonRef reports whether no other frame references the access unit (its NAL units must
 // not be empty), so that it can be left undecoded. H.264: every slice has nal_ref_idc 0 (a

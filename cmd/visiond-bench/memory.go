@@ -23,6 +23,7 @@ type memOwners struct {
 	SnapshotBuffers float64 `json:"snapshot_buffers"`
 	ClipRings       float64 `json:"clip_rings"`
 	CHeap           float64 `json:"c_heap"`
+	GPUDriver       float64 `json:"gpu_driver,omitempty"`
 	Code            float64 `json:"code"`
 	Shared          float64 `json:"shared"`
 }
@@ -180,6 +181,7 @@ func memoryStep(f daemonFlags, n int, warmup, dur, every time.Duration, profiles
 		SnapshotBuffers: med(func(s memSample) float64 { return s.Owners.SnapshotBuffers }),
 		ClipRings:       med(func(s memSample) float64 { return s.Owners.ClipRings }),
 		CHeap:           med(func(s memSample) float64 { return s.Owners.CHeap }),
+		GPUDriver:       med(func(s memSample) float64 { return s.Owners.GPUDriver }),
 		Code:            med(func(s memSample) float64 { return s.Owners.Code }),
 		Shared:          med(func(s memSample) float64 { return s.Owners.Shared }),
 	}
@@ -207,6 +209,7 @@ func (d *daemon) memSample(from time.Time) (memSample, error) {
 		Snaps    int64 `json:"snapshot_buffers_bytes"`
 		Rings    int64 `json:"clip_rings_bytes"`
 		CHeap    int64 `json:"c_heap_bytes"`
+		Driver   int64 `json:"gpu_driver_bytes"`
 		Code     int64 `json:"code_bytes"`
 		Shared   int64 `json:"shared_bytes"`
 	}
@@ -215,7 +218,7 @@ func (d *daemon) memSample(from time.Time) (memSample, error) {
 	}
 	s := memSample{T: time.Since(from).Seconds(), Owners: memOwners{Resident: mib(m.Resident), Go: mib(m.Go),
 		FrameBuffers: mib(m.Frames), SnapshotBuffers: mib(m.Snaps), ClipRings: mib(m.Rings), CHeap: mib(m.CHeap),
-		Code: mib(m.Code), Shared: mib(m.Shared)}}
+		GPUDriver: mib(m.Driver), Code: mib(m.Code), Shared: mib(m.Shared)}}
 	s.Daemon = readProcMem(d.cmd.Process.Pid)
 	ws, err := d.workers()
 	if err != nil {
@@ -349,7 +352,8 @@ func (r *report) memorySection(local *run) {
 	r.p("and libraries). A further camera's cost is the least-squares slope over the steps. Owners: go, the Go runtime (the daemon, the")
 	r.p("embedded NATS server and its stores' caches, RTSP sessions); frames, the cameras' decoded frames (one pool, outside the Go heap,")
 	r.p("holding the frames in flight); snapshots, frames kept for snapshots and evidence; c heap, the C libraries' memory (FFmpeg's")
-	r.p("decoders above all); code, the executable's and libraries' pages.")
+	r.p("decoders above all); gpu driver, the GPU driver's mappings of its device files (page-locked memory, NVDEC's host state);")
+	r.p("code, the executable's and libraries' pages.")
 	r.p("")
 	var rows [][]string
 	for _, m := range ms {
@@ -357,11 +361,11 @@ func (r *report) memorySection(local *run) {
 			o := s.Owners
 			rows = append(rows, []string{m.Label, fmt.Sprintf("%dx%d", m.Width, m.Height), fmt.Sprint(s.Cameras),
 				f2(float64(s.Window.Events) / s.Window.Seconds / float64(s.Cameras)),
-				f0(s.DaemonRSS), f0(o.Go), f0(o.FrameBuffers), f0(o.SnapshotBuffers), f0(o.CHeap), f0(o.Code), f0(o.Shared),
+				f0(s.DaemonRSS), f0(o.Go), f0(o.FrameBuffers), f0(o.SnapshotBuffers), f0(o.CHeap), f0(o.GPUDriver), f0(o.Code), f0(o.Shared),
 				fmt.Sprintf("%d: %s (%s)", s.Workers, f0(s.WorkersRSS), f0(s.WorkersPSS)), f0(s.TotalRSS()), f0(s.TotalPSS())})
 		}
 	}
-	r.table([]string{"cameras' video", "size", "cameras", "frames analysed/s a camera", "daemon RSS", "go", "frames", "snapshots", "c heap", "code", "shared",
+	r.table([]string{"cameras' video", "size", "cameras", "frames analysed/s a camera", "daemon RSS", "go", "frames", "snapshots", "c heap", "gpu driver", "code", "shared",
 		"workers: RSS (PSS)", "all RSS", "all PSS"}, rows)
 	for _, m := range ms {
 		d, t := m.perCamera()

@@ -20,6 +20,7 @@ func TestCheckLoad(t *testing.T) {
 	model, library := testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1")
 	labels := testutil.TempFile(t, "labels.txt", strings.Repeat("thing\n", 79)+"last thing\n")
 	notAModel := testutil.TempFile(t, "model.onnx", "not a model\n")
+	oldLibrary := testutil.ThirdParty(t, "ort-1.23.2", "libonnxruntime.so.1")
 	for _, tc := range []struct {
 		name, workers string
 		cameras       string // default []
@@ -40,6 +41,10 @@ func TestCheckLoad(t *testing.T) {
 				`line 3: cameras[0].zones[0].classes: "unicorn" is not a class of the model (zone "z", camera "a")`}},
 		{"not a model", fmt.Sprintf("{model: %q, library: %q}", notAModel, library), "", 1,
 			[]string{"workers.pools[0] (cpu): ", "model " + notAModel + ": "}},
+		// Issue 41: a library older than the binding loads (ONNX Runtime 1.23.2, from npm's
+		// onnxruntime-node: make setup-tests) names its version and the one needed.
+		{"older library", fmt.Sprintf("{model: %q, library: %q}", model, oldLibrary), "", 1,
+			[]string{"workers.pools[0] (cpu): ", "ONNX Runtime 1.23.2 found at " + oldLibrary + "; this build needs 1.24 or newer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cameras := cmp.Or(tc.cameras, " []")
@@ -72,5 +77,28 @@ func TestCheckLoad(t *testing.T) {
 				t.Errorf("stderr %q: want the file and the pool first", stderr.String())
 			}
 		})
+	}
+}
+
+// Issue 41: `visiond run` with a library older than the binding loads stops at the start with
+// the same words as check -load, from the worker that could not load it.
+func TestRunOlderLibrary(t *testing.T) {
+	model := testutil.ThirdParty(t, "yolov8n.onnx")
+	oldLibrary := testutil.ThirdParty(t, "ort-1.23.2", "libonnxruntime.so.1")
+	cfg := writeConfig(t, fmt.Sprintf("workers: {model: %q, library: %q, pools: [{count: 1}]}\n"+
+		"nats: {listen: \"127.0.0.1:0\"}\nhttp: {listen: \"127.0.0.1:0\"}\nstate_dir: %q\ncameras: []\n", model, oldLibrary, t.TempDir()))
+	cmd := exec.Command(os.Args[0], "run", "-config", cfg)
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("run: %v, want exit status 1; stderr %q", err, stderr.String())
+	}
+	want := "visiond run: workers.pools[0] (cpu): infer: worker 0 (pid "
+	need := "ONNX Runtime 1.23.2 found at " + oldLibrary + "; this build needs 1.24 or newer: point workers.library at a newer libonnxruntime.so"
+	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), need) {
+		t.Errorf("stderr %q: want %q ... %q", stderr.String(), want, need)
 	}
 }

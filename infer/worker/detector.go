@@ -38,9 +38,29 @@ func initORT(library string) error {
 	}
 	ort.SetSharedLibraryPath(library)
 	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+		// A library older than the binding's C API still says its version (not through
+		// ort.GetVersion: the binding has unloaded the library and kept a pointer into it).
+		if v, _, _ := RuntimeInfo(library); olderORT(v) {
+			return fmt.Errorf("ONNX Runtime %s found at %s; this build needs %d.%d or newer: point workers.library at a newer libonnxruntime.so",
+				v, library, minORTMajor, minORTMinor)
+		}
 		return fmt.Errorf("load onnxruntime library %s: %w", library, err)
 	}
 	return nil
+}
+
+// The oldest ONNX Runtime the binding loads: onnxruntime_go v1.27.0 asks for C API version
+// 24, which ONNX Runtime 1.24 brought.
+const minORTMajor, minORTMinor = 1, 24
+
+// olderORT reports whether version (ONNX Runtime's "1.23.2") is older than the binding
+// loads; false for what does not read as a version.
+func olderORT(version string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major < minORTMajor || major == minORTMajor && minor < minORTMinor
 }
 
 // Detector is one ONNX Runtime session of a YOLO-family detector (output layouts in

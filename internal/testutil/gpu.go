@@ -39,3 +39,33 @@ func EnvInts(tb testing.TB, vars map[string]*int) {
 		}
 	}
 }
+
+// OwnHostMiB is this process's resident memory (the Rss of /proc/self/smaps) and the part of
+// it in the NVIDIA driver's mappings (files under /dev/nvidia: page-locked host memory and
+// what the driver keeps for the process's contexts, streams and decoders), for the GPU
+// benchmarks. The driver's part is file-backed, so tools that split RSS into anonymous and
+// file pages count it with the code.
+func OwnHostMiB() (rss, driver float64, err error) {
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0, 0, err
+	}
+	var inDriver bool
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			inDriver = len(f) >= 6 && strings.HasPrefix(f[5], "/dev/nvidia")
+		case len(f) >= 2 && f[0] == "Rss:":
+			kb, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("/proc/self/smaps: %q: %w", strings.TrimSpace(line), err)
+			}
+			rss += kb / 1024
+			if inDriver {
+				driver += kb / 1024
+			}
+		}
+	}
+	return rss, driver, nil
+}

@@ -571,7 +571,8 @@
     const owners = [
       ["go", "Go runtime (daemon, NATS server, RTSP)", m.go_bytes], ["frame_buffers", "frame buffers", m.frame_buffers_bytes],
       ["snapshot_buffers", "snapshot buffers", m.snapshot_buffers_bytes], ["clip_rings", "clip rings", m.clip_rings_bytes],
-      ["c_heap", "C heap (decoders)", m.c_heap_bytes], ["code", "code", m.code_bytes], ["shared", "shared (frame slots)", m.shared_bytes],
+      ["c_heap", "C heap (decoders)", m.c_heap_bytes], ["gpu_driver", "GPU driver (pinned, decoders)", m.gpu_driver_bytes],
+      ["code", "code", m.code_bytes], ["shared", "shared (frame slots)", m.shared_bytes],
       ["workers", (m.workers || []).length + " worker processes", workers], ["total", "total", total],
     ];
     memoryBody.replaceChildren(...owners.map(([id, name, bytes]) => {
