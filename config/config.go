@@ -110,6 +110,11 @@ type HTTP struct {
 	// loopback without Auth: anyone who reaches it sees every camera.
 	// Default false.
 	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
+	// Edit lets the status page's editor save a camera's zones, lines and masks
+	// into the config file (PUT /api/cameras/<id>/scene), which the daemon then
+	// reloads. It needs Auth. Default false: the editor shows the YAML and what
+	// check says of it, and saves nothing.
+	Edit bool `yaml:"edit"`
 }
 
 // HTTPAuth holds the HTTP endpoint's credentials. Each secret is given

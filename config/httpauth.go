@@ -47,6 +47,9 @@ func (v *validator) http(h HTTP) {
 	if (h.TLS.CertFile == "") != (h.TLS.KeyFile == "") {
 		v.add("http.tls", "cert_file and key_file go together")
 	}
+	if h.Edit && !token && !hash {
+		v.add("http.edit", "needs http.auth (a token, or a user and password_hash): whoever reaches the endpoint could rewrite the config file")
+	}
 	if _, _, err := net.SplitHostPort(h.Listen); err == nil && !token && !hash && !h.AllowUnauthenticated && !isLoopback(h.Listen) {
 		v.add("http.listen", "%q is not a loopback address, and the endpoint serves every camera's picture: "+
 			"set http.auth (a token, or a user and password_hash), or http.allow_unauthenticated: true to serve anyone who reaches it", h.Listen)

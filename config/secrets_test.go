@@ -185,9 +185,16 @@ func TestHTTPAuthRule(t *testing.T) {
 		"http: {listen: ':8080', auth: {token: '${VISIOND_T_TOKEN}'}}",
 		"http: {listen: '10.0.0.5:8443', auth: {user: admin, password_hash: '${VISIOND_T_HASH}'}, tls: {cert_file: c.pem, key_file: k.pem}}",
 		"http: {listen: '127.0.0.1:8080', auth: {token: '${VISIOND_T_TOKEN}', user: admin, password_hash: '" + string(hash) + "'}}",
+		"http: {listen: '127.0.0.1:8080', auth: {token: '${VISIOND_T_TOKEN}'}, edit: true}",
 	} {
 		if _, err := config.Parse([]byte(doc + "\n")); err != nil {
 			t.Errorf("%s: %v", doc, err)
+		}
+	}
+	// Issue 40: the editor saves into the config file only behind credentials, loopback or not.
+	for _, doc := range []string{"http: {edit: true}", "http: {listen: ':8080', allow_unauthenticated: true, edit: true}"} {
+		if _, err := config.Parse([]byte(doc + "\n")); err == nil || !strings.Contains(err.Error(), "http.edit: needs http.auth") {
+			t.Errorf("%s: got %v, want http.edit refused without auth", doc, err)
 		}
 	}
 	// A variable that is set but empty gives no credential: the rule still holds.

@@ -88,6 +88,7 @@ type Daemon struct {
 	// reload is seen whole, by every goroutine, at once.
 	running   atomic.Pointer[config.Config]
 	reloadMu  sync.Mutex  // one reload at a time
+	editMu    sync.Mutex  // one save of the editor's at a time (edit.go)
 	reloadNow chan string // to the config goroutine: reload ConfigPath, for this trigger
 
 	wake       chan struct{}

@@ -124,6 +124,9 @@ func (d *Daemon) handler(withPprof bool) http.Handler {
 	})
 	mux.HandleFunc("GET /api/cameras/{id}/live", d.serveLive)
 	mux.HandleFunc("GET /api/cameras/{id}/results", d.serveResults)
+	mux.HandleFunc("GET /api/cameras/{id}/scene", d.serveScene)
+	mux.HandleFunc("POST /api/cameras/{id}/scene/check", d.checkScene)
+	mux.HandleFunc("PUT /api/cameras/{id}/scene", d.saveScene)
 	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
