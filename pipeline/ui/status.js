@@ -5,8 +5,12 @@
 // plays one in the player above the cards (api/clips/<name>, which answers range requests, so
 // the video seeks). A card's "live" button plays the camera's video as it comes in the same
 // player (api/cameras/<id>/live: a WebSocket of fragmented MP4 for Media Source Extensions).
+// While a camera plays live, its zones, lines and masks are drawn over it, and the editor
+// (api/cameras/<id>/scene) draws new ones by clicks, shows the camera's YAML and what check
+// says of it, and saves into the config file where http.edit allows.
 // ?play=<clip name> plays that clip, muted, once a card lists it; ?live=<camera> watches that
-// camera. Plain DOM, no external resources; text from the daemon is only ever set as text.
+// camera (&edit=1: with the editor open). Plain DOM, no external resources; text from the
+// daemon is only ever set as text.
 "use strict";
 
 (() => {
@@ -23,6 +27,7 @@
   const cards = new Map(); // camera id -> card
   const params = new URLSearchParams(location.search);
   let autoplay = params.get("play"); // a clip to play once listed
+  let autoEdit = params.get("edit") === "1"; // open the editor with ?live=
   const player = {
     root: document.getElementById("player"),
     title: document.getElementById("player-title"),
@@ -38,6 +43,16 @@
   const overlay = document.getElementById("player-overlay");
   const OVERLAY_KEEP = 100; // results kept to match frames on screen (10 s at 10 fps)
   const OVERLAY_MAX_AGE_MS = 400; // boxes older than this against the frame on screen are not drawn
+  // The editor of the watched camera's zones, lines and masks (api/cameras/<id>/scene): a
+  // draft of the scene, drawn over the video instead of the running one while it is open.
+  const editor = {
+    on: false, camera: "", version: "", editable: false, why: "",
+    draft: null, // {zones, lines, masks}: each shape {id, points, classes}
+    drawing: null, // the shape being drawn: {kind, index (-1: new), points}
+    selected: null, // {kind, index}
+    checkTimer: 0, mediaTime: 0,
+  };
+  const ed = (id) => document.getElementById(id);
   // Which cards are on screen: only their clip lists are polled.
   const onScreen = new IntersectionObserver((entries) => {
     for (const e of entries) {
@@ -227,6 +242,11 @@
       pump();
     };
     ws.onopen = () => { if (live.ws === ws) player.info.textContent = id + " · live"; };
+    ed("edit-toggle").hidden = false;
+    if (autoEdit) { // ?live=<camera>&edit=1 opens the editor too, once
+      autoEdit = false;
+      openEditor();
+    }
     openFeed(id);
     ws.onclose = (e) => {
       if (live.ws !== ws) return;
@@ -290,6 +310,8 @@
   // stopPlayer ends what the player plays: a clip, or a live view (its socket closed).
   function stopPlayer() {
     const v = player.video;
+    closeEditor();
+    ed("edit-toggle").hidden = true;
     if (live.ws) live.ws.close(1000, "closed by the page");
     live.ws = null;
     if (live.feed) live.feed.close(1000, "closed by the page");
@@ -361,6 +383,11 @@
     const X = (x) => ox + x * pw, Y = (y) => oy + y * ph;
     const captured = live.start + mediaTime * 1000;
     const f = resultFor(captured);
+    editor.mediaTime = mediaTime;
+    if (editor.on && editor.draft) {
+      drawDraft(ctx, X, Y);
+      return;
+    }
     const scene = live.scene || { zones: [], lines: [], masks: [] };
     const occ = new Map((f ? f.zones : []).map((z) => [z.id, z.occupancy]));
     const cnt = new Map((f ? f.lines : []).map((l) => [l.id, l]));
@@ -428,6 +455,266 @@
     if (live.rvfc) v.cancelVideoFrameCallback(live.rvfc);
     live.rvfc = v.requestVideoFrameCallback(onVideoFrame);
   }
+
+  // The picture's place in the overlay: the video letterboxed into the element.
+  function pictureBox() {
+    const v = player.video, w = overlay.clientWidth, h = overlay.clientHeight;
+    if (!v.videoWidth) return null;
+    const s = Math.min(w / v.videoWidth, h / v.videoHeight);
+    const pw = v.videoWidth * s, ph = v.videoHeight * s;
+    return { ox: (w - pw) / 2, oy: (h - ph) / 2, pw, ph };
+  }
+
+  async function openEditor() {
+    const id = live.camera;
+    if (!id) return;
+    editor.on = true;
+    editor.camera = id;
+    ed("editor").hidden = false;
+    overlay.classList.add("editing");
+    overlay.removeAttribute("aria-hidden");
+    ed("edit-toggle").textContent = "close the editor";
+    await loadScene();
+  }
+
+  function closeEditor() {
+    editor.on = false;
+    editor.draft = null;
+    editor.drawing = null;
+    editor.selected = null;
+    clearTimeout(editor.checkTimer);
+    ed("editor").hidden = true;
+    overlay.classList.remove("editing");
+    overlay.setAttribute("aria-hidden", "true");
+    ed("edit-toggle").textContent = "edit zones and lines";
+  }
+
+  // loadScene reads the camera's scene from the config file, with its version.
+  async function loadScene() {
+    const r = await fetch("api/cameras/" + encodeURIComponent(editor.camera) + "/scene", { cache: "no-store" });
+    const m = await r.json().catch(() => ({}));
+    if (!r.ok) {
+      setStatus("cannot read the scene: " + (m.error || r.status));
+      return;
+    }
+    editor.version = m.version;
+    editor.editable = !!m.editable;
+    editor.why = m.why_not || "";
+    editor.draft = { zones: m.scene.zones || [], lines: m.scene.lines || [], masks: m.scene.masks || [] };
+    editor.drawing = null;
+    editor.selected = null;
+    ed("edit-yaml").textContent = m.yaml;
+    ed("edit-problems").replaceChildren();
+    setStatus(editor.editable ? "" : "saving is off: " + editor.why);
+    ed("editor").dataset.version = editor.version;
+    renderShapes();
+    redraw();
+    updateButtons(true);
+  }
+
+  function setStatus(text) {
+    ed("edit-status").textContent = text;
+    ed("editor").dataset.status = text;
+  }
+
+  function updateButtons(ok) {
+    ed("edit-finish").disabled = !editor.drawing || editor.drawing.kind === "lines";
+    ed("edit-delete").disabled = !editor.selected;
+    ed("edit-save").disabled = !(editor.editable && ok && !editor.drawing);
+    ed("edit-save").title = editor.editable ? "" : editor.why;
+  }
+
+  function renderShapes() {
+    const items = [];
+    for (const kind of ["zones", "lines", "masks"]) {
+      editor.draft[kind].forEach((sh, i) => {
+        const b = el("button", null, (kind === "masks" ? "mask " + (i + 1) : sh.id) + " (" + kind.slice(0, -1) + ")");
+        b.type = "button";
+        b.dataset.kind = kind;
+        b.dataset.index = String(i);
+        if (editor.selected && editor.selected.kind === kind && editor.selected.index === i) b.dataset.selected = "";
+        b.addEventListener("click", () => {
+          editor.selected = { kind, index: i };
+          ed("edit-kind").value = kind;
+          ed("edit-id").value = sh.id || "";
+          ed("edit-classes").value = (sh.classes || []).join(", ");
+          renderShapes();
+          updateButtons(true);
+          redraw();
+        });
+        const li = el("li");
+        li.append(b);
+        items.push(li);
+      });
+    }
+    ed("edit-shapes").replaceChildren(...items);
+  }
+
+  // startShape begins drawing: the selected shape again (its points cleared), else a new one
+  // of the chosen kind.
+  function startShape() {
+    const kind = ed("edit-kind").value;
+    const sel = editor.selected && editor.selected.kind === kind ? editor.selected.index : -1;
+    editor.drawing = { kind, index: sel, points: [] };
+    setStatus(kind === "lines" ? "click the line's two ends" : "click the outline's points, then finish");
+    updateButtons(false);
+    redraw();
+  }
+
+  // finishShape puts the shape drawn into the draft and checks the draft.
+  function finishShape() {
+    const d = editor.drawing;
+    if (!d) return;
+    const need = d.kind === "lines" ? 2 : 3;
+    if (d.points.length < need) {
+      setStatus("a " + d.kind.slice(0, -1) + " needs " + (d.kind === "lines" ? "two" : "at least three") + " points");
+      return;
+    }
+    const sh = { points: d.points };
+    if (d.kind !== "masks") {
+      sh.id = ed("edit-id").value.trim();
+      const cl = ed("edit-classes").value.split(",").map((c) => c.trim()).filter((c) => c);
+      sh.classes = cl;
+    }
+    const list = editor.draft[d.kind];
+    let index = d.index;
+    if (index >= 0) list[index] = sh;
+    else { list.push(sh); index = list.length - 1; }
+    editor.drawing = null;
+    editor.selected = { kind: d.kind, index };
+    setStatus("");
+    renderShapes();
+    redraw();
+    checkDraft();
+  }
+
+  function deleteShape() {
+    if (!editor.selected) return;
+    editor.draft[editor.selected.kind].splice(editor.selected.index, 1);
+    editor.selected = null;
+    renderShapes();
+    redraw();
+    checkDraft();
+  }
+
+  // checkDraft asks the daemon what check says of the file with the draft in it.
+  async function checkDraft() {
+    updateButtons(false);
+    const r = await fetch("api/cameras/" + encodeURIComponent(editor.camera) + "/scene/check", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(editor.draft),
+    });
+    const m = await r.json().catch(() => ({}));
+    showReply(m, r.status);
+    updateButtons(r.ok && m.ok);
+  }
+
+  function showReply(m, status) {
+    if (m.yaml) ed("edit-yaml").textContent = m.yaml;
+    const problems = (m.problems || []).concat(m.error ? [m.error] : []);
+    ed("edit-problems").replaceChildren(...problems.map((p) => el("li", null, p)));
+    ed("editor").dataset.checked = String(status);
+  }
+
+  async function saveDraft() {
+    const r = await fetch("api/cameras/" + encodeURIComponent(editor.camera) + "/scene", {
+      method: "PUT", headers: { "Content-Type": "application/json", "If-Match": '"' + editor.version + '"' }, body: JSON.stringify(editor.draft),
+    });
+    const m = await r.json().catch(() => ({}));
+    showReply(m, r.status);
+    if (r.ok && m.saved) {
+      editor.version = m.version;
+      ed("editor").dataset.version = m.version;
+      ed("editor").dataset.saved = m.version;
+      setStatus("saved; the daemon reloads the file");
+    } else if (r.status === 412) {
+      setStatus("the config file changed meanwhile: read again, redo the edit");
+      await loadScene();
+    } else {
+      setStatus("not saved (" + r.status + ")");
+    }
+    updateButtons(r.ok);
+  }
+
+  // A click on the picture while drawing adds a point (fractions of the frame, 3 decimals).
+  overlay.addEventListener("click", (e) => {
+    if (!editor.on || !editor.drawing) return;
+    const b = pictureBox();
+    if (!b) return;
+    const r = overlay.getBoundingClientRect();
+    const x = (e.clientX - r.left - b.ox) / b.pw, y = (e.clientY - r.top - b.oy) / b.ph;
+    if (x < 0 || x > 1 || y < 0 || y > 1) return;
+    editor.drawing.points.push([Math.round(x * 1000) / 1000, Math.round(y * 1000) / 1000]);
+    if (editor.drawing.kind === "lines" && editor.drawing.points.length === 2) finishShape();
+    else redraw();
+  });
+
+  function redraw() { drawOverlay(editor.mediaTime); }
+
+  // drawDraft draws the editor's draft: zones yellow, lines cyan with their "in" arrow, masks
+  // grey, the selected shape magenta, the shape being drawn dashed with its points.
+  function drawDraft(ctx, X, Y) {
+    const sel = (kind, i) => editor.selected && editor.selected.kind === kind && editor.selected.index === i;
+    const path = (pts, close) => {
+      ctx.beginPath();
+      pts.forEach(([x, y], i) => (i ? ctx.lineTo(X(x), Y(y)) : ctx.moveTo(X(x), Y(y))));
+      if (close) ctx.closePath();
+    };
+    ctx.lineWidth = 2;
+    ctx.font = "13px sans-serif";
+    editor.draft.masks.forEach((m, i) => {
+      path(m.points, true);
+      ctx.fillStyle = "rgba(40, 40, 40, 0.45)";
+      ctx.fill();
+      ctx.strokeStyle = sel("masks", i) ? "rgb(255, 64, 255)" : "rgb(200, 200, 200)";
+      ctx.stroke();
+    });
+    editor.draft.zones.forEach((z, i) => {
+      path(z.points, true);
+      ctx.fillStyle = "rgba(255, 200, 0, 0.15)";
+      ctx.fill();
+      ctx.strokeStyle = sel("zones", i) ? "rgb(255, 64, 255)" : "rgb(255, 200, 0)";
+      ctx.stroke();
+      ctx.fillStyle = ctx.strokeStyle;
+      ctx.fillText(z.id, X(z.points[0][0]) + 4, Y(z.points[0][1]) + 15);
+    });
+    editor.draft.lines.forEach((l, i) => {
+      const [[x1, y1], [x2, y2]] = l.points;
+      ctx.strokeStyle = sel("lines", i) ? "rgb(255, 64, 255)" : "rgb(0, 220, 255)";
+      path(l.points, false);
+      ctx.stroke();
+      // "in" is from the line's right-hand side to its left (analytics/lines.go): the arrow
+      // points to the left of the way from its first point to its second.
+      const mx = (X(x1) + X(x2)) / 2, my = (Y(y1) + Y(y2)) / 2;
+      const dx = X(x2) - X(x1), dy = Y(y2) - Y(y1), len = Math.hypot(dx, dy) || 1;
+      const ax = (dy / len) * 24, ay = (-dx / len) * 24;
+      ctx.beginPath();
+      ctx.moveTo(mx - ax, my - ay);
+      ctx.lineTo(mx + ax, my + ay);
+      ctx.lineTo(mx + ax * 0.6 - ay * 0.3, my + ay * 0.6 + ax * 0.3);
+      ctx.moveTo(mx + ax, my + ay);
+      ctx.lineTo(mx + ax * 0.6 + ay * 0.3, my + ay * 0.6 - ax * 0.3);
+      ctx.stroke();
+      ctx.fillStyle = ctx.strokeStyle;
+      ctx.fillText(l.id + " · in", mx + ax + 4, my + ay);
+    });
+    const d = editor.drawing;
+    if (d && d.points.length) {
+      ctx.setLineDash([6, 4]);
+      ctx.strokeStyle = "rgb(255, 64, 255)";
+      path(d.points, d.kind !== "lines" && d.points.length > 2);
+      ctx.stroke();
+      ctx.setLineDash([]);
+      ctx.fillStyle = "rgb(255, 64, 255)";
+      for (const [x, y] of d.points) ctx.fillRect(X(x) - 3, Y(y) - 3, 6, 6);
+    }
+    overlay.dataset.draftShapes = String(editor.draft.zones.length + editor.draft.lines.length + editor.draft.masks.length);
+  }
+
+  ed("edit-toggle").addEventListener("click", () => (editor.on ? closeEditor() : openEditor()));
+  ed("edit-new").addEventListener("click", startShape);
+  ed("edit-finish").addEventListener("click", finishShape);
+  ed("edit-delete").addEventListener("click", deleteShape);
+  ed("edit-save").addEventListener("click", saveDraft);
 
   function markPlaying() {
     for (const b of document.querySelectorAll("button.clip")) b.toggleAttribute("data-playing", b.dataset.clip === player.name);
