@@ -3,10 +3,10 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
