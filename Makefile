@@ -107,7 +107,7 @@ SOAK_EDIT ?= 1m
 SOAK_CAMERAS ?= 8
 MEMORY_CAMERAS ?= 1,16
 CROWD_SEEDS ?= 100-129
-PARTS ?= decode pipeline scale overload soak memory crowd
+PARTS ?= decode pipeline scale overload soak memory live crowd
 BENCH_OUT ?= build/bench
 GPU ?=
 bench: setup

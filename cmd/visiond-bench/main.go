@@ -25,7 +25,7 @@ import (
 	"os"
 )
 
-const usage = `usage: visiond-bench <env|scale|peer-scale|overload|soak|clips|memory|measure|serve|tensor|report> [flags]
+const usage = `usage: visiond-bench <env|scale|peer-scale|overload|soak|clips|memory|live|measure|serve|tensor|report> [flags]
 (visiond-bench <command> -h lists the command's flags; scripts/bench/run.sh runs them all)
 `
 
@@ -35,7 +35,7 @@ func main() {
 		os.Exit(2)
 	}
 	cmds := map[string]func([]string) error{
-		"env": envCmd, "scale": scaleCmd, "peer-scale": peerScaleCmd, "overload": overloadCmd, "soak": soakCmd, "clips": clipsCmd, "memory": memoryCmd,
+		"env": envCmd, "scale": scaleCmd, "peer-scale": peerScaleCmd, "overload": overloadCmd, "soak": soakCmd, "clips": clipsCmd, "memory": memoryCmd, "live": liveCmd,
 		"measure": measureCmd, "serve": serveCmd, "tensor": tensorCmd, "report": reportCmd,
 	}
 	run, ok := cmds[os.Args[1]]

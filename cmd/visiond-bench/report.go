@@ -391,6 +391,7 @@ func (r *report) write() (string, error) {
 	r.crowdSection(local)
 	r.vtestSection(local)
 	r.clipsSection(local)
+	r.liveSection(local)
 	for _, k := range r.kept {
 		r.p("%s", k)
 	}

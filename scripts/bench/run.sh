@@ -8,7 +8,7 @@
 #   PIPE_SECONDS=20 PIPE_CAMERAS=4 PIPE_WORKERS=N    daemon against bare loops
 #   WORKERS=auto THREADS=auto  the daemon's CPU workers and their ONNX Runtime threads (scale,
 #                       overload, soak); auto: not set in its config, the daemon's defaults
-#   PARTS="decode pipeline scale overload soak memory crowd"      a subset to (re)run; the others' files stay;
+#   PARTS="decode pipeline scale overload soak memory live crowd" a subset to (re)run; the others' files stay;
 #                       also (not by default) clips (below), cpu-scale and peer-scale, the cameras-per-box
 #                       comparison of scripts/gpu/bench.sh on this box's cores: INT8_MODEL=
 #                       build/models/yolov8n-int8.onnx, SCALE_START=1, PYTHON=python3, PEER_ARGS
@@ -33,7 +33,7 @@ SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SO
 CROWD_SEEDS=${CROWD_SEEDS:-100-129}
 CLIPS_CAMERAS=${CLIPS_CAMERAS:-4} CLIPS_ROUNDS=${CLIPS_ROUNDS:-2} CLIPS_WARMUP=${CLIPS_WARMUP:-30s} CLIPS_WINDOW=${CLIPS_WINDOW:-120s}
 MEMORY_CAMERAS=${MEMORY_CAMERAS:-1,16}
-PARTS=${PARTS:-decode pipeline scale overload soak memory crowd}
+PARTS=${PARTS:-decode pipeline scale overload soak memory live crowd}
 GPU=${GPU:-} REPORT=${REPORT:-BENCHMARKS.md}
 GO=${GO:-go}
 
@@ -113,6 +113,13 @@ if has memory; then
   rm -f "$OUT"/memory-*.json
   step memory-576p "bin/visiond-bench memory $daemon -fps 5 -cameras $MEMORY_CAMERAS -label '576p, 5 fps' -o $OUT/memory-576p.json"
   step memory-720p "bin/visiond-bench memory $daemon -fps 10 -video third_party/media/vtest720.h264.ts -cameras $MEMORY_CAMERAS -label '720p, 10 fps asked' -o $OUT/memory-720p.json"
+fi
+if has live; then
+  # What the live view costs (issue 40): 4 cameras, 0, 1 and 4 viewers a camera reading the video and the results
+  # feed, then headless Chromium playing camera 0 with its overlays in real time for the capture-to-screen latency:
+  # about 4 minutes.
+  rm -f "$OUT"/live*.json
+  step live "bin/visiond-bench live $daemon -fps 5 -cameras 4 -viewers 0,1,4 -o $OUT/live.json"
 fi
 if has crowd; then
   # The crowded scenes with known truth, the held-out seeds (CROWD_SEEDS, default 100-129; the tracker is tuned
