@@ -158,14 +158,9 @@ func sceneMessage(s *analyticsSettings) []byte {
 // (A WebSocket rather than Server-Sent Events: a browser under test with virtual time waits
 // for a pending request to end, which an event stream never does.)
 func (d *Daemon) serveResults(w http.ResponseWriter, r *http.Request) {
-	c := d.camera(r.PathValue("id"))
-	if c == nil {
-		http.Error(w, "no such camera", http.StatusNotFound)
+	c, conn := d.cameraSocket(w, r)
+	if conn == nil {
 		return
-	}
-	conn, err := websocket.Accept(w, r, nil)
-	if err != nil {
-		return // Accept has answered
 	}
 	defer conn.CloseNow()
 	sub := c.feed.watch()

@@ -74,16 +74,27 @@ func liveType(s live.Segment) []byte {
 	return b
 }
 
-// serveLive is GET /api/cameras/{id}/live: the WebSocket of camera id's live video.
-func (d *Daemon) serveLive(w http.ResponseWriter, r *http.Request) {
+// cameraSocket answers a WebSocket request for camera {id}: the camera and the accepted
+// connection, or nils when it has answered (404 for no such camera; Accept refuses another
+// origin with 403).
+func (d *Daemon) cameraSocket(w http.ResponseWriter, r *http.Request) (*camera, *websocket.Conn) {
 	c := d.camera(r.PathValue("id"))
 	if c == nil {
 		http.Error(w, "no such camera", http.StatusNotFound)
-		return
+		return nil, nil
 	}
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
-		return // Accept has answered
+		return nil, nil // Accept has answered
+	}
+	return c, conn
+}
+
+// serveLive is GET /api/cameras/{id}/live: the WebSocket of camera id's live video.
+func (d *Daemon) serveLive(w http.ResponseWriter, r *http.Request) {
+	c, conn := d.cameraSocket(w, r)
+	if conn == nil {
+		return
 	}
 	defer conn.CloseNow()
 	v := c.watchLive()

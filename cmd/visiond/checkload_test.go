@@ -87,18 +87,13 @@ func TestRunOlderLibrary(t *testing.T) {
 	oldLibrary := testutil.ThirdParty(t, "ort-1.23.2", "libonnxruntime.so.1")
 	cfg := writeConfig(t, fmt.Sprintf("workers: {model: %q, library: %q, pools: [{count: 1}]}\n"+
 		"nats: {listen: \"127.0.0.1:0\"}\nhttp: {listen: \"127.0.0.1:0\"}\nstate_dir: %q\ncameras: []\n", model, oldLibrary, t.TempDir()))
-	cmd := exec.Command(os.Args[0], "run", "-config", cfg)
-	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Fatalf("run: %v, want exit status 1; stderr %q", err, stderr.String())
+	status, _, stderr := runVisiond(t, "run", "-config", cfg)
+	if status != 1 {
+		t.Fatalf("run: exit status %d, want 1; stderr %q", status, stderr)
 	}
 	want := "visiond run: workers.pools[0] (cpu): infer: worker 0 (pid "
 	need := "ONNX Runtime 1.23.2 found at " + oldLibrary + "; this build needs 1.24 or newer: point workers.library at a newer libonnxruntime.so"
-	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), need) {
-		t.Errorf("stderr %q: want %q ... %q", stderr.String(), want, need)
+	if !strings.Contains(stderr, want) || !strings.Contains(stderr, need) {
+		t.Errorf("stderr %q: want %q ... %q", stderr, want, need)
 	}
 }

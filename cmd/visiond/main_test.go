@@ -183,21 +183,34 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// runVisiond runs this test binary as visiond with args, as a process, and returns its exit
+// status and output.
+func runVisiond(t *testing.T, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), out.String(), errOut.String()
+	} else if err != nil {
+		t.Fatalf("visiond %v: %v", args, err)
+	}
+	return 0, out.String(), errOut.String()
+}
+
 // `visiond check` on a bad file exits non-zero, as a process, with every problem on stderr.
 func TestCheckExitStatus(t *testing.T) {
 	bad := writeConfig(t, "workers: {pools: [{count: 0}]}\ncameras:\n  - {id: 'a b', url: rtsp://h/1, fps: -1}\n")
-	cmd := exec.Command(os.Args[0], "check", bad)
-	cmd.Env = append(os.Environ(), "VISIOND_CMD_TEST_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Fatalf("visiond check %s: %v, want exit status 1; stderr %q", bad, err, stderr.String())
+	status, _, stderr := runVisiond(t, "check", bad)
+	if status != 1 {
+		t.Fatalf("visiond check %s: exit status %d, want 1; stderr %q", bad, status, stderr)
 	}
 	for _, want := range []string{"workers.pools[0].count", "cameras[0].id", "cameras[0].fps"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("stderr %q does not name %s", stderr.String(), want)
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q does not name %s", stderr, want)
 		}
 	}
 }
