@@ -390,8 +390,8 @@ func (r *report) soakSection() error {
 			continue
 		}
 		a, z := soakEnds(k)
-		r.p("%s: %d base cameras at %g fps, %d added and removed by turns, every %s for %s after %s of warm-up (%d edits: %d reloads applied, %d rejected), %d %s worker(s); %d events.",
-			ru.name(), k.Base, k.Daemon.FPS, k.Churn, dur(k.EditEveryS), dur(k.DurationS), dur(k.WarmupS), len(k.Edits), k.Applied, k.Rejected, k.Daemon.Workers, k.Daemon.Provider, k.Events)
+		r.p("%s: %d base cameras at %g fps, %d added and removed by turns, every %s for %s after %s of warm-up (%d edits: %d reloads applied, %d rejected), %s %s worker(s); %d events.",
+			ru.name(), k.Base, k.Daemon.FPS, k.Churn, dur(k.EditEveryS), dur(k.DurationS), dur(k.WarmupS), len(k.Edits), k.Applied, k.Rejected, k.Daemon.Workers.describe(0), k.Daemon.Provider, k.Events)
 		r.p("")
 		// Trends over the samples like the start (same cameras, all online): the camera count
 		// alternates, and memory with it.
