@@ -234,8 +234,9 @@ func plot(path, title, xlabel string, xmax float64, panels []panel) error {
 	return f.Close()
 }
 
-// plotSoak draws the soak's memory (daemon, each worker, GPU memory per worker when any)
-// and latency (p50, p99 of each interval) over time, with the config edits marked.
+// plotSoak draws the soak's memory (daemon, each worker, GPU memory per worker when any),
+// latency (p50, p99 of each interval), load, and what the daemon holds besides memory
+// (goroutines, open files, the state directory's disk) over time, with the config edits marked.
 func plotSoak(path, title string, r soakResult) error {
 	unit, div := "s", 1.0
 	if r.DurationS > 300 {
@@ -293,14 +294,21 @@ func plotSoak(path, title string, r soakResult) error {
 	}
 	load.series = []series{{name: "cameras online", x: ts, y: cams, col: palette[4]}, {name: "events/s", x: ts, y: eps, col: palette[3]},
 		{name: "load average (1 min)", x: ts, y: la, col: palette[5]}}
+	held := panel{ylabel: "goroutines, open files, state directory (MiB)", mark: "config edit"}
+	gor, files, disk := make([]float64, len(r.Samples)), make([]float64, len(r.Samples)), make([]float64, len(r.Samples))
+	for i, s := range r.Samples {
+		gor[i], files[i], disk[i] = s.Goroutines, float64(s.OpenFiles), s.DiskMiB
+	}
+	held.series = []series{{name: "daemon goroutines", x: ts, y: gor, col: palette[6]}, {name: "open files", x: ts, y: files, col: palette[0]},
+		{name: "state directory", x: ts, y: disk, col: palette[3]}}
 	for _, e := range r.Edits {
-		mem.marks = append(mem.marks, e.T/div)
-		lat.marks = append(lat.marks, e.T/div)
-		load.marks = append(load.marks, e.T/div)
+		for _, p := range []*panel{&mem, &lat, &load, &held} {
+			p.marks = append(p.marks, e.T/div)
+		}
 	}
 	if title == "" {
-		title = fmt.Sprintf("visiond soak: %d+%d cameras at %g fps, %d %s worker(s), config edited every %.0f s",
-			r.Base, r.Churn, r.Daemon.FPS, r.Daemon.Workers, r.Daemon.Provider, r.EditEveryS)
+		title = fmt.Sprintf("visiond soak: %d+%d cameras at %g fps, %s %s worker(s), config edited every %.0f s",
+			r.Base, r.Churn, r.Daemon.FPS, r.Daemon.Workers.describe(0), r.Daemon.Provider, r.EditEveryS)
 	}
-	return plot(path, title, "time since start ("+unit+")", r.DurationS/div, []panel{mem, lat, load})
+	return plot(path, title, "time since start ("+unit+")", r.DurationS/div, []panel{mem, lat, load, held})
 }

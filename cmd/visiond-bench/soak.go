@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -98,10 +99,21 @@ func soakCmd(args []string) error {
 	cutEvery := fs.Duration("cut-every", 0, "cut the link to the hub this often (0: never)")
 	cutFor := fs.Duration("cut-for", 30*time.Second, "how long each cut lasts")
 	maxCuts := fs.Int("cuts", 0, "cut the link at most this often (0: no bound)")
+	replot := fs.String("replot", "", "run nothing: plot the soak result `FILE` (its JSON) to -png")
 	slopeFrom := fs.Duration("slope-from", 0, "leave this much of the start out of the slopes (default: a tenth of -duration)")
 	fs.IntVar(&f.ClipStoreMiB, "clip-store-mib", 0, "clip_store.max_bytes_mib (0: the daemon's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *replot != "" {
+		var res soakResult
+		if err := readJSON(*replot, &res); err != nil {
+			return err
+		}
+		if *pngPath == "" {
+			return errors.New("-replot needs -png")
+		}
+		return plotSoak(*pngPath, *title, res)
 	}
 	if *slopeFrom == 0 {
 		*slopeFrom = *dur / 10
