@@ -129,7 +129,7 @@ func TestPlotSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := img.Bounds(); b.Dx() != plotW || b.Dy() != titleH+3*panelH {
+	if b := img.Bounds(); b.Dx() != plotW || b.Dy() != titleH+4*panelH { // memory, latency, load, what the daemon holds
 		t.Errorf("size %v", b)
 	}
 }
