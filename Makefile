@@ -120,7 +120,7 @@ bench-report:
 
 # Per-frame costs: decode, letterbox, preprocessing, one inference, postprocessing.
 bench-micro: setup
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) ./sources/... ./infer/... ./pipeline/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) ./sources/... ./infer/... ./pipeline/... ./live/...
 
 # The binary to $(PREFIX)/bin, the systemd unit (its ExecStart pointed there) and, unless
 # one is there already, the example config to /etc/visiond/visiond.yaml. DESTDIR stages

@@ -2,9 +2,11 @@ package live
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,5 +186,51 @@ func TestMuxerH265Type(t *testing.T) {
 	// ffmpeg's trace_headers shows).
 	if want := `video/mp4; codecs="hvc1.1.6.L93.90"`; segs[0].MIME != want {
 		t.Errorf("the init segment's type %q, want %q", segs[0].MIME, want)
+	}
+}
+
+// BenchmarkMuxerPush is what a viewed camera's session spends a unit on its live view: the
+// sample's access units muxed into fragments, to 0, 1 and 16 viewers who read as fast as they
+// come. No decode: the units are the camera's packets. B/s is the video's bytes.
+func BenchmarkMuxerPush(b *testing.B) {
+	pkts, err := sources.ReadPackets(testutil.Media(b, "vtest.h264.ts"), 1, time.Unix(0, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int
+	for _, p := range pkts {
+		for _, n := range p.NALUs {
+			size += len(n)
+		}
+	}
+	for _, viewers := range []int{0, 1, 16} {
+		b.Run(fmt.Sprintf("viewers=%d", viewers), func(b *testing.B) {
+			m := NewMuxer()
+			var wg sync.WaitGroup
+			var vs []*Viewer
+			for range viewers {
+				v := m.Watch(64)
+				vs = append(vs, v)
+				wg.Go(func() {
+					for range v.C {
+					}
+				})
+			}
+			b.SetBytes(int64(size / len(pkts)))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				m.Push(&pkts[i%len(pkts)])
+				i++
+			}
+			b.StopTimer()
+			if viewers > 0 && m.Stats().Sent == 0 {
+				b.Fatal("nothing sent to the viewers")
+			}
+			for _, v := range vs {
+				v.Close()
+			}
+			wg.Wait()
+		})
 	}
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/sinks"
 )
 
 // TestResultsFeed subscribes to a camera's results as the page does: the first message is the
@@ -116,4 +118,28 @@ func TestFeedNeverBlocks(t *testing.T) {
 	if f.watched() {
 		t.Error("watched with no subscriber")
 	}
+}
+
+// BenchmarkFrameMessage is what a watched camera's result stage spends a frame on its feed: a
+// crowded frame's message (20 tracked people, two zones, two lines counted both ways).
+// Nothing is marshalled while nobody watches (TestResultsFeed).
+func BenchmarkFrameMessage(b *testing.B) {
+	ev := &sinks.DetectionEvent{Version: 1, ID: "box.cam0.1234", Camera: "cam0", CapturedAt: time.Now(), PublishedAt: time.Now(),
+		Frame: sinks.FrameInfo{Seq: 1234, Width: 1280, Height: 720}, Model: "yolov8n"}
+	for i := range 20 {
+		x := float64(i * 60)
+		ev.Detections = append(ev.Detections, sinks.Detection{Label: "person", Score: 0.8, TrackID: uint64(100 + i),
+			Box: sinks.Box{X: x, Y: 200, W: 50, H: 180}, BoxNorm: sinks.Box{X: x / 1280, Y: 200.0 / 720, W: 50.0 / 1280, H: 180.0 / 720}})
+	}
+	st := &sceneState{settings: &analyticsSettings{Analytics: analytics.Config{
+		Lines: []analytics.Line{{ID: "door", Points: analytics.Points{{0.5, 0}, {0.5, 1}}}, {ID: "stairs", Points: analytics.Points{{0, 0.5}, {1, 0.5}}}}}},
+		occupancy: []analytics.Occupancy{{Zone: "lobby", Total: 12, ByClass: map[string]int{"person": 12}}, {Zone: "desk", Total: 3, ByClass: map[string]int{"person": 3}}},
+		counts: []analytics.Count{{Line: "door", Direction: analytics.In, Class: "person", N: 340}, {Line: "door", Direction: analytics.Out, Class: "person", N: 322},
+			{Line: "stairs", Direction: analytics.In, Class: "person", N: 41}}}
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		n = len(frameMessage(ev, st))
+	}
+	b.SetBytes(int64(n))
 }

@@ -68,6 +68,23 @@ func (r liveResult) perViewer() (cpu, mib float64, ok bool) {
 	return slope(n, c), slope(n, m), true
 }
 
+// repeatSpread is the widest difference in CPU between steps of the same viewer count, when
+// a count was measured more than once.
+func (r liveResult) repeatSpread() (float64, bool) {
+	lo, hi := map[int]float64{}, map[int]float64{}
+	var spread float64
+	ok := false
+	for _, s := range r.Steps {
+		if _, seen := lo[s.Viewers]; !seen {
+			lo[s.Viewers], hi[s.Viewers] = s.CPUPercent, s.CPUPercent
+			continue
+		}
+		lo[s.Viewers], hi[s.Viewers] = min(lo[s.Viewers], s.CPUPercent), max(hi[s.Viewers], s.CPUPercent)
+		spread, ok = max(spread, hi[s.Viewers]-lo[s.Viewers]), true
+	}
+	return spread, ok
+}
+
 // liveCmd measures what the live view costs (issue 40, item 6): one daemon of -cameras
 // cameras; for each count of -viewers, that many WebSocket viewers a camera read its live
 // video (and, with -feed, its results feed, as the status page does) through the window,
@@ -263,6 +280,46 @@ func liveRuns(ru *run) []liveResult {
 	return rs
 }
 
+// liveAim is issue 40's aim for a viewer: under 1% of a core; and for a result's boxes on
+// screen after its capture: under 1 s on loopback.
+const (
+	liveAimCPU     = 1.0
+	liveAimLatency = 1000.0
+)
+
+// liveSummary is the summary's row of the live runs: each run's cost of a viewer and its
+// capture-to-screen latency.
+func (r *report) liveSummary(local *run) []string {
+	const what = "live view: the daemon's CPU a viewer (video and overlays), and capture to boxes on screen"
+	ls := liveRuns(local)
+	if len(ls) == 0 {
+		return []string{what, local.name(), r.notRun(local, "live")}
+	}
+	var parts []string
+	for _, l := range ls {
+		c, _, ok := l.perViewer()
+		if !ok {
+			continue
+		}
+		most := 0
+		for _, s := range l.Steps {
+			most = max(most, s.Viewers*l.Cameras)
+		}
+		p := fmt.Sprintf("**%s%%** of a core (aim < %g%%: %s; up to %d viewers)", f2(c), liveAimCPU, met(c < liveAimCPU), most)
+		if c < 0 {
+			p = fmt.Sprintf("no cost above the noise (%s%% of a core; up to %d viewers)", f2(c), most)
+		}
+		if lat := l.Latency; lat != nil && len(lat.Samples) > 0 {
+			p += fmt.Sprintf(", p50 **%s ms** (aim < %g ms: %s)", f0(lat.P50), liveAimLatency, met(lat.P50 < liveAimLatency))
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return []string{what, local.name(), "one step only: no cost a viewer"}
+	}
+	return []string{what, local.name(), strings.Join(parts, "; ")}
+}
+
 func (r *report) liveSection(local *run) {
 	r.p("## Live view: what a viewer costs, and capture to screen")
 	r.p("")
@@ -279,7 +336,7 @@ func (r *report) liveSection(local *run) {
 		}
 		r.p("`visiond-bench live`: one daemon (`visiond run`, workers %s, %s, analytics on) of %d cameras at %s fps; at each count, that many",
 			l.Daemon.Workers.describe(0), l.Daemon.Provider, l.Cameras, f0(l.Daemon.FPS))
-		r.p("WebSocket viewers a camera read %s for %s s after %s s; the daemon's CPU time and resident memory from /proc.",
+		r.p("WebSocket viewers a camera read %s; each step measures %s s after a %s s warm-up, the daemon's CPU time and resident memory from /proc.",
 			what, f0(l.WindowS), f0(l.WarmupS))
 		r.p("")
 		var rows [][]string
@@ -289,7 +346,14 @@ func (r *report) liveSection(local *run) {
 		}
 		r.table([]string{"viewers a camera", "viewers", "daemon CPU (one core = 100%)", "daemon RSS", "sent to viewers", "events/s", "viewer errors"}, rows)
 		if c, m, ok := l.perViewer(); ok {
-			r.p("- **A viewer costs %s%% of a core and %s MiB** in the daemon (least squares over the steps; aim: under 1%% of a core, and no decode: the video is the camera's packets, remuxed).", f2(c), f1(m))
+			cost := fmt.Sprintf("**A viewer costs %s%% of a core and %s MiB**", f2(c), f1(m))
+			if c < 0 {
+				cost = fmt.Sprintf("**A viewer costs no CPU above the noise** (%s%% of a core) **and %s MiB**", f2(c), f1(m))
+			}
+			r.p("- %s in the daemon (least squares over the steps; aim: under 1%% of a core, and no decode: the video is the camera's packets, remuxed).", cost)
+		}
+		if spread, ok := l.repeatSpread(); ok {
+			r.p("- The noise: steps of the same count differ by up to %s%% of a core (the daemon's CPU time moves with the workers' inference beside it on a box this size).", f1(spread))
 		}
 		if lat := l.Latency; lat != nil {
 			if len(lat.Samples) > 0 {
@@ -302,4 +366,6 @@ func (r *report) liveSection(local *run) {
 		r.p("- Taken %s, load average %s at the start; command: `%s`.", l.Started.UTC().Format("2006-01-02 15:04 UTC"), f1(l.Load.One), strings.Join(l.Command, " "))
 		r.p("")
 	}
+	r.p("A unit muxed and a frame's results marshalled, alone: `BenchmarkMuxerPush` (live) and `BenchmarkFrameMessage` (pipeline), in `make bench-micro`.")
+	r.p("")
 }

@@ -480,7 +480,7 @@ func (r *report) summary(local, gpu *run) {
 		}
 	}
 	rows = append(rows, r.memorySummary(local)...)
-	rows = append(rows, r.clipsSummary(local))
+	rows = append(rows, r.clipsSummary(local), r.liveSummary(local))
 	rows = append(rows, r.crowdSummary(local), r.vtestSummary(local))
 	r.table([]string{"what", "where", "figure"}, rows)
 	if local.env != nil && local.env.Load.One > float64(local.env.CPUs)/2 {
