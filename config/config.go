@@ -189,6 +189,20 @@ type NATS struct {
 type MQTT struct {
 	// Listen is its host:port, e.g. "127.0.0.1:1883". Default "": none.
 	Listen string `yaml:"listen"`
+	// Discovery announces the cameras to Home Assistant through MQTT discovery on this
+	// listener: a device a camera, with its state, analysed fps, zones' occupancy and
+	// lines' counts (package sinks/homeassistant, docs/mqtt.md). Default false.
+	Discovery bool `yaml:"discovery"`
+	// DiscoveryPrefix is Home Assistant's discovery prefix. Default "homeassistant".
+	DiscoveryPrefix string `yaml:"discovery_prefix"`
+}
+
+// Prefix is m's discovery prefix, or its default.
+func (m MQTT) Prefix() string {
+	if m.DiscoveryPrefix == "" {
+		return "homeassistant"
+	}
+	return m.DiscoveryPrefix
 }
 
 // NATSAuth holds NATS credentials: user and password, or a token, or an nkey

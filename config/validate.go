@@ -459,6 +459,28 @@ func (v *validator) nats(c *Config) {
 			v.add("nats.mqtt.listen", "%q is nats.listen's address too: give MQTT a port of its own (1883 is MQTT's)", m)
 		}
 	}
+	if n.MQTT.Discovery {
+		switch {
+		case n.MQTT.Listen == "":
+			v.add("nats.mqtt.discovery", "Home Assistant discovery is published on the MQTT listener: set nats.mqtt.listen")
+		case n.TLS.CAFile != "":
+			v.add("nats.mqtt.discovery", "with nats.tls.ca_file the MQTT listener asks every client for a certificate, and the daemon has none of its own to log in with: drop nats.tls.ca_file or the discovery")
+		}
+	}
+	if p := n.MQTT.DiscoveryPrefix; p != "" && !validTopic(p) {
+		v.add("nats.mqtt.discovery_prefix", "%q is not an MQTT topic prefix: letters, digits, '_' and '-', levels joined by '/', no wildcard", p)
+	}
+}
+
+// validTopic reports whether p is a topic of levels of letters, digits, '_' and '-' joined by
+// '/' (so that it is a NATS subject too, the embedded server's).
+func validTopic(p string) bool {
+	for _, level := range strings.Split(p, "/") {
+		if level == "" || strings.Trim(level, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // auth checks that at most one kind of NATS credential is given, and whole.

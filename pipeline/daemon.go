@@ -26,6 +26,7 @@ import (
 	"github.com/visiond/visiond/internal/limits"
 	"github.com/visiond/visiond/internal/redact"
 	"github.com/visiond/visiond/sinks"
+	"github.com/visiond/visiond/sinks/homeassistant"
 	"github.com/visiond/visiond/sources"
 )
 
@@ -54,10 +55,11 @@ type Daemon struct {
 	log            *slog.Logger
 	natsServer     *sinks.Server
 	pub            *sinks.Publisher
-	state          *sinks.State     // with JetStream: the analytics' key-value bucket
-	snapshots      *sinks.Snapshots // with JetStream: the tracked objects' evidence
-	clips          *sinks.Clips     // with JetStream: the clip store (clipsapi.go reads it)
-	clipDir        string           // where the cameras' recorders write clips (clips.go)
+	state          *sinks.State             // with JetStream: the analytics' key-value bucket
+	snapshots      *sinks.Snapshots         // with JetStream: the tracked objects' evidence
+	clips          *sinks.Clips             // with JetStream: the clip store (clipsapi.go reads it)
+	ha             *homeassistant.Discovery // with nats.mqtt.discovery: the cameras announced to Home Assistant
+	clipDir        string                   // where the cameras' recorders write clips (clips.go)
 	pools          *workerPools
 	slicer         *slicer  // dispatches the cameras' frames to the pools; its result stage publishes the results
 	results        *results // the slicer's result stage: the run goroutine ends cameras' objects through it
@@ -268,6 +270,9 @@ func (d *Daemon) Close() {
 		if d.frames != nil {
 			d.frames.Close()
 			d.snapBufs.Close()
+		}
+		if d.ha != nil { // offline: the cameras' entities become unavailable
+			d.ha.Close()
 		}
 		if d.snapshots != nil {
 			d.snapshots.Close(d.flushTimeout)

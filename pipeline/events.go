@@ -58,6 +58,11 @@ func (d *Daemon) startNATS(cfg *config.Config) error {
 		}
 	}
 	d.flushTimeout = 5 * time.Second
+	if cfg.NATS.MQTT.Discovery && d.natsServer != nil {
+		if err := d.startDiscovery(cfg); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -426,6 +426,9 @@ func (d *Daemon) apply(req reloadRequest) reloadReply {
 	}
 	d.mu.Unlock()
 	d.running.Store(cfg) // the run goroutine reads the slice and max_frame_age from here from its next round
+	if d.ha != nil {
+		d.ha.SetCameras(haCameras(cfg)) // cameras, zones and lines added are announced, those gone removed
+	}
 
 	for _, c := range stop {
 		c.src.Close()

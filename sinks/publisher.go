@@ -262,6 +262,10 @@ func (p *Publisher) setStreamStats(info *jetstream.StreamInfo) {
 // one Start made. Valid after Start.
 func (p *Publisher) InstanceID() string { return p.Instance }
 
+// Conn is the publisher's connection, once started, for subscribers in the daemon to the
+// events it publishes (Home Assistant discovery).
+func (p *Publisher) Conn() *nats.Conn { return p.nc }
+
 // StreamStats returns the stream's state as last read; false without JetStream or before the
 // first read.
 func (p *Publisher) StreamStats() (StreamStats, bool) {

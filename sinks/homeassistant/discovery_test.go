@@ -1,11 +1,8 @@
 package homeassistant
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -27,9 +24,7 @@ type broker struct {
 
 func startBroker(t *testing.T) *broker {
 	t.Helper()
-	if _, err := exec.LookPath("mosquitto_sub"); err != nil {
-		t.Skip("mosquitto_sub not installed: apt-get install mosquitto-clients (scripts/setup.sh does)")
-	}
+	natstest.NeedMosquitto(t)
 	s := &sinks.Server{Listen: "127.0.0.1:0", MQTT: "127.0.0.1:0", StoreDir: t.TempDir(), Domain: "lab", Logger: testutil.Logger(t)}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
@@ -43,41 +38,10 @@ func startBroker(t *testing.T) *broker {
 	return &broker{srv: s, mqtt: s.MQTTAddr(), nc: nc}
 }
 
-// retained returns what the broker holds retained under filter, read by Debian's
-// mosquitto_sub: topic to payload.
-func (b *broker) retained(t *testing.T, filter string) map[string]string {
-	t.Helper()
-	host, port, _ := net.SplitHostPort(b.mqtt)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "mosquitto_sub", "-h", host, "-p", port, "-t", filter, "-v", "--retained-only", "-W", "2").Output()
-	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 27) { // 27: its -W timeout, the end of the retained
-		t.Fatalf("mosquitto_sub -t %s: %v\n%s", filter, err, out)
-	}
-	got := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if topic, payload, ok := strings.Cut(l, " "); ok {
-			got[topic] = payload
-		} else if l != "" {
-			got[l] = ""
-		}
-	}
-	return got
-}
-
 // waitRetained waits until cond holds of what is retained under filter.
 func (b *broker) waitRetained(t *testing.T, filter, what string, cond func(map[string]string) bool) map[string]string {
 	t.Helper()
-	for end := time.Now().Add(time.Minute); ; {
-		got := b.retained(t, filter)
-		if cond(got) {
-			return got
-		}
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s; retained under %s: %v", what, filter, got)
-		}
-	}
+	return natstest.WaitRetained(t, b.mqtt, filter, what, cond)
 }
 
 // publish sends one of the daemon's events on its subject, as the daemon's publisher does.

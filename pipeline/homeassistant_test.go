@@ -1,0 +1,51 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/visiond/visiond/config"
+	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/sinks/natstest"
+)
+
+// haNATS is the nats section of the discovery tests: the embedded server on a free port, its
+// MQTT listener on mqtt with Home Assistant discovery.
+func haNATS(mqtt string) string {
+	return "nats: {listen: 127.0.0.1:0, mqtt: {listen: " + mqtt + ", discovery: true}}\n"
+}
+
+// TestHomeAssistantDiscovery is issue 41's item 1 end to end: a daemon with
+// nats.mqtt.discovery announces its sample camera to Home Assistant on its own MQTT listener
+// (read with Debian's mosquitto_sub): the camera's entities, its state online, the zone's
+// occupancy as the sample's people walk into it; a reload that renames the zone removes the
+// old zone's entities and announces the new one's.
+func TestHomeAssistantDiscovery(t *testing.T) {
+	natstest.NeedMosquitto(t)
+	cams := withZone(sampleCameras(t, 1), "cam0")
+	mqtt := testutil.FreeAddr(t)
+	d := startTestDaemon(t, lifeConfig(t, cams)+haNATS(mqtt))
+	addr := d.natsServer.MQTTAddr()
+
+	const node = "visiond_test_cam0"
+	lower := "homeassistant/binary_sensor/" + node + "/lower_person_occupied/config"
+	natstest.WaitRetained(t, addr, "homeassistant/#", "the camera's entities", func(m map[string]string) bool {
+		return m["homeassistant/sensor/"+node+"/state/config"] != "" && m["homeassistant/sensor/"+node+"/fps/config"] != "" &&
+			m[lower] != "" && m["homeassistant/sensor/"+node+"/lower_person_count/config"] != ""
+	})
+	natstest.WaitRetained(t, addr, "visiond-ha/test/#", "the camera online and a person in its zone", func(m map[string]string) bool {
+		n := m["visiond-ha/test/cam0/zones/lower/person"]
+		return m["visiond-ha/test/availability"] == "online" && m["visiond-ha/test/cam0/state"] == "online" && n != "" && n != "0"
+	})
+
+	cfg, err := config.Parse([]byte(lifeConfig(t, strings.Replace(cams, "zones: [{id: lower", "zones: [{id: upper", 1)) + haNATS(mqtt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitRetained(t, addr, "homeassistant/#", "the zone renamed: lower's entities gone, upper's come", func(m map[string]string) bool {
+		return m[lower] == "" && m["homeassistant/binary_sensor/"+node+"/upper_person_occupied/config"] != ""
+	})
+}
