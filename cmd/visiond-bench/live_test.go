@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,39 +11,17 @@ import (
 // by least squares over the steps, the noise between repeated steps, the page's latency, and
 // "not run" without a result.
 func TestReportLive(t *testing.T) {
-	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeJSON(filepath.Join(in, "env.json"), envInfo{CPUs: 2}); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "BENCHMARKS.md")
-	report := func() (summary, section string) {
+	var whole string
+	in, section := reportSection(t, "## Live view", &whole)
+	report := func() (summary, text string) {
 		t.Helper()
-		if err := reportCmd([]string{"-in", in, "-o", out}); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := string(b)
-		i := strings.Index(text, "## Live view")
-		if i < 0 {
-			t.Fatalf("no live section in\n%s", text)
-		}
-		section = text[i:]
-		if j := strings.Index(section[3:], "\n## "); j >= 0 {
-			section = section[:j+3]
-		}
-		for _, l := range strings.Split(text, "\n") {
+		text = section()
+		for _, l := range strings.Split(whole, "\n") {
 			if strings.HasPrefix(l, "| live view:") {
 				summary = l
 			}
 		}
-		return summary, section
+		return summary, text
 	}
 	if sum, s := report(); !strings.Contains(s, "Not run here: not run.") || !strings.Contains(sum, "| 2-CPU box | not run |") {
 		t.Errorf("without live.json: %q\n%s", sum, s)
