@@ -547,3 +547,64 @@ func TestRecorderWakes(t *testing.T) {
 		t.Errorf("closed %v, want end", c.Info.Closed)
 	}
 }
+
+// TestClipPreRoll: a clip says the pre-roll it got before its first object (Info.PreRoll) and
+// why it is shorter than pre_capture (Info.Short). Streams whose keyframes come every 1, 4
+// and 12 s against a pre_capture of 5 s: an object seen after the ring holds its keep gets
+// 5 s or more, less than a keyframe interval more; an object in the stream's first seconds
+// gets what there is from the stream's first keyframe (stream_start), never less; a ring
+// whose byte bound holds less than pre_capture gives less (ring_bytes); a clip going on from
+// another has no pre-roll of its own (Continues).
+func TestClipPreRoll(t *testing.T) {
+	const pre = 5 * time.Second
+	set := Settings{PreCapture: pre, PostCapture: time.Second, MaxLength: time.Minute}
+	for _, gop := range []int{1, 4, 12} {
+		t.Run(fmt.Sprintf("keyframes every %d s", gop), func(t *testing.T) {
+			// The sample is 10 fps: -g in frames.
+			stream := encode(t, fmt.Sprintf("g%d.ts", gop), "-c:v", "libx264", "-preset", "ultrafast", "-g", strconv.Itoa(10*gop),
+				"-keyint_min", strconv.Itoa(10*gop), "-sc_threshold", "0", "-bf", "0")
+			pkts := packets(t, stream, 1, base)
+			g := newRig(t, pre+3*time.Second, set)
+			i := 0
+			// In the stream's first second: from the first keyframe, the stream's start.
+			g.follow(t, pkts, &i, 1, at(0.8), at(1.5), at(6))
+			// Well after the start: pre_capture or more, from the keyframe at or before.
+			g.follow(t, pkts, &i, 2, at(25.3), at(26), at(40))
+			cs := g.wait(t, 2)
+			first, later := cs[0].Info, cs[1].Info
+			if first.PreCapture != pre || first.Short != ShortStreamStart || first.Start != base ||
+				first.PreRoll != 800*time.Millisecond || len(first.Notes) != 1 || !strings.Contains(first.Notes[0], "(stream_start)") {
+				t.Errorf("the clip of an object first seen 0.8 s into the stream: start %s, pre-roll %v (asked %v), short %q, notes %q; want the stream's start, 0.8 s, stream_start",
+					first.Start.Sub(base), first.PreRoll, first.PreCapture, first.Short, first.Notes)
+			}
+			if later.Short != "" || later.PreRoll < pre || later.PreRoll >= pre+time.Duration(gop)*time.Second || later.Continues != "" {
+				t.Errorf("the clip of an object first seen 25.3 s in: pre-roll %v, short %q; want %v to %v, none short",
+					later.PreRoll, later.Short, pre, pre+time.Duration(gop)*time.Second)
+			}
+			if off := later.Start.Sub(base); off%time.Duration(gop*int(time.Second)) != 0 {
+				t.Errorf("the later clip starts %v into the stream, not at a keyframe (every %d s)", off, gop)
+			}
+		})
+	}
+	t.Run("ring bytes", func(t *testing.T) {
+		pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base) // a keyframe a second, about 170 kB/s
+		g := newRig(t, pre+3*time.Second, set)
+		g.ring.SetLimits(pre+3*time.Second, 400<<10) // about 2 s of it
+		i := 0
+		g.follow(t, pkts, &i, 1, at(20.2), at(21), at(25))
+		c := g.wait(t, 1)[0].Info
+		if c.Short != ShortRingBytes || c.PreRoll >= pre || c.PreRoll <= 0 {
+			t.Errorf("a ring of 400 KiB: pre-roll %v, short %q; want less than %v, ring_bytes", c.PreRoll, c.Short, pre)
+		}
+	})
+	t.Run("continued", func(t *testing.T) {
+		pkts := packets(t, testutil.Media(t, "vtest.h264.ts"), 1, base)
+		g := newRig(t, pre+3*time.Second, Settings{PreCapture: pre, PostCapture: time.Second, MaxLength: 10 * time.Second})
+		i := 0
+		g.follow(t, pkts, &i, 1, at(10.2), at(24), at(30))
+		cs := g.wait(t, 2)
+		if cs[0].Info.Continues != "" || cs[0].Info.PreRoll < pre || cs[1].Info.Continues != cs[0].Info.Name || cs[1].Info.PreRoll != 0 || cs[1].Info.Short != "" {
+			t.Errorf("a clip cut at max_length and the next: %+v / %+v", cs[0].Info, cs[1].Info)
+		}
+	})
+}

@@ -55,6 +55,10 @@ type mp4Writer struct {
 	jumps   int
 	extract int // units whose decoding time could not be worked out (taken as their presentation time)
 	nalus   [][]byte
+
+	// What Info says of its pre-roll (Recorder.open).
+	preCapture, preRoll time.Duration
+	short, continues    string
 }
 
 // newMP4Writer starts a clip at key unit u, spooling into a new file in dir.

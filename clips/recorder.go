@@ -100,6 +100,14 @@ type Info struct {
 	// Notes say where the clip is not what was asked: it starts later than PreCapture before
 	// its first object, packets were lost in it, its timestamps jumped.
 	Notes []string
+	// PreCapture is the pre_capture asked; PreRoll the video the clip really has before its
+	// first object's first sighting (with Settings.Zones, its entry): PreCapture or more (the
+	// clip starts at a keyframe), less when the ring held no keyframe as early, and Short
+	// says why then (a Short* constant). A clip that goes on from another (Continues, its
+	// name) has no pre-roll of its own: 0, and Short "".
+	PreCapture, PreRoll time.Duration
+	Short               string
+	Continues           string
 }
 
 // Clip is a finished clip, handed to Recorder.Finished.
@@ -164,6 +172,7 @@ type Recorder struct {
 	cursor    uint64
 	skipToKey bool
 	skipped   int       // frames left out of the clip being written after a loss
+	afterPrev bool      // the clip to open was moved past the previous clip's start (ShortPreviousClip)
 	progress  time.Time // host time the clip last got a unit
 	lastStart uint64    // the ring's sequence number of the last clip's first unit
 	started   bool      // a clip was started: lastStart holds
@@ -449,9 +458,10 @@ func (r *Recorder) drain(now time.Time) {
 		r.mu.Lock()
 		from, cont := r.wantAt, r.cont
 		r.mu.Unlock()
+		r.afterPrev = false
 		if seq, _, _, ok := r.Ring.keyAtOrBefore(from); ok && !cont {
 			if r.started && seq <= r.lastStart {
-				seq = r.lastStart + 1
+				seq, r.afterPrev = r.lastStart+1, true
 			}
 			r.cursor = seq
 		}
@@ -582,17 +592,38 @@ func (r *Recorder) open(u *unit, wantAt time.Time) error {
 	w.session = u.session
 	r.lastStart, r.started = r.seq, true
 	r.mu.Lock()
-	cont := r.cont
+	cont, pre := r.cont, r.set.PreCapture
+	var continues string
+	if cont && r.prev != nil {
+		continues = r.prev.Name
+	}
 	r.want, r.cont, r.curStart = false, false, u.at
 	if !cont {
 		r.prev = nil
 	}
 	r.mu.Unlock()
-	if late := u.at.Sub(wantAt); !cont && late > 0 {
-		w.notes = append(w.notes, fmt.Sprintf("starts %.1f s after pre_capture before its first object: the camera's ring held no keyframe before", late.Seconds()))
+	w.preCapture, w.continues = pre, continues
+	if !cont {
+		w.preRoll = wantAt.Add(pre).Sub(u.at)
+		if late := u.at.Sub(wantAt); late > 0 {
+			w.short = r.Ring.shortfall(wantAt)
+			if r.afterPrev {
+				w.short = ShortPreviousClip
+			}
+			w.notes = append(w.notes, fmt.Sprintf("starts %.1f s after pre_capture before its first object (%s): %s", late.Seconds(), w.short, shortWhy[w.short]))
+		}
 	}
 	r.w, r.skipped, r.skipToKey, r.progress = w, 0, false, time.Now()
 	return nil
+}
+
+// shortWhy says each Short* in a clip's note.
+var shortWhy = map[string]string{
+	ShortStreamStart:   "the camera's video begins later (the stream started or reconnected, or clips were turned on)",
+	ShortNoKeyframe:    "the camera's ring held no keyframe as early (the stream was joined between keyframes)",
+	ShortRingBytes:     "the ring's byte bound pushed that video out",
+	ShortConfirmedLate: "the object was confirmed later than the ring keeps video for",
+	ShortPreviousClip:  "the video before is in the previous clip, which starts at the same keyframe",
 }
 
 // fileBase is a clip's file name in Dir: its name with '/' as '_'.
@@ -609,7 +640,8 @@ func (r *Recorder) close(reason CloseReason, next *unit) {
 	r.mu.Lock()
 	clip := Clip{Path: path, Info: Info{Name: r.name, Camera: r.Camera, Start: w.start, End: w.start.Add(info.Duration),
 		Duration: info.Duration, Codec: w.params.Codec, Width: w.params.Width, Height: w.params.Height,
-		Frames: info.Frames, Bytes: info.Bytes, Closed: reason, Notes: w.notes, Objects: make([]Object, 0, len(r.members))}}
+		Frames: info.Frames, Bytes: info.Bytes, Closed: reason, Notes: w.notes, Objects: make([]Object, 0, len(r.members)),
+		PreCapture: w.preCapture, PreRoll: max(w.preRoll, 0), Short: w.short, Continues: w.continues}}
 	live := false
 	for _, m := range r.members {
 		clip.Info.Objects = append(clip.Info.Objects, m.o)

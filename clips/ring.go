@@ -156,6 +156,12 @@ type Ring struct {
 	lost    bool      // a loss to carry to the next unit kept
 	due     time.Time // a unit captured at or after it wakes the reader too (wakeAt); zero: none
 
+	// For Shortfall: when the current session's first unit came (kept or not), and the
+	// capture time of the newest unit evicted, by MaxBytes or by Keep.
+	sessionSince time.Time
+	evictedAt    time.Time
+	evictedBytes bool
+
 	// wake gets a signal (never waiting) when a keyframe is kept or a unit reaches due: the
 	// moments its Recorder has something to do.
 	wake chan struct{}
@@ -205,7 +211,7 @@ func (r *Ring) Push(p *sources.Packet) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p.Session != r.session {
-		r.session = p.Session
+		r.session, r.sessionSince = p.Session, p.At
 		r.params = &Params{Codec: p.Codec}
 		for _, ps := range p.Params {
 			r.params = r.params.withSet(ps)
@@ -303,9 +309,11 @@ func (r *Ring) spareOf(b []byte) {
 func (r *Ring) evict() {
 	for len(r.keys) > 1 {
 		second := r.units[r.index(r.keys[1])]
-		if !(r.lastAt.Sub(second.at) >= r.keep) && r.bytes <= r.maxBytes {
+		byKeep := r.lastAt.Sub(second.at) >= r.keep
+		if !byKeep && r.bytes <= r.maxBytes {
 			break
 		}
+		r.evictedBytes = !byKeep
 		r.dropTo(r.keys[1])
 	}
 	// One group of pictures larger than the bound: its oldest units go. The ring then
@@ -313,6 +321,7 @@ func (r *Ring) evict() {
 	// waits for the next keyframe.
 	for r.bytes > r.maxBytes && r.len() > 1 {
 		r.dropped++
+		r.evictedBytes = true
 		r.dropTo(r.first + 1)
 	}
 }
@@ -321,6 +330,7 @@ func (r *Ring) evict() {
 func (r *Ring) dropTo(seq uint64) {
 	for r.first < seq {
 		u := &r.units[r.start]
+		r.evictedAt = u.at
 		r.bytes -= len(u.data)
 		r.spareOf(u.data)
 		*u = unit{}
@@ -366,6 +376,41 @@ func (r *Ring) keyAtOrBefore(t time.Time) (seq uint64, at time.Time, late, ok bo
 		seq, at = k, kat
 	}
 	return seq, at, false, true
+}
+
+// Why a clip's pre-roll is shorter than its pre_capture (Info.Short).
+const (
+	// ShortStreamStart: the camera's video in the ring begins after pre_capture before the
+	// object: the stream started or reconnected then, or clips were turned on then.
+	ShortStreamStart = "stream_start"
+	// ShortNoKeyframe: the ring held video from before, but no keyframe at or before the
+	// time wanted (a stream joined between keyframes: what comes before the first keyframe
+	// cannot be decoded, and is not kept).
+	ShortNoKeyframe = "no_keyframe"
+	// ShortRingBytes: the ring's byte bound (its share of the memory budget) pushed out the
+	// group of pictures wanted.
+	ShortRingBytes = "ring_bytes"
+	// ShortConfirmedLate: the object was confirmed later after its first sighting than the
+	// ring keeps video for (the box analyses frames late); the ring widens for the next.
+	ShortConfirmedLate = "confirmed_late"
+	// ShortPreviousClip: the video before is in the camera's previous clip, which starts at
+	// the same keyframe (two clips never start at the same frame).
+	ShortPreviousClip = "previous_clip"
+)
+
+// shortfall says why the ring holds no keyframe at or before t (a Short* constant).
+func (r *Ring) shortfall(t time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !r.evictedAt.IsZero() && !r.evictedAt.Before(t) && r.evictedBytes:
+		return ShortRingBytes
+	case !r.evictedAt.IsZero() && !r.evictedAt.Before(t):
+		return ShortConfirmedLate
+	case r.sessionSince.IsZero() || r.sessionSince.After(t):
+		return ShortStreamStart
+	}
+	return ShortNoKeyframe
 }
 
 // read appends to dst copies of the units from sequence number from on, their data in buf
