@@ -129,12 +129,17 @@ func (c *camera) streamEnded() {
 // are on and there is a store, given new ones, or stopped. Under c.sceneMu.
 func (rs *results) syncClips(c *camera) {
 	set := c.analytics().Clips
-	on := set.Enabled && rs.clips != nil && (c.cfg.Kind == sources.KindRTSP || c.cfg.Kind == sources.KindFile)
+	on := set.Enabled && rs.clips != nil && clipsKind(c.cfg.Kind)
 	switch {
 	case !on && c.stage.rec != nil:
 		rs.stopClips(c, clips.ClosedStopped)
+	case !on:
+		c.ring.Store(nil) // one made at the camera's start (startCamera) for clips a reload turned off since
 	case on && c.stage.rec == nil:
-		ring := clips.NewRing(ringKeep(set, c.stage.interval, 0), ringMaxBytes) // fitRing below gives it its share
+		ring := c.ring.Load() // made at the camera's start, holding its stream from the first packet
+		if ring == nil {
+			ring = clips.NewRing(ringKeep(set, c.stage.interval, 0), ringMaxBytes) // fitRing below gives it its share
+		}
 		rec := &clips.Recorder{Camera: c.cfg.ID, Ring: ring, Dir: rs.clipDir, Settings: clipSettings(set),
 			Hold: confirmWait(c.stage.interval), Finished: rs.clipFinished, Joined: rs.clipJoined, Logger: rs.log.With("component", "clips", "camera", c.cfg.ID)}
 		if err := rec.Start(); err != nil {
@@ -155,6 +160,10 @@ func (rs *results) syncClips(c *camera) {
 		rs.fitRing(c)
 	}
 }
+
+// clipsKind reports whether a camera of kind makes clips: those whose packets visiond reads
+// (RTSP and files; not a GStreamer pipeline, which hands over decoded frames).
+func clipsKind(kind sources.Kind) bool { return kind == sources.KindRTSP || kind == sources.KindFile }
 
 // stopClips closes camera c's recorder (the clip being written ends for reason) and drops
 // its ring. Under c.sceneMu.

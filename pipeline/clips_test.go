@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -473,4 +474,52 @@ func TestReloadFPSWhileRecording(t *testing.T) {
 		defer ev.mu.Unlock()
 		return len(ev.clips) > 0
 	})
+}
+
+// TestClipOfTheFirstSecond: an object the camera shows from its first frames gets a clip
+// from the stream's first keyframe, never one that starts after the object was first seen
+// (the camera's ring holds its stream from the first packet, before the first result); the
+// clip says how much pre-roll it got and why that is less than pre_capture (the stream
+// began then). The sample file as a camera: people walk in it from its first frame.
+func TestClipOfTheFirstSecond(t *testing.T) {
+	const pre = 5 * time.Second
+	cams := fmt.Sprintf("  - {id: cam0, kind: file, file: %q, clips: {enabled: true, pre_capture: 5s, post_capture: 1s, max_length: 20s}}\n",
+		testutil.Media(t, "vtest.h264.ts"))
+	d := startTestDaemon(t, lifeConfig(t, cams))
+	ev := subscribeClips(t, d.NATSURL(), "visiond.test.cam0.objects")
+
+	// The object first seen first, once it has ended and its clip is stored.
+	var first sinks.ObjectEvent
+	var refs []sinks.ClipRef
+	testutil.WaitFor(t, 5*time.Minute, "the first object's clip", func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		first, refs = sinks.ObjectEvent{}, nil
+		for id, evs := range ev.objects {
+			if first.TrackID == 0 || evs[0].FirstSeen.Before(first.FirstSeen) {
+				first = evs[len(evs)-1]
+				refs = nil
+				for _, c := range ev.clips[id] {
+					refs = append(refs, *c.Clip)
+				}
+			}
+		}
+		return first.Type == sinks.ObjectEnd && len(refs) > 0
+	})
+	slices.SortFunc(refs, func(a, b sinks.ClipRef) int { return a.Start.Compare(b.Start) })
+	c := refs[0]
+	t.Logf("track %d first seen at %s; its clip %s starts at %s: %+v",
+		first.TrackID, first.FirstSeen.Format(time.StampMicro), c.Name, c.Start.Format(time.StampMicro), c.ClipPreRoll)
+	if c.Start.After(first.FirstSeen.Add(time.Millisecond)) { // an event's times are to the millisecond
+		t.Errorf("the first object's clip starts %v after the object was first seen", c.Start.Sub(first.FirstSeen))
+	}
+	if c.PreCaptureS != pre.Seconds() || c.PreRollS == nil || c.Continues != "" {
+		t.Fatalf("the clip's pre-roll: %+v, want pre_capture 5 s and a pre-roll", c.ClipPreRoll)
+	}
+	if got := *c.PreRollS; got < pre.Seconds() && c.Short != sinks.ClipShortStreamStart || got > pre.Seconds() && c.Short != "" {
+		t.Errorf("pre-roll %.3f s of 5, short %q: want stream_start when less, nothing when not", got, c.Short)
+	}
+	if want := first.FirstSeen.Sub(c.Start).Seconds(); math.Abs(*c.PreRollS-want) > 0.002 {
+		t.Errorf("pre-roll %.3f s, but the object was first seen %.3f s after the clip's start", *c.PreRollS, want)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/analytics"
+	"github.com/visiond/visiond/clips"
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/infer/pool"
@@ -219,6 +220,12 @@ func (d *Daemon) startCamera(cc config.Camera, slice time.Duration, model infer.
 		}
 	}
 	c.src.Logger = d.log // the camera adds its id and redacted URL
+	if d.clips != nil && clipsKind(cc.Kind) && c.analytics().Clips.Enabled {
+		// The ring from the stream's first packet: an object seen in the camera's first
+		// seconds gets its clip from the stream's first keyframe (the recorder starts with
+		// the camera's first result, and takes this ring).
+		c.ring.Store(clips.NewRing(ringKeep(c.analytics().Clips, c.stage.interval, 0), ringMaxBytes))
+	}
 	c.src.Start()
 	return c
 }

@@ -45,7 +45,29 @@ type ClipInfo struct {
 	// its first object (no keyframe in what the camera's ring held), packets were lost in it
 	// (the frames until the next keyframe are left out), its timestamps jumped.
 	Notes []string `json:"notes,omitempty"`
+	ClipPreRoll
 }
+
+// ClipPreRoll is what a clip has before its first object: pre_capture asked, the pre-roll it
+// got (its first object's first sighting, or entry into a clip zone, less its start) and why
+// that is shorter (ClipShort*, clips.Short*). A clip that goes on from another (max_length, a
+// new codec or size) names it in Continues and has no pre-roll of its own (PreRollS nil).
+// All absent from a clip stored by a version before these.
+type ClipPreRoll struct {
+	PreCaptureS float64  `json:"pre_capture_s,omitempty"`
+	PreRollS    *float64 `json:"pre_roll_s,omitempty"`
+	Short       string   `json:"pre_roll_short,omitempty"`
+	Continues   string   `json:"continues,omitempty"`
+}
+
+// Why a clip's pre-roll is shorter than its pre_capture (ClipPreRoll.Short): clips.Short*.
+const (
+	ClipShortStreamStart   = clips.ShortStreamStart   // the camera's video begins later: its stream started or reconnected, or clips were turned on
+	ClipShortNoKeyframe    = clips.ShortNoKeyframe    // no keyframe as early in the ring (a stream joined between keyframes)
+	ClipShortRingBytes     = clips.ShortRingBytes     // the ring's byte bound pushed that video out
+	ClipShortConfirmedLate = clips.ShortConfirmedLate // the object was confirmed later than the ring keeps video for
+	ClipShortPreviousClip  = clips.ShortPreviousClip  // the video before is in the previous clip, which starts at the same keyframe
+)
 
 // ClipObject is an object a clip shows.
 type ClipObject struct {
@@ -61,11 +83,12 @@ type ClipRef struct {
 	Start     time.Time `json:"start"`
 	End       time.Time `json:"end"`
 	DurationS float64   `json:"duration_s"`
+	ClipPreRoll
 }
 
 // Ref is the clip as an object event names it.
 func (c ClipInfo) Ref() ClipRef {
-	return ClipRef{Name: c.Name, Start: c.Start, End: c.End, DurationS: c.DurationS}
+	return ClipRef{Name: c.Name, Start: c.Start, End: c.End, DurationS: c.DurationS, ClipPreRoll: c.ClipPreRoll}
 }
 
 // ClipBucket is the default name of the site's clip store: <prefix>-<site>-clips, with the

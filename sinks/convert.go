@@ -3,6 +3,7 @@ package sinks
 import (
 	"fmt"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/visiond/visiond/analytics"
@@ -200,7 +201,12 @@ func NewObjectEvent(camera string, r analytics.ObjectReport, w, h int) *ObjectEv
 func NewClipInfo(c clips.Info) ClipInfo {
 	info := ClipInfo{Name: c.Name, Camera: c.Camera, Start: c.Start, End: c.End, DurationS: c.Duration.Seconds(),
 		Codec: clipCodec(c.Codec), Width: c.Width, Height: c.Height, Frames: c.Frames, Bytes: c.Bytes,
-		Closed: clipClosed(c.Closed), Notes: c.Notes, Objects: make([]ClipObject, 0, len(c.Objects))}
+		Closed: clipClosed(c.Closed), Notes: c.Notes, Objects: make([]ClipObject, 0, len(c.Objects)),
+		ClipPreRoll: ClipPreRoll{PreCaptureS: c.PreCapture.Seconds(), Short: c.Short, Continues: c.Continues}}
+	if c.Continues == "" {
+		pre := math.Round(c.PreRoll.Seconds()*1000) / 1000
+		info.PreRollS = &pre
+	}
 	for _, o := range c.Objects {
 		info.Objects = append(info.Objects, ClipObject{TrackID: o.TrackID, Label: o.Label, FirstSeen: o.FirstSeen, LastSeen: o.LastSeen})
 	}
