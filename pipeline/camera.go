@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sort"
 	"strings"
@@ -70,11 +71,14 @@ type camera struct {
 	ring       atomic.Pointer[clips.Ring]     // the recorder's ring, for the session's callbacks (onPacket)
 	recorder   atomic.Pointer[clips.Recorder] // the recorder, for the source's callbacks and status
 	// The live view (live.go): the muxer while the camera has viewers, for onPacket.
-	live        atomic.Pointer[live.Muxer]
-	feed        feed       // subscribers to its results (feed.go)
-	liveMu      sync.Mutex // guards liveViewers and the muxer's making and dropping
-	liveViewers int
-	liveSent    atomic.Uint64 // bytes sent by the muxers dropped
+	live           atomic.Pointer[live.Muxer]
+	feed           feed       // subscribers to its results (feed.go)
+	liveMu         sync.Mutex // guards liveViewers and the muxer's making and dropping
+	liveViewers    int
+	liveSent       atomic.Uint64 // bytes sent by the muxers dropped
+	keyframes      keyframeClock // its stream's keyframe interval (onPacket)
+	keyframeWarned atomic.Bool   // its keyframe warning was logged
+	log            *slog.Logger  // the daemon's; nil in tests that make cameras alone
 
 	mu       sync.Mutex   // guards the fields below
 	latency  stageLatency // per-stage latency histograms of the analysed frames
@@ -387,8 +391,14 @@ type CameraStatus struct {
 	DecoderFallbacks uint64          `json:"decoder_fallbacks,omitempty"`
 	// LiveViewers watch the camera's live video now; LiveBytes have been queued to viewers
 	// since the camera started (live.go).
-	LiveViewers int    `json:"live_viewers"`
-	LiveBytes   uint64 `json:"live_bytes"`
+	// KeyframeIntervalS is the stream's latest keyframe interval, measured from its packets
+	// (kinds rtsp and file); absent until two keyframes came.
+	KeyframeIntervalS float64 `json:"keyframe_interval_s,omitempty"`
+	// Warnings are what the camera's settings and stream do not go well together in: a
+	// keyframe interval longer than its clips' pre_capture.
+	Warnings    []string `json:"warnings,omitempty"`
+	LiveViewers int      `json:"live_viewers"`
+	LiveBytes   uint64   `json:"live_bytes"`
 }
 
 // DecodeStatus sums a camera's decoding by step (CameraStatus.Decode; sources.DecodeTimes):
@@ -439,17 +449,19 @@ func (c *camera) statusLatency() (CameraStatus, stageLatency) {
 			Rejected:   c.rejected.Load(),
 			Shutdown:   c.shutdown.Load(),
 		},
-		Resyncs:      st.Resyncs,
-		Reconnects:   st.Reconnects,
-		Stuck:        st.Stuck,
-		Detections:   c.detections.Load(),
-		FPSAchieved:  c.fps.perSecond(time.Now(), 3*time.Second+2*c.sched.interval),
-		FrameAgeMS:   ms(age),
-		FrameAgeMax:  ms(ageMax),
-		InferMS:      ms(inf),
-		LatencyMS:    ms(tot),
-		LastAnalysed: last,
-		Clips:        c.clipStatus(),
+		Resyncs:           st.Resyncs,
+		Reconnects:        st.Reconnects,
+		Stuck:             st.Stuck,
+		Detections:        c.detections.Load(),
+		FPSAchieved:       c.fps.perSecond(time.Now(), 3*time.Second+2*c.sched.interval),
+		FrameAgeMS:        ms(age),
+		FrameAgeMax:       ms(ageMax),
+		InferMS:           ms(inf),
+		LatencyMS:         ms(tot),
+		LastAnalysed:      last,
+		Clips:             c.clipStatus(),
+		KeyframeIntervalS: c.keyframes.interval().Seconds(),
+		Warnings:          c.warnings(),
 		Decode: DecodeStatus{
 			Calls: st.Decode.Calls, WaitSec: st.Decode.Wait.Seconds(), BusySec: st.Decode.Busy.Seconds(),
 			Scaled: st.Decode.Scaled, CopySec: st.Decode.Copy.Seconds(), ScaleSec: st.Decode.Scale.Seconds(),

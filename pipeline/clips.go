@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/visiond/visiond/clips"
@@ -108,8 +110,60 @@ func clipSettings(s config.Clips) clips.Settings {
 		Classes: s.Classes, Zones: s.Zones}
 }
 
+// keyframeClock measures a stream's keyframe interval from its packets: the capture times
+// of a session's last two keyframes. Written by the session's callback, read by status.
+type keyframeClock struct {
+	session uint64    // the callback's own
+	last    time.Time // the callback's own: the session's last keyframe
+	gap     atomic.Int64
+}
+
+// push notes packet p; it reports a new interval measured.
+func (k *keyframeClock) push(p *sources.Packet) bool {
+	if !p.Key {
+		return false
+	}
+	if p.Session != k.session {
+		k.session, k.last = p.Session, p.At
+		return false
+	}
+	gap := p.At.Sub(k.last)
+	k.last = p.At
+	if gap <= 0 {
+		return false
+	}
+	return k.gap.Swap(int64(gap)) != int64(gap)
+}
+
+// interval is the latest keyframe interval measured; 0 before two keyframes of a session.
+func (k *keyframeClock) interval() time.Duration { return time.Duration(k.gap.Load()) }
+
+// keyframeWarning says, when camera c's keyframe interval is longer than its clips'
+// pre_capture, what that does; "" when it is not, or clips are off.
+func (c *camera) keyframeWarning() string {
+	set, gop := c.analytics().Clips, c.keyframes.interval()
+	if !set.Enabled || gop <= set.PreCapture || gop <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("keyframe interval %.1f s is longer than clips' pre_capture %.1f s: a clip starts at the keyframe before, up to %.1f s before its object, and the camera's ring holds that much video; set the camera's keyframe (I-frame, GOP) interval to pre_capture or less",
+		gop.Seconds(), set.PreCapture.Seconds(), gop.Seconds())
+}
+
+// warnings are camera c's warnings now (CameraStatus.Warnings).
+func (c *camera) warnings() []string {
+	if w := c.keyframeWarning(); w != "" {
+		return []string{w}
+	}
+	return nil
+}
+
 // onPacket takes one access unit of the camera's session (the RTP callback).
 func (c *camera) onPacket(p *sources.Packet) {
+	if c.keyframes.push(p) {
+		if w := c.keyframeWarning(); w != "" && c.keyframeWarned.CompareAndSwap(false, true) && c.log != nil {
+			c.log.Warn("the camera's keyframes come less often than its clips' pre_capture (logged once)", "camera", c.cfg.ID, "warning", w)
+		}
+	}
 	if r := c.ring.Load(); r != nil {
 		r.Push(p)
 	}

@@ -8,8 +8,10 @@ import (
 	"math"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -521,5 +523,71 @@ func TestClipOfTheFirstSecond(t *testing.T) {
 	}
 	if want := first.FirstSeen.Sub(c.Start).Seconds(); math.Abs(*c.PreRollS-want) > 0.002 {
 		t.Errorf("pre-roll %.3f s, but the object was first seen %.3f s after the clip's start", *c.PreRollS, want)
+	}
+}
+
+// TestKeyframeInterval: each camera's keyframe interval, measured from its packets, is in
+// /api/cameras and /metrics; a camera whose keyframes come less often than its clips'
+// pre_capture (12 s against 5 s) gets a warning in its status (the status page shows it) and
+// one log line; those of 1 and 4 s do not.
+func TestKeyframeInterval(t *testing.T) {
+	ffmpeg := testutil.LookPath(t, "ffmpeg")
+	streams := map[string]string{}
+	for _, gop := range []int{1, 4, 12} {
+		out := filepath.Join(t.TempDir(), fmt.Sprintf("g%d.ts", gop))
+		if b, err := exec.Command(ffmpeg, "-v", "error", "-i", testutil.Media(t, "vtest.h264.ts"), "-t", "40", "-vf", "scale=384:288",
+			"-c:v", "libx264", "-preset", "ultrafast", "-g", strconv.Itoa(10*gop), "-keyint_min", strconv.Itoa(10*gop), "-sc_threshold", "0",
+			"-an", "-f", "mpegts", out).CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg: %v\n%s", err, b)
+		}
+		streams[fmt.Sprintf("g%d", gop)] = out
+	}
+	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testutil.Logger(t)}
+	if err := rtsp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rtsp.Close)
+	var cams strings.Builder
+	for _, gop := range []int{1, 4, 12} {
+		fmt.Fprintf(&cams, "  - {id: g%d, url: %q, fps: 2, clips: {enabled: true, pre_capture: 5s}}\n", gop, rtsp.URL(fmt.Sprintf("g%d", gop)))
+	}
+	var logs testutil.LogBuffer
+	cfg, err := config.Parse([]byte(lifeConfig(t, cams.String())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StateDir, cfg.NATS.Listen = t.TempDir(), "127.0.0.1:0"
+	d := &Daemon{Config: cfg, Logger: logs.Logger(), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv}}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	testutil.WaitFor(t, 2*time.Minute, "two keyframe intervals of every camera", func() bool {
+		for _, id := range []string{"g1", "g4", "g12"} {
+			if d.camera(id).status().KeyframeIntervalS == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	srv := httptest.NewServer(d.metricsHandler())
+	defer srv.Close()
+	m := scrape(t, srv.URL)
+	for _, gop := range []float64{1, 4, 12} {
+		id := fmt.Sprintf("g%g", gop)
+		st := d.camera(id).status()
+		if math.Abs(st.KeyframeIntervalS-gop) > 0.05 {
+			t.Errorf("camera %s: keyframe interval %.3f s, want %g", id, st.KeyframeIntervalS, gop)
+		}
+		if v := m.mustHave(t, fmt.Sprintf(`visiond_camera_keyframe_interval_seconds{camera=%q}`, id)); math.Abs(v-gop) > 0.05 {
+			t.Errorf("visiond_camera_keyframe_interval_seconds of %s: %v", id, v)
+		}
+		warned := len(st.Warnings) == 1 && strings.Contains(st.Warnings[0], "keyframe interval 12.0 s is longer than clips' pre_capture 5.0 s")
+		if warned != (gop > 5) {
+			t.Errorf("camera %s (keyframes every %g s, pre_capture 5 s): warnings %q", id, gop, st.Warnings)
+		}
+	}
+	if n := strings.Count(logs.String(), "keyframes come less often than its clips' pre_capture"); n != 1 || !strings.Contains(logs.String(), "camera=g12") {
+		t.Errorf("the warning logged %d times, want once, for g12:\n%s", n, logs.String())
 	}
 }

@@ -207,6 +207,7 @@ func (d *Daemon) Start() (err error) {
 // returns the camera, ready for the slicer.
 func (d *Daemon) startCamera(cc config.Camera, slice time.Duration, model infer.ModelInfo) *camera {
 	c := newCamera(cc, slice, d.wakeUp)
+	c.log = d.log
 	c.src = cc.Source()
 	c.src.InputW, c.src.InputH = model.InputW, model.InputH
 	c.src.DecoderGate = d.decoderGate

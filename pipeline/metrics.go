@@ -23,7 +23,7 @@ type metricsCollector struct {
 
 	camDecoded, camAnalysed, camDropped, camDetections, camReconnects, camResyncs, camStuck *prometheus.Desc
 	camFallbacks, camOnCPU                                                                  *prometheus.Desc
-	camLiveViewers, camLiveBytes                                                            *prometheus.Desc
+	camLiveViewers, camLiveBytes, camKeyframeInterval                                       *prometheus.Desc
 	camNotDecoded, camDecodeCalls, camDecodeSeconds                                         *prometheus.Desc
 	camState, camFPS, camFPSTarget                                                          *prometheus.Desc
 	camAgeMean, camAgeMax, camInferMean, camLatencyMean                                     *prometheus.Desc
@@ -60,19 +60,20 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		camDecodeCalls: desc("camera_decode_calls_total", "Access units the camera's source sent to its decoder.", cam...),
 		camDecodeSeconds: desc("camera_decode_seconds_total", "Time the camera's source spent decoding, by step: wait (for a call slot of the GPU decoder, decoder cuda), "+
 			"busy (in the decoder's calls, copy and scale included), copy (of busy: frames copied from GPU memory to the host), scale (of busy: frames letterboxed into RGB24).", "camera", "step"),
-		camReconnects:  desc("camera_reconnects_total", "Sessions the camera's source opened after the first.", cam...),
-		camResyncs:     desc("camera_resyncs_total", "Skips to the next keyframe after loss or damage.", cam...),
-		camStuck:       desc("camera_stuck_sessions_total", "Kind gstreamer: capture processes killed because their open or read blocked past stall_timeout.", cam...),
-		camFallbacks:   desc("camera_decoder_fallbacks_total", "Decoder cuda: sessions moved to a CPU decoder because the GPU decoder did not open.", cam...),
-		camOnCPU:       desc("camera_decoder_fallback", "Decoder cuda: 1 while the camera decodes on the CPU in place of its GPU decoder, else 0.", cam...),
-		camLiveViewers: desc("camera_live_viewers", "Viewers of the camera's live video (/api/cameras/{id}/live).", cam...),
-		camLiveBytes:   desc("camera_live_bytes_total", "Bytes of the camera's live video queued to its viewers.", cam...),
-		camState:       desc("camera_state", "1 for the camera's current state, 0 for the others.", "camera", "state"),
-		camFPS:         desc("camera_fps_achieved", "Frames analysed per second, recently.", cam...),
-		camFPSTarget:   desc("camera_fps_target", "Frames per second the camera is configured to be analysed at.", cam...),
-		camAgeMean:     desc("camera_frame_age_mean_seconds", "Decoded to dispatched to a worker, exponentially weighted mean.", cam...),
-		camAgeMax:      desc("camera_frame_age_max_seconds", "Decoded to dispatched to a worker, maximum within the current 10 s summary window.", cam...),
-		camInferMean:   desc("camera_inference_mean_seconds", "The worker's model run, exponentially weighted mean.", cam...),
+		camReconnects:       desc("camera_reconnects_total", "Sessions the camera's source opened after the first.", cam...),
+		camResyncs:          desc("camera_resyncs_total", "Skips to the next keyframe after loss or damage.", cam...),
+		camStuck:            desc("camera_stuck_sessions_total", "Kind gstreamer: capture processes killed because their open or read blocked past stall_timeout.", cam...),
+		camFallbacks:        desc("camera_decoder_fallbacks_total", "Decoder cuda: sessions moved to a CPU decoder because the GPU decoder did not open.", cam...),
+		camOnCPU:            desc("camera_decoder_fallback", "Decoder cuda: 1 while the camera decodes on the CPU in place of its GPU decoder, else 0.", cam...),
+		camLiveViewers:      desc("camera_live_viewers", "Viewers of the camera's live video (/api/cameras/{id}/live).", cam...),
+		camKeyframeInterval: desc("camera_keyframe_interval_seconds", "The camera's stream's latest keyframe interval, from its packets (kinds rtsp and file); absent until two keyframes came.", cam...),
+		camLiveBytes:        desc("camera_live_bytes_total", "Bytes of the camera's live video queued to its viewers.", cam...),
+		camState:            desc("camera_state", "1 for the camera's current state, 0 for the others.", "camera", "state"),
+		camFPS:              desc("camera_fps_achieved", "Frames analysed per second, recently.", cam...),
+		camFPSTarget:        desc("camera_fps_target", "Frames per second the camera is configured to be analysed at.", cam...),
+		camAgeMean:          desc("camera_frame_age_mean_seconds", "Decoded to dispatched to a worker, exponentially weighted mean.", cam...),
+		camAgeMax:           desc("camera_frame_age_max_seconds", "Decoded to dispatched to a worker, maximum within the current 10 s summary window.", cam...),
+		camInferMean:        desc("camera_inference_mean_seconds", "The worker's model run, exponentially weighted mean.", cam...),
 		camLatencyMean: desc("camera_latency_mean_seconds",
 			"Decoded to published (end to end on this host), exponentially weighted mean.", cam...),
 		stageLatency: desc("stage_latency_seconds",
@@ -138,7 +139,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 // Describe implements prometheus.Collector.
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		m.camDecoded, m.camNotDecoded, m.camDecodeCalls, m.camDecodeSeconds, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck, m.camFallbacks, m.camOnCPU, m.camLiveViewers, m.camLiveBytes,
+		m.camDecoded, m.camNotDecoded, m.camDecodeCalls, m.camDecodeSeconds, m.camAnalysed, m.camDropped, m.camDetections, m.camReconnects, m.camResyncs, m.camStuck, m.camFallbacks, m.camOnCPU, m.camLiveViewers, m.camLiveBytes, m.camKeyframeInterval,
 		m.camState, m.camFPS, m.camFPSTarget, m.camAgeMean, m.camAgeMax, m.camInferMean, m.camLatencyMean,
 		m.stageLatency, m.camTracked, m.zoneObjects, m.zoneClassObjects, m.lineCrossings, m.camFiltered,
 		m.camClips, m.camClipsFailed, m.camClipBytes, m.camRingBytes,
@@ -207,6 +208,9 @@ func (m *metricsCollector) collectCamera(e emitter, cm cameraMetrics) {
 	counter(m.camStuck, c.Stuck, id)
 	counter(m.camFallbacks, c.DecoderFallbacks, id)
 	gauge(m.camLiveViewers, float64(c.LiveViewers), id)
+	if c.KeyframeIntervalS > 0 {
+		gauge(m.camKeyframeInterval, c.KeyframeIntervalS, id)
+	}
 	counter(m.camLiveBytes, c.LiveBytes, id)
 	gauge(m.camOnCPU, b2f(c.DecoderFallback != ""), id)
 	// A series for every state, so that a state that is not current reads 0 rather

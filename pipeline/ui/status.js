@@ -778,7 +778,9 @@
     card.root.dataset.state = st;
     card.state.dataset.state = st;
     card.state.textContent = st;
-    card.reason.textContent = st === "online" ? "" : cam.last_error || "";
+    const warnings = st === "online" ? cam.warnings || [] : [];
+    card.reason.textContent = st === "online" ? warnings.join(" ") : cam.last_error || "";
+    card.reason.toggleAttribute("data-warn", warnings.length > 0);
     card.root.dataset.fps = String(num(cam.fps_achieved));
     const d = card.dd;
     d.fps.textContent = num(cam.fps_achieved).toFixed(1) + " / " + num(cam.fps);
