@@ -74,6 +74,16 @@ func DefaultClips() Clips {
 	return Clips{PreCapture: DefaultClipPreCapture, PostCapture: DefaultClipPostCapture, MaxLength: DefaultClipMaxLength}
 }
 
+// KeyframeWarning says what a camera's keyframe interval gop does to its clips when it is
+// longer than pre_capture; "" when it is not, or clips are off.
+func (c Clips) KeyframeWarning(gop time.Duration) string {
+	if !c.Enabled || gop <= c.PreCapture || gop <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("keyframe interval %.1f s is longer than clips' pre_capture %.1f s: a clip starts at the keyframe before, up to %.1f s before its object, and the camera's ring holds that much video; set the camera's keyframe (I-frame, GOP) interval to pre_capture or less",
+		gop.Seconds(), c.PreCapture.Seconds(), gop.Seconds())
+}
+
 // Length returns MaxLength, DefaultClipMaxLength when it is 0.
 func (c Clips) Length() time.Duration {
 	if c.MaxLength == 0 {

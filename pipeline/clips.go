@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
@@ -141,12 +140,7 @@ func (k *keyframeClock) interval() time.Duration { return time.Duration(k.gap.Lo
 // keyframeWarning says, when camera c's keyframe interval is longer than its clips'
 // pre_capture, what that does; "" when it is not, or clips are off.
 func (c *camera) keyframeWarning() string {
-	set, gop := c.analytics().Clips, c.keyframes.interval()
-	if !set.Enabled || gop <= set.PreCapture || gop <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("keyframe interval %.1f s is longer than clips' pre_capture %.1f s: a clip starts at the keyframe before, up to %.1f s before its object, and the camera's ring holds that much video; set the camera's keyframe (I-frame, GOP) interval to pre_capture or less",
-		gop.Seconds(), set.PreCapture.Seconds(), gop.Seconds())
+	return c.analytics().Clips.KeyframeWarning(c.keyframes.interval())
 }
 
 // warnings are camera c's warnings now (CameraStatus.Warnings).

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/sources/samplecam"
 )
 
 // Issue 13, item 5 (optional part): `visiond check -load` loads the model in a real worker
@@ -95,5 +98,52 @@ func TestRunOlderLibrary(t *testing.T) {
 	need := "ONNX Runtime 1.23.2 found at " + oldLibrary + "; this build needs 1.24 or newer: point workers.library at a newer libonnxruntime.so"
 	if !strings.Contains(stderr, want) || !strings.Contains(stderr, need) {
 		t.Errorf("stderr %q: want %q ... %q", stderr, want, need)
+	}
+}
+
+// Issue 41: `visiond check -load` opens the cameras it can reach and reports each one's
+// keyframe interval, warning of one longer than the camera's clips' pre_capture (keyframes
+// every 1 and 12 s against 5 s); a camera it cannot reach is reported after its first
+// attempt, without failing the check.
+func TestCheckLoadCameras(t *testing.T) {
+	model, library := testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1")
+	ffmpeg := testutil.LookPath(t, "ffmpeg")
+	streams := map[string]string{}
+	for _, gop := range []int{1, 12} {
+		out := filepath.Join(t.TempDir(), fmt.Sprintf("g%d.ts", gop))
+		if b, err := exec.Command(ffmpeg, "-v", "error", "-i", testutil.Media(t, "vtest.h264.ts"), "-t", "30", "-vf", "scale=384:288",
+			"-c:v", "libx264", "-preset", "ultrafast", "-g", strconv.Itoa(10*gop), "-keyint_min", strconv.Itoa(10*gop), "-sc_threshold", "0",
+			"-an", "-f", "mpegts", out).CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg: %v\n%s", err, b)
+		}
+		streams[fmt.Sprintf("g%d", gop)] = out
+	}
+	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testutil.Logger(t)}
+	if err := rtsp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rtsp.Close)
+	closed := testutil.FreeAddr(t) // nothing listens there
+	cfg := writeConfig(t, fmt.Sprintf("workers: {model: %q, library: %q, pools: [{count: 1}]}\ncameras:\n"+
+		"  - {id: g1, url: %q, clips: {enabled: true, pre_capture: 5s}}\n"+
+		"  - {id: g12, url: %q, clips: {enabled: true, pre_capture: 5s}}\n"+
+		"  - {id: gone, url: \"rtsp://%s/x\"}\n", model, library, rtsp.URL("g1"), rtsp.URL("g12"), closed))
+	status, stdout, stderr := runVisiond(t, "check", "-load", cfg) // -probe 30s: two keyframes 12 s apart, wherever the stream is joined
+	if status != 0 {
+		t.Fatalf("check -load: status %d; stderr %q", status, stderr)
+	}
+	for _, want := range []string{
+		"cameras[g1]: keyframe interval 1.0 s\n",
+		"cameras[g12]: keyframe interval 12.0 s\n",
+		"cameras[g12]: warning: keyframe interval 12.0 s is longer than clips' pre_capture 5.0 s",
+		"cameras[gone]: not reached within 30 s: ",
+		": ok (3 cameras, 3 enabled)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "cameras[g1]: warning") {
+		t.Errorf("a warning for keyframes every second:\n%s", stdout)
 	}
 }

@@ -152,7 +152,8 @@ func loadConfig(path string) (*config.Config, string, error) {
 func checkCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", " [FILE]", stderr)
 	path := fs.String("config", "", "config `file` to validate (default: the embedded demo config)")
-	load := fs.Bool("load", false, "also load the model in one worker per pool and report its input size, classes and provider")
+	load := fs.Bool("load", false, "also load the model in one worker per pool and report its input size, classes and provider,\nand open each enabled camera (kinds rtsp and file) to report its keyframe interval")
+	probe := fs.Duration("probe", DefaultProbe, "with -load: how long each camera's stream is watched (0: the cameras are not opened)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -172,6 +173,9 @@ func checkCmd(args []string, stdout, stderr io.Writer) error {
 	if *load {
 		if err := checkLoad(cfg, stdout, stderr); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+		if *probe > 0 {
+			checkCameras(cfg, stdout, *probe)
 		}
 	}
 	enabled := 0
