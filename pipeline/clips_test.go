@@ -8,10 +8,8 @@ import (
 	"math"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -531,17 +529,7 @@ func TestClipOfTheFirstSecond(t *testing.T) {
 // pre_capture (12 s against 5 s) gets a warning in its status (the status page shows it) and
 // one log line; those of 1 and 4 s do not.
 func TestKeyframeInterval(t *testing.T) {
-	ffmpeg := testutil.LookPath(t, "ffmpeg")
-	streams := map[string]string{}
-	for _, gop := range []int{1, 4, 12} {
-		out := filepath.Join(t.TempDir(), fmt.Sprintf("g%d.ts", gop))
-		if b, err := exec.Command(ffmpeg, "-v", "error", "-i", testutil.Media(t, "vtest.h264.ts"), "-t", "40", "-vf", "scale=384:288",
-			"-c:v", "libx264", "-preset", "ultrafast", "-g", strconv.Itoa(10*gop), "-keyint_min", strconv.Itoa(10*gop), "-sc_threshold", "0",
-			"-an", "-f", "mpegts", out).CombinedOutput(); err != nil {
-			t.Fatalf("ffmpeg: %v\n%s", err, b)
-		}
-		streams[fmt.Sprintf("g%d", gop)] = out
-	}
+	streams := testutil.GOPStreams(t, 40, 1, 4, 12)
 	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testutil.Logger(t)}
 	if err := rtsp.Start(); err != nil {
 		t.Fatal(err)

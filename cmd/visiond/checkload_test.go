@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -107,17 +105,7 @@ func TestRunOlderLibrary(t *testing.T) {
 // attempt, without failing the check.
 func TestCheckLoadCameras(t *testing.T) {
 	model, library := testutil.ThirdParty(t, "yolov8n.onnx"), testutil.ThirdParty(t, "libonnxruntime.so.1")
-	ffmpeg := testutil.LookPath(t, "ffmpeg")
-	streams := map[string]string{}
-	for _, gop := range []int{1, 12} {
-		out := filepath.Join(t.TempDir(), fmt.Sprintf("g%d.ts", gop))
-		if b, err := exec.Command(ffmpeg, "-v", "error", "-i", testutil.Media(t, "vtest.h264.ts"), "-t", "30", "-vf", "scale=384:288",
-			"-c:v", "libx264", "-preset", "ultrafast", "-g", strconv.Itoa(10*gop), "-keyint_min", strconv.Itoa(10*gop), "-sc_threshold", "0",
-			"-an", "-f", "mpegts", out).CombinedOutput(); err != nil {
-			t.Fatalf("ffmpeg: %v\n%s", err, b)
-		}
-		streams[fmt.Sprintf("g%d", gop)] = out
-	}
+	streams := testutil.GOPStreams(t, 30, 1, 12)
 	rtsp := &samplecam.Server{Listen: "127.0.0.1:0", Streams: streams, Logger: testutil.Logger(t)}
 	if err := rtsp.Start(); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +90,27 @@ func LookPath(tb testing.TB, name string) string {
 		tb.Fatalf("%s not installed (%v): run scripts/setup.sh", name, err)
 	}
 	return p
+}
+
+// GOPStreams encodes the first seconds of the sample video (scaled to 384x288, 10 fps) once
+// for each keyframe interval of gops (in seconds, keyframes exactly that far apart) as MPEG-TS
+// files, named "g<gop>" in the map returned: streams for a sample camera.
+func GOPStreams(tb testing.TB, seconds int, gops ...int) map[string]string {
+	tb.Helper()
+	ffmpeg := LookPath(tb, "ffmpeg")
+	streams := map[string]string{}
+	for _, gop := range gops {
+		name := "g" + strconv.Itoa(gop)
+		out := filepath.Join(tb.TempDir(), name+".ts")
+		frames := strconv.Itoa(10 * gop)
+		if b, err := exec.Command(ffmpeg, "-v", "error", "-i", Media(tb, "vtest.h264.ts"), "-t", strconv.Itoa(seconds), "-vf", "scale=384:288",
+			"-c:v", "libx264", "-preset", "ultrafast", "-g", frames, "-keyint_min", frames, "-sc_threshold", "0",
+			"-an", "-f", "mpegts", out).CombinedOutput(); err != nil {
+			tb.Fatalf("ffmpeg: %v\n%s", err, b)
+		}
+		streams[name] = out
+	}
+	return streams
 }
 
 // pollEvery is how often WaitFor checks its condition.
