@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/sinks"
 )
 
 // TestClipsPage plays a clip from the status page of a real daemon in headless Chromium: two
@@ -36,6 +37,9 @@ func TestClipsPage(t *testing.T) {
 	}
 	now := time.Now()
 	older, newer := testClip("east", now.Add(-10*time.Minute), 6), testClip("east", now.Add(-2*time.Minute), 3)
+	short, full := 1.0, 5.0 // the first object 1 s into the older clip: a camera's first second; the newer one as asked
+	older.ClipPreRoll = sinks.ClipPreRoll{PreCaptureS: 5, PreRollS: &short, Short: sinks.ClipShortStreamStart}
+	newer.ClipPreRoll = sinks.ClipPreRoll{PreCaptureS: 5, PreRollS: &full}
 	putClip(t, d.clips, older, testutil.SampleMP4(t, 6))
 	putClip(t, d.clips, newer, testutil.SampleMP4(t, 3))
 
@@ -86,6 +90,17 @@ func TestClipsPage(t *testing.T) {
 		text := html.UnescapeString(b[2])
 		if want := fmt.Sprintf(" · %.1f s · person, car", c.DurationS); !strings.HasSuffix(text, want) {
 			t.Errorf("clip %s shown as %q, want its start, then %q", c.Name, text, want)
+		}
+		// The title says the pre-roll, and why it is short where it is.
+		wantTitle := ", pre-roll 5.0 s of 5.0"
+		if c.Name == older.Name {
+			wantTitle = ", pre-roll 1.0 s of 5.0 (stream_start)"
+		}
+		if title := html.UnescapeString(attrs["title"]); !strings.Contains(title, wantTitle) {
+			t.Errorf("clip %s: title %q, want it to say %q", c.Name, title, wantTitle)
+		}
+		if _, short := attrs["data-short"]; short != (c.Name == older.Name) {
+			t.Errorf("clip %s: marked short %v", c.Name, short)
 		}
 		if _, playing := attrs["data-playing"]; playing != (c.Name == older.Name) {
 			t.Errorf("clip %s: marked playing %v, want %v", c.Name, playing, c.Name == older.Name)

@@ -174,7 +174,8 @@
       const b = el("button", "clip", fmtClipTime(clip.start) + " · " + num(clip.duration_s).toFixed(1) + " s · " + clipLabels(clip));
       b.type = "button";
       b.dataset.clip = clip.name;
-      b.title = clip.name + (clip.closed ? " (" + clip.closed + ")" : "") + ((clip.notes || []).length ? ": " + clip.notes.join("; ") : "");
+      b.title = clip.name + (clip.closed ? " (" + clip.closed + ")" : "") + preRoll(clip) + ((clip.notes || []).length ? ": " + clip.notes.join("; ") : "");
+      b.toggleAttribute("data-short", Boolean(clip.pre_roll_short));
       b.toggleAttribute("data-playing", clip.name === player.name);
       b.addEventListener("click", () => play(clip, b.dataset.muted === "1"));
       li.append(b);
@@ -190,6 +191,15 @@
         delete b.dataset.muted;
       }
     }
+  }
+
+  // preRoll says, for a clip's title, the video it has before its first object, and why that
+  // is less than pre_capture; or the clip it goes on from.
+  function preRoll(clip) {
+    if (clip.continues) return ", continues " + clip.continues;
+    if (clip.pre_roll_s === undefined) return "";
+    return ", pre-roll " + num(clip.pre_roll_s).toFixed(1) + " s of " + num(clip.pre_capture_s).toFixed(1) +
+      (clip.pre_roll_short ? " (" + clip.pre_roll_short + ")" : "");
   }
 
   // play plays clip in the player, and marks it in its card's list.
