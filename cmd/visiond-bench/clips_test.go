@@ -134,39 +134,12 @@ func TestObjectLogLatencies(t *testing.T) {
 // TestReportClips: clips.json becomes the clips section and a summary row, against the
 // issue's aim; without it both say why.
 func TestReportClips(t *testing.T) {
-	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeJSON(filepath.Join(in, "env.json"), envInfo{CPUs: 2}); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "BENCHMARKS.md")
-	report := func() (summary, section string) {
+	var whole string
+	in, section := reportSection(t, "## Event clips", &whole)
+	report := func() (summary, text string) {
 		t.Helper()
-		if err := reportCmd([]string{"-in", in, "-o", out}); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := string(b)
-		i := strings.Index(text, "## Event clips")
-		if i < 0 {
-			t.Fatalf("no clips section in\n%s", text)
-		}
-		section = text[i:]
-		if j := strings.Index(section[3:], "\n## "); j >= 0 {
-			section = section[:j+3]
-		}
-		for _, l := range strings.Split(text, "\n") {
-			if strings.HasPrefix(l, "| clips:") {
-				summary = l
-			}
-		}
-		return summary, section
+		text = section()
+		return summaryRow(whole, "| clips:"), text
 	}
 	if sum, s := report(); !strings.Contains(s, "Not run here: not run.") || !strings.Contains(sum, "| 2-CPU box | not run |") {
 		t.Errorf("without clips.json: %q\n%s", sum, s)

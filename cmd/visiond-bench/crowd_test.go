@@ -144,3 +144,13 @@ func reportSection(t *testing.T, heading string, whole ...*string) (in string, s
 		return text
 	}
 }
+
+// summaryRow is the summary table's row of report text that begins with prefix; "" when none.
+func summaryRow(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}

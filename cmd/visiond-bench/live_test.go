@@ -16,12 +16,7 @@ func TestReportLive(t *testing.T) {
 	report := func() (summary, text string) {
 		t.Helper()
 		text = section()
-		for _, l := range strings.Split(whole, "\n") {
-			if strings.HasPrefix(l, "| live view:") {
-				summary = l
-			}
-		}
-		return summary, text
+		return summaryRow(whole, "| live view:"), text
 	}
 	if sum, s := report(); !strings.Contains(s, "Not run here: not run.") || !strings.Contains(sum, "| 2-CPU box | not run |") {
 		t.Errorf("without live.json: %q\n%s", sum, s)
