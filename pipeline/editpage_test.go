@@ -54,16 +54,7 @@ func TestEditorDrawsAZone(t *testing.T) {
 	}))
 	defer proxy.Close()
 
-	dir := t.TempDir()
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(dir, "profile")),
-		chromedp.Flag("autoplay-policy", "no-user-gesture-required"), chromedp.WindowSize(1280, 1400),
-		chromedp.Env("HOME="+dir))...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
+	ctx := browser(t, chromium, 1280, 1400, 3*time.Minute)
 
 	// The picture's place on the page: the video letterboxed into the overlay.
 	const pictureJS = `(() => { const o = document.getElementById("player-overlay"), v = document.getElementById("player-video");
@@ -143,6 +134,22 @@ func TestEditorDrawsAZone(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// browser starts headless Chromium at chromium, driven through the DevTools protocol, in real
+// time (no virtual time: the daemon's results come in real time), with a window of w x h; its
+// context ends after timeout, and the test's cleanup closes it.
+func browser(t *testing.T, chromium string, w, h int, timeout time.Duration) context.Context {
+	t.Helper()
+	dir := t.TempDir()
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(dir, "profile")),
+		chromedp.Flag("autoplay-policy", "no-user-gesture-required"), chromedp.WindowSize(w, h),
+		chromedp.Env("HOME="+dir))...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	t.Cleanup(func() { cancel(); cancelCtx(); cancelAlloc() })
+	return ctx
 }
 
 // discard runs a and drops its value: a step of chromedp.Do.
