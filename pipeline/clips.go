@@ -181,7 +181,7 @@ func (rs *results) syncClips(c *camera) {
 	switch {
 	case !on && c.stage.rec != nil:
 		rs.stopClips(c, clips.ClosedStopped)
-	case !on:
+	case !on && c.ring.Load() != nil:
 		c.ring.Store(nil) // one made at the camera's start (startCamera) for clips a reload turned off since
 	case on && c.stage.rec == nil:
 		ring := c.ring.Load() // made at the camera's start, holding its stream from the first packet

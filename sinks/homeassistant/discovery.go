@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,14 +46,10 @@ import (
 // DefaultPrefix is Home Assistant's discovery prefix.
 const DefaultPrefix = "homeassistant"
 
-// DefaultClasses are the classes a zone or line gets entities for when neither it nor the
-// camera's objects.track names any (a detector knows 80 classes; an entity for each would
-// bury the ones people want).
-var defaultClasses = []string{"person"}
-
 // DefaultClasses returns the classes a zone or line gets entities for when neither it nor
-// its camera's objects.track names any.
-func DefaultClasses() []string { return slices.Clone(defaultClasses) }
+// its camera's objects.track names any (a detector knows 80 classes; an entity for each
+// would bury the ones people want).
+func DefaultClasses() []string { return []string{"person"} }
 
 // Camera is a camera as announced: its id, its name in Home Assistant, and the zones and
 // lines with the classes each gets entities for.
@@ -264,11 +259,13 @@ func (d *Discovery) stateRoot() string {
 // nodePrefix begins every node id of this site: visiond_<site>_.
 func (d *Discovery) nodePrefix() string { return "visiond_" + token(d.Site) + "_" }
 
-// entity is one announced entity: its config topic and payload, and its state topic.
+// entity is one announced entity: its config topic and payload, its state topic, and the
+// state it starts with when first announced ("": none, the next event gives it).
 type entity struct {
 	configTopic string
 	config      []byte
 	stateTopic  string
+	initial     string
 }
 
 // run owns what is announced and the states published.
@@ -361,16 +358,9 @@ func (s *announcer) announce(cams []Camera) {
 		}
 	}
 	s.announced, s.cams = want, byID
-	// The states of new entities: a zone starts empty (objects are followed afresh), a
-	// camera's state is the last one known; a line's counts come with its crossings (the
-	// retained count of an earlier run stays until then).
 	for _, e := range fresh {
-		switch {
-		case strings.Contains(e.stateTopic, "/zones/"):
-			s.setState(e.stateTopic, "0")
-		case strings.HasSuffix(e.stateTopic, "/state"):
-			cam := strings.TrimSuffix(strings.TrimPrefix(e.stateTopic, s.d.stateRoot()+"/"), "/state")
-			s.setState(e.stateTopic, cmp.Or(s.camState[cam], "connecting"))
+		if e.initial != "" {
+			s.setState(e.stateTopic, e.initial)
 		}
 	}
 }
@@ -477,9 +467,13 @@ func (s *announcer) entities(c Camera) []entity {
 		b, _ := json.Marshal(cfg) // maps of strings, numbers and slices
 		return entity{configTopic: d.Prefix + "/" + component + "/" + node + "/" + object + "/config", config: b, stateTopic: cfg["state_topic"].(string)}
 	}
-	es := []entity{
-		mk("sensor", "state", map[string]any{"name": "State", "state_topic": root + "/" + c.ID + "/state",
-			"device_class": "enum", "options": []string{"connecting", "online", "offline", "unauthorized"}, "icon": "mdi:cctv"}),
+	// The states new entities start with: a camera's, the last one known; a zone's, empty
+	// (objects are followed afresh); a line's counts come with its crossings (the retained
+	// count of an earlier run stays until then).
+	state := mk("sensor", "state", map[string]any{"name": "State", "state_topic": root + "/" + c.ID + "/state",
+		"device_class": "enum", "options": []string{"connecting", "online", "offline", "unauthorized"}, "icon": "mdi:cctv"})
+	state.initial = cmp.Or(s.camState[c.ID], "connecting")
+	es := []entity{state,
 		mk("sensor", "fps", map[string]any{"name": "Analysed fps", "state_topic": root + "/" + c.ID + "/fps",
 			"unit_of_measurement": "fps", "state_class": "measurement", "suggested_display_precision": 1, "entity_category": "diagnostic"}),
 	}
@@ -487,11 +481,12 @@ func (s *announcer) entities(c Camera) []entity {
 		for _, class := range z.Classes {
 			t := zoneTopic(root, c.ID, z.ID, class)
 			obj := token(z.ID) + "_" + token(class)
-			es = append(es,
-				mk("binary_sensor", obj+"_occupied", map[string]any{"name": class + " in " + z.ID, "state_topic": t,
-					"device_class": "occupancy", "value_template": "{{ 'ON' if value | int(0) > 0 else 'OFF' }}"}),
-				mk("sensor", obj+"_count", map[string]any{"name": class + " count in " + z.ID, "state_topic": t,
-					"state_class": "measurement", "unit_of_measurement": "objects", "icon": "mdi:account-group"}))
+			occupied := mk("binary_sensor", obj+"_occupied", map[string]any{"name": class + " in " + z.ID, "state_topic": t,
+				"device_class": "occupancy", "value_template": "{{ 'ON' if value | int(0) > 0 else 'OFF' }}"})
+			count := mk("sensor", obj+"_count", map[string]any{"name": class + " count in " + z.ID, "state_topic": t,
+				"state_class": "measurement", "unit_of_measurement": "objects", "icon": "mdi:account-group"})
+			occupied.initial, count.initial = "0", "0"
+			es = append(es, occupied, count)
 		}
 	}
 	for _, l := range c.Lines {
