@@ -71,6 +71,7 @@ type Daemon struct {
 	decoderGate    *sources.DecoderGate  // every camera's GPU decoder opens through it
 	frames         *sources.FrameBuffers // every camera's frame buffers
 	snapBufs       *snapBuffers          // every camera's frames kept for snapshots and evidence
+	scalers        *sources.Scalers      // every camera's letterbox scalers
 	budget         *memoryBudget         // the memory budget of the daemon and its workers (budget.go)
 	reloads        chan reloadRequest
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
@@ -150,6 +151,7 @@ func (d *Daemon) Start() (err error) {
 	// frames, and the frames kept for snapshots, are of its size.
 	d.frames = sources.NewFrameBuffers(model.InputW, model.InputH)
 	d.snapBufs = newSnapBuffers(model.InputW, model.InputH)
+	d.scalers = &sources.Scalers{}
 	cgMem, cgErr := limits.ReadMemory(limits.DefaultProc)
 	d.budget = newMemoryBudget(cfg.MemoryLimitMiB, cgMem, cgErr, d.log.With("component", "memory"))
 
@@ -212,6 +214,7 @@ func (d *Daemon) startCamera(cc config.Camera, slice time.Duration, model infer.
 	c.src.InputW, c.src.InputH = model.InputW, model.InputH
 	c.src.DecoderGate = d.decoderGate
 	c.src.Buffers = d.frames
+	c.src.Scalers = d.scalers
 	c.snap.bufs = d.snapBufs
 	c.src.OnFrame, c.src.OnPacket = c.onFrame, c.onPacket
 	c.src.OnStatus = func(ch sources.StatusChange) {
@@ -278,6 +281,7 @@ func (d *Daemon) Close() {
 		if d.frames != nil {
 			d.frames.Close()
 			d.snapBufs.Close()
+			d.scalers.Close()
 		}
 		if d.ha != nil { // offline: the cameras' entities become unavailable
 			d.ha.Close()
@@ -388,6 +392,7 @@ func (d *Daemon) run(ctx context.Context) {
 			d.logSummary()
 			d.frames.Trim() // the buffers put back last lie free too long when the cameras stop
 			d.snapBufs.Trim()
+			d.scalers.Trim()
 			d.applyBudget(now)
 			continue
 		case now := <-healthC:

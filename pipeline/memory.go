@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bufio"
 	"bytes"
+	"math"
 	"os"
 	rtmetrics "runtime/metrics"
 	"slices"
@@ -46,6 +47,9 @@ type MemoryStatus struct {
 	BudgetFrom        string `json:"budget_from"`
 	GoLimitBytes      int64  `json:"go_limit_bytes"`
 	OverBudgetSamples uint64 `json:"over_budget_samples"`
+	// GCPercent is the Go collector's GOGC (`visiond run` sets 50 unless the environment
+	// sets it; -1: off).
+	GCPercent int `json:"gc_percent"`
 }
 
 // TotalBytes is the resident memory of the daemon and its workers together: what the
@@ -74,6 +78,7 @@ func (d *Daemon) Memory() MemoryStatus {
 	m.GPUDriverBytes = min(file, driverResident("/proc/self/maps", "/proc/self/smaps"))
 	m.CodeBytes, m.SharedBytes = file-m.GPUDriverBytes, shmem
 	m.GoBytes = goResident()
+	m.GCPercent = GCPercent()
 	if d.frames != nil {
 		m.FrameBuffers = d.frames.Stats().Bytes()
 		m.SnapshotBuffers = d.snapBufs.Stats().Bytes()
@@ -172,6 +177,20 @@ func driverResident(mapsPath, smapsPath string) int64 {
 
 // goResident is the memory the Go runtime has mapped less what its scavenger gave back: an
 // upper bound of its resident part.
+// GCPercent returns the Go collector's GOGC in effect (-1: off).
+func GCPercent() int {
+	s := []rtmetrics.Sample{{Name: "/gc/gogc:percent"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return -1
+	}
+	v := s[0].Value.Uint64()
+	if v > math.MaxInt32 {
+		return -1
+	}
+	return int(v)
+}
+
 func goResident() int64 {
 	s := []rtmetrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	rtmetrics.Read(s)

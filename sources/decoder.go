@@ -32,44 +32,6 @@ package sources
 // 	return f->decode_error_flags != 0 || (f->flags & AV_FRAME_FLAG_CORRUPT) != 0;
 // }
 //
-// // scale_into converts the whole decoded frame with one sws_scale call into a packed
-// // RGB24 image at dst with the given stride. dst is Go memory, used only during the call.
-// static int scale_into(struct SwsContext *sws, const AVFrame *f, uint8_t *dst, int stride) {
-// 	uint8_t *planes[4] = {dst, NULL, NULL, NULL};
-// 	int strides[4] = {stride, 0, 0, 0};
-// 	return sws_scale(sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
-// }
-//
-// // scale_via converts the whole decoded frame in two sws_scale calls: resize into mid, a
-// // planar picture of the frame's own format at the scaled size, then convert mid into packed
-// // RGB24 at dst with the given stride. libswscale has SIMD code for both steps (planar
-// // resizing, and YUV 4:2:0 to RGB at equal sizes) but writes RGB24 from its resizing path with
-// // generic C code: two steps cost about a third of one.
-// static int scale_via(struct SwsContext *resize, struct SwsContext *convert, const AVFrame *f,
-// 		uint8_t **mid, int *midStrides, int midH, uint8_t *dst, int stride) {
-// 	int res = sws_scale(resize, (const uint8_t *const *)f->data, f->linesize, 0, f->height, mid, midStrides);
-// 	if (res <= 0) return res;
-// 	uint8_t *planes[4] = {dst, NULL, NULL, NULL};
-// 	int strides[4] = {stride, 0, 0, 0};
-// 	return sws_scale(convert, (const uint8_t *const *)mid, midStrides, 0, midH, planes, strides);
-// }
-//
-// // mid_format is the format of scale_via's resized picture for frames of format fmt scaled
-// // to scaledW, or AV_PIX_FMT_NONE when they are scaled in one step: 4:2:0 (planar, or NV12 as
-// // NVDEC outputs) and a width that is a multiple of 16, since the SIMD conversion writes whole
-// // blocks of 16 pixels (past the row's end otherwise, into the padding or past the buffer).
-// static int mid_format(int fmt, int scaledW) {
-// 	if (scaledW % 16 != 0) return AV_PIX_FMT_NONE;
-// 	switch (fmt) {
-// 	case AV_PIX_FMT_YUV420P:
-// 	case AV_PIX_FMT_YUVJ420P:
-// 		return fmt;
-// 	case AV_PIX_FMT_NV12:
-// 		return AV_PIX_FMT_YUV420P;
-// 	}
-// 	return AV_PIX_FMT_NONE;
-// }
-//
 // // NVDEC's surfaces. libavcodec 59 (FFmpeg 5.x) gives a decoder it sets up itself as many
 // // decode surfaces as the stream's DPB plus 5 (2 for filters holding frames, 3 "base work
 // // surfaces"), and as many output surfaces again (nvdec.c: ulNumOutputSurfaces is the pool's
@@ -300,18 +262,10 @@ type decoder struct {
 	pageable   bool
 	downloaded bool
 
-	// The scaler, for the source size, format and geometry in sws*: one context from the
-	// frame to RGB24 (sws), or for most 4:2:0 frames two (scale_via, mid_format): sws
-	// resizes into mid, a planar 4:2:0 picture at the scaled size, and swsRGB converts mid
-	// to RGB24.
-	sws       *C.struct_SwsContext
-	swsRGB    *C.struct_SwsContext
-	mid       [4]*C.uint8_t
-	midStride [4]C.int
-	swsSrcW   int
-	swsSrcH   int
-	swsSrcFmt int
-	swsLB     geom.Letterbox
+	// scalers lends the scaler that letterboxes a frame (shared by the cameras of a daemon);
+	// own is the decoder's own scaler where it has none (nil: not made yet).
+	scalers *Scalers
+	own     *scaler
 
 	skipping bool // skip_frame is AVDISCARD_NONREF (skipNonRef)
 
@@ -425,7 +379,8 @@ func newDecoderWith(codecName string, hw Decoder, opts decoderOpts) (*decoder, e
 }
 
 func (d *decoder) close() {
-	d.freeScaler()
+	d.own.free() // nil-safe
+	d.own = nil
 	if d.frame != nil {
 		C.av_frame_free(&d.frame)
 	}
@@ -555,8 +510,9 @@ func (d *decoder) geometry(dstW, dstH int) geom.Letterbox {
 // scaleInto converts the current frame (valid inside decode's onFrame) from YUV to RGB24 at
 // lb's offset in dst, which is lb.DstW*lb.DstH*3 bytes (libswscale: scale_via where
 // mid_format allows, scale_into otherwise); a frame in GPU memory is first copied to the
-// host. The scaler is rebuilt when the source size, pixel format or geometry changes. It
-// does not touch the padding: the caller fills it once per buffer and geometry.
+// host. The scaler comes from the decoder's Scalers, or is its own, rebuilt when the source
+// size, pixel format or geometry changes. It does not touch the padding: the caller fills it
+// once per buffer and geometry.
 func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
 	t0 := time.Now()
 	if err := d.download(); err != nil {
@@ -576,68 +532,28 @@ func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
 	if len(dst) < lb.DstW*lb.DstH*3 {
 		return fmt.Errorf("buffer of %d bytes is too small for %dx%d RGB24", len(dst), lb.DstW, lb.DstH)
 	}
-	if d.sws == nil || d.swsSrcW != w || d.swsSrcH != h || d.swsSrcFmt != fmtID || d.swsLB != lb {
-		if err := d.newScaler(w, h, fmtID, lb, C.mid_format(C.int(fmtID), C.int(lb.ScaledW)) != C.AV_PIX_FMT_NONE); err != nil {
+	key := scalerKey{srcW: w, srcH: h, srcFmt: fmtID, lb: lb}
+	var sc *scaler
+	if d.scalers != nil {
+		var err error
+		if sc, err = d.scalers.get(key); err != nil {
 			return err
 		}
-	}
-	off := (lb.PadY*lb.DstW + lb.PadX) * 3
-	out, stride := (*C.uint8_t)(unsafe.Pointer(&dst[off])), C.int(lb.DstW*3)
-	var res C.int
-	if d.swsRGB != nil {
-		res = C.scale_via(d.sws, d.swsRGB, src, &d.mid[0], &d.midStride[0], C.int(lb.ScaledH), out, stride)
+		defer d.scalers.put(sc)
 	} else {
-		res = C.scale_into(d.sws, src, out, stride)
-	}
-	if res <= 0 {
-		return fmt.Errorf("sws_scale: %w", averror(res))
-	}
-	return nil
-}
-
-// newScaler replaces the scaler with one for w x h frames of pixel format fmtID, letterboxed
-// as lb: in two steps (scale_via; only where mid_format allows) or in one.
-func (d *decoder) newScaler(w, h, fmtID int, lb geom.Letterbox, twoStep bool) error {
-	d.freeScaler()
-	if twoStep {
-		mid := C.mid_format(C.int(fmtID), C.int(lb.ScaledW))
-		d.sws = C.sws_getContext(C.int(w), C.int(h), int32(fmtID),
-			C.int(lb.ScaledW), C.int(lb.ScaledH), int32(mid), C.SWS_BILINEAR, nil, nil, nil)
-		d.swsRGB = C.sws_getContext(C.int(lb.ScaledW), C.int(lb.ScaledH), int32(mid),
-			C.int(lb.ScaledW), C.int(lb.ScaledH), C.AV_PIX_FMT_RGB24, C.SWS_BILINEAR, nil, nil, nil)
-		if d.sws == nil || d.swsRGB == nil {
-			d.freeScaler()
-			return fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d -> RGB24 failed", w, h, fmtID, lb.ScaledW, lb.ScaledH)
+		if d.own != nil && d.own.key != key {
+			d.own.free()
+			d.own = nil
 		}
-		if res := C.av_image_alloc(&d.mid[0], &d.midStride[0], C.int(lb.ScaledW), C.int(lb.ScaledH), int32(mid), 64); res < 0 {
-			d.freeScaler()
-			return fmt.Errorf("av_image_alloc %dx%d: %w", lb.ScaledW, lb.ScaledH, averror(res))
+		if d.own == nil {
+			var err error
+			if d.own, err = newScaler(key); err != nil {
+				return err
+			}
 		}
-	} else {
-		d.sws = C.sws_getContext(C.int(w), C.int(h), int32(fmtID),
-			C.int(lb.ScaledW), C.int(lb.ScaledH), C.AV_PIX_FMT_RGB24, C.SWS_BILINEAR, nil, nil, nil)
-		if d.sws == nil {
-			return fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d RGB24 failed", w, h, fmtID, lb.ScaledW, lb.ScaledH)
-		}
+		sc = d.own
 	}
-	d.swsSrcW, d.swsSrcH, d.swsSrcFmt, d.swsLB = w, h, fmtID, lb
-	return nil
-}
-
-// freeScaler frees the scaler's contexts and picture; the next scaleInto makes new ones.
-func (d *decoder) freeScaler() {
-	if d.sws != nil {
-		C.sws_freeContext(d.sws)
-		d.sws = nil
-	}
-	if d.swsRGB != nil {
-		C.sws_freeContext(d.swsRGB)
-		d.swsRGB = nil
-	}
-	if d.mid[0] != nil {
-		C.av_freep(unsafe.Pointer(&d.mid[0])) // one allocation holds every plane
-		d.mid, d.midStride = [4]*C.uint8_t{}, [4]C.int{}
-	}
+	return sc.scale(src, dst)
 }
 
 // averror turns a negative libav return code into an error carrying FFmpeg's message.

@@ -299,21 +299,23 @@ func TestScaleTwoSteps(t *testing.T) {
 			one, two := make([]byte, dst[0]*dst[1]*3), make([]byte, dst[0]*dst[1]*3)
 			fillPad(one)
 			fillPad(two)
-			fmtID := dec.format()
-			if err := dec.newScaler(w, h, fmtID, lb, false); err != nil {
-				t.Fatal(err)
-			}
-			if err := dec.scaleInto(one, lb); err != nil {
-				t.Fatal(err)
-			}
-			if err := dec.newScaler(w, h, fmtID, lb, true); err != nil {
-				t.Fatal(err)
-			}
-			if dec.swsRGB == nil {
-				t.Fatalf("%dx%d: no two-step scaler", dst[0], dst[1])
-			}
-			if err := dec.scaleInto(two, lb); err != nil {
-				t.Fatal(err)
+			key := scalerKey{srcW: w, srcH: h, srcFmt: dec.format(), lb: lb}
+			for _, c := range []struct {
+				twoStep bool
+				dst     []byte
+			}{{false, one}, {true, two}} {
+				s, err := newScalerSteps(key, c.twoStep)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (s.swsRGB != nil) != c.twoStep {
+					t.Fatalf("%dx%d: asked for two steps %v, got %v", dst[0], dst[1], c.twoStep, s.swsRGB != nil)
+				}
+				err = s.scale(dec.source(), c.dst)
+				s.free()
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 			checkLetterboxed(t, two, lb)
 			var sum, n float64

@@ -30,15 +30,25 @@ type decoderUse struct {
 // openDecoder opens a session's decoder for codec: the camera's, or, when that is the GPU's
 // and cannot be made, the CPU's in its place, with gpuErr saying why.
 func (c *Camera) openDecoder(codec string) (dec *decoder, gpuErr, err error) {
-	dec, err = newDecoder(codec, c.Decoder)
+	dec, err = c.newDecoder(codec, c.Decoder)
 	if err == nil || c.Decoder != DecoderCUDA {
 		return dec, nil, err
 	}
-	cpu, cpuErr := newDecoder(codec, DecoderCPU)
+	cpu, cpuErr := c.newDecoder(codec, DecoderCPU)
 	if cpuErr != nil {
 		return nil, nil, err
 	}
 	return cpu, err, nil
+}
+
+// newDecoder returns a decoder of kind hw for codec that scales with the camera's Scalers.
+func (c *Camera) newDecoder(codec string, hw Decoder) (*decoder, error) {
+	d, err := newDecoder(codec, hw)
+	if err != nil {
+		return nil, err
+	}
+	d.scalers = c.Scalers
+	return d, nil
 }
 
 // gpuRetryEvery is the camera's wait before a session on the CPU tries the GPU again.
@@ -87,7 +97,7 @@ func (l *decodeLoop) fallBack(err error) bool {
 	l.spare = nil
 	if cpu == nil {
 		var cpuErr error
-		if cpu, cpuErr = newDecoder(l.codec, DecoderCPU); cpuErr != nil {
+		if cpu, cpuErr = l.cam.newDecoder(l.codec, DecoderCPU); cpuErr != nil {
 			l.errLog.warn(l.cam.log, "the GPU decoder did not open, nor a CPU decoder in its place", "error", err.Error(), "cpu_error", cpuErr.Error())
 			return false
 		}
@@ -105,7 +115,7 @@ func (l *decodeLoop) retryGPU(now time.Time) {
 		return
 	}
 	c := l.cam
-	gpu, err := newDecoder(l.codec, c.Decoder)
+	gpu, err := c.newDecoder(l.codec, c.Decoder)
 	if err != nil {
 		l.retryAt = now.Add(c.gpuRetryEvery())
 		c.decoderUse.Store(&decoderUse{decoder: DecoderCPU, why: err.Error()})

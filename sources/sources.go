@@ -191,6 +191,10 @@ type Camera struct {
 	// rather than the cameras. Default nil (or one of another size): a pool of the camera's
 	// own, unmapped by Close.
 	Buffers *FrameBuffers
+	// Scalers lends the scalers that letterbox the decoded frames; the cameras of a process
+	// share one, so that scalers follow the frames being scaled rather than the cameras.
+	// Default nil: each session's decoder has its own.
+	Scalers *Scalers
 	// OnFrame is called from the decode goroutine with each new frame. It must not block
 	// and takes ownership of the frame (it or a later consumer calls Release). Default nil:
 	// frames are released at once.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,6 +223,22 @@ func TestRunPrintsDetections(t *testing.T) {
 	stderr := runPrintsPerson(t, writeConfig(t, demoConfig(t, rtspAddr)))
 	if !strings.Contains(stderr, "msg=stopped") {
 		t.Fatalf("no clean stop logged; stderr:\n%s", stderr)
+	}
+	if os.Getenv("GOGC") == "" && !strings.Contains(stderr, fmt.Sprintf("gogc=%d", defaultGOGC)) {
+		t.Fatalf("no gogc=%d in the start's log line; stderr:\n%s", defaultGOGC, stderr)
+	}
+}
+
+// TestTuneGC: GOGC is defaultGOGC unless the environment sets it.
+func TestTuneGC(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	if got := tuneGC(func(string) string { return "" }); got != defaultGOGC {
+		t.Errorf("GOGC unset: %d in effect, want %d", got, defaultGOGC)
+	}
+	debug.SetGCPercent(200) // as the runtime does for GOGC=200
+	if got := tuneGC(func(k string) string { return map[string]string{"GOGC": "200"}[k] }); got != 200 {
+		t.Errorf("GOGC=200: %d in effect, want the environment's 200", got)
 	}
 }
 
