@@ -98,7 +98,7 @@ func (b *memoryBudget) observe(m MemoryStatus, now time.Time) bool {
 	}
 	total := m.TotalBytes()
 	if !b.fromEnv {
-		rest := total - m.GoBytes // the daemon outside the Go runtime, and the workers
+		rest := total - m.GoRuntimeBytes() // the daemon outside the Go runtime, and the workers
 		goLimit := max(b.limit-b.limit/10-rest, goLimitFloor)
 		b.setGoLimit(goLimit)
 		b.goLimit.Store(goLimit)
@@ -112,7 +112,7 @@ func (b *memoryBudget) observe(m MemoryStatus, now time.Time) bool {
 		workers := total - m.ResidentBytes
 		b.log.Warn("the daemon and its workers hold more memory than the budget; giving back free pages",
 			"resident_mib", total>>20, "budget_mib", b.limit>>20, "budget_from", b.source,
-			"go_mib", m.GoBytes>>20, "frame_buffers_mib", m.FrameBuffers>>20, "snapshot_buffers_mib", m.SnapshotBuffers>>20,
+			"go_mib", m.GoBytes>>20, "nats_store_caches_mib", m.NATSStoreCaches>>20, "frame_buffers_mib", m.FrameBuffers>>20, "snapshot_buffers_mib", m.SnapshotBuffers>>20,
 			"clip_rings_mib", m.ClipRings>>20, "c_heap_mib", m.CHeapBytes>>20, "gpu_driver_mib", m.GPUDriverBytes>>20, "code_mib", m.CodeBytes>>20,
 			"workers_mib", workers>>20, "samples_over", b.over.Load())
 		debug.FreeOSMemory()

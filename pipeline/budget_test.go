@@ -1,17 +1,22 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/visiond/visiond/config"
 	"github.com/visiond/visiond/internal/limits"
 	"github.com/visiond/visiond/internal/testutil"
+	"github.com/visiond/visiond/sinks/natstest"
 )
 
 // The budget comes from memory_limit_mib, the cgroup's limit when that is lower or when
@@ -196,4 +201,43 @@ VmFlags: rd wr sh mr mw me ms sd
 	if got := driverResident("/proc/self/maps", "/proc/self/smaps"); got < 0 || got > file {
 		t.Errorf("this process: %d bytes of the driver's, of %d file-backed", got, file)
 	}
+}
+
+// TestNATSStoreCaches: the owner nats_store_caches follows the block buffers of a real
+// nats-server's file store: megabytes while a stream is being written, back to what it was
+// once the server is gone and the collector has run.
+func TestNATSStoreCaches(t *testing.T) {
+	settle := func() int64 { // sync.Pool keeps what it holds through one collection
+		runtime.GC()
+		runtime.GC()
+		return natsBlockBuffers()
+	}
+	before := settle()
+	hub, err := natstest.NewHub(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	js := natstest.ConnectJS(t, hub.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CACHES", Subjects: []string{"caches.>"}, MaxBytes: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 1024)
+	const written = 6 << 20
+	for range written / len(msg) {
+		if _, err := js.Publish(ctx, "caches.x", msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	during := settle()
+	if during-before < written/2 {
+		t.Fatalf("nats_store_caches: %d bytes before, %d after writing %d bytes to a stream of 8 MB blocks; want the block's cache counted", before, during, written)
+	}
+	hub.Close()
+	if after := settle(); after > before+1<<20 {
+		t.Fatalf("nats_store_caches: %d bytes before, %d while writing, %d after the server's shutdown; want back to %d", before, during, after, before)
+	}
+	t.Logf("nats_store_caches: %d KiB before, %d KiB while writing %d KiB, back to %d KiB", before>>10, during>>10, written>>10, settle()>>10)
 }

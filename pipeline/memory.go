@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"math"
 	"os"
+	"runtime"
 	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
@@ -14,8 +15,12 @@ import (
 // API (/api/memory) and /metrics (visiond_memory_bytes) show. The daemon's owners add up to
 // its resident memory:
 //   - Go: what the Go runtime holds (its heap, in use or free but not yet given back, stacks
-//     and metadata): the daemon's own structures, the embedded NATS server and its stores'
-//     caches, RTSP sessions, access units on their way to the decoders;
+//     and metadata): the daemon's own structures, the embedded NATS server, RTSP sessions,
+//     access units on their way to the decoders; less NATSStoreCaches;
+//   - NATSStoreCaches: the embedded NATS server's file-store block buffers, in the Go heap:
+//     the caches of the blocks its streams write (up to a block, 8 MB for the events stream
+//     and the object stores, kept while written to) and read (kept 10 s after the last read),
+//     and those in its pools;
 //   - FrameBuffers: the cameras' decoded, letterboxed frames (shared, outside the Go heap);
 //   - SnapshotBuffers: the frames kept for snapshots and evidence (outside the Go heap);
 //   - ClipRings: the cameras' rings of encoded video for their clips' pre_capture, and their
@@ -32,6 +37,7 @@ import (
 type MemoryStatus struct {
 	ResidentBytes   int64          `json:"resident_bytes"`
 	GoBytes         int64          `json:"go_bytes"`
+	NATSStoreCaches int64          `json:"nats_store_caches_bytes"`
 	FrameBuffers    int64          `json:"frame_buffers_bytes"`
 	SnapshotBuffers int64          `json:"snapshot_buffers_bytes"`
 	ClipRings       int64          `json:"clip_rings_bytes"`
@@ -62,6 +68,9 @@ func (m MemoryStatus) TotalBytes() int64 {
 	return t
 }
 
+// GoRuntimeBytes is all that the Go runtime holds: Go and the NATS server's block caches.
+func (m MemoryStatus) GoRuntimeBytes() int64 { return m.GoBytes + m.NATSStoreCaches }
+
 // WorkerMemory is a worker process's resident memory at its last sample.
 type WorkerMemory struct {
 	PID           int    `json:"pid"`
@@ -77,7 +86,8 @@ func (d *Daemon) Memory() MemoryStatus {
 	m.ResidentBytes = anon + file + shmem
 	m.GPUDriverBytes = min(file, driverResident("/proc/self/maps", "/proc/self/smaps"))
 	m.CodeBytes, m.SharedBytes = file-m.GPUDriverBytes, shmem
-	m.GoBytes = goResident()
+	m.NATSStoreCaches = natsBlockBuffers()
+	m.GoBytes = max(0, goResident()-m.NATSStoreCaches)
 	m.GCPercent = GCPercent()
 	if d.frames != nil {
 		m.FrameBuffers = d.frames.Stats().Bytes()
@@ -91,7 +101,7 @@ func (d *Daemon) Memory() MemoryStatus {
 		}
 	}
 	d.mu.RUnlock()
-	m.CHeapBytes = max(0, anon-m.GoBytes-m.FrameBuffers-m.SnapshotBuffers-m.ClipRings)
+	m.CHeapBytes = max(0, anon-m.GoRuntimeBytes()-m.FrameBuffers-m.SnapshotBuffers-m.ClipRings)
 	for _, w := range d.Workers() {
 		m.Workers = append(m.Workers, WorkerMemory{PID: w.PID, Provider: w.Provider, ResidentBytes: int64(w.RSSBytes), GPUBytes: int64(w.GPUBytes)})
 	}
@@ -189,6 +199,81 @@ func GCPercent() int {
 		return -1
 	}
 	return int(v)
+}
+
+// natsBlockAlloc is the function of nats-server (v2.10 to v2.15 at least) that takes every
+// file-store block buffer from its pools, which allocate them.
+const natsBlockAlloc = "github.com/nats-io/nats-server/v2/server.getMsgBlockBuf"
+
+// natsBlockSize reports whether n is the size of one of nats-server's block buffers (its
+// pools' arrays of 256 KiB, 1, 4 and 8 MiB): only records of objects of these sizes have
+// their stacks read, which keeps the symbol table's pages for the rest of the program's
+// allocations out of memory (reading every stack made 10 MiB of the executable resident).
+func natsBlockSize(n int64) bool {
+	switch n {
+	case 256 << 10, 1 << 20, 4 << 20, 8 << 20:
+		return true
+	}
+	return false
+}
+
+// allocFrames is how deep allocatedIn looks: a nats-server block buffer's stack is the
+// runtime's allocation (mallocgc, newobject), a sync.Pool's New, Pool.Get, natsBlockAlloc
+// (Go 1.26), with room for a runtime that calls through more of its own functions.
+const allocFrames = 8
+
+// natsBlockBuffers returns the bytes of the embedded NATS server's file-store block buffers
+// in the Go heap, from the runtime's heap profile: the records allocated under natsBlockAlloc,
+// each scaled as pprof scales a sample (the profile samples one allocation in
+// runtime.MemProfileRate bytes; a block buffer is 1 to 8 MB, so nearly every one is sampled).
+// The profile is as of the last collection. 0 where the server allocates elsewhere.
+func natsBlockBuffers() int64 {
+	n, _ := runtime.MemProfile(nil, false)
+	var recs []runtime.MemProfileRecord
+	for {
+		recs = make([]runtime.MemProfileRecord, n+64)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, false); ok {
+			recs = recs[:n]
+			break
+		}
+	}
+	var total float64
+	for i := range recs {
+		r := &recs[i]
+		if r.InUseBytes() <= 0 || r.AllocObjects <= 0 || !natsBlockSize(r.AllocBytes/r.AllocObjects) ||
+			!allocatedIn(r.Stack(), natsBlockAlloc) {
+			continue
+		}
+		total += scaledInUse(r, runtime.MemProfileRate)
+	}
+	return int64(total)
+}
+
+// allocatedIn reports whether fn is among the innermost allocFrames calls of an allocation
+// stack (inlined calls included).
+func allocatedIn(stack []uintptr, fn string) bool {
+	frames := runtime.CallersFrames(stack[:min(len(stack), allocFrames)])
+	for {
+		f, more := frames.Next()
+		if f.Function == fn {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// scaledInUse is a heap profile record's bytes in use, scaled for the sampling at rate as
+// pprof does: an allocation of size s is sampled with probability 1 - exp(-s/rate).
+func scaledInUse(r *runtime.MemProfileRecord, rate int) float64 {
+	objs, bytes := r.InUseObjects(), r.InUseBytes()
+	if objs <= 0 || rate <= 1 {
+		return float64(bytes)
+	}
+	avg := float64(r.AllocBytes) / float64(max(r.AllocObjects, 1))
+	return float64(bytes) / (1 - math.Exp(-avg/float64(rate)))
 }
 
 func goResident() int64 {

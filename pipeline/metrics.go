@@ -106,7 +106,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		wRSS:      desc("worker_resident_memory_bytes", "Resident memory of the worker process at its last sample.", wrk...),
 		wGPU:      desc("worker_gpu_memory_bytes", "GPU memory of the worker process at its last sample (0 without a GPU memory command).", wrk...),
 		memory: desc("memory_bytes", "The daemon's resident memory by owner: go (the Go runtime: the daemon, the embedded NATS server, RTSP sessions), "+
-			"frame_buffers, snapshot_buffers, clip_rings, c_heap (the C libraries: decoders above all), code (executable and libraries), shared (the workers' frame slots).", "owner"),
+			"nats_store_caches (the embedded NATS server's file-store block buffers, in the Go heap), frame_buffers, snapshot_buffers, clip_rings, c_heap (the C libraries: decoders above all), gpu_driver, code (executable and libraries), shared (the workers' frame slots).", "owner"),
 		memBudget:  desc("memory_budget_bytes", "The memory budget of the daemon and its workers together (memory_limit_mib, else the cgroup's limit); 0: none."),
 		memGoLimit: desc("memory_go_limit_bytes", "The Go memory limit the budget last set for the daemon: what the budget leaves the Go runtime; 0: none set."),
 		memOver:    desc("memory_over_budget_samples_total", "Samples (one every 10 s) that found the daemon and its workers holding more than the memory budget."),
@@ -300,7 +300,7 @@ func (m *metricsCollector) collectDaemon(e emitter) {
 	for _, o := range []struct {
 		owner string
 		bytes int64
-	}{{"go", mem.GoBytes}, {"frame_buffers", mem.FrameBuffers}, {"snapshot_buffers", mem.SnapshotBuffers},
+	}{{"go", mem.GoBytes}, {"nats_store_caches", mem.NATSStoreCaches}, {"frame_buffers", mem.FrameBuffers}, {"snapshot_buffers", mem.SnapshotBuffers},
 		{"clip_rings", mem.ClipRings}, {"c_heap", mem.CHeapBytes}, {"gpu_driver", mem.GPUDriverBytes}, {"code", mem.CodeBytes}, {"shared", mem.SharedBytes}} {
 		gauge(m.memory, float64(o.bytes), o.owner)
 	}

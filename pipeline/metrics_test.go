@@ -136,7 +136,7 @@ func TestDaemonMetrics(t *testing.T) {
 	// Memory by owner: the owners add up to the resident memory, the Go runtime and the
 	// libraries hold some, and the frames' buffers hold at most three frames a camera.
 	var owned float64
-	for _, owner := range []string{"go", "frame_buffers", "snapshot_buffers", "clip_rings", "c_heap", "gpu_driver", "code", "shared"} {
+	for _, owner := range []string{"go", "nats_store_caches", "frame_buffers", "snapshot_buffers", "clip_rings", "c_heap", "gpu_driver", "code", "shared"} {
 		v := m.mustHave(t, fmt.Sprintf(`visiond_memory_bytes{owner=%q}`, owner))
 		if v < 0 || (owner == "go" || owner == "code") && v < 1<<20 {
 			t.Errorf("memory of %s: %v bytes", owner, v)

@@ -205,6 +205,9 @@ func TestStatusPage(t *testing.T) {
 			t.Errorf("memory table: no row for %s with a size in MiB", owner)
 		}
 	}
+	if !regexp.MustCompile(`<tr data-owner="nats_store_caches"><td>NATS store caches</td><td class="num">(?:\d+ MiB|–)</td></tr>`).MatchString(dom) {
+		t.Errorf("memory table: no row for the NATS store caches")
+	}
 	if !regexp.MustCompile(`<p id="memory-budget" class="budget" data-over="(?:true|false)">budget 4096 MiB from memory_limit_mib · Go limit \d+ MiB · \d+ samples over</p>`).MatchString(dom) {
 		t.Errorf("memory budget not shown as 4096 MiB from memory_limit_mib, with the Go limit; DOM:\n%s", dom)
 	}

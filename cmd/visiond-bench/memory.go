@@ -19,6 +19,7 @@ import (
 type memOwners struct {
 	Resident        float64 `json:"resident"`
 	Go              float64 `json:"go"`
+	NATSCaches      float64 `json:"nats_store_caches,omitempty"`
 	FrameBuffers    float64 `json:"frame_buffers"`
 	SnapshotBuffers float64 `json:"snapshot_buffers"`
 	ClipRings       float64 `json:"clip_rings"`
@@ -85,6 +86,16 @@ func (r memResult) perCamera() (daemon, total float64) {
 		n, d, t = append(n, float64(s.Cameras)), append(d, s.DaemonRSS), append(t, s.TotalPSS())
 	}
 	return slope(n, d), slope(n, t)
+}
+
+// ownerPerCamera is what a further camera costs an owner of the daemon's memory (get): the
+// least-squares slope of its medians over the steps, in MiB.
+func (r memResult) ownerPerCamera(get func(memOwners) float64) float64 {
+	var n, v []float64
+	for _, s := range r.Steps {
+		n, v = append(n, float64(s.Cameras)), append(v, get(s.Owners))
+	}
+	return slope(n, v)
 }
 
 // memoryCmd runs the daemon at each camera count in turn (a fresh daemon each), waits for
@@ -177,6 +188,7 @@ func memoryStep(f daemonFlags, n int, warmup, dur, every time.Duration, profiles
 	step.Owners = memOwners{
 		Resident:        med(func(s memSample) float64 { return s.Owners.Resident }),
 		Go:              med(func(s memSample) float64 { return s.Owners.Go }),
+		NATSCaches:      med(func(s memSample) float64 { return s.Owners.NATSCaches }),
 		FrameBuffers:    med(func(s memSample) float64 { return s.Owners.FrameBuffers }),
 		SnapshotBuffers: med(func(s memSample) float64 { return s.Owners.SnapshotBuffers }),
 		ClipRings:       med(func(s memSample) float64 { return s.Owners.ClipRings }),
@@ -205,6 +217,7 @@ func (d *daemon) memSample(from time.Time) (memSample, error) {
 	var m struct {
 		Resident int64 `json:"resident_bytes"`
 		Go       int64 `json:"go_bytes"`
+		NATS     int64 `json:"nats_store_caches_bytes"`
 		Frames   int64 `json:"frame_buffers_bytes"`
 		Snaps    int64 `json:"snapshot_buffers_bytes"`
 		Rings    int64 `json:"clip_rings_bytes"`
@@ -216,7 +229,7 @@ func (d *daemon) memSample(from time.Time) (memSample, error) {
 	if err := d.getJSON("/api/memory", &m); err != nil {
 		return memSample{}, err
 	}
-	s := memSample{T: time.Since(from).Seconds(), Owners: memOwners{Resident: mib(m.Resident), Go: mib(m.Go),
+	s := memSample{T: time.Since(from).Seconds(), Owners: memOwners{Resident: mib(m.Resident), Go: mib(m.Go), NATSCaches: mib(m.NATS),
 		FrameBuffers: mib(m.Frames), SnapshotBuffers: mib(m.Snaps), ClipRings: mib(m.Rings), CHeap: mib(m.CHeap),
 		GPUDriver: mib(m.Driver), Code: mib(m.Code), Shared: mib(m.Shared)}}
 	s.Daemon = readProcMem(d.cmd.Process.Pid)
@@ -350,7 +363,8 @@ func (r *report) memorySection(local *run) {
 	r.p("(/proc/<pid>/smaps_rollup). The figures are the samples' medians. A page that k processes share counts whole in each one's RSS and")
 	r.p("1/k in each one's PSS: the sum of PSS is what the processes cost together (the daemon and its workers map the same executable")
 	r.p("and libraries). A further camera's cost is the least-squares slope over the steps. Owners: go, the Go runtime (the daemon, the")
-	r.p("embedded NATS server and its stores' caches, RTSP sessions); frames, the cameras' decoded frames (one pool, outside the Go heap,")
+	r.p("embedded NATS server, RTSP sessions); nats caches, the embedded NATS server's file-store block buffers (in the Go heap: a")
+	r.p("block's cache while its stream writes to it, up to 8 MB, and for 10 s after a read); frames, the cameras' decoded frames (one pool, outside the Go heap,")
 	r.p("holding the frames in flight); snapshots, frames kept for snapshots and evidence; c heap, the C libraries' memory (FFmpeg's")
 	r.p("decoders above all); gpu driver, the GPU driver's mappings of its device files (page-locked memory, NVDEC's host state);")
 	r.p("code, the executable's and libraries' pages.")
@@ -361,16 +375,23 @@ func (r *report) memorySection(local *run) {
 			o := s.Owners
 			rows = append(rows, []string{m.Label, fmt.Sprintf("%dx%d", m.Width, m.Height), fmt.Sprint(s.Cameras),
 				f2(float64(s.Window.Events) / s.Window.Seconds / float64(s.Cameras)),
-				f0(s.DaemonRSS), f0(o.Go), f0(o.FrameBuffers), f0(o.SnapshotBuffers), f0(o.CHeap), f0(o.GPUDriver), f0(o.Code), f0(o.Shared),
+				f0(s.DaemonRSS), f0(o.Go), f0(o.NATSCaches), f0(o.FrameBuffers), f0(o.SnapshotBuffers), f0(o.CHeap), f0(o.GPUDriver), f0(o.Code), f0(o.Shared),
 				fmt.Sprintf("%d: %s (%s)", s.Workers, f0(s.WorkersRSS), f0(s.WorkersPSS)), f0(s.TotalRSS()), f0(s.TotalPSS())})
 		}
 	}
-	r.table([]string{"cameras' video", "size", "cameras", "frames analysed/s a camera", "daemon RSS", "go", "frames", "snapshots", "c heap", "gpu driver", "code", "shared",
+	r.table([]string{"cameras' video", "size", "cameras", "frames analysed/s a camera", "daemon RSS", "go", "nats caches", "frames", "snapshots", "c heap", "gpu driver", "code", "shared",
 		"workers: RSS (PSS)", "all RSS", "all PSS"}, rows)
 	for _, m := range ms {
 		d, t := m.perCamera()
 		r.p("- %s: **%s MiB a further camera** in the daemon's resident memory (aim ≤ %d), %s MiB in all processes' PSS; taken %s, load average %s at the start; command: `%s`.",
 			m.Label, f1(d), aimMiBPerCamera, f1(t), m.Started.UTC().Format("2006-01-02 15:04 UTC"), f1(m.Load.One), strings.Join(m.Command, " "))
+		if len(m.Steps) > 1 {
+			per := func(get func(memOwners) float64) string { return f1(m.ownerPerCamera(get)) }
+			r.p("  By owner, a further camera: go %s, nats caches %s, frames %s, snapshots %s, c heap %s, gpu driver %s MiB.",
+				per(func(o memOwners) float64 { return o.Go }), per(func(o memOwners) float64 { return o.NATSCaches }),
+				per(func(o memOwners) float64 { return o.FrameBuffers }), per(func(o memOwners) float64 { return o.SnapshotBuffers }),
+				per(func(o memOwners) float64 { return o.CHeap }), per(func(o memOwners) float64 { return o.GPUDriver }))
+		}
 		if m.Height == 720 {
 			if last := m.sortedSteps()[len(m.Steps)-1]; last.Cameras == 16 {
 				met := "met"

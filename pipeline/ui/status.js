@@ -868,7 +868,8 @@
     const workers = (m.workers || []).reduce((s, w) => s + num(w.resident_bytes), 0);
     const total = num(m.resident_bytes) + workers;
     const owners = [
-      ["go", "Go runtime (daemon, NATS server, RTSP)", m.go_bytes], ["frame_buffers", "frame buffers", m.frame_buffers_bytes],
+      ["go", "Go runtime (daemon, NATS server, RTSP)", m.go_bytes],
+      ["nats_store_caches", "NATS store caches", m.nats_store_caches_bytes], ["frame_buffers", "frame buffers", m.frame_buffers_bytes],
       ["snapshot_buffers", "snapshot buffers", m.snapshot_buffers_bytes], ["clip_rings", "clip rings", m.clip_rings_bytes],
       ["c_heap", "C heap (decoders)", m.c_heap_bytes], ["gpu_driver", "GPU driver (pinned, decoders)", m.gpu_driver_bytes],
       ["code", "code", m.code_bytes], ["shared", "shared (frame slots)", m.shared_bytes],

@@ -16,7 +16,7 @@
 #   CROWD_SEEDS=100-129 the held-out crowd scenes the crowd part scores (pipeline/crowd_test.go)
 #   OVERLOAD=10m        overload duration;  SOAK=30m soak duration (2h for issue 39's figure),
 #                       SOAK_EDIT=1m between config edits, SOAK_CAMERAS=8
-#   MEMORY_CAMERAS=1,16 the memory part's camera counts (576p at 5 fps, 720p at 10 fps: a daemon run each)
+#   MEMORY_CAMERAS=1,4,16 the memory part's camera counts (576p at 5 fps, 720p at 10 fps: a daemon run each)
 #   clips (not by default: about 11 minutes with these): the daemon with event clips off and on,
 #   CLIPS_ROUNDS pairs of rounds, each CLIPS_WARMUP then CLIPS_WINDOW on CLIPS_CAMERAS cameras
 #   CLIPS_CAMERAS=4 CLIPS_ROUNDS=2 CLIPS_WARMUP=30s CLIPS_WINDOW=120s
@@ -32,7 +32,7 @@ INT8_MODEL=${INT8_MODEL:-build/models/yolov8n-int8.onnx} SCALE_START=${SCALE_STA
 SCALE_WINDOW=${SCALE_WINDOW:-20s} OVERLOAD=${OVERLOAD:-10m} SOAK=${SOAK:-30m} SOAK_EDIT=${SOAK_EDIT:-1m} SOAK_CAMERAS=${SOAK_CAMERAS:-8}
 CROWD_SEEDS=${CROWD_SEEDS:-100-129}
 CLIPS_CAMERAS=${CLIPS_CAMERAS:-4} CLIPS_ROUNDS=${CLIPS_ROUNDS:-2} CLIPS_WARMUP=${CLIPS_WARMUP:-30s} CLIPS_WINDOW=${CLIPS_WINDOW:-120s}
-MEMORY_CAMERAS=${MEMORY_CAMERAS:-1,16}
+MEMORY_CAMERAS=${MEMORY_CAMERAS:-1,4,16}
 PARTS=${PARTS:-decode pipeline scale overload soak memory live crowd}
 GPU=${GPU:-} REPORT=${REPORT:-BENCHMARKS.md}
 GO=${GO:-go}
