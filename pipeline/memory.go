@@ -185,8 +185,6 @@ func driverResident(mapsPath, smapsPath string) int64 {
 	return total
 }
 
-// goResident is the memory the Go runtime has mapped less what its scavenger gave back: an
-// upper bound of its resident part.
 // GCPercent returns the Go collector's GOGC in effect (-1: off).
 func GCPercent() int {
 	s := []rtmetrics.Sample{{Name: "/gc/gogc:percent"}}
@@ -207,8 +205,7 @@ const natsBlockAlloc = "github.com/nats-io/nats-server/v2/server.getMsgBlockBuf"
 
 // natsBlockSize reports whether n is the size of one of nats-server's block buffers (its
 // pools' arrays of 256 KiB, 1, 4 and 8 MiB): only records of objects of these sizes have
-// their stacks read, which keeps the symbol table's pages for the rest of the program's
-// allocations out of memory (reading every stack made 10 MiB of the executable resident).
+// their stacks read, a few among the profile's thousands.
 func natsBlockSize(n int64) bool {
 	switch n {
 	case 256 << 10, 1 << 20, 4 << 20, 8 << 20:
@@ -276,6 +273,8 @@ func scaledInUse(r *runtime.MemProfileRecord, rate int) float64 {
 	return float64(bytes) / (1 - math.Exp(-avg/float64(rate)))
 }
 
+// goResident is the memory the Go runtime has mapped less what its scavenger gave back: an
+// upper bound of its resident part.
 func goResident() int64 {
 	s := []rtmetrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	rtmetrics.Read(s)
