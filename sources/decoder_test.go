@@ -359,28 +359,37 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 // BenchmarkScaleLetterbox measures the YUV→RGB24 letterbox of one 768x576 frame into
-// 640x640, per frame.
+// 640x640, per frame: with the decoder's own scaler, and with one borrowed from a Scalers
+// for each frame, as a daemon's cameras do.
 func BenchmarkScaleLetterbox(b *testing.B) {
 	aus, _ := sampleAUs(b, 1)
-	dec, err := newDecoder(codecH264, DecoderCPU)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dec.close()
-	pix := make([]byte, 640*640*3)
-	fillPad(pix)
-	ran := false
-	if err := dec.decode(aus[0].data, 0, func(w, h int, _ int64) {
-		lb := geom.NewLetterbox(w, h, 640, 640)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := dec.scaleInto(pix, lb); err != nil {
+	for _, shared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "own", true: "shared"}[shared], func(b *testing.B) {
+			dec, err := newDecoder(codecH264, DecoderCPU)
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-		ran = true
-	}); err != nil || !ran {
-		b.Fatalf("no frame to scale: %v", err)
+			defer dec.close()
+			if shared {
+				dec.scalers = &Scalers{}
+				defer dec.scalers.Close()
+			}
+			pix := make([]byte, 640*640*3)
+			fillPad(pix)
+			ran := false
+			if err := dec.decode(aus[0].data, 0, func(w, h int, _ int64) {
+				lb := geom.NewLetterbox(w, h, 640, 640)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := dec.scaleInto(pix, lb); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ran = true
+			}); err != nil || !ran {
+				b.Fatalf("no frame to scale: %v", err)
+			}
+		})
 	}
 }
