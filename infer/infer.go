@@ -13,6 +13,7 @@ package infer
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/visiond/visiond/infer/appearance"
@@ -74,6 +75,26 @@ type Job struct {
 	Seq       uint64
 	Captured  time.Time
 	Letterbox geom.Letterbox
+}
+
+// Input is a job's picture, which the pool writes into the worker's memory as it dispatches
+// the job (a sources.Frame, converting a frame held in YUV; RGB, copying).
+type Input interface {
+	// WriteRGB writes the model's input into dst, which is exactly InputW*InputH*3 bytes:
+	// RGB24, HWC, letterboxed as the job's Letterbox says. An error refuses the job.
+	WriteRGB(dst []byte) error
+}
+
+// RGB is an Input already in the model's layout: RGB24, HWC, of the model's input size.
+type RGB []byte
+
+// WriteRGB copies the picture into dst, which must be its size.
+func (p RGB) WriteRGB(dst []byte) error {
+	if len(p) != len(dst) {
+		return fmt.Errorf("frame has %d bytes, the model's RGB24 input needs %d", len(p), len(dst))
+	}
+	copy(dst, p)
+	return nil
 }
 
 // Result is the outcome of one job. Err is nil on success; otherwise it matches

@@ -410,7 +410,7 @@ type DecodeStatus struct {
 	BusySec  float64 `json:"busy_s"`  // in the decoder's calls, the frames' copies and scaling included
 	Scaled   uint64  `json:"scaled"`  // frames copied out and scaled into a buffer
 	CopySec  float64 `json:"copy_s"`  // of busy_s: copying frames from GPU memory to the host (decoder cuda)
-	ScaleSec float64 `json:"scale_s"` // of busy_s: letterboxing frames into RGB24
+	ScaleSec float64 `json:"scale_s"` // of busy_s: letterboxing frames (into the YUV they are held in, or RGB24)
 }
 
 func (c *camera) status() CameraStatus {

@@ -59,7 +59,7 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		camDetections:  desc("camera_detections_total", "Objects detected.", cam...),
 		camDecodeCalls: desc("camera_decode_calls_total", "Access units the camera's source sent to its decoder.", cam...),
 		camDecodeSeconds: desc("camera_decode_seconds_total", "Time the camera's source spent decoding, by step: wait (for a call slot of the GPU decoder, decoder cuda), "+
-			"busy (in the decoder's calls, copy and scale included), copy (of busy: frames copied from GPU memory to the host), scale (of busy: frames letterboxed into RGB24).", "camera", "step"),
+			"busy (in the decoder's calls, copy and scale included), copy (of busy: frames copied from GPU memory to the host), scale (of busy: frames letterboxed into the format they are held in, YUV 4:2:0 or RGB24; the conversion of a YUV one to RGB24 is the dispatch's).", "camera", "step"),
 		camReconnects:       desc("camera_reconnects_total", "Sessions the camera's source opened after the first.", cam...),
 		camResyncs:          desc("camera_resyncs_total", "Skips to the next keyframe after loss or damage.", cam...),
 		camStuck:            desc("camera_stuck_sessions_total", "Kind gstreamer: capture processes killed because their open or read blocked past stall_timeout.", cam...),

@@ -331,7 +331,7 @@ func (r *replay) dispatch() (waiting bool) {
 			continue
 		}
 		j.run.dispatched = time.Now()
-		if !r.pools.TryDispatch(j.job, j.pix, func(res infer.Result) { r.results <- res }) {
+		if !r.pools.TryDispatch(j.job, infer.RGB(j.pix), func(res infer.Result) { r.results <- res }) {
 			return inflight == 0
 		}
 		j.sent = true

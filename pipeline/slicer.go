@@ -15,7 +15,7 @@ import (
 // dispatcher hands a job to an idle worker, or returns false when none is idle; the
 // daemon's workerPools are the real one.
 type dispatcher interface {
-	TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool
+	TryDispatch(job infer.Job, in infer.Input, done func(infer.Result)) bool
 	// modelName is the name of the model the workers run, as events carry it.
 	modelName() string
 }
@@ -90,11 +90,11 @@ func (s *slicer) dispatch(now time.Time, maxAge time.Duration) {
 		// dispatch time per job, so that a frame's queue time is never negative.
 		dispatched := time.Now()
 		s.inflight.Add(1)
-		c.snap.offer(f.Pix, f.Letterbox, f.Seq, now, c.wantsEvidence.Load()) // its copy of the pixels, which go with the frame
+		c.snap.offer(f, f.Letterbox, f.Seq, now, c.wantsEvidence.Load()) // its copy of the pixels, which go with the frame
 		// The job's own: its result comes on the stage's goroutine, after a reload perhaps,
 		// with a copy of what it needs of the schedule.
 		run := jobRun{received: received, dispatched: dispatched, model: s.jobs.modelName(), interval: c.sched.interval}
-		if !s.jobs.TryDispatch(job, f.Pix, func(res infer.Result) { s.handOver(jobEnd{c, run, res}) }) {
+		if !s.jobs.TryDispatch(job, f, func(res infer.Result) { s.handOver(jobEnd{c, run, res}) }) {
 			s.inflight.Done()
 			c.busy.Store(false)
 			for _, r := range ready[i:] { // no worker idle: the frames wait for the next round
@@ -103,7 +103,7 @@ func (s *slicer) dispatch(now time.Time, maxAge time.Duration) {
 			break
 		}
 		g := [2]int{f.Letterbox.SrcW, f.Letterbox.SrcH}
-		f.Release() // TryDispatch copied the pixels into the worker's slot
+		f.Release() // TryDispatch wrote the pixels into the worker's slot
 		if g != c.sched.geometry {
 			if c.sched.geometry != [2]int{} {
 				s.log.Info("camera resolution changed; shrinking worker memory arenas", "camera", c.cfg.ID,

@@ -24,7 +24,7 @@ type workers struct {
 	jobs     []infer.Job
 }
 
-func (w *workers) TryDispatch(job infer.Job, _ []byte, done func(infer.Result)) bool {
+func (w *workers) TryDispatch(job infer.Job, _ infer.Input, done func(infer.Result)) bool {
 	if len(w.inflight) == w.n {
 		return false
 	}

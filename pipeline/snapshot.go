@@ -78,7 +78,7 @@ func newSnapBuffers(w, h int) *snapBuffers { return offheap.New[struct{}](w*h*3,
 // offer keeps a copy of a frame about to be analysed when one is wanted (evidence: the
 // camera's objects want evidence), at most once per snapshotEvery; a frame whose job never
 // finished (it failed, or was not dispatched) is replaced by the next.
-func (s *snapshot) offer(pix []byte, lb geom.Letterbox, seq uint64, now time.Time, evidence bool) {
+func (s *snapshot) offer(in infer.Input, lb geom.Letterbox, seq uint64, now time.Time, evidence bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.offered = now
@@ -95,7 +95,7 @@ func (s *snapshot) offer(pix []byte, lb geom.Letterbox, seq uint64, now time.Tim
 	if s.bufs == nil {
 		s.bufs = newSnapBuffers(lb.DstW, lb.DstH)
 	}
-	if s.bufs.Size() != len(pix) {
+	if s.bufs.Size() != lb.DstW*lb.DstH*3 {
 		return // not the model's input: nothing kept (not expected)
 	}
 	if s.pending.buf == nil {
@@ -105,7 +105,10 @@ func (s *snapshot) offer(pix []byte, lb geom.Letterbox, seq uint64, now time.Tim
 		}
 		s.pending.buf = b
 	}
-	copy(s.pending.buf.B, pix)
+	if err := in.WriteRGB(s.pending.buf.B); err != nil {
+		s.waiting = false // not kept; its buffer is kept for the next
+		return
+	}
 	s.pending.lb, s.pending.seq = lb, seq
 	s.waiting, s.taken = true, now
 }

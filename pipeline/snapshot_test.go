@@ -61,7 +61,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	defer s.close()
 	t0 := time.Now()
 	// Nobody asked and no evidence is wanted: nothing is kept.
-	s.offer(frame(20), lb, 1, t0, false)
+	s.offer(infer.RGB(frame(20)), lb, 1, t0, false)
 	if s.result(1, nil, nil, nil) || s.held() != 0 {
 		t.Fatalf("a frame nobody wanted: kept, holding %d bytes", s.held())
 	}
@@ -74,7 +74,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 
 	// The first frame kept: the request waits for its job.
 	t0 = time.Now()
-	s.offer(frame(20), lb, 2, t0, false)
+	s.offer(infer.RGB(frame(20)), lb, 2, t0, false)
 	var finished atomic.Bool
 	go func() {
 		time.Sleep(100 * time.Millisecond)
@@ -90,7 +90,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	}
 
 	// A second frame kept a second later: while its job is in flight, the first is served.
-	s.offer(frame(230), lb, 7, t0.Add(snapshotEvery), false)
+	s.offer(infer.RGB(frame(230)), lb, 7, t0.Add(snapshotEvery), false)
 	if data, ok := get(&s, time.Minute); !ok || !bytes.Equal(data, dark) {
 		t.Fatalf("second frame in flight: ok %v, same as the first: %v; want the first", ok, bytes.Equal(data, dark))
 	}
@@ -114,8 +114,8 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 
 	// A frame offered within the second is not kept; a later one whose job never ends leaves
 	// the second frame served.
-	s.offer(frame(20), lb, 8, t0.Add(snapshotEvery+time.Millisecond), false)
-	s.offer(frame(20), lb, 12, t0.Add(2*snapshotEvery), false)
+	s.offer(infer.RGB(frame(20)), lb, 8, t0.Add(snapshotEvery+time.Millisecond), false)
+	s.offer(infer.RGB(frame(20)), lb, 12, t0.Add(2*snapshotEvery), false)
 	s.result(11, nil, nil, nil) // another frame's result
 	if data, ok := get(&s, time.Minute); !ok || !bytes.Equal(data, bright) {
 		t.Fatalf("third frame lost: ok %v, want the second frame's snapshot", ok)
@@ -124,17 +124,17 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	// Nobody asks for snapshotInterest: the analysed frame goes back after its result, and
 	// frames are kept again only for evidence.
 	later := time.Now().Add(snapshotInterest)
-	s.offer(frame(20), lb, 13, later, false)
+	s.offer(infer.RGB(frame(20)), lb, 13, later, false)
 	s.result(13, nil, nil, nil)
 	s.settle(later)
 	if n := s.held(); n != 0 {
 		t.Fatalf("nobody asking: %d bytes held after the result, want none", n)
 	}
-	s.offer(frame(20), lb, 14, later.Add(snapshotEvery), false)
+	s.offer(infer.RGB(frame(20)), lb, 14, later.Add(snapshotEvery), false)
 	if s.result(14, nil, nil, nil) {
 		t.Fatal("nobody asking and no evidence wanted: a frame was kept")
 	}
-	s.offer(frame(230), lb, 15, later.Add(2*snapshotEvery), true)
+	s.offer(infer.RGB(frame(230)), lb, 15, later.Add(2*snapshotEvery), true)
 	if !s.result(15, nil, nil, nil) {
 		t.Fatal("evidence wanted: the frame was not kept")
 	}
@@ -150,9 +150,9 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	// in flight (on a busy machine that job can take longer than a request waits).
 	var busy snapshot
 	defer busy.close()
-	busy.offer(frame(230), lb, 1, t0, true)
+	busy.offer(infer.RGB(frame(230)), lb, 1, t0, true)
 	busy.result(1, nil, nil, nil)
-	busy.offer(frame(20), lb, 2, t0.Add(snapshotEvery), true)
+	busy.offer(infer.RGB(frame(20)), lb, 2, t0.Add(snapshotEvery), true)
 	if data, ok := get(&busy, time.Minute); !ok {
 		t.Fatal("analysed frame not rendered before the next was kept: no snapshot")
 	} else if _, v := brightness(data); v < 180 {
@@ -162,7 +162,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	// Nothing rendered yet and the kept frame's job never ends: the request gives up.
 	var lost snapshot
 	defer lost.close()
-	lost.offer(frame(20), lb, 1, time.Now(), true)
+	lost.offer(infer.RGB(frame(20)), lb, 1, time.Now(), true)
 	start = time.Now()
 	if _, ok := get(&lost, 100*time.Millisecond); ok || time.Since(start) > 5*time.Second {
 		t.Fatalf("kept frame lost: ok %v after %v, want no snapshot within the request's deadline", ok, time.Since(start))
@@ -199,7 +199,7 @@ func TestSnapshotDrawsScene(t *testing.T) {
 	}}}
 	var s snapshot
 	defer s.close()
-	s.offer(pix, lb, 3, time.Now(), true)
+	s.offer(infer.RGB(pix), lb, 3, time.Now(), true)
 	det := infer.Detection{Label: "person", Score: 0.8, Box: geom.Box{X: 20, Y: 20, W: 40, H: 80}}
 	if !s.result(3, []infer.Detection{det}, []uint64{17}, st) {
 		t.Fatal("result of the kept frame: not taken")

@@ -49,8 +49,8 @@ func (w *workerPools) modelName() string { return w.name }
 
 // TryDispatch hands the job to the worker, across pools, expected to answer it first, or
 // returns false if every worker is full.
-func (w *workerPools) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
-	return pool.DispatchAcross(w.pools, job, pix, done)
+func (w *workerPools) TryDispatch(job infer.Job, in infer.Input, done func(infer.Result)) bool {
+	return pool.DispatchAcross(w.pools, job, in, done)
 }
 
 // sessions is the number of sessions of every pool's workers: the jobs they run at once.

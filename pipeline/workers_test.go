@@ -34,7 +34,7 @@ func TestWorkerPoolsDispatchAcrossPools(t *testing.T) {
 	lb := geom.NewLetterbox(640, 480, 640, 640)
 	results := make(chan infer.Result, 4)
 	for seq := uint64(1); seq <= 2; seq++ {
-		if !w.TryDispatch(infer.Job{Camera: "blank", Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {
+		if !w.TryDispatch(infer.Job{Camera: "blank", Seq: seq, Letterbox: lb}, infer.RGB(pix), func(r infer.Result) { results <- r }) {
 			t.Fatalf("job %d refused", seq)
 		}
 	}

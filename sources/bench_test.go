@@ -146,7 +146,7 @@ func cameraCPU(b *testing.B, codec string, aus []accessUnit, n int, keyOnly, ski
 		}
 		last = pts
 		if interval > 0 && pts >= due {
-			if err := dec.scaleInto(pix, geom.NewLetterbox(w, h, 640, 640)); err != nil {
+			if err := scaleRGB(dec, pix, geom.NewLetterbox(w, h, 640, 640)); err != nil {
 				b.Fatal(err)
 			}
 			scaled++

@@ -152,7 +152,7 @@ func (c *Camera) runCapture(ctx context.Context) (onlineAt time.Time, err error)
 			pkts.frame(f.n, captured, period)
 		}
 		lbx.src = *f.m
-		err := c.emit(lb, captured, fill)
+		err := c.emit(lb, captured, rgbPicture(fill))
 		lbx.src = gocv.Mat{}
 		r.free <- f.m // never blocks: free holds both Mats
 		if err != nil {

@@ -110,9 +110,9 @@ func TestCaptureGStreamerSamplecam(t *testing.T) {
 		if f.Captured.After(time.Now()) || f.Received.Sub(f.Captured) > 5*time.Second {
 			t.Fatalf("frame %d: Captured %v, Received %v", i, f.Captured, f.Received)
 		}
-		if first == nil {
-			first = bytes.Clone(f.Pix)
-		} else if !bytes.Equal(first, f.Pix) {
+		if pix := rgbOf(t, f); first == nil {
+			first = pix
+		} else if !bytes.Equal(first, pix) {
 			changed = true
 		}
 		f.Release()
@@ -158,7 +158,7 @@ func TestCaptureFileLoopsAtItsRate(t *testing.T) {
 	cam.Start()
 
 	f0 := nextFrame(t, frames, cam, &logs)
-	checkLetterboxed(t, f0.Pix, f0.Letterbox)
+	checkLetterboxed(t, rgbOf(t, f0), f0.Letterbox)
 	if f0.Letterbox != vtestLetterbox {
 		t.Fatalf("letterbox %+v, want %+v", f0.Letterbox, vtestLetterbox)
 	}
@@ -200,7 +200,7 @@ func TestCaptureFileLoopsAtItsRate(t *testing.T) {
 	if gap < want-time.Millisecond || gap > want+time.Second && !reanchored {
 		t.Errorf("Captured advanced %v over %d frames, want %v", gap, last.Seq-seq0, want)
 	}
-	checkLetterboxed(t, last.Pix, last.Letterbox)
+	checkLetterboxed(t, rgbOf(t, last), last.Letterbox)
 	last.Release()
 	if st := cam.Status(); st.State != StateOnline || st.LastError != "" || st.Reconnects != 0 {
 		t.Errorf("status %+v", st)

@@ -250,7 +250,7 @@ type decoder struct {
 	pkt   *C.AVPacket
 	frame *C.AVFrame
 	// host is the current frame copied from the GPU, for a decoder on it (DecoderCUDA): the
-	// frame scaleInto reads. Unused (nil) on the CPU.
+	// frame pixFormat and draw read. Unused (nil) on the CPU.
 	host *C.AVFrame
 	// stream is the decoder's own CUDA stream (DecoderCUDA; own_stream), freed after ctx;
 	// zero when it has none (on the CPU, or the default stream). pinned is host's
@@ -262,14 +262,15 @@ type decoder struct {
 	pageable   bool
 	downloaded bool
 
-	// scalers lends the scaler that letterboxes a frame (shared by the cameras of a daemon);
-	// own is the decoder's own scaler where it has none (nil: not made yet).
-	scalers *Scalers
-	own     *scaler
+	// scalers lends the scaler that draws a frame (Camera.Scalers, shared by the cameras of a
+	// daemon); without one the decoder makes its own at its first frame (ownScalers), and
+	// frees it when closed.
+	scalers    *Scalers
+	ownScalers bool
 
 	skipping bool // skip_frame is AVDISCARD_NONREF (skipNonRef)
 
-	// spent sums scaleInto's frames and their times, copy to the host and scaling, until
+	// spent sums the frames drawn and their times, copy to the host (pixFormat) and scaling (draw), until
 	// the decoder's user takes them (takeSpent).
 	spent struct {
 		frames       uint64
@@ -277,7 +278,7 @@ type decoder struct {
 	}
 }
 
-// takeSpent returns the frames scaleInto scaled and the time their copies to the host and
+// takeSpent returns the frames drawn and the time their copies to the host and
 // their scaling took since the last call, and starts the sums again.
 func (d *decoder) takeSpent() (frames uint64, copyTime, scaleTime time.Duration) {
 	s := d.spent
@@ -294,7 +295,7 @@ const (
 // newDecoder returns an H.264 or H.265 decoder (codecH264, codecH265) of the kind named by
 // hw (DecoderCPU, DecoderCUDA). On the CPU it decodes on the calling goroutine's thread only
 // (thread_count 1): many cameras share a few cores, and frame threads would add latency.
-// On the GPU (NVDEC) every frame stays in GPU memory until scaleInto copies it to the host,
+// On the GPU (NVDEC) every frame stays in GPU memory until pixFormat copies it to the host,
 // and the decoder's work goes on a CUDA stream of its own.
 func newDecoder(codecName string, hw Decoder) (*decoder, error) {
 	return newDecoderWith(codecName, hw, decoderOpts{})
@@ -379,8 +380,10 @@ func newDecoderWith(codecName string, hw Decoder, opts decoderOpts) (*decoder, e
 }
 
 func (d *decoder) close() {
-	d.own.free() // nil-safe
-	d.own = nil
+	if d.ownScalers {
+		d.scalers.Close()
+		d.scalers, d.ownScalers = nil, false
+	}
 	if d.frame != nil {
 		C.av_frame_free(&d.frame)
 	}
@@ -410,7 +413,7 @@ var noPTS = int64(C.no_pts())
 // decode sends one Annex-B access unit to the decoder, with pts (any int64 but noPTS: visiond
 // passes the capture time in unix ns), and calls onFrame for every frame it outputs, with
 // that frame's own pts (frames come out in display order, which differs from the order of
-// the access units when the stream has B-frames); onFrame may call scaleInto on that frame.
+// the access units when the stream has B-frames); onFrame may draw that frame (pixFormat, draw).
 // A corrupt frame is not passed on: it makes decode return errCorruptFrame. Any error means
 // the caller should wait for the next random-access unit.
 func (d *decoder) decode(annexb []byte, pts int64, onFrame func(w, h int, pts int64)) error {
@@ -463,11 +466,11 @@ func (d *decoder) skipNonRef(on bool) {
 	d.skipping = on
 }
 
-// format returns the pixel format (an AVPixelFormat) of the current frame as scaleInto reads
+// format returns the pixel format (an AVPixelFormat) of the current frame as draw reads
 // it: for a frame in GPU memory, that of its copy on the host (after download).
 func (d *decoder) format() int { return int(C.frame_format(d.source())) }
 
-// source is the current frame as scaleInto reads it: the decoder's, or its copy on the host
+// source is the current frame as draw reads it: the decoder's, or its copy on the host
 // (download) when it is in GPU memory.
 func (d *decoder) source() *C.AVFrame {
 	if C.on_gpu(d.frame) != 0 {
@@ -507,53 +510,54 @@ func (d *decoder) geometry(dstW, dstH int) geom.Letterbox {
 	return geom.NewLetterbox(int(C.frame_width(d.frame)), int(C.frame_height(d.frame)), dstW, dstH)
 }
 
-// scaleInto converts the current frame (valid inside decode's onFrame) from YUV to RGB24 at
-// lb's offset in dst, which is lb.DstW*lb.DstH*3 bytes (libswscale: scale_via where
-// mid_format allows, scale_into otherwise); a frame in GPU memory is first copied to the
-// host. The scaler comes from the decoder's Scalers, or is its own, rebuilt when the source
-// size, pixel format or geometry changes. It does not touch the padding: the caller fills it
-// once per buffer and geometry.
-func (d *decoder) scaleInto(dst []byte, lb geom.Letterbox) error {
+// pixFormat is the format the current frame (valid inside decode's onFrame) is held in,
+// letterboxed as lb (heldFormat): a frame in GPU memory is first copied to the host, whose
+// copy it reads. It is the frame's picture for Camera.emit, with draw.
+func (d *decoder) pixFormat(lb geom.Letterbox) (PixFormat, error) {
 	t0 := time.Now()
 	if err := d.download(); err != nil {
-		return err
+		return 0, err
 	}
-	t1 := time.Now()
+	d.spent.copy += time.Since(t0)
+	return heldFormat(d.format(), lb), nil
+}
+
+// draw scales the current frame, after pixFormat, into dst in the format pf that pixFormat
+// chose: for PixRGB24, RGB24 at lb's offset in dst, which is lb.DstW*lb.DstH*3 bytes, without
+// touching the padding (the caller fills it once per buffer and geometry); for a planar
+// format, lb's scaled picture as yuvLayout places it. The scaler comes from the decoder's
+// Scalers, lent for the call.
+func (d *decoder) draw(dst []byte, lb geom.Letterbox, pf PixFormat) error {
+	t0 := time.Now()
 	defer func() {
 		d.spent.frames++
-		d.spent.copy += t1.Sub(t0)
-		d.spent.scaled += time.Since(t1)
+		d.spent.scaled += time.Since(t0)
 	}()
 	src := d.source()
-	w, h, fmtID := int(C.frame_width(src)), int(C.frame_height(src)), d.format()
+	w, h, avFmt := int(C.frame_width(src)), int(C.frame_height(src)), d.format()
 	if w != lb.SrcW || h != lb.SrcH {
 		return fmt.Errorf("frame is %dx%d, geometry is for %dx%d", w, h, lb.SrcW, lb.SrcH)
 	}
-	if len(dst) < lb.DstW*lb.DstH*3 {
-		return fmt.Errorf("buffer of %d bytes is too small for %dx%d RGB24", len(dst), lb.DstW, lb.DstH)
+	var l yuvLayout
+	if pf == PixRGB24 {
+		if len(dst) < lb.DstW*lb.DstH*3 {
+			return fmt.Errorf("buffer of %d bytes is too small for %dx%d RGB24", len(dst), lb.DstW, lb.DstH)
+		}
+	} else if l = newYUVLayout(lb.ScaledW, lb.ScaledH); len(dst) < l.size {
+		return fmt.Errorf("buffer of %d bytes is too small for %dx%d %s", len(dst), lb.ScaledW, lb.ScaledH, pf)
 	}
-	key := scalerKey{srcW: w, srcH: h, srcFmt: fmtID, lb: lb}
-	var sc *scaler
-	if d.scalers != nil {
-		var err error
-		if sc, err = d.scalers.get(key); err != nil {
-			return err
-		}
-		defer d.scalers.put(sc)
-	} else {
-		if d.own != nil && d.own.key != key {
-			d.own.free()
-			d.own = nil
-		}
-		if d.own == nil {
-			var err error
-			if d.own, err = newScaler(key); err != nil {
-				return err
-			}
-		}
-		sc = d.own
+	if d.scalers == nil {
+		d.scalers, d.ownScalers = &Scalers{}, true
 	}
-	return sc.scale(src, dst)
+	sc, err := d.scalers.get(drawKey(w, h, avFmt, lb, pf))
+	if err != nil {
+		return err
+	}
+	defer d.scalers.put(sc)
+	if pf == PixRGB24 {
+		return sc.drawRGB(src, dst, lb)
+	}
+	return sc.drawPlanar(src, dst, l)
 }
 
 // averror turns a negative libav return code into an error carrying FFmpeg's message.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/visiond/visiond/internal/geom"
@@ -155,7 +156,7 @@ func TestDecodeLoopNoFreeBuffer(t *testing.T) {
 	if len(c.slots) != 1 {
 		t.Fatalf("%d frames free after one release (twice), want 1", len(c.slots))
 	}
-	if st := c.bufs.Stats(); st.InUse != poolSize-1 || st.Free != 1 {
+	if st := c.bufs.Stats().YUV; len(st) != 1 || st[0].InUse != poolSize-1 || st[0].Free != 1 {
 		t.Fatalf("buffers after one release (twice): %+v; want %d in use and 1 free", st, poolSize-1)
 	}
 	l.handle(aus[0])
@@ -189,7 +190,7 @@ func TestScaleGeometries(t *testing.T) {
 		l := testLoop(t, size[0], size[1], &frames)
 		var checked []geom.Letterbox
 		l.cam.OnFrame = func(f *Frame) {
-			checkLetterboxed(t, f.Pix, f.Letterbox)
+			checkLetterboxed(t, rgbOf(t, f), f.Letterbox)
 			checked = append(checked, f.Letterbox)
 			f.Release()
 		}
@@ -206,40 +207,70 @@ func TestScaleGeometries(t *testing.T) {
 	}
 }
 
-// TestSharedFrameBuffers checks two cameras of different geometries lending their frames'
-// buffers from one pool: each frame is letterboxed for its own camera whichever camera drew
-// the buffer last, and the pool holds the buffers in flight, not three a camera.
+// TestSharedFrameBuffers checks cameras of different geometries lending their frames'
+// buffers from one FrameBuffers: frames of a width scaled to a multiple of 16 are held in
+// YUV 4:2:0, the others in RGB24; each frame is letterboxed for its own camera whichever
+// camera drew the buffer last, and each pool holds the buffers in flight, not three a camera.
 func TestSharedFrameBuffers(t *testing.T) {
-	wideAUs := scaledAUs(t, 352, 160, 6)
-	aus, _ := sampleAUs(t, 6)
-
 	shared := NewFrameBuffers(640, 640)
 	defer shared.Close()
+	sample, _ := sampleAUs(t, 6)
+	cams := []struct {
+		aus    []accessUnit
+		w, h   int
+		format PixFormat
+	}{
+		{sample, 768, 576, PixYUV420P},                    // 640x480
+		{scaledAUs(t, 352, 160, 6), 352, 160, PixYUV420P}, // 640x291: an odd height
+		{scaledAUs(t, 160, 352, 6), 160, 352, PixRGB24},   // 291x640
+		{scaledAUs(t, 168, 352, 6), 168, 352, PixRGB24},   // 305x640
+	}
 	var frames []*Frame
-	loops := [2]*decodeLoop{testLoop(t, 640, 640, &frames), testLoop(t, 640, 640, &frames)}
 	checked := 0
-	for i, l := range loops {
+	loops := make([]*decodeLoop, len(cams))
+	for i, c := range cams {
+		l := testLoop(t, 640, 640, &frames)
 		l.cam.Buffers = shared
 		l.cam.init()
-		want := geom.NewLetterbox([]int{768, 352}[i], []int{576, 160}[i], 640, 640)
+		want := geom.NewLetterbox(c.w, c.h, 640, 640)
 		l.cam.OnFrame = func(f *Frame) {
-			if f.Letterbox != want {
-				t.Fatalf("camera %d: frame of geometry %+v, want %+v", i, f.Letterbox, want)
+			if f.Letterbox != want || f.Format != c.format {
+				t.Fatalf("camera %d: frame of geometry %+v in %s, want %+v in %s", i, f.Letterbox, f.Format, want, c.format)
 			}
-			checkLetterboxed(t, f.Pix, f.Letterbox)
+			checkLetterboxed(t, rgbOf(t, f), f.Letterbox)
+			if err := f.WriteRGB(make([]byte, 640*480*3)); err == nil || !strings.Contains(err.Error(), "a buffer of 921600 bytes for a 640x640 RGB24 input of 1228800") {
+				t.Fatalf("WriteRGB into a buffer too small: %v", err)
+			}
 			checked++
 			f.Release()
 		}
+		loops[i] = l
 	}
 	for k := range 6 {
-		loops[0].handle(aus[k])
-		loops[1].handle(wideAUs[k])
+		for i, l := range loops {
+			l.handle(cams[i].aus[k])
+		}
 	}
-	if checked != 12 {
-		t.Fatalf("%d frames checked, want 12", checked)
+	if checked != 6*len(cams) {
+		t.Fatalf("%d frames checked, want %d", checked, 6*len(cams))
 	}
-	if st := shared.Stats(); st.Made != 1 || st.InUse != 0 {
-		t.Fatalf("the shared pool after 12 frames, each released before the next: %+v; want one buffer made, none in use", st)
+	st := shared.Stats()
+	if len(st.YUV) != 2 {
+		t.Fatalf("the shared buffers: %+v; want a YUV pool for each of the two sizes", st)
+	}
+	for _, p := range append(st.YUV, st.RGB) {
+		if p.Made != 1 || p.InUse != 0 {
+			t.Fatalf("the shared buffers after %d frames, each released before the next: %+v; want one buffer made a pool, none in use", checked, st)
+		}
+	}
+	for _, p := range st.YUV { // 640x480 and 640x291: 4:2:0 at their own size
+		if p.Size > st.RGB.Size*3/8+2*bufferSlack {
+			t.Fatalf("a YUV frame buffer is %d bytes, an RGB24 one %d", p.Size, st.RGB.Size)
+		}
+	}
+	shared.Trim() // the free buffers are new: kept, and their pools
+	if st := shared.Stats(); len(st.YUV) != 2 || st.Bytes() == 0 {
+		t.Fatalf("after Trim: %+v", st)
 	}
 }
 
@@ -273,7 +304,7 @@ func FuzzDecodeAccessUnit(f *testing.F) {
 					t.Fatalf("frame %dx%d", w, h)
 				}
 				lb := dec.geometry(320, 320)
-				if err := dec.scaleInto(pix, lb); err != nil {
+				if err := scaleRGB(dec, pix, lb); err != nil {
 					t.Fatalf("scale %dx%d: %v", w, h, err)
 				}
 			})
@@ -281,9 +312,9 @@ func FuzzDecodeAccessUnit(f *testing.F) {
 	})
 }
 
-// TestScaleTwoSteps checks that the two-step scaler (resize in YUV, then convert; used for
-// 4:2:0 frames scaled to a width that is a multiple of 16) draws the picture that the one-step
-// scaler draws, within rounding, and leaves the padding alone.
+// TestScaleTwoSteps checks that a frame held in YUV 4:2:0 and converted at WriteRGB (4:2:0
+// frames scaled to a width that is a multiple of 16) draws the picture that a scaler straight
+// into RGB24 draws, within rounding, and leaves the padding alone.
 func TestScaleTwoSteps(t *testing.T) {
 	aus, _ := sampleAUs(t, 1)
 	dec, err := newDecoder(codecH264, DecoderCPU)
@@ -296,26 +327,18 @@ func TestScaleTwoSteps(t *testing.T) {
 		ran = true
 		for _, dst := range [][2]int{{640, 640}, {900, 480}, {800, 640}} {
 			lb := geom.NewLetterbox(w, h, dst[0], dst[1])
+			pf, err := dec.pixFormat(lb)
+			if err != nil || pf != PixYUV420P {
+				t.Fatalf("%dx%d: held in %s (%v), want %s", dst[0], dst[1], pf, err, PixYUV420P)
+			}
 			one, two := make([]byte, dst[0]*dst[1]*3), make([]byte, dst[0]*dst[1]*3)
 			fillPad(one)
 			fillPad(two)
-			key := scalerKey{srcW: w, srcH: h, srcFmt: dec.format(), lb: lb}
-			for _, c := range []struct {
-				twoStep bool
-				dst     []byte
-			}{{false, one}, {true, two}} {
-				s, err := newScalerSteps(key, c.twoStep)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if (s.swsRGB != nil) != c.twoStep {
-					t.Fatalf("%dx%d: asked for two steps %v, got %v", dst[0], dst[1], c.twoStep, s.swsRGB != nil)
-				}
-				err = s.scale(dec.source(), c.dst)
-				s.free()
-				if err != nil {
-					t.Fatal(err)
-				}
+			if err := dec.draw(one, lb, PixRGB24); err != nil {
+				t.Fatal(err)
+			}
+			if err := scaleRGB(dec, two, lb); err != nil {
+				t.Fatal(err)
 			}
 			checkLetterboxed(t, two, lb)
 			var sum, n float64
@@ -358,38 +381,49 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkScaleLetterbox measures the YUV→RGB24 letterbox of one 768x576 frame into
-// 640x640, per frame: with the decoder's own scaler, and with one borrowed from a Scalers
-// for each frame, as a daemon's cameras do.
+// BenchmarkScaleLetterbox measures the letterbox of one 768x576 frame into 640x640, per
+// frame, with scalers borrowed from a Scalers as a daemon's cameras do: draw, the decoder's
+// step (resized into YUV 4:2:0, as the frame is held); convert, the dispatch's step (the held
+// frame to RGB24 in the worker's slot, WriteRGB); one-step, straight into RGB24, as frames
+// that cannot be held in YUV are drawn.
 func BenchmarkScaleLetterbox(b *testing.B) {
 	aus, _ := sampleAUs(b, 1)
-	for _, shared := range []bool{false, true} {
-		b.Run(map[bool]string{false: "own", true: "shared"}[shared], func(b *testing.B) {
-			dec, err := newDecoder(codecH264, DecoderCPU)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer dec.close()
-			if shared {
-				dec.scalers = &Scalers{}
-				defer dec.scalers.Close()
-			}
-			pix := make([]byte, 640*640*3)
-			fillPad(pix)
-			ran := false
-			if err := dec.decode(aus[0].data, 0, func(w, h int, _ int64) {
-				lb := geom.NewLetterbox(w, h, 640, 640)
+	dec, err := newDecoder(codecH264, DecoderCPU)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dec.close()
+	dec.scalers = &Scalers{}
+	defer dec.scalers.Close()
+	pix := make([]byte, 640*640*3)
+	fillPad(pix)
+	ran := false
+	if err := dec.decode(aus[0].data, 0, func(w, h int, _ int64) {
+		ran = true
+		lb := geom.NewLetterbox(w, h, 640, 640)
+		held := make([]byte, newYUVLayout(lb.ScaledW, lb.ScaledH).size+bufferSlack)
+		pf, err := dec.pixFormat(lb)
+		if err != nil || pf != PixYUV420P {
+			b.Fatalf("held in %s (%v)", pf, err)
+		}
+		for _, c := range []struct {
+			name string
+			step func() error
+		}{
+			{"draw", func() error { return dec.draw(held, lb, pf) }},
+			{"convert", func() error { return dec.scalers.convert(held, pf, pix, lb) }},
+			{"one-step", func() error { return dec.draw(pix, lb, PixRGB24) }},
+		} {
+			b.Run(c.name, func(b *testing.B) {
 				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if err := dec.scaleInto(pix, lb); err != nil {
+				for b.Loop() {
+					if err := c.step(); err != nil {
 						b.Fatal(err)
 					}
 				}
-				ran = true
-			}); err != nil || !ran {
-				b.Fatalf("no frame to scale: %v", err)
-			}
-		})
+			})
+		}
+	}); err != nil || !ran {
+		b.Fatalf("no frame to scale: %v", err)
 	}
 }

@@ -47,7 +47,7 @@ func (c *Camera) newDecoder(codec string, hw Decoder) (*decoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.scalers = c.Scalers
+	d.scalers = c.scalers
 	return d, nil
 }
 

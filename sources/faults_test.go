@@ -207,7 +207,7 @@ func TestCameraH265WithAudio(t *testing.T) {
 		if f.Letterbox != want {
 			t.Fatalf("letterbox %+v, want %+v", f.Letterbox, want)
 		}
-		checkLetterboxed(t, f.Pix, f.Letterbox)
+		checkLetterboxed(t, rgbOf(t, f), f.Letterbox)
 		f.Release()
 	case <-time.After(time.Minute):
 		t.Fatalf("no frame; status %+v\nlogs:\n%s", cam.Status(), logs.String())
@@ -324,7 +324,7 @@ func TestCameraResolutionChange(t *testing.T) {
 			if lb != geom.NewLetterbox(lb.SrcW, lb.SrcH, 320, 320) {
 				t.Fatalf("letterbox %+v inconsistent", lb)
 			}
-			checkLetterboxed(t, f.Pix, lb)
+			checkLetterboxed(t, rgbOf(t, f), lb)
 			seen[[2]int{lb.SrcW, lb.SrcH}] = true
 			f.Release()
 		case <-timeout:

@@ -43,7 +43,7 @@ func TestSampleFileIsTheFileCamera(t *testing.T) {
 		if f.Seq != uint64(k+1) {
 			t.Fatalf("camera frame Seq %d, want %d (dropped frames)", f.Seq, k+1)
 		}
-		if k%4 == 0 && !bytes.Equal(f.Pix[:len(got[k/4])], got[k/4]) {
+		if k%4 == 0 && !bytes.Equal(rgbOf(t, f)[:len(got[k/4])], got[k/4]) {
 			t.Errorf("sampled frame %d differs from the file camera's frame %d", k/4, k)
 		}
 		f.Release()

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -62,9 +63,38 @@ func checkFrame(t *testing.T, i int, f *Frame, camera string, want geom.Letterbo
 	if f.Seq <= lastSeq {
 		t.Fatalf("frame %d: Seq %d after %d", i, f.Seq, lastSeq)
 	}
-	if n := want.DstW * want.DstH * 3; len(f.Pix) != n {
-		t.Fatalf("frame %d: len(Pix) = %d, want %d", i, len(f.Pix), n)
-	}
-	checkLetterboxed(t, f.Pix, f.Letterbox)
+	checkLetterboxed(t, rgbOf(t, f), f.Letterbox)
 	return f.Seq
+}
+
+// rgbOf returns the frame as the model takes it (WriteRGB), in a buffer of its own.
+func rgbOf(t testing.TB, f *Frame) []byte {
+	t.Helper()
+	lb := f.Letterbox
+	pix := make([]byte, lb.DstW*lb.DstH*3)
+	if err := f.WriteRGB(pix); err != nil {
+		t.Fatal(err)
+	}
+	return pix
+}
+
+// scaleRGB draws the decoder's current frame into dst, an RGB24 input letterboxed as lb
+// (the padding left as it is), as a camera's frame goes: drawn in the format it is held in,
+// then converted as WriteRGB does.
+func scaleRGB(d *decoder, dst []byte, lb geom.Letterbox) error {
+	if len(dst) != lb.DstW*lb.DstH*3 {
+		return fmt.Errorf("buffer of %d bytes for a %dx%d input", len(dst), lb.DstW, lb.DstH)
+	}
+	pf, err := d.pixFormat(lb)
+	if err != nil || pf == PixRGB24 {
+		if err == nil {
+			err = d.draw(dst, lb, pf)
+		}
+		return err
+	}
+	held := make([]byte, newYUVLayout(lb.ScaledW, lb.ScaledH).size+bufferSlack)
+	if err := d.draw(held, lb, pf); err != nil {
+		return err
+	}
+	return d.scalers.convert(held, pf, dst, lb)
 }

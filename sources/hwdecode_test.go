@@ -140,7 +140,7 @@ func compareGPUWithCPU(t *testing.T, aus []accessUnit, w, h int) {
 			if err := dec.decode(au.data, int64(i), func(w, h int, _ int64) {
 				pix := make([]byte, 640*640*3)
 				fillPad(pix)
-				if err := dec.scaleInto(pix, lb); err != nil {
+				if err := scaleRGB(dec, pix, lb); err != nil {
 					t.Fatalf("%s: %v", hw, err)
 				}
 				if hw == DecoderCUDA && !dec.pinnedHost() {
@@ -202,7 +202,7 @@ func BenchmarkNVDECOpen(b *testing.B) {
 			if err := dec.decode(au.data, int64(i), func(int, int, int64) {
 				frames++
 				if scaleErr == nil {
-					scaleErr = dec.scaleInto(pix, lb) // as a camera does: its host copy exists
+					scaleErr = scaleRGB(dec, pix, lb) // as a camera does: its host copy exists
 				}
 			}); err != nil || scaleErr != nil {
 				dec.close()
@@ -325,7 +325,7 @@ func BenchmarkDecodeCUDA(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := dec.decode(aus[i%len(aus)].data, int64(i), func(int, int, int64) {
-			if err := dec.scaleInto(pix, lb); err != nil {
+			if err := scaleRGB(dec, pix, lb); err != nil {
 				b.Fatal(err)
 			}
 			frames++
@@ -408,7 +408,7 @@ func benchNVDECDecode(b *testing.B, opts decoderOpts, seconds int) {
 						}
 						err := dec.decode(aus[i%len(aus)].data, int64(i), func(int, int, int64) {
 							if n++; n%2 == 0 {
-								if err := dec.scaleInto(pix, lb); err != nil {
+								if err := scaleRGB(dec, pix, lb); err != nil {
 									b.Error(err)
 								}
 							}

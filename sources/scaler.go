@@ -2,37 +2,39 @@ package sources
 
 // #cgo pkg-config: libavutil libswscale
 // #include <libavutil/frame.h>
-// #include <libavutil/imgutils.h>
-// #include <libavutil/mem.h>
+// #include <libavutil/pixfmt.h>
 // #include <libswscale/swscale.h>
 //
-// // scale_into converts the whole decoded frame with one sws_scale call into a packed
-// // RGB24 image at dst with the given stride. dst is Go memory, used only during the call.
-// static int scale_into(struct SwsContext *sws, const AVFrame *f, uint8_t *dst, int stride) {
-// 	uint8_t *planes[4] = {dst, NULL, NULL, NULL};
-// 	int strides[4] = {stride, 0, 0, 0};
-// 	return sws_scale(sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
+// // scale_frame scales the whole decoded frame f with one sws_scale call into the planes
+// // d0, d1, d2 (d1 and d2 NULL for a packed format) at the given strides. The planes may be
+// // Go memory, used only during the call.
+// static int scale_frame(struct SwsContext *sws, const AVFrame *f,
+// 		uint8_t *d0, uint8_t *d1, uint8_t *d2, int s0, int s1, int s2) {
+// 	uint8_t *dst[4] = {d0, d1, d2, NULL};
+// 	int strides[4] = {s0, s1, s2, 0};
+// 	return sws_scale(sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, dst, strides);
 // }
 //
-// // scale_via converts the whole decoded frame in two sws_scale calls: resize into mid, a
-// // planar picture of the frame's own format at the scaled size, then convert mid into packed
-// // RGB24 at dst with the given stride. libswscale has SIMD code for both steps (planar
-// // resizing, and YUV 4:2:0 to RGB at equal sizes) but writes RGB24 from its resizing path with
-// // generic C code: two steps cost about a third of one.
-// static int scale_via(struct SwsContext *resize, struct SwsContext *convert, const AVFrame *f,
-// 		uint8_t **mid, int *midStrides, int midH, uint8_t *dst, int stride) {
-// 	int res = sws_scale(resize, (const uint8_t *const *)f->data, f->linesize, 0, f->height, mid, midStrides);
-// 	if (res <= 0) return res;
-// 	uint8_t *planes[4] = {dst, NULL, NULL, NULL};
-// 	int strides[4] = {stride, 0, 0, 0};
-// 	return sws_scale(convert, (const uint8_t *const *)mid, midStrides, 0, midH, planes, strides);
+// // scale_planar scales a planar picture of h rows (p0, p1, p2 at strides s0, s1, s2) with
+// // one sws_scale call into the packed picture at dst with the given stride. Every pointer
+// // may be Go memory, used only during the call.
+// static int scale_planar(struct SwsContext *sws, const uint8_t *p0, const uint8_t *p1, const uint8_t *p2,
+// 		int s0, int s1, int s2, int h, uint8_t *dst, int stride) {
+// 	const uint8_t *src[4] = {p0, p1, p2, NULL};
+// 	int srcStrides[4] = {s0, s1, s2, 0};
+// 	uint8_t *out[4] = {dst, NULL, NULL, NULL};
+// 	int outStrides[4] = {stride, 0, 0, 0};
+// 	return sws_scale(sws, src, srcStrides, 0, h, out, outStrides);
 // }
 //
-// // mid_format is the format of scale_via's resized picture for frames of format fmt scaled
-// // to scaledW, or AV_PIX_FMT_NONE when they are scaled in one step: 4:2:0 (planar, or NV12 as
-// // NVDEC outputs) and a width that is a multiple of 16, since the SIMD conversion writes whole
-// // blocks of 16 pixels (past the row's end otherwise, into the padding or past the buffer).
-// static int mid_format(int fmt, int scaledW) {
+// // planar_format is the format a frame of format fmt, scaled to scaledW, is held in until it
+// // is dispatched (PixYUV420P, PixYUVJ420P), or AV_PIX_FMT_NONE when it is scaled straight
+// // into RGB24: 4:2:0 (planar, or NV12 as NVDEC outputs) and a width that is a multiple of 16,
+// // since the SIMD conversion to RGB24 writes whole blocks of 16 pixels (past the row's end
+// // otherwise, into the padding or past the buffer). libswscale has SIMD code for planar
+// // resizing and for YUV 4:2:0 to RGB24 at equal sizes, but writes RGB24 from its resizing
+// // path with generic C code: the two steps cost about a third of one.
+// static int planar_format(int fmt, int scaledW) {
 // 	if (scaledW % 16 != 0) return AV_PIX_FMT_NONE;
 // 	switch (fmt) {
 // 	case AV_PIX_FMT_YUV420P:
@@ -54,101 +56,167 @@ import (
 	"github.com/visiond/visiond/internal/geom"
 )
 
-// scalerKey is what a scaler is made for: frames of a size and pixel format (an
-// AVPixelFormat), letterboxed as lb.
+// PixFormat is how a frame holds its picture until it is dispatched (Frame.WriteRGB).
+type PixFormat uint8
+
+const (
+	// PixRGB24 is the model's input as the model takes it: packed RGB24 (HWC) of the
+	// letterbox's DstW x DstH, the picture at its offset, padded with geom.PadValue.
+	PixRGB24 PixFormat = iota
+	// PixYUV420P is planar YUV 4:2:0 (limited range) of the letterbox's ScaledW x ScaledH
+	// alone, as yuvLayout places it: at 4:3 into 640x640, 0.46 MB where RGB24 takes 1.2.
+	// WriteRGB converts it. A decoded 4:2:0 frame scaled to a width that is a multiple of 16
+	// is held so.
+	PixYUV420P
+	// PixYUVJ420P is PixYUV420P at full range, as cameras that send yuvj420p have it.
+	PixYUVJ420P
+)
+
+func (f PixFormat) String() string {
+	switch f {
+	case PixRGB24:
+		return "rgb24"
+	case PixYUV420P:
+		return "yuv420p"
+	case PixYUVJ420P:
+		return "yuvj420p"
+	}
+	return fmt.Sprintf("PixFormat(%d)", uint8(f))
+}
+
+// av is the format's AVPixelFormat.
+func (f PixFormat) av() int {
+	switch f {
+	case PixYUV420P:
+		return C.AV_PIX_FMT_YUV420P
+	case PixYUVJ420P:
+		return C.AV_PIX_FMT_YUVJ420P
+	}
+	return C.AV_PIX_FMT_RGB24
+}
+
+// heldFormat is the format a frame of AVPixelFormat avFmt, letterboxed as lb, is held in:
+// planar where planar_format allows, RGB24 otherwise.
+func heldFormat(avFmt int, lb geom.Letterbox) PixFormat {
+	switch C.planar_format(C.int(avFmt), C.int(lb.ScaledW)) {
+	case C.AV_PIX_FMT_YUV420P:
+		return PixYUV420P
+	case C.AV_PIX_FMT_YUVJ420P:
+		return PixYUVJ420P
+	}
+	return PixRGB24
+}
+
+// yuvLayout is where a planar 4:2:0 picture of w x h lies in a frame buffer: the Y plane,
+// then U and V, each row at a stride that is a multiple of 64 bytes (so that libswscale's
+// SIMD code, which reads and writes blocks of 16 pixels, keeps within the rows), each plane
+// starting at a multiple of 64 bytes.
+type yuvLayout struct {
+	off, stride, rows [3]int
+	size              int // bytes of the three planes
+}
+
+func newYUVLayout(w, h int) yuvLayout {
+	ys, cs, ch := align64(w), align64((w+1)/2), (h+1)/2
+	return yuvLayout{
+		off:    [3]int{0, ys * h, ys*h + cs*ch},
+		stride: [3]int{ys, cs, cs},
+		rows:   [3]int{h, ch, ch},
+		size:   ys*h + 2*cs*ch,
+	}
+}
+
+func align64(n int) int { return (n + 63) &^ 63 }
+
+// plane returns the start of plane i of the picture in buf, which holds at least l.size bytes.
+func (l yuvLayout) plane(buf []byte, i int) *C.uint8_t {
+	return (*C.uint8_t)(unsafe.Pointer(&buf[l.off[i]]))
+}
+
+// scalerKey is what a scaler is made for: pictures of srcW x srcH in srcFmt, scaled to dstW
+// x dstH in dstFmt (AVPixelFormats).
 type scalerKey struct {
 	srcW, srcH, srcFmt int
-	lb                 geom.Letterbox
+	dstW, dstH, dstFmt int
 }
 
-// scaler letterboxes frames of its key into RGB24 (libswscale): one context from the frame
-// to RGB24 (sws), or for most 4:2:0 frames two (scale_via, mid_format): sws resizes into
-// mid, a planar 4:2:0 picture at the scaled size, and swsRGB converts mid to RGB24. mid is
-// most of its memory (460 KB for 640x480). It is used by one goroutine at a time.
+// drawKey is the key of the scaler that draws a decoded frame of w x h in avFmt, letterboxed
+// as lb, in the format pf that it is held in.
+func drawKey(w, h, avFmt int, lb geom.Letterbox, pf PixFormat) scalerKey {
+	return scalerKey{srcW: w, srcH: h, srcFmt: avFmt, dstW: lb.ScaledW, dstH: lb.ScaledH, dstFmt: pf.av()}
+}
+
+// convertKey is the key of the scaler that converts a frame held in the planar format pf,
+// letterboxed as lb, into RGB24.
+func convertKey(lb geom.Letterbox, pf PixFormat) scalerKey {
+	return scalerKey{srcW: lb.ScaledW, srcH: lb.ScaledH, srcFmt: pf.av(), dstW: lb.ScaledW, dstH: lb.ScaledH, dstFmt: C.AV_PIX_FMT_RGB24}
+}
+
+// scaler is one libswscale context made for its key, used by one goroutine at a time.
 type scaler struct {
-	key       scalerKey
-	sws       *C.struct_SwsContext
-	swsRGB    *C.struct_SwsContext
-	mid       [4]*C.uint8_t
-	midStride [4]C.int
-	taken     bool // taken from its Scalers since the last Trim
+	key   scalerKey
+	sws   *C.struct_SwsContext
+	taken bool // taken from its Scalers since the last Trim
 }
 
-// newScaler returns a scaler for frames of k: in two steps where mid_format allows, in one
-// otherwise.
-func newScaler(k scalerKey) (*scaler, error) { return newScalerSteps(k, true) }
-
-// newScalerSteps returns a scaler for frames of k, in two steps if twoStep and mid_format
-// allows, in one otherwise.
-func newScalerSteps(k scalerKey, twoStep bool) (*scaler, error) {
-	s := &scaler{key: k}
-	lb := k.lb
-	if mid := C.mid_format(C.int(k.srcFmt), C.int(lb.ScaledW)); twoStep && mid != C.AV_PIX_FMT_NONE {
-		s.sws = C.sws_getContext(C.int(k.srcW), C.int(k.srcH), int32(k.srcFmt),
-			C.int(lb.ScaledW), C.int(lb.ScaledH), int32(mid), C.SWS_BILINEAR, nil, nil, nil)
-		s.swsRGB = C.sws_getContext(C.int(lb.ScaledW), C.int(lb.ScaledH), int32(mid),
-			C.int(lb.ScaledW), C.int(lb.ScaledH), C.AV_PIX_FMT_RGB24, C.SWS_BILINEAR, nil, nil, nil)
-		if s.sws == nil || s.swsRGB == nil {
-			s.free()
-			return nil, fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d -> RGB24 failed", k.srcW, k.srcH, k.srcFmt, lb.ScaledW, lb.ScaledH)
-		}
-		if res := C.av_image_alloc(&s.mid[0], &s.midStride[0], C.int(lb.ScaledW), C.int(lb.ScaledH), int32(mid), 64); res < 0 {
-			s.free()
-			return nil, fmt.Errorf("av_image_alloc %dx%d: %w", lb.ScaledW, lb.ScaledH, averror(res))
-		}
-		return s, nil
+// newScaler returns a scaler for pictures of k (bilinear).
+func newScaler(k scalerKey) (*scaler, error) {
+	sws := C.sws_getContext(C.int(k.srcW), C.int(k.srcH), int32(k.srcFmt),
+		C.int(k.dstW), C.int(k.dstH), int32(k.dstFmt), C.SWS_BILINEAR, nil, nil, nil)
+	if sws == nil {
+		return nil, fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d fmt %d failed", k.srcW, k.srcH, k.srcFmt, k.dstW, k.dstH, k.dstFmt)
 	}
-	s.sws = C.sws_getContext(C.int(k.srcW), C.int(k.srcH), int32(k.srcFmt),
-		C.int(lb.ScaledW), C.int(lb.ScaledH), C.AV_PIX_FMT_RGB24, C.SWS_BILINEAR, nil, nil, nil)
-	if s.sws == nil {
-		return nil, fmt.Errorf("sws_getContext %dx%d fmt %d -> %dx%d RGB24 failed", k.srcW, k.srcH, k.srcFmt, lb.ScaledW, lb.ScaledH)
-	}
-	return s, nil
+	return &scaler{key: k, sws: sws}, nil
 }
 
-// scale letterboxes src, a frame of the scaler's key, at the key's offset in dst, which the
-// caller checked holds lb.DstW*lb.DstH*3 bytes.
-func (s *scaler) scale(src *C.AVFrame, dst []byte) error {
-	lb := s.key.lb
+// drawRGB scales src, a decoded frame of the scaler's key, into the RGB24 input dst at lb's
+// offset; the caller checked that dst holds lb.DstW*lb.DstH*3 bytes.
+func (s *scaler) drawRGB(src *C.AVFrame, dst []byte, lb geom.Letterbox) error {
 	off := (lb.PadY*lb.DstW + lb.PadX) * 3
-	out, stride := (*C.uint8_t)(unsafe.Pointer(&dst[off])), C.int(lb.DstW*3)
-	var res C.int
-	if s.swsRGB != nil {
-		res = C.scale_via(s.sws, s.swsRGB, src, &s.mid[0], &s.midStride[0], C.int(lb.ScaledH), out, stride)
-	} else {
-		res = C.scale_into(s.sws, src, out, stride)
-	}
+	res := C.scale_frame(s.sws, src, (*C.uint8_t)(unsafe.Pointer(&dst[off])), nil, nil, C.int(lb.DstW*3), 0, 0)
+	return swsResult(res)
+}
+
+// drawPlanar scales src, a decoded frame of the scaler's key, into the planar picture in dst
+// as l places it; the caller checked that dst holds l.size bytes.
+func (s *scaler) drawPlanar(src *C.AVFrame, dst []byte, l yuvLayout) error {
+	res := C.scale_frame(s.sws, src, l.plane(dst, 0), l.plane(dst, 1), l.plane(dst, 2),
+		C.int(l.stride[0]), C.int(l.stride[1]), C.int(l.stride[2]))
+	return swsResult(res)
+}
+
+// convert converts the planar picture in src, placed as l, into the RGB24 input dst at lb's
+// offset; the caller checked both sizes.
+func (s *scaler) convert(src []byte, l yuvLayout, dst []byte, lb geom.Letterbox) error {
+	off := (lb.PadY*lb.DstW + lb.PadX) * 3
+	res := C.scale_planar(s.sws, l.plane(src, 0), l.plane(src, 1), l.plane(src, 2),
+		C.int(l.stride[0]), C.int(l.stride[1]), C.int(l.stride[2]), C.int(l.rows[0]),
+		(*C.uint8_t)(unsafe.Pointer(&dst[off])), C.int(lb.DstW*3))
+	return swsResult(res)
+}
+
+func swsResult(res C.int) error {
 	if res <= 0 {
 		return fmt.Errorf("sws_scale: %w", averror(res))
 	}
 	return nil
 }
 
-// free frees the scaler's contexts and picture. A nil scaler is fine.
+// free frees the scaler's context. A nil scaler is fine.
 func (s *scaler) free() {
-	if s == nil {
+	if s == nil || s.sws == nil {
 		return
 	}
-	if s.sws != nil {
-		C.sws_freeContext(s.sws)
-		s.sws = nil
-	}
-	if s.swsRGB != nil {
-		C.sws_freeContext(s.swsRGB)
-		s.swsRGB = nil
-	}
-	if s.mid[0] != nil {
-		C.av_freep(unsafe.Pointer(&s.mid[0])) // one allocation holds every plane
-		s.mid, s.midStride = [4]*C.uint8_t{}, [4]C.int{}
-	}
+	C.sws_freeContext(s.sws)
+	s.sws = nil
 }
 
-// Scalers lends the scalers that letterbox decoded frames into the model's input
-// (Camera.Scalers). A camera's decoder holds one only while it scales a frame, so cameras
-// that share a Scalers hold as many scalers as they scale frames at once, rather than one
-// each (about 0.7 MiB for a 768x576 camera into 640x640, mostly the picture between the
-// scaler's two steps). A scaler put back and not taken again until the next Trim is freed
-// there. Safe for concurrent use; the zero value is ready.
+// Scalers lends the scalers that letterbox decoded frames into the model's input, and that
+// convert the frames held in a planar format to RGB24 when they are dispatched
+// (Camera.Scalers). A decoder, or a frame's conversion, holds one only while it scales a
+// picture, so cameras that share a Scalers hold as many scalers as pictures are scaled at
+// once, rather than one each. A scaler put back and not taken again until the next Trim is
+// freed there. Safe for concurrent use; the zero value is ready.
 type Scalers struct {
 	mu     sync.Mutex
 	idle   []*scaler
@@ -160,7 +228,7 @@ type Scalers struct {
 // ScalerStats are a Scalers' counts.
 type ScalerStats struct {
 	Idle int    // put back, kept for the next frame
-	Held int    // lent to a decoder scaling a frame
+	Held int    // lent, scaling a picture
 	Made uint64 // made since the Scalers was
 }
 
@@ -227,7 +295,19 @@ func (p *Scalers) Stats() ScalerStats {
 	return ScalerStats{Idle: len(p.idle), Held: p.held, Made: p.made}
 }
 
-// Close frees the idle scalers; those lent are freed as they are put back.
+// convert converts src, a frame's picture held in the planar format pf, into the RGB24
+// input dst at lb's offset, with a scaler lent for the call.
+func (p *Scalers) convert(src []byte, pf PixFormat, dst []byte, lb geom.Letterbox) error {
+	sc, err := p.get(convertKey(lb, pf))
+	if err != nil {
+		return err
+	}
+	defer p.put(sc)
+	return sc.convert(src, newYUVLayout(lb.ScaledW, lb.ScaledH), dst, lb)
+}
+
+// Close frees the idle scalers; those lent are freed as they are put back, and those taken
+// after Close are made for the one picture.
 func (p *Scalers) Close() {
 	p.mu.Lock()
 	idle := p.idle

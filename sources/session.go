@@ -467,7 +467,7 @@ func (l *decodeLoop) frame(w, h int, pts int64) {
 	if l.onlineAt.IsZero() {
 		l.onlineAt = time.Now()
 	}
-	if err := c.emit(lb, at, l.dec.scaleInto); err != nil {
+	if err := c.emit(lb, at, l.dec); err != nil {
 		l.errLog.warn(c.log, "scale failed", "error", err.Error())
 	}
 }

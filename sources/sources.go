@@ -42,37 +42,140 @@ const (
 )
 
 // Frame is one decoded frame, letterboxed into the model's input. It is one of its camera's
-// few frames, and its Pix a buffer lent by the camera's Buffers: the consumer must call
-// Release exactly once when done with Pix, which must not be used afterwards.
+// few frames, its picture in a buffer lent by the camera's Buffers: the consumer must call
+// Release exactly once when done with it, and must not use it afterwards.
 type Frame struct {
 	Camera    string         // Camera.ID
 	Seq       uint64         // per-camera decoded-frame sequence number, from 1; gaps are dropped frames
 	Captured  time.Time      // capture time: the camera's clock from RTCP sender reports when it sends them, else the receive time
 	Received  time.Time      // when the frame was decoded, on this host's clock: for ages and latencies
 	Letterbox geom.Letterbox // geometry: source size → model input
-	Pix       []byte         // RGB24, HWC, Letterbox.DstW*DstH*3 bytes, padded with geom.PadValue
+	Format    PixFormat      // how the frame holds its picture until WriteRGB: RGB24, or planar 4:2:0 (a 4:2:0 stream's)
 
-	slots chan *Frame   // the owning camera's free frames
-	bufs  *FrameBuffers // where buf comes from
-	buf   *FrameBuffer  // the buffer lent for this hand-out; Pix is its start
-	held  atomic.Bool   // handed out and not yet released
+	pix     []byte        // the picture, in Format
+	slots   chan *Frame   // the owning camera's free frames
+	bufs    *FrameBuffers // where buf comes from
+	scalers *Scalers      // the camera's, for WriteRGB's conversion
+	buf     *FrameBuffer  // the buffer lent for this hand-out; pix is its start
+	held    atomic.Bool   // handed out and not yet released
 }
 
-// FrameBuffers lends frame buffers (Camera.Buffers). A buffer's note is the geometry whose
-// letterbox padding it holds.
-type FrameBuffers = offheap.Pool[geom.Letterbox]
+// WriteRGB writes the frame as the model takes it into dst: RGB24, HWC, Letterbox.DstW x
+// Letterbox.DstH, the picture at its offset and the padding geom.PadValue; dst must be
+// exactly that size. A frame held in a planar format is converted (libswscale, about 0.2 ms
+// at 640x480 here); an RGB24 one is copied. The frame must be held.
+func (f *Frame) WriteRGB(dst []byte) error {
+	lb := f.Letterbox
+	if n := lb.DstW * lb.DstH * 3; len(dst) != n {
+		return fmt.Errorf("camera %s frame %d: a buffer of %d bytes for a %dx%d RGB24 input of %d", f.Camera, f.Seq, len(dst), lb.DstW, lb.DstH, n)
+	}
+	if f.Format == PixRGB24 {
+		copy(dst, f.pix)
+		return nil
+	}
+	fillBars(dst, lb)
+	if err := f.scalers.convert(f.pix, f.Format, dst, lb); err != nil {
+		return fmt.Errorf("camera %s frame %d: %s to RGB24: %w", f.Camera, f.Seq, f.Format, err)
+	}
+	return nil
+}
+
+// FrameBuffers lends the frames' buffers (Camera.Buffers), outside the Go heap: a pool for
+// frames held in RGB24, and one for each size of the frames held in planar 4:2:0, each
+// buffer of its format and size (so that the memory counted is the memory the frames
+// touch). A buffer's note is the geometry whose letterbox padding it holds (RGB24).
+type FrameBuffers struct {
+	w, h int
+	rgb  *offheap.Pool[geom.Letterbox]
+
+	mu  sync.Mutex
+	yuv map[[2]int]*offheap.Pool[geom.Letterbox] // by the letterbox's scaled size
+	// closed: pools made after Close are closed as they are made (their buffers unmapped
+	// as they are put back)
+	closed bool
+}
 
 // FrameBuffer is one frame buffer lent.
 type FrameBuffer = offheap.Buffer[geom.Letterbox]
 
-// NewFrameBuffers returns a pool of frame buffers for a model input of w x h, for cameras to
-// share (Camera.Buffers).
-func NewFrameBuffers(w, h int) *FrameBuffers {
-	return offheap.New[geom.Letterbox](FrameBytes(w, h), 0)
+// FrameBufferStats is what a FrameBuffers holds.
+type FrameBufferStats struct {
+	RGB offheap.Stats   // the RGB24 pool's
+	YUV []offheap.Stats // the planar pools', one a size, in no order
 }
 
-// Release gives the frame's buffer back and the frame to its camera. Pix must not be used
-// afterwards. A second Release of the same hand-out is ignored.
+// Bytes is the memory held: the buffers lent and free of every pool.
+func (s FrameBufferStats) Bytes() int64 {
+	n := s.RGB.Bytes()
+	for _, y := range s.YUV {
+		n += y.Bytes()
+	}
+	return n
+}
+
+// NewFrameBuffers returns the buffers of frames for a model input of w x h, for cameras to
+// share (Camera.Buffers).
+func NewFrameBuffers(w, h int) *FrameBuffers {
+	return &FrameBuffers{w: w, h: h, rgb: offheap.New[geom.Letterbox](FrameBytes(w, h), 0), yuv: map[[2]int]*offheap.Pool[geom.Letterbox]{}}
+}
+
+// pool is the pool of frames held in pf, letterboxed as lb.
+func (b *FrameBuffers) pool(pf PixFormat, lb geom.Letterbox) *offheap.Pool[geom.Letterbox] {
+	if pf == PixRGB24 {
+		return b.rgb
+	}
+	k := [2]int{lb.ScaledW, lb.ScaledH}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.yuv[k]
+	if p == nil {
+		p = offheap.New[geom.Letterbox](newYUVLayout(k[0], k[1]).size+bufferSlack, 0)
+		if b.closed {
+			p.Close()
+		}
+		b.yuv[k] = p
+	}
+	return p
+}
+
+// Stats returns what the buffers hold now.
+func (b *FrameBuffers) Stats() FrameBufferStats {
+	st := FrameBufferStats{RGB: b.rgb.Stats()}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.yuv {
+		st.YUV = append(st.YUV, p.Stats())
+	}
+	return st
+}
+
+// Trim unmaps the free buffers that have lain unused longer than the pools' idle time, and
+// forgets the planar pools left empty (a size no camera has now).
+func (b *FrameBuffers) Trim() {
+	b.rgb.Trim()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, p := range b.yuv {
+		p.Trim()
+		if st := p.Stats(); st.InUse == 0 && st.Free == 0 {
+			delete(b.yuv, k)
+		}
+	}
+}
+
+// Close unmaps the free buffers; those lent are unmapped when they are put back.
+func (b *FrameBuffers) Close() {
+	b.rgb.Close()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for _, p := range b.yuv {
+		p.Close()
+	}
+}
+
+// Release gives the frame's buffer back and the frame to its camera. The frame's picture
+// must not be used afterwards. A second Release of the same hand-out is ignored.
 func (f *Frame) Release() {
 	if f == nil || !f.held.CompareAndSwap(true, false) {
 		return
@@ -82,8 +185,8 @@ func (f *Frame) Release() {
 
 // giveBack returns the buffer to its pool and the frame to its camera's free frames.
 func (f *Frame) giveBack() {
-	f.bufs.Put(f.buf)
-	f.buf, f.Pix = nil, nil
+	f.bufs.pool(f.Format, f.Letterbox).Put(f.buf)
+	f.buf, f.pix = nil, nil
 	f.slots <- f // never blocks: the channel holds every frame of the camera
 }
 
@@ -186,14 +289,14 @@ type Camera struct {
 	// Default DefaultInputW x DefaultInputH (640x640).
 	InputW int
 	InputH int
-	// Buffers lends the frames' pixel buffers, of FrameBytes(InputW, InputH) bytes; the
-	// cameras of a process share one, so that frame memory follows the frames in flight
-	// rather than the cameras. Default nil (or one of another size): a pool of the camera's
-	// own, unmapped by Close.
+	// Buffers lends the frames' buffers, made by NewFrameBuffers(InputW, InputH); the cameras
+	// of a process share one, so that frame memory follows the frames in flight rather than
+	// the cameras. Default nil (or one of another size): the camera's own, unmapped by Close.
 	Buffers *FrameBuffers
-	// Scalers lends the scalers that letterbox the decoded frames; the cameras of a process
-	// share one, so that scalers follow the frames being scaled rather than the cameras.
-	// Default nil: each session's decoder has its own.
+	// Scalers lends the scalers that letterbox the decoded frames and convert them at
+	// WriteRGB; the cameras of a process share one, so that scalers follow the pictures
+	// being scaled rather than the cameras. Default nil: the camera's own, freed by Close
+	// (a frame converted later makes a scaler for the call).
 	Scalers *Scalers
 	// OnFrame is called from the decode goroutine with each new frame. It must not block
 	// and takes ownership of the frame (it or a later consumer calls Release). Default nil:
@@ -216,13 +319,15 @@ type Camera struct {
 	openErr                                      func() error // set: a gated decoder open fails with what it returns, when not nil (tests: a GPU that opens no more decoders)
 	gpuRetry                                     time.Duration
 
-	log      *slog.Logger
-	redactor redact.Redactor // hides the URL's password (or the pipeline's credentials) in logs, status and errors
-	invalid  error           // what is wrong with Kind, Transport or Decode (checkOptions); nil when valid
-	slots    chan *Frame     // the frames not handed out
-	bufs     *FrameBuffers   // Buffers, or ownBufs
-	ownBufs  *FrameBuffers   // the camera's own pool, when Buffers is not of its size
-	bufWarn  rateLog         // frame buffers refused by the system
+	log        *slog.Logger
+	redactor   redact.Redactor // hides the URL's password (or the pipeline's credentials) in logs, status and errors
+	invalid    error           // what is wrong with Kind, Transport or Decode (checkOptions); nil when valid
+	slots      chan *Frame     // the frames not handed out
+	bufs       *FrameBuffers   // Buffers, or ownBufs
+	ownBufs    *FrameBuffers   // the camera's own, when Buffers is not of its size
+	scalers    *Scalers        // Scalers, or the camera's own (ownScalers)
+	ownScalers bool
+	bufWarn    rateLog // frame buffers refused by the system
 
 	frames, delivered, dropped, reconnects atomic.Uint64
 	skipped                                atomic.Uint64              // access units not decoded (decode: keyframes)
@@ -311,18 +416,22 @@ func (c *Camera) init() {
 	}
 
 	c.bufs = c.Buffers
-	if c.bufs == nil || c.bufs.Size() != FrameBytes(c.InputW, c.InputH) {
+	if c.bufs == nil || c.bufs.w != c.InputW || c.bufs.h != c.InputH {
 		c.ownBufs = NewFrameBuffers(c.InputW, c.InputH)
 		c.bufs = c.ownBufs
 	}
+	c.scalers = c.Scalers
+	if c.scalers == nil {
+		c.scalers, c.ownScalers = &Scalers{}, true
+	}
 	c.slots = make(chan *Frame, poolSize)
 	for range poolSize {
-		c.slots <- &Frame{slots: c.slots, bufs: c.bufs}
+		c.slots <- &Frame{slots: c.slots, bufs: c.bufs, scalers: c.scalers}
 	}
 }
 
-// FrameBytes is the size of a frame buffer for a model input of w x h: the RGB24 picture and
-// a little room behind it that the scaler may touch.
+// FrameBytes is the size of a buffer of a frame held in RGB24 for a model input of w x h: the
+// picture and a little room behind it that the scaler may touch.
 func FrameBytes(w, h int) int { return w*h*3 + bufferSlack }
 
 // Close stops the camera and waits for every goroutine it started. Safe to call twice.
@@ -339,6 +448,9 @@ func (c *Camera) Close() {
 	<-done
 	if c.ownBufs != nil {
 		c.ownBufs.Close() // frames still held are unmapped as they are released
+	}
+	if c.ownScalers {
+		c.scalers.Close() // frames still held make a scaler for their conversion
 	}
 }
 
@@ -570,11 +682,29 @@ func (c *Camera) setState(state State, reason string) {
 	}
 }
 
+// picture is a frame's picture as a source hands it to emit: the format it is held in
+// (PixFormat), then drawn into a buffer of that format.
+type picture interface {
+	// pixFormat is the format the picture is held in, letterboxed as lb.
+	pixFormat(lb geom.Letterbox) (PixFormat, error)
+	// draw draws the picture into dst, a buffer of format pf: for PixRGB24 at lb's offset in
+	// the model's input (the padding around is already gray); for a planar format, lb's
+	// scaled picture as yuvLayout places it.
+	draw(dst []byte, lb geom.Letterbox, pf PixFormat) error
+}
+
+// rgbPicture is a picture drawn in RGB24 by a function.
+type rgbPicture func(pix []byte, lb geom.Letterbox) error
+
+func (rgbPicture) pixFormat(geom.Letterbox) (PixFormat, error)             { return PixRGB24, nil }
+func (p rgbPicture) draw(dst []byte, lb geom.Letterbox, _ PixFormat) error { return p(dst, lb) }
+
 // emit hands out one new frame of the current session: it counts it, leaves it if it is not
-// needed (NeedFrom), takes a free buffer (none free: the frame is counted as dropped), lets fill draw the picture into it at lb
-// (the padding around is already gray) and passes it to OnFrame. The first frame of a
-// session marks the camera online. Every source kind delivers its frames through here.
-func (c *Camera) emit(lb geom.Letterbox, captured time.Time, fill func(pix []byte, lb geom.Letterbox) error) error {
+// needed (NeedFrom), takes a free frame (none free: the frame is counted as dropped) and a
+// buffer of the format the picture is held in, lets pic draw into it at lb (for RGB24, the
+// padding around is already gray) and passes it to OnFrame. The first frame of a session
+// marks the camera online. Every source kind delivers its frames through here.
+func (c *Camera) emit(lb geom.Letterbox, captured time.Time, pic picture) error {
 	seq := c.frames.Add(1)
 	now := time.Now()
 	prev := c.lastFrame.Swap(now.UnixNano())
@@ -593,19 +723,29 @@ func (c *Camera) emit(lb geom.Letterbox, captured time.Time, fill func(pix []byt
 		c.dropped.Add(1)
 		return nil
 	}
-	buf, err := c.bufs.Get()
+	pf, err := pic.pixFormat(lb)
+	if err != nil {
+		c.slots <- f
+		return err
+	}
+	buf, err := c.bufs.pool(pf, lb).Get()
 	if err != nil {
 		c.slots <- f
 		c.dropped.Add(1)
 		c.bufWarn.warn(c.log, "no memory for a frame buffer; frames are dropped", "error", err)
 		return nil
 	}
-	f.buf, f.Pix = buf, buf.B[:c.InputW*c.InputH*3]
-	if buf.Note != lb {
-		fillBars(f.Pix, lb)
-		buf.Note = lb
+	f.Format, f.Letterbox, f.buf = pf, lb, buf // giveBack finds the pool by the two
+	if pf == PixRGB24 {
+		f.pix = buf.B[:c.InputW*c.InputH*3]
+		if buf.Note != lb {
+			fillBars(f.pix, lb)
+			buf.Note = lb
+		}
+	} else {
+		f.pix = buf.B[:newYUVLayout(lb.ScaledW, lb.ScaledH).size]
 	}
-	if err := fill(f.Pix, lb); err != nil {
+	if err := pic.draw(f.pix, lb, pf); err != nil {
 		buf.Note = geom.Letterbox{} // the failed call may have left anything there
 		f.giveBack()
 		return err
@@ -614,7 +754,6 @@ func (c *Camera) emit(lb geom.Letterbox, captured time.Time, fill func(pix []byt
 	f.Seq = seq
 	f.Captured = captured
 	f.Received = time.Now()
-	f.Letterbox = lb
 	f.held.Store(true)
 	c.delivered.Add(1)
 	if c.OnFrame == nil {

@@ -12,20 +12,21 @@ import (
 // TryDispatch hands the job to a worker with a free slot and returns true, or returns
 // false at once if every worker holds Sessions*Slots jobs (or the pool is not running). It picks
 // the worker with the fewest jobs in flight, so that an idle worker is preferred to a
-// busy one and latency stays low while there is capacity; ties go round-robin. pix,
-// RGB24 HWC of the model's input size letterboxed as job.Letterbox says, is copied before
-// TryDispatch returns.
+// busy one and latency stays low while there is capacity; ties go round-robin. in writes
+// the model's input, letterboxed as job.Letterbox says, into the worker's slot before
+// TryDispatch returns, under the pool's lock (a copy, or a conversion from YUV).
 //
 // done is called exactly once with the job's result: on the goroutine that reads the
 // results of the job's worker (or that ends its jobs when its process ends), one result
 // after the other, in the order the worker's sessions finish them; for a job refused at
-// once (a frame that does not fit the model), before TryDispatch returns. The pool starts
+// once (a frame that does not fit the model, or that in failed to write), before
+// TryDispatch returns. The pool starts
 // no goroutine for a result and knows nothing of what its caller does with one: done must
 // not block, and must not call the pool. It hands the result over (to a queue its owner
 // drains, a channel with room for every job in flight) and returns; the worker's next
 // results wait until it has.
-func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) bool {
-	ok, refused := p.dispatch(job, pix, done)
+func (p *Pool) TryDispatch(job infer.Job, in infer.Input, done func(infer.Result)) bool {
+	ok, refused := p.dispatch(job, in, done)
 	if refused != nil {
 		done(*refused)
 	}
@@ -34,7 +35,7 @@ func (p *Pool) TryDispatch(job infer.Job, pix []byte, done func(infer.Result)) b
 
 // dispatch is TryDispatch under p.mu; refused is the result of a job refused at once, for
 // TryDispatch to hand over once p.mu is released.
-func (p *Pool) dispatch(job infer.Job, pix []byte, done func(infer.Result)) (ok bool, refused *infer.Result) {
+func (p *Pool) dispatch(job infer.Job, in infer.Input, done func(infer.Result)) (ok bool, refused *infer.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || !p.started {
@@ -45,12 +46,11 @@ func (p *Pool) dispatch(job infer.Job, pix []byte, done func(infer.Result)) (ok 
 		return false, nil
 	}
 	p.next = (w.index + 1) % len(p.workers)
-	if err := p.checkInput(pix, job.Letterbox); err != nil {
+	slot := freeSlot(w.inflight, p.cfg.workerSlots())
+	if err := p.writeInput(w.mem[slot*p.cfg.SlotBytes:], in, job.Letterbox); err != nil {
 		res := infer.Result{Job: job, Worker: w.index, Err: fmt.Errorf("%w: camera %q seq %d: %v", infer.ErrJobRejected, job.Camera, job.Seq, err)}
 		return true, &res
 	}
-	slot := freeSlot(w.inflight, p.cfg.workerSlots())
-	copy(w.mem[slot*p.cfg.SlotBytes:], pix)
 	p.nextID++
 	pr := w.pr
 	w.inflight = append(w.inflight, &pending{id: p.nextID, slot: slot, job: job, done: done, started: time.Now()})
@@ -123,7 +123,7 @@ func (p *Pool) Offer() (o Offer, ok bool) {
 // measured yet is taken to be as fast as the fastest measured one: it gets jobs by load
 // until its first runs say what it is worth (before any run, it is the least-loaded
 // worker across pools, the first pool on a tie).
-func DispatchAcross(pools []*Pool, job infer.Job, pix []byte, done func(infer.Result)) bool {
+func DispatchAcross(pools []*Pool, job infer.Job, in infer.Input, done func(infer.Result)) bool {
 	type offer struct {
 		Offer
 		ok bool
@@ -157,11 +157,11 @@ func DispatchAcross(pools []*Pool, job infer.Job, pix []byte, done func(infer.Re
 	if best < 0 {
 		return false
 	}
-	if pools[best].TryDispatch(job, pix, done) {
+	if pools[best].TryDispatch(job, in, done) {
 		return true
 	}
 	for i, p := range pools { // its worker was lost since its offer: any other will do
-		if i != best && p.TryDispatch(job, pix, done) {
+		if i != best && p.TryDispatch(job, in, done) {
 			return true
 		}
 	}
@@ -211,11 +211,12 @@ func freeSlot(inflight []*pending, slots int) int {
 	panic("infer: no free slot") // accepts checked len(inflight) < slots
 }
 
-// checkInput checks a frame against the model's input: its size and its letterbox.
-func (p *Pool) checkInput(pix []byte, lb geom.Letterbox) error {
+// writeInput checks a frame's letterbox against the model's input and writes the frame into
+// slot, the start of a worker's slot: the model's RGB24 input.
+func (p *Pool) writeInput(slot []byte, in infer.Input, lb geom.Letterbox) error {
 	m := p.model
-	if want := m.InputW * m.InputH * 3; len(pix) != want {
-		return fmt.Errorf("frame has %d bytes, model input %dx%d RGB24 needs %d", len(pix), m.InputW, m.InputH, want)
+	if err := lb.Check(m.InputW, m.InputH); err != nil {
+		return err
 	}
-	return lb.Check(m.InputW, m.InputH)
+	return in.WriteRGB(slot[:m.InputW*m.InputH*3])
 }

@@ -137,7 +137,7 @@ func TestPoolRecycle(t *testing.T) {
 			t.Fatalf("served by %d processes only: %+v", len(pids), p.Workers())
 		}
 		ch := make(chan infer.Result, 2)
-		if !p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { ch <- r }) {
+		if !p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, infer.RGB(pix), func(r infer.Result) { ch <- r }) {
 			time.Sleep(5 * time.Millisecond) // being recycled
 			continue
 		}

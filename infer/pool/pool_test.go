@@ -59,7 +59,7 @@ func startPool(t testing.TB, cfg Config) *Pool {
 func dispatch(t testing.TB, p *Pool, job infer.Job, pix []byte) <-chan infer.Result {
 	t.Helper()
 	ch := make(chan infer.Result, 2) // 2: a second call of done would show in the test
-	if !p.TryDispatch(job, pix, func(r infer.Result) { ch <- r }) {
+	if !p.TryDispatch(job, infer.RGB(pix), func(r infer.Result) { ch <- r }) {
 		t.Fatal("TryDispatch: no worker with a free slot")
 	}
 	return ch
@@ -103,7 +103,7 @@ func TestPoolStillImage(t *testing.T) {
 	job2 := job
 	job2.Seq = 2
 	ch2 := dispatch(t, p, job2, pix)
-	if p.TryDispatch(job, pix, func(infer.Result) { t.Error("third job dispatched to a busy pool") }) {
+	if p.TryDispatch(job, infer.RGB(pix), func(infer.Result) { t.Error("third job dispatched to a busy pool") }) {
 		t.Fatal("TryDispatch accepted a job with every worker busy")
 	}
 	r, r2 := waitResult(t, ch), waitResult(t, ch2)
@@ -129,6 +129,11 @@ func TestPoolStillImage(t *testing.T) {
 	if !errors.Is(r.Err, infer.ErrJobRejected) || !strings.Contains(r.Err.Error(), "does not match model input 640x640") {
 		t.Errorf("bad letterbox: %v", r.Err)
 	}
+	// So is a frame that does not write the model's input (here, one of the wrong size).
+	r = waitResult(t, dispatch(t, p, infer.Job{Letterbox: lb}, pix[:100]))
+	if !errors.Is(r.Err, infer.ErrJobRejected) || !strings.Contains(r.Err.Error(), "frame has 100 bytes, the model's RGB24 input needs 1228800") {
+		t.Errorf("short frame: %v", r.Err)
+	}
 	for _, s := range p.Workers() {
 		if s.PID == 0 || s.State != infer.WorkerIdle || s.InFlight != 0 || s.Jobs != 1 || s.Lost != 0 || s.Restarts != 0 {
 			t.Errorf("status %+v", s)
@@ -139,7 +144,7 @@ func TestPoolStillImage(t *testing.T) {
 	}
 	p.Close()
 	p.Close()
-	if p.TryDispatch(job, pix, func(infer.Result) {}) {
+	if p.TryDispatch(job, infer.RGB(pix), func(infer.Result) {}) {
 		t.Error("TryDispatch after Close")
 	}
 	for _, s := range p.Workers() {
@@ -397,7 +402,7 @@ func TestPoolPipelined(t *testing.T) {
 	}
 	results := make(chan infer.Result, 16)
 	send := func(seq uint64) bool {
-		return p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, frame(seq), func(r infer.Result) { results <- r })
+		return p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, infer.RGB(frame(seq)), func(r infer.Result) { results <- r })
 	}
 	for seq := uint64(1); seq <= 2; seq++ {
 		if !send(seq) {
@@ -407,7 +412,7 @@ func TestPoolPipelined(t *testing.T) {
 	if s := p.Workers()[0]; s.InFlight != 2 || s.State != infer.WorkerBusy {
 		t.Fatalf("want two jobs in flight: %+v", s)
 	}
-	if p.TryDispatch(infer.Job{Letterbox: lb}, messi, func(infer.Result) { t.Error("third job dispatched to a full worker") }) {
+	if p.TryDispatch(infer.Job{Letterbox: lb}, infer.RGB(messi), func(infer.Result) { t.Error("third job dispatched to a full worker") }) {
 		t.Fatal("TryDispatch accepted a third job with Slots 2")
 	}
 	const jobs = 8
@@ -459,7 +464,7 @@ func TestPoolPrefersIdle(t *testing.T) {
 	pix, lb, _, _ := messiFrame(t, a)
 	results := make(chan infer.Result, 16)
 	send := func(seq uint64) bool {
-		return p.TryDispatch(infer.Job{Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r })
+		return p.TryDispatch(infer.Job{Seq: seq, Letterbox: lb}, infer.RGB(pix), func(r infer.Result) { results <- r })
 	}
 	inFlight := func() []int {
 		var n []int
@@ -529,7 +534,7 @@ func TestDispatchAcrossPools(t *testing.T) {
 	pix, lb, w, h := messiFrame(t, a)
 	results := make(chan infer.Result, 16)
 	send := func(seq uint64) bool {
-		return DispatchAcross(pools, infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r })
+		return DispatchAcross(pools, infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, infer.RGB(pix), func(r infer.Result) { results <- r })
 	}
 	inFlight := func() [2]int { return [2]int{slow.Workers()[0].InFlight, fast.Workers()[0].InFlight} }
 	expect := func(seq uint64, want [2]int) {
@@ -656,7 +661,7 @@ func benchPool(b *testing.B, a infertest.Assets, sessions, slots int, pix []byte
 		inflight := 0
 		for sent := 0; sent < n || inflight > 0; {
 			seq := uint64(sent)
-			if sent < n && p.TryDispatch(infer.Job{Seq: seq, Letterbox: lb}, pix, func(r infer.Result) {
+			if sent < n && p.TryDispatch(infer.Job{Seq: seq, Letterbox: lb}, infer.RGB(pix), func(r infer.Result) {
 				if r.Err != nil {
 					b.Error(r.Err)
 				}
@@ -803,7 +808,7 @@ func replaceKilled(tb testing.TB, p *Pool, pix []byte, lb geom.Letterbox) (ready
 	}
 	results := make(chan infer.Result, 1)
 	deadline := killed.Add(time.Minute)
-	for !p.TryDispatch(infer.Job{Camera: "kill", Seq: 2, Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {
+	for !p.TryDispatch(infer.Job{Camera: "kill", Seq: 2, Letterbox: lb}, infer.RGB(pix), func(r infer.Result) { results <- r }) {
 		if time.Now().After(deadline) {
 			tb.Fatalf("no replacement a minute after the kill: %+v", p.Workers()[0])
 		}

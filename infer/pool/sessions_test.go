@@ -32,11 +32,11 @@ func TestPoolSessions(t *testing.T) {
 	pix, lb, w, h := messiFrame(t, a)
 	results := make(chan infer.Result, 8)
 	for seq := uint64(1); seq <= 4; seq++ {
-		if !p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {
+		if !p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, infer.RGB(pix), func(r infer.Result) { results <- r }) {
 			t.Fatalf("job %d refused: %+v", seq, p.Workers()[0])
 		}
 	}
-	if p.TryDispatch(infer.Job{Seq: 5, Letterbox: lb}, pix, func(infer.Result) { t.Error("fifth job dispatched to a full worker") }) {
+	if p.TryDispatch(infer.Job{Seq: 5, Letterbox: lb}, infer.RGB(pix), func(infer.Result) { t.Error("fifth job dispatched to a full worker") }) {
 		t.Fatal("TryDispatch accepted a fifth job with 2 sessions x 2 slots")
 	}
 	seen := map[uint64]bool{}
@@ -64,7 +64,7 @@ func TestPoolSessionsWorkerLost(t *testing.T) {
 	pix, lb, _, _ := messiFrame(t, a)
 	results := make(chan infer.Result, 8)
 	for seq := uint64(1); seq <= 4; seq++ {
-		if !p.TryDispatch(infer.Job{Seq: seq, Letterbox: lb}, pix, func(r infer.Result) { results <- r }) {
+		if !p.TryDispatch(infer.Job{Seq: seq, Letterbox: lb}, infer.RGB(pix), func(r infer.Result) { results <- r }) {
 			t.Fatalf("job %d refused", seq)
 		}
 	}
@@ -261,7 +261,7 @@ func TestPoolSessionsCallbacksHandOver(t *testing.T) {
 		results <- r
 	}
 	for seq := uint64(1); seq <= jobs; seq++ {
-		if !p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, pix, done) {
+		if !p.TryDispatch(infer.Job{Camera: "messi", Seq: seq, Letterbox: lb}, infer.RGB(pix), done) {
 			t.Fatalf("job %d refused", seq)
 		}
 	}

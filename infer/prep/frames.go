@@ -266,8 +266,13 @@ func (g *frameGather) take(f *sources.Frame, every time.Duration) {
 	if len(have) >= g.per || f.Received.Before(g.due[f.Camera]) {
 		return
 	}
+	lb := f.Letterbox
+	pix := make([]byte, lb.DstW*lb.DstH*3)
+	if err := f.WriteRGB(pix); err != nil {
+		return // not expected: the frame is of the input's size; the camera's next one is taken
+	}
 	g.due[f.Camera] = f.Received.Add(every)
-	g.got[f.Camera] = append(have, slices.Clone(f.Pix))
+	g.got[f.Camera] = append(have, pix)
 	if len(have)+1 == g.per {
 		g.left--
 		if g.left == 0 {

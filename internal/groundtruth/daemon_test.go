@@ -50,7 +50,11 @@ func checkDaemonPlays(t *testing.T, m *Media, sc *Scene, file string) {
 				if f.Letterbox != want {
 					t.Errorf("frame %d: letterbox %+v, want %+v", f.Seq, f.Letterbox, want)
 				}
-				out = append(out, frame{f.Seq, append([]byte(nil), f.Pix...)})
+				pix := make([]byte, want.DstW*want.DstH*3)
+				if err := f.WriteRGB(pix); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, frame{f.Seq, pix})
 				f.Release()
 			case <-timeout:
 				t.Fatalf("%d frames of %d in a minute; status %+v\nlogs:\n%s", len(out), n, cam.Status(), logs.String())
