@@ -71,7 +71,7 @@ type Daemon struct {
 	decoderGate    *sources.DecoderGate  // every camera's GPU decoder opens through it
 	frames         *sources.FrameBuffers // every camera's frame buffers
 	snapBufs       *snapBuffers          // every camera's frames kept for snapshots and evidence
-	scalers        *sources.Scalers      // every camera's letterbox scalers
+	scalers        *sources.Scalers      // every camera's scalers: letterbox at decode, conversion to RGB24 at dispatch
 	budget         *memoryBudget         // the memory budget of the daemon and its workers (budget.go)
 	reloads        chan reloadRequest
 	mu             sync.RWMutex   // guards cams and pools for readers outside the run goroutine, which alone changes them
