@@ -235,6 +235,28 @@ func TestNATSStoreCaches(t *testing.T) {
 	if during-before < written/2 {
 		t.Fatalf("nats_store_caches: %d bytes before, %d after writing %d bytes to a stream of 8 MB blocks; want the block's cache counted", before, during, written)
 	}
+
+	// Memory's figure reads the profile again only once a collection has ended.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no collection but the test's
+	var fig natsCachesFigure
+	runtime.GC()
+	first := fig.get()
+	if want := natsBlockBuffers(); first != want || fig.get() != first || fig.reads != 1 {
+		t.Fatalf("the figure read %d bytes and then %d in %d reads of the profile; want %d in one", first, fig.get(), fig.reads, want)
+	}
+	for range 1 << 20 / len(msg) { // a block written further
+		if _, err := js.Publish(ctx, "caches.x", msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fig.get(); got != first || fig.reads != 1 {
+		t.Fatalf("without a collection: %d bytes in %d reads; want %d in one", got, fig.reads, first)
+	}
+	runtime.GC()
+	if got, want := fig.get(), natsBlockBuffers(); got != want || fig.reads != 2 {
+		t.Fatalf("after a collection: %d bytes in %d reads; want %d in two", got, fig.reads, want)
+	}
+
 	hub.Close()
 	if after := settle(); after > before+1<<20 {
 		t.Fatalf("nats_store_caches: %d bytes before, %d while writing, %d after the server's shutdown; want back to %d", before, during, after, before)

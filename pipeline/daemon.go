@@ -71,6 +71,7 @@ type Daemon struct {
 	decoderGate    *sources.DecoderGate  // every camera's GPU decoder opens through it
 	frames         *sources.FrameBuffers // every camera's frame buffers
 	snapBufs       *snapBuffers          // every camera's frames kept for snapshots and evidence
+	natsCaches     natsCachesFigure      // the NATS server's block buffers, read once a collection (Memory)
 	scalers        *sources.Scalers      // every camera's scalers: letterbox at decode, conversion to RGB24 at dispatch
 	budget         *memoryBudget         // the memory budget of the daemon and its workers (budget.go)
 	reloads        chan reloadRequest

@@ -9,6 +9,7 @@ import (
 	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
+	"sync"
 )
 
 // MemoryStatus is the daemon's resident memory by owner, and its workers': what the status
@@ -86,7 +87,7 @@ func (d *Daemon) Memory() MemoryStatus {
 	m.ResidentBytes = anon + file + shmem
 	m.GPUDriverBytes = min(file, driverResident("/proc/self/maps", "/proc/self/smaps"))
 	m.CodeBytes, m.SharedBytes = file-m.GPUDriverBytes, shmem
-	m.NATSStoreCaches = natsBlockBuffers()
+	m.NATSStoreCaches = d.natsCaches.get()
 	m.GoBytes = max(0, goResident()-m.NATSStoreCaches)
 	m.GCPercent = GCPercent()
 	if d.frames != nil {
@@ -212,6 +213,31 @@ func natsBlockSize(n int64) bool {
 		return true
 	}
 	return false
+}
+
+// natsCachesFigure keeps natsBlockBuffers' figure for Daemon.Memory, which the status page
+// asks for every second and /metrics at every scrape: reading the heap profile copies every
+// record, and the profile only changes when a collection ends, so the figure is read again
+// only after one has.
+type natsCachesFigure struct {
+	mu     sync.Mutex
+	cycles uint64 // the collections ended when bytes was read; 0: never read
+	bytes  int64
+	reads  int // of the profile
+}
+
+// get returns the NATS server's block buffers as of the last collection.
+func (f *natsCachesFigure) get() int64 {
+	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	rtmetrics.Read(s)
+	cycles := s[0].Value.Uint64() + 1 // + 1: 0 stands for never read
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cycles != f.cycles {
+		f.bytes, f.cycles = natsBlockBuffers(), cycles
+		f.reads++
+	}
+	return f.bytes
 }
 
 // allocFrames is how deep allocatedIn looks: a nats-server block buffer's stack is the
