@@ -52,12 +52,13 @@ type Frame struct {
 	Letterbox geom.Letterbox // geometry: source size → model input
 	Format    PixFormat      // how the frame holds its picture until WriteRGB: RGB24, or planar 4:2:0 (a 4:2:0 stream's)
 
-	pix     []byte        // the picture, in Format
-	slots   chan *Frame   // the owning camera's free frames
-	bufs    *FrameBuffers // where buf comes from
-	scalers *Scalers      // the camera's, for WriteRGB's conversion
-	buf     *FrameBuffer  // the buffer lent for this hand-out; pix is its start
-	held    atomic.Bool   // handed out and not yet released
+	pix     []byte                        // the picture, in Format
+	slots   chan *Frame                   // the owning camera's free frames
+	bufs    *FrameBuffers                 // where buf comes from
+	pool    *offheap.Pool[geom.Letterbox] // the pool of bufs that lent buf
+	scalers *Scalers                      // the camera's, for WriteRGB's conversion
+	buf     *FrameBuffer                  // the buffer lent for this hand-out; pix is its start
+	held    atomic.Bool                   // handed out and not yet released
 }
 
 // WriteRGB writes the frame as the model takes it into dst: RGB24, HWC, Letterbox.DstW x
@@ -119,10 +120,12 @@ func NewFrameBuffers(w, h int) *FrameBuffers {
 	return &FrameBuffers{w: w, h: h, rgb: offheap.New[geom.Letterbox](FrameBytes(w, h), 0), yuv: map[[2]int]*offheap.Pool[geom.Letterbox]{}}
 }
 
-// pool is the pool of frames held in pf, letterboxed as lb.
-func (b *FrameBuffers) pool(pf PixFormat, lb geom.Letterbox) *offheap.Pool[geom.Letterbox] {
+// get lends a buffer for a frame held in pf, letterboxed as lb, with the pool it goes back
+// to. The lookup and the loan are one step, so that Trim never forgets a pool that lends.
+func (b *FrameBuffers) get(pf PixFormat, lb geom.Letterbox) (*offheap.Pool[geom.Letterbox], *FrameBuffer, error) {
 	if pf == PixRGB24 {
-		return b.rgb
+		buf, err := b.rgb.Get()
+		return b.rgb, buf, err
 	}
 	k := [2]int{lb.ScaledW, lb.ScaledH}
 	b.mu.Lock()
@@ -135,7 +138,8 @@ func (b *FrameBuffers) pool(pf PixFormat, lb geom.Letterbox) *offheap.Pool[geom.
 		}
 		b.yuv[k] = p
 	}
-	return p
+	buf, err := p.Get()
+	return p, buf, err
 }
 
 // Stats returns what the buffers hold now.
@@ -185,8 +189,8 @@ func (f *Frame) Release() {
 
 // giveBack returns the buffer to its pool and the frame to its camera's free frames.
 func (f *Frame) giveBack() {
-	f.bufs.pool(f.Format, f.Letterbox).Put(f.buf)
-	f.buf, f.pix = nil, nil
+	f.pool.Put(f.buf)
+	f.pool, f.buf, f.pix = nil, nil, nil
 	f.slots <- f // never blocks: the channel holds every frame of the camera
 }
 
@@ -728,14 +732,14 @@ func (c *Camera) emit(lb geom.Letterbox, captured time.Time, pic picture) error 
 		c.slots <- f
 		return err
 	}
-	buf, err := c.bufs.pool(pf, lb).Get()
+	pool, buf, err := c.bufs.get(pf, lb)
 	if err != nil {
 		c.slots <- f
 		c.dropped.Add(1)
 		c.bufWarn.warn(c.log, "no memory for a frame buffer; frames are dropped", "error", err)
 		return nil
 	}
-	f.Format, f.Letterbox, f.buf = pf, lb, buf // giveBack finds the pool by the two
+	f.Format, f.Letterbox, f.pool, f.buf = pf, lb, pool, buf
 	if pf == PixRGB24 {
 		f.pix = buf.B[:c.InputW*c.InputH*3]
 		if buf.Note != lb {
