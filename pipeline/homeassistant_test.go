@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -37,6 +38,13 @@ func TestHomeAssistantDiscovery(t *testing.T) {
 		n := m["visiond-ha/test/cam0/zones/lower/person"]
 		return m["visiond-ha/test/availability"] == "online" && m["visiond-ha/test/cam0/state"] == "online" && n != "" && n != "0"
 	})
+
+	// Its metric: nothing dropped in this calm run.
+	metricsSrv := httptest.NewServer(d.metricsHandler())
+	defer metricsSrv.Close()
+	if v, ok := scrape(t, metricsSrv.URL)["visiond_homeassistant_events_dropped_total"]; !ok || v != 0 {
+		t.Errorf("visiond_homeassistant_events_dropped_total: %v (present %v), want 0", v, ok)
+	}
 
 	cfg, err := config.Parse([]byte(lifeConfig(t, strings.Replace(cams, "zones: [{id: lower", "zones: [{id: upper", 1)) + haNATS(mqtt)))
 	if err != nil {

@@ -41,6 +41,7 @@ type metricsCollector struct {
 
 	buildInfo, lastReload, lastReloadOK                 *prometheus.Desc
 	leafUp, leafChanged                                 *prometheus.Desc
+	haDropped                                           *prometheus.Desc
 	streamMsgs, streamBytes, streamMaxBytes, streamFull *prometheus.Desc
 }
 
@@ -126,6 +127,8 @@ func newMetricsCollector(d *Daemon) *metricsCollector {
 		lastReloadOK: desc("config_last_reload_successful", "1 when the last reload was applied (or none was tried since the start), 0 when it was rejected."),
 		leafUp: desc("leaf_link_up", "1 while the embedded NATS server's link to the hub (nats.leaf) is up, 0 while it is down. "+
 			"Only with nats.leaf; checked every second."),
+		haDropped: desc("homeassistant_events_dropped_total", "Home Assistant discovery (nats.mqtt.discovery): the daemon's events it dropped, "+
+			"its queue full; the state they carried is corrected by the next event of their kind (health every 10 s). Only with discovery."),
 		leafChanged: desc("leaf_link_last_change_timestamp_seconds",
 			"When the link to the hub last went up or down (unix seconds): since when visiond_leaf_link_up has held; the start before any change."),
 		streamMsgs:     desc("stream_messages", "Events in the site's JetStream stream, as last read (at start, then every 10 s).", "stream"),
@@ -146,7 +149,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		m.clipsStored, m.clipsLost, m.clipsEvicted, m.clipsPending, m.clipsPendingBytes,
 		m.wJobs, m.wLost, m.wRestarts, m.wRecycles, m.wInFlight, m.wRSS, m.wGPU, m.memory, m.memBudget, m.memGoLimit, m.memOver,
 		m.published, m.publishFailed, m.reloadFailures, m.publishRetried, m.publishDropped, m.publishPending,
-		m.buildInfo, m.lastReload, m.lastReloadOK, m.leafUp, m.leafChanged,
+		m.buildInfo, m.lastReload, m.lastReloadOK, m.leafUp, m.leafChanged, m.haDropped,
 		m.streamMsgs, m.streamBytes, m.streamMaxBytes, m.streamFull,
 	} {
 		ch <- d
@@ -314,6 +317,9 @@ func (m *metricsCollector) collectDaemon(e emitter) {
 		up, since := m.d.leaf.state()
 		gauge(m.leafUp, b2f(up))
 		gauge(m.leafChanged, unixSeconds(since))
+	}
+	if m.d.ha != nil {
+		counter(m.haDropped, m.d.ha.Dropped())
 	}
 	v := version.Get()
 	gauge(m.buildInfo, 1, v.Version, v.Revision, v.Go)
