@@ -172,9 +172,8 @@ func newScaler(k scalerKey) (*scaler, error) {
 // drawRGB scales src, a decoded frame of the scaler's key, into the RGB24 input dst at lb's
 // offset; the caller checked that dst holds lb.DstW*lb.DstH*3 bytes.
 func (s *scaler) drawRGB(src *C.AVFrame, dst []byte, lb geom.Letterbox) error {
-	off := (lb.PadY*lb.DstW + lb.PadX) * 3
-	res := C.scale_frame(s.sws, src, (*C.uint8_t)(unsafe.Pointer(&dst[off])), nil, nil, C.int(lb.DstW*3), 0, 0)
-	return swsResult(res)
+	at, stride := pictureIn(dst, lb)
+	return swsResult(C.scale_frame(s.sws, src, at, nil, nil, stride, 0, 0))
 }
 
 // drawPlanar scales src, a decoded frame of the scaler's key, into the planar picture in dst
@@ -188,11 +187,15 @@ func (s *scaler) drawPlanar(src *C.AVFrame, dst []byte, l yuvLayout) error {
 // convert converts the planar picture in src, placed as l, into the RGB24 input dst at lb's
 // offset; the caller checked both sizes.
 func (s *scaler) convert(src []byte, l yuvLayout, dst []byte, lb geom.Letterbox) error {
-	off := (lb.PadY*lb.DstW + lb.PadX) * 3
-	res := C.scale_planar(s.sws, l.plane(src, 0), l.plane(src, 1), l.plane(src, 2),
-		C.int(l.stride[0]), C.int(l.stride[1]), C.int(l.stride[2]), C.int(l.rows[0]),
-		(*C.uint8_t)(unsafe.Pointer(&dst[off])), C.int(lb.DstW*3))
-	return swsResult(res)
+	at, stride := pictureIn(dst, lb)
+	return swsResult(C.scale_planar(s.sws, l.plane(src, 0), l.plane(src, 1), l.plane(src, 2),
+		C.int(l.stride[0]), C.int(l.stride[1]), C.int(l.stride[2]), C.int(l.rows[0]), at, stride))
+}
+
+// pictureIn returns where the picture starts in dst, an RGB24 input letterboxed as lb, and
+// its rows' stride.
+func pictureIn(dst []byte, lb geom.Letterbox) (*C.uint8_t, C.int) {
+	return (*C.uint8_t)(unsafe.Pointer(&dst[(lb.PadY*lb.DstW+lb.PadX)*3])), C.int(lb.DstW * 3)
 }
 
 func swsResult(res C.int) error {
