@@ -16,6 +16,37 @@ func haNATS(mqtt string) string {
 	return "nats: {listen: 127.0.0.1:0, mqtt: {listen: " + mqtt + ", discovery: true}}\n"
 }
 
+// TestHomeAssistantDiscoveryAuth: with nats.auth set, the daemon's announcer logs into its
+// own listener with the daemon's credentials (a user and password; a token as the password
+// of any user), and announces the camera; a client without them, or with a wrong password,
+// is refused.
+func TestHomeAssistantDiscoveryAuth(t *testing.T) {
+	natstest.NeedMosquitto(t)
+	for _, tc := range []struct {
+		name, auth string
+		login      natstest.MQTT // Addr set below
+	}{
+		{"user", "{user: ha, password: 'pw-0123456789'}", natstest.MQTT{User: "ha", Password: "pw-0123456789"}},
+		{"token", "{token: 'tok-0123456789abcdef'}", natstest.MQTT{User: "homeassistant", Password: "tok-0123456789abcdef"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mqtt := testutil.FreeAddr(t)
+			d := startTestDaemon(t, lifeConfig(t, sampleCameras(t, 1))+
+				"nats: {listen: 127.0.0.1:0, auth: "+tc.auth+", mqtt: {listen: "+mqtt+", discovery: true}}\n")
+			login := tc.login
+			login.Addr = d.natsServer.MQTTAddr()
+			login.WaitRetained(t, "homeassistant/#", "the camera's entities", func(m map[string]string) bool {
+				return m["homeassistant/sensor/visiond_test_cam0/state/config"] != ""
+			})
+			for _, other := range []natstest.MQTT{{Addr: login.Addr}, {Addr: login.Addr, User: login.User, Password: login.Password + "x"}} {
+				if refused, out := other.Refused(t, "homeassistant/#"); !refused {
+					t.Errorf("user %q, password %q: not refused: %s", other.User, other.Password, out)
+				}
+			}
+		})
+	}
+}
+
 // TestHomeAssistantDiscovery is issue 41's item 1 end to end: a daemon with
 // nats.mqtt.discovery announces its sample camera to Home Assistant on its own MQTT listener
 // (read with Debian's mosquitto_sub): the camera's entities, its state online, the zone's
@@ -26,15 +57,15 @@ func TestHomeAssistantDiscovery(t *testing.T) {
 	cams := withZone(sampleCameras(t, 1), "cam0")
 	mqtt := testutil.FreeAddr(t)
 	d := startTestDaemon(t, lifeConfig(t, cams)+haNATS(mqtt))
-	addr := d.natsServer.MQTTAddr()
+	broker := natstest.MQTT{Addr: d.natsServer.MQTTAddr()}
 
 	const node = "visiond_test_cam0"
 	lower := "homeassistant/binary_sensor/" + node + "/lower_person_occupied/config"
-	natstest.WaitRetained(t, addr, "homeassistant/#", "the camera's entities", func(m map[string]string) bool {
+	broker.WaitRetained(t, "homeassistant/#", "the camera's entities", func(m map[string]string) bool {
 		return m["homeassistant/sensor/"+node+"/state/config"] != "" && m["homeassistant/sensor/"+node+"/fps/config"] != "" &&
 			m[lower] != "" && m["homeassistant/sensor/"+node+"/lower_person_count/config"] != ""
 	})
-	natstest.WaitRetained(t, addr, "visiond-ha/test/#", "the camera online and a person in its zone", func(m map[string]string) bool {
+	broker.WaitRetained(t, "visiond-ha/test/#", "the camera online and a person in its zone", func(m map[string]string) bool {
 		n := m["visiond-ha/test/cam0/zones/lower/person"]
 		return m["visiond-ha/test/availability"] == "online" && m["visiond-ha/test/cam0/state"] == "online" && n != "" && n != "0"
 	})
@@ -53,7 +84,7 @@ func TestHomeAssistantDiscovery(t *testing.T) {
 	if _, err := d.reload(cfg); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitRetained(t, addr, "homeassistant/#", "the zone renamed: lower's entities gone, upper's come", func(m map[string]string) bool {
+	broker.WaitRetained(t, "homeassistant/#", "the zone renamed: lower's entities gone, upper's come", func(m map[string]string) bool {
 		return m[lower] == "" && m["homeassistant/binary_sensor/"+node+"/upper_person_occupied/config"] != ""
 	})
 }

@@ -41,7 +41,7 @@ func startBroker(t *testing.T) *broker {
 // waitRetained waits until cond holds of what is retained under filter.
 func (b *broker) waitRetained(t *testing.T, filter, what string, cond func(map[string]string) bool) map[string]string {
 	t.Helper()
-	return natstest.WaitRetained(t, b.mqtt, filter, what, cond)
+	return natstest.MQTT{Addr: b.mqtt}.WaitRetained(t, filter, what, cond)
 }
 
 // publish sends one of the daemon's events on its subject, as the daemon's publisher does.
