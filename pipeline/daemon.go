@@ -70,7 +70,7 @@ type Daemon struct {
 	cams           []*camera
 	decoderGate    *sources.DecoderGate  // every camera's GPU decoder opens through it
 	frames         *sources.FrameBuffers // every camera's frame buffers
-	snapBufs       *snapBuffers          // every camera's frames kept for snapshots and evidence
+	snapBufs       *sources.FrameBuffers // every camera's frames kept for snapshots and evidence (copies, in their frames' formats)
 	natsCaches     natsCachesFigure      // the NATS server's block buffers, read once a collection (Memory)
 	scalers        *sources.Scalers      // every camera's scalers: letterbox at decode, conversion to RGB24 at dispatch
 	budget         *memoryBudget         // the memory budget of the daemon and its workers (budget.go)
@@ -151,7 +151,7 @@ func (d *Daemon) Start() (err error) {
 	// The model's input never changes without a restart (reload refuses it): every camera's
 	// frames, and the frames kept for snapshots, are of its size.
 	d.frames = sources.NewFrameBuffers(model.InputW, model.InputH)
-	d.snapBufs = newSnapBuffers(model.InputW, model.InputH)
+	d.snapBufs = sources.NewFrameBuffers(model.InputW, model.InputH)
 	d.scalers = &sources.Scalers{}
 	cgMem, cgErr := limits.ReadMemory(limits.DefaultProc)
 	d.budget = newMemoryBudget(cfg.MemoryLimitMiB, cgMem, cgErr, d.log.With("component", "memory"))

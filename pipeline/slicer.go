@@ -90,7 +90,7 @@ func (s *slicer) dispatch(now time.Time, maxAge time.Duration) {
 		// dispatch time per job, so that a frame's queue time is never negative.
 		dispatched := time.Now()
 		s.inflight.Add(1)
-		c.snap.offer(f, f.Letterbox, f.Seq, now, c.wantsEvidence.Load()) // its copy of the pixels, which go with the frame
+		c.snap.offer(f, now, c.wantsEvidence.Load()) // its copy of the pixels, which go with the frame
 		// The job's own: its result comes on the stage's goroutine, after a reload perhaps,
 		// with a copy of what it needs of the schedule.
 		run := jobRun{received: received, dispatched: dispatched, model: s.jobs.modelName(), interval: c.sched.interval}

@@ -12,8 +12,7 @@ import (
 	"gocv.io/x/gocv"
 
 	"github.com/visiond/visiond/infer"
-	"github.com/visiond/visiond/internal/geom"
-	"github.com/visiond/visiond/internal/offheap"
+	"github.com/visiond/visiond/sources"
 )
 
 // snapshotEvery is how often a camera's analysed frame is kept, while one is wanted: copying
@@ -28,13 +27,10 @@ const snapshotWait = 2 * time.Second
 // on being kept: a page that shows the snapshot asks for it every second or so.
 const snapshotInterest = 30 * time.Second
 
-// snapBuffers lends the buffers of the frames kept for snapshots, outside the Go heap; the
-// cameras of a daemon share one.
-type snapBuffers = offheap.Pool[struct{}]
-
 // snapshot keeps, for the snapshot endpoint and the objects' evidence, the latest analysed
-// frame of a camera (letterboxed RGB, as the model saw it) with its detections, the frame kept
-// for the job in flight, and the JPEG last rendered. A frame is kept only while one is wanted:
+// frame of a camera (a copy of the frame as the model saw it, held in the format the frame
+// was: planar YUV 4:2:0 for most cameras) with its detections, the frame kept for the job in
+// flight, and the JPEG last rendered. A frame is kept only while one is wanted:
 // a client asked for the snapshot within snapshotInterest, or the camera's objects want
 // evidence (the caller says so); then at most once per snapshotEvery. When its job finishes
 // it becomes the latest analysed one. The buffers come from a pool shared by the cameras and
@@ -43,7 +39,8 @@ type snapBuffers = offheap.Pool[struct{}]
 // a request that comes before any kept frame's job has finished waits for the first, while
 // the camera's frames are coming.
 type snapshot struct {
-	bufs *snapBuffers // nil: a pool of the snapshot's own, made at its first frame (tests, replay)
+	bufs *sources.FrameBuffers // the copies' buffers; nil: the snapshot's own, made at its first frame (tests)
+	own  bool                  // bufs is the snapshot's own, closed with it
 
 	mu      sync.Mutex
 	pending keptFrame     // the frame of the job in flight, while waiting
@@ -61,31 +58,24 @@ type snapshot struct {
 
 // keptFrame is a copy of a frame handed to a worker, and then its detections.
 type keptFrame struct {
-	buf   *offheap.Buffer[struct{}] // nil when none is held
-	lb    geom.Letterbox
-	seq   uint64
+	frame *sources.Frame // the copy; nil when none is held
 	dets  []infer.Detection
 	ids   []uint64    // the detections' track ids (0: none)
 	scene *sceneState // the camera's zones and lines with their counts after the frame; nil: none
 }
 
-// pix is the kept frame's pixels.
-func (k *keptFrame) pix() []byte { return k.buf.B[:k.lb.DstW*k.lb.DstH*3] }
-
-// newSnapBuffers returns a pool for the frames kept of a model input of w x h.
-func newSnapBuffers(w, h int) *snapBuffers { return offheap.New[struct{}](w*h*3, 0) }
-
-// offer keeps a copy of a frame about to be analysed when one is wanted (evidence: the
+// offer keeps a copy of f, a frame about to be analysed, when one is wanted (evidence: the
 // camera's objects want evidence), at most once per snapshotEvery; a frame whose job never
-// finished (it failed, or was not dispatched) is replaced by the next.
-func (s *snapshot) offer(in infer.Input, lb geom.Letterbox, seq uint64, now time.Time, evidence bool) {
+// finished (it failed, or was not dispatched) is replaced by the next. A frame that cannot
+// be copied (no memory, or not of the model's input) is not kept.
+func (s *snapshot) offer(f *sources.Frame, now time.Time, evidence bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.offered = now
 	if !evidence && now.Sub(s.asked) >= snapshotInterest {
 		if s.waiting { // its job ended without a result (one job of a camera at a time)
-			s.bufs.Put(s.pending.buf)
-			s.pending.buf, s.waiting = nil, false
+			s.pending.frame.Release()
+			s.pending.frame, s.waiting = nil, false
 		}
 		return
 	}
@@ -93,23 +83,15 @@ func (s *snapshot) offer(in infer.Input, lb geom.Letterbox, seq uint64, now time
 		return
 	}
 	if s.bufs == nil {
-		s.bufs = newSnapBuffers(lb.DstW, lb.DstH)
+		s.bufs, s.own = sources.NewFrameBuffers(f.Letterbox.DstW, f.Letterbox.DstH), true
 	}
-	if s.bufs.Size() != lb.DstW*lb.DstH*3 {
-		return // not the model's input: nothing kept (not expected)
+	s.pending.frame.Release() // nil-safe: a frame whose job never finished
+	s.pending.frame, s.waiting = nil, false
+	c, err := f.Copy(s.bufs)
+	if err != nil {
+		return // no snapshot, and no evidence, of this frame
 	}
-	if s.pending.buf == nil {
-		b, err := s.bufs.Get()
-		if err != nil {
-			return // no memory for it: no snapshot, and no evidence, of this frame
-		}
-		s.pending.buf = b
-	}
-	if err := in.WriteRGB(s.pending.buf.B); err != nil {
-		s.waiting = false // not kept; its buffer is kept for the next
-		return
-	}
-	s.pending.lb, s.pending.seq = lb, seq
+	s.pending.frame = c
 	s.waiting, s.taken = true, now
 }
 
@@ -118,15 +100,15 @@ func (s *snapshot) offer(in infer.Input, lb geom.Letterbox, seq uint64, now time
 func (s *snapshot) result(seq uint64, dets []infer.Detection, ids []uint64, scene *sceneState) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.waiting || seq != s.pending.seq {
+	if !s.waiting || seq != s.pending.frame.Seq {
 		return false
 	}
 	s.pending.dets = append(s.pending.dets[:0], dets...)
 	s.pending.ids = append(s.pending.ids[:0], ids...)
 	s.pending.scene = scene
-	s.bufs.Put(s.last.buf) // nil-safe
+	s.last.frame.Release() // nil-safe
 	s.last, s.pending = s.pending, s.last
-	s.pending.buf = nil
+	s.pending.frame = nil
 	s.waiting = false
 	s.hasLast = true
 	if s.ready != nil {
@@ -144,8 +126,8 @@ func (s *snapshot) settle(now time.Time) {
 	if !s.hasLast || now.Sub(s.asked) < snapshotInterest {
 		return
 	}
-	s.bufs.Put(s.last.buf)
-	s.last.buf, s.last.scene = nil, nil
+	s.last.frame.Release()
+	s.last.frame, s.last.scene = nil, nil
 	s.hasLast = false
 	s.encoded = nil
 }
@@ -154,13 +136,13 @@ func (s *snapshot) settle(now time.Time) {
 func (s *snapshot) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.bufs == nil {
-		return
-	}
-	s.bufs.Put(s.last.buf)
-	s.bufs.Put(s.pending.buf)
+	s.last.frame.Release()
+	s.pending.frame.Release()
 	s.last, s.pending = keptFrame{}, keptFrame{}
 	s.hasLast, s.waiting, s.encoded = false, false, nil
+	if s.bufs != nil && s.own {
+		s.bufs.Close()
+	}
 }
 
 var (
@@ -229,12 +211,12 @@ func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 		}
 		s.mu.Lock()
 	}
-	if !s.hasLast || s.encoded != nil && s.encodedSeq == s.last.seq {
+	if !s.hasLast || s.encoded != nil && s.encodedSeq == s.last.frame.Seq {
 		data := s.encoded
 		s.mu.Unlock()
 		return data, data != nil, nil
 	}
-	seq := s.last.seq
+	seq := s.last.frame.Seq
 	data, err = s.renderLast(s.last.dets, s.last.ids, s.last.scene) // unlocks s.mu
 	if err != nil {
 		return nil, false, err
@@ -252,7 +234,7 @@ func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 // another.
 func (s *snapshot) evidence(seq uint64, d infer.Detection, id uint64) (data []byte, ok bool, err error) {
 	s.mu.Lock()
-	if !s.hasLast || s.last.seq != seq {
+	if !s.hasLast || s.last.frame.Seq != seq {
 		s.mu.Unlock()
 		return nil, false, nil
 	}
@@ -266,19 +248,17 @@ func (s *snapshot) evidence(seq uint64, d infer.Detection, id uint64) (data []by
 // frame is copied; dets, ids and scene are not changed.
 func (s *snapshot) renderLast(dets []infer.Detection, ids []uint64, scene *sceneState) ([]byte, error) {
 	dets, ids = slices.Clone(dets), slices.Clone(ids) // the buffers are reused once s.mu is released
-	lb := s.last.lb
-	rgb, err := gocv.NewMatFromBytes(lb.DstH, lb.DstW, gocv.MatTypeCV8UC3, s.last.pix())
+	lb := s.last.frame.Letterbox
+	bgr := gocv.NewMatWithSize(lb.ScaledH, lb.ScaledW, gocv.MatTypeCV8UC3)
+	defer bgr.Close()
+	pix, err := bgr.DataPtrUint8()
+	if err == nil {
+		err = s.last.frame.WriteBGR(pix) // the picture alone, into the Mat: the lock can go
+	}
+	s.mu.Unlock()
 	if err != nil {
-		s.mu.Unlock()
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	picture := rgb.Region(image.Rect(lb.PadX, lb.PadY, lb.PadX+lb.ScaledW, lb.PadY+lb.ScaledH))
-	bgr := gocv.NewMat()
-	gocv.CvtColor(picture, &bgr, gocv.ColorBGRToRGB) // swaps R and B, into a copy: the lock can go
-	picture.Close()
-	rgb.Close()
-	s.mu.Unlock()
-	defer bgr.Close()
 
 	if scene != nil {
 		drawScene(&bgr, scene)

@@ -13,7 +13,7 @@ import (
 	"github.com/visiond/visiond/analytics"
 	"github.com/visiond/visiond/infer"
 	"github.com/visiond/visiond/internal/geom"
-	"github.com/visiond/visiond/internal/offheap"
+	"github.com/visiond/visiond/sources"
 )
 
 // The snapshot serves the last frame whose job finished: a request before any waits for the
@@ -61,7 +61,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	defer s.close()
 	t0 := time.Now()
 	// Nobody asked and no evidence is wanted: nothing is kept.
-	s.offer(infer.RGB(frame(20)), lb, 1, t0, false)
+	s.offer(rgbFrame(t, frame(20), lb, 1), t0, false)
 	if s.result(1, nil, nil, nil) || s.held() != 0 {
 		t.Fatalf("a frame nobody wanted: kept, holding %d bytes", s.held())
 	}
@@ -74,7 +74,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 
 	// The first frame kept: the request waits for its job.
 	t0 = time.Now()
-	s.offer(infer.RGB(frame(20)), lb, 2, t0, false)
+	s.offer(rgbFrame(t, frame(20), lb, 2), t0, false)
 	var finished atomic.Bool
 	go func() {
 		time.Sleep(100 * time.Millisecond)
@@ -90,15 +90,15 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	}
 
 	// A second frame kept a second later: while its job is in flight, the first is served.
-	s.offer(infer.RGB(frame(230)), lb, 7, t0.Add(snapshotEvery), false)
+	s.offer(rgbFrame(t, frame(230), lb, 7), t0.Add(snapshotEvery), false)
 	if data, ok := get(&s, time.Minute); !ok || !bytes.Equal(data, dark) {
 		t.Fatalf("second frame in flight: ok %v, same as the first: %v; want the first", ok, bytes.Equal(data, dark))
 	}
-	if n := s.held(); n != 2*64*64*3 {
+	if n := s.held(); n != 2*int64(sources.FrameBytes(64, 64)) {
 		t.Fatalf("a frame served and one in flight: %d bytes held, want two frames'", n)
 	}
 	s.result(7, []infer.Detection{{Label: "person", Score: 0.9, Box: geom.Box{X: 10, Y: 10, W: 20, H: 20}}}, nil, nil)
-	if n := s.held(); n != 64*64*3 {
+	if n := s.held(); n != int64(sources.FrameBytes(64, 64)) {
 		t.Fatalf("the second frame analysed: %d bytes held, want one frame's (the first's went back)", n)
 	}
 	bright, ok := get(&s, time.Minute)
@@ -114,8 +114,8 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 
 	// A frame offered within the second is not kept; a later one whose job never ends leaves
 	// the second frame served.
-	s.offer(infer.RGB(frame(20)), lb, 8, t0.Add(snapshotEvery+time.Millisecond), false)
-	s.offer(infer.RGB(frame(20)), lb, 12, t0.Add(2*snapshotEvery), false)
+	s.offer(rgbFrame(t, frame(20), lb, 8), t0.Add(snapshotEvery+time.Millisecond), false)
+	s.offer(rgbFrame(t, frame(20), lb, 12), t0.Add(2*snapshotEvery), false)
 	s.result(11, nil, nil, nil) // another frame's result
 	if data, ok := get(&s, time.Minute); !ok || !bytes.Equal(data, bright) {
 		t.Fatalf("third frame lost: ok %v, want the second frame's snapshot", ok)
@@ -124,17 +124,17 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	// Nobody asks for snapshotInterest: the analysed frame goes back after its result, and
 	// frames are kept again only for evidence.
 	later := time.Now().Add(snapshotInterest)
-	s.offer(infer.RGB(frame(20)), lb, 13, later, false)
+	s.offer(rgbFrame(t, frame(20), lb, 13), later, false)
 	s.result(13, nil, nil, nil)
 	s.settle(later)
 	if n := s.held(); n != 0 {
 		t.Fatalf("nobody asking: %d bytes held after the result, want none", n)
 	}
-	s.offer(infer.RGB(frame(20)), lb, 14, later.Add(snapshotEvery), false)
+	s.offer(rgbFrame(t, frame(20), lb, 14), later.Add(snapshotEvery), false)
 	if s.result(14, nil, nil, nil) {
 		t.Fatal("nobody asking and no evidence wanted: a frame was kept")
 	}
-	s.offer(infer.RGB(frame(230)), lb, 15, later.Add(2*snapshotEvery), true)
+	s.offer(rgbFrame(t, frame(230), lb, 15), later.Add(2*snapshotEvery), true)
 	if !s.result(15, nil, nil, nil) {
 		t.Fatal("evidence wanted: the frame was not kept")
 	}
@@ -150,9 +150,9 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	// in flight (on a busy machine that job can take longer than a request waits).
 	var busy snapshot
 	defer busy.close()
-	busy.offer(infer.RGB(frame(230)), lb, 1, t0, true)
+	busy.offer(rgbFrame(t, frame(230), lb, 1), t0, true)
 	busy.result(1, nil, nil, nil)
-	busy.offer(infer.RGB(frame(20)), lb, 2, t0.Add(snapshotEvery), true)
+	busy.offer(rgbFrame(t, frame(20), lb, 2), t0.Add(snapshotEvery), true)
 	if data, ok := get(&busy, time.Minute); !ok {
 		t.Fatal("analysed frame not rendered before the next was kept: no snapshot")
 	} else if _, v := brightness(data); v < 180 {
@@ -162,7 +162,7 @@ func TestSnapshotKeepsLastRendering(t *testing.T) {
 	// Nothing rendered yet and the kept frame's job never ends: the request gives up.
 	var lost snapshot
 	defer lost.close()
-	lost.offer(infer.RGB(frame(20)), lb, 1, time.Now(), true)
+	lost.offer(rgbFrame(t, frame(20), lb, 1), time.Now(), true)
 	start = time.Now()
 	if _, ok := get(&lost, 100*time.Millisecond); ok || time.Since(start) > 5*time.Second {
 		t.Fatalf("kept frame lost: ok %v after %v, want no snapshot within the request's deadline", ok, time.Since(start))
@@ -189,17 +189,14 @@ func mustDecode(t *testing.T, data []byte) image.Image {
 // evidence of an object is its frame with its box only, and only for the frame kept.
 func TestSnapshotDrawsScene(t *testing.T) {
 	lb := geom.NewLetterbox(320, 240, 320, 320)
-	pix := make([]byte, lb.DstW*lb.DstH*3)
-	for i := range pix {
-		pix[i] = 40
-	}
+	pix := bytes.Repeat([]byte{40, 60, 200}, lb.DstW*lb.DstH) // blue, in RGB order
 	st := &sceneState{settings: &analyticsSettings{Analytics: analytics.Config{
 		Zones: []analytics.Zone{{ID: "lower", Polygon: analytics.Points{{0.1, 0.5}, {0.9, 0.5}, {0.9, 0.9}, {0.1, 0.9}}}},
 		Lines: []analytics.Line{{ID: "middle", Points: analytics.Points{{0.5, 0.05}, {0.5, 0.95}}}},
 	}}}
 	var s snapshot
 	defer s.close()
-	s.offer(infer.RGB(pix), lb, 3, time.Now(), true)
+	s.offer(rgbFrame(t, pix, lb, 3), time.Now(), true)
 	det := infer.Detection{Label: "person", Score: 0.8, Box: geom.Box{X: 20, Y: 20, W: 40, H: 80}}
 	if !s.result(3, []infer.Detection{det}, []uint64{17}, st) {
 		t.Fatal("result of the kept frame: not taken")
@@ -209,6 +206,9 @@ func TestSnapshotDrawsScene(t *testing.T) {
 		t.Fatalf("jpeg: %v %v", ok, err)
 	}
 	img := mustDecode(t, data)
+	if r, g, b, _ := img.At(300, 10).RGBA(); r>>8 > 60 || g>>8 < 40 || g>>8 > 80 || b>>8 < 180 { // away from what is drawn
+		t.Errorf("the picture at (300, 10): RGB %d %d %d, want the frame's blue, 40 60 200", r>>8, g>>8, b>>8)
+	}
 	for _, c := range []struct {
 		name string
 		rgba color.RGBA
@@ -241,11 +241,23 @@ func TestSnapshotDrawsScene(t *testing.T) {
 func (s *snapshot) held() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var n int64
-	for _, b := range []*offheap.Buffer[struct{}]{s.last.buf, s.pending.buf} {
-		if b != nil {
-			n += int64(len(b.B))
-		}
+	if s.bufs == nil {
+		return 0
+	}
+	st := s.bufs.Stats()
+	n := int64(st.RGB.InUse * st.RGB.Size)
+	for _, y := range st.YUV {
+		n += int64(y.InUse * y.Size)
 	}
 	return n
+}
+
+// rgbFrame is a held frame of the RGB24 input pix, letterboxed as lb.
+func rgbFrame(t *testing.T, pix []byte, lb geom.Letterbox, seq uint64) *sources.Frame {
+	t.Helper()
+	f, err := sources.NewFrame("cam", seq, lb, pix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -212,8 +213,9 @@ func TestScaleGeometries(t *testing.T) {
 // YUV 4:2:0, the others in RGB24; each frame is letterboxed for its own camera whichever
 // camera drew the buffer last, and each pool holds the buffers in flight, not three a camera.
 func TestSharedFrameBuffers(t *testing.T) {
-	shared := NewFrameBuffers(640, 640)
+	shared, kept := NewFrameBuffers(640, 640), NewFrameBuffers(640, 640)
 	defer shared.Close()
+	defer kept.Close()
 	sample, _ := sampleAUs(t, 6)
 	cams := []struct {
 		aus    []accessUnit
@@ -237,12 +239,19 @@ func TestSharedFrameBuffers(t *testing.T) {
 			if f.Letterbox != want || f.Format != c.format {
 				t.Fatalf("camera %d: frame of geometry %+v in %s, want %+v in %s", i, f.Letterbox, f.Format, want, c.format)
 			}
-			checkLetterboxed(t, rgbOf(t, f), f.Letterbox)
+			rgb := rgbOf(t, f)
+			checkLetterboxed(t, rgb, f.Letterbox)
 			if err := f.WriteRGB(make([]byte, 640*480*3)); err == nil || !strings.Contains(err.Error(), "a buffer of 921600 bytes for a 640x640 RGB24 input of 1228800") {
 				t.Fatalf("WriteRGB into a buffer too small: %v", err)
 			}
+			c, err := f.Copy(kept)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Release() // the copy is its own
+			checkCopy(t, c, rgb, c.Format == PixRGB24)
+			c.Release()
 			checked++
-			f.Release()
 		}
 		loops[i] = l
 	}
@@ -271,6 +280,45 @@ func TestSharedFrameBuffers(t *testing.T) {
 	shared.Trim() // the free buffers are new: kept, and their pools
 	if st := shared.Stats(); len(st.YUV) != 2 || st.Bytes() == 0 {
 		t.Fatalf("after Trim: %+v", st)
+	}
+	// The copies: a buffer a format and size, each in the format of its frame.
+	if st, want := kept.Stats(), shared.Stats(); len(st.YUV) != 2 || st.RGB.Made != 1 || st.RGB.InUse != 0 || st.Bytes() != want.Bytes() {
+		t.Fatalf("the copies' buffers: %+v; want the frames' (%+v)", st, want)
+	}
+	if _, err := (&Frame{Camera: "x", Letterbox: geom.NewLetterbox(64, 48, 64, 64)}).Copy(kept); err == nil || !strings.Contains(err.Error(), "a 64x64 input, buffers for 640x640") {
+		t.Fatalf("a copy into buffers for another input: %v", err)
+	}
+}
+
+// checkCopy checks c, a frame's copy, against rgb, the frame's RGB24 input: its input the
+// same, its picture in BGR24 rgb's picture with R and B swapped: exactly when exact (a copy
+// of RGB24), else within 4 of 255 (libswscale's YUV to RGB24 and to BGR24 take different
+// paths, which round differently; a snapshot shows no difference).
+func checkCopy(t *testing.T, c *Frame, rgb []byte, exact bool) {
+	t.Helper()
+	if got := rgbOf(t, c); !bytes.Equal(got, rgb) {
+		t.Fatalf("the copy's input differs from its frame's")
+	}
+	lb := c.Letterbox
+	bgr := make([]byte, lb.ScaledW*lb.ScaledH*3)
+	if err := c.WriteBGR(bgr); err != nil {
+		t.Fatal(err)
+	}
+	worst := 0
+	for y := range lb.ScaledH {
+		for x := range lb.ScaledW {
+			in, out := rgb[((lb.PadY+y)*lb.DstW+lb.PadX+x)*3:], bgr[(y*lb.ScaledW+x)*3:]
+			for ch := range 3 {
+				d := int(in[ch]) - int(out[2-ch])
+				worst = max(worst, d, -d)
+			}
+		}
+	}
+	if worst > 0 && exact || worst > 4 {
+		t.Fatalf("%s copy: its BGR24 picture differs from the RGB24 input's by up to %d", c.Format, worst)
+	}
+	if err := c.WriteBGR(bgr[1:]); err == nil || !strings.Contains(err.Error(), "BGR24 picture") {
+		t.Fatalf("WriteBGR into a buffer too small: %v", err)
 	}
 }
 
@@ -411,7 +459,7 @@ func BenchmarkScaleLetterbox(b *testing.B) {
 			step func() error
 		}{
 			{"draw", func() error { return dec.draw(held, lb, pf) }},
-			{"convert", func() error { return dec.scalers.convert(held, pf, pix, lb) }},
+			{"convert", func() error { return dec.scalers.convertRGB(held, pf, pix, lb) }},
 			{"one-step", func() error { return dec.draw(pix, lb, PixRGB24) }},
 		} {
 			b.Run(c.name, func(b *testing.B) {

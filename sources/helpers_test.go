@@ -96,5 +96,5 @@ func scaleRGB(d *decoder, dst []byte, lb geom.Letterbox) error {
 	if err := d.draw(held, lb, pf); err != nil {
 		return err
 	}
-	return d.scalers.convert(held, pf, dst, lb)
+	return d.scalers.convertRGB(held, pf, dst, lb)
 }

@@ -147,9 +147,10 @@ func drawKey(w, h, avFmt int, lb geom.Letterbox, pf PixFormat) scalerKey {
 }
 
 // convertKey is the key of the scaler that converts a frame held in the planar format pf,
-// letterboxed as lb, into RGB24.
-func convertKey(lb geom.Letterbox, pf PixFormat) scalerKey {
-	return scalerKey{srcW: lb.ScaledW, srcH: lb.ScaledH, srcFmt: pf.av(), dstW: lb.ScaledW, dstH: lb.ScaledH, dstFmt: C.AV_PIX_FMT_RGB24}
+// letterboxed as lb, into the packed format to (AV_PIX_FMT_RGB24 or AV_PIX_FMT_BGR24) at the
+// same size.
+func convertKey(lb geom.Letterbox, pf PixFormat, to int) scalerKey {
+	return scalerKey{srcW: lb.ScaledW, srcH: lb.ScaledH, srcFmt: pf.av(), dstW: lb.ScaledW, dstH: lb.ScaledH, dstFmt: to}
 }
 
 // scaler is one libswscale context made for its key, used by one goroutine at a time.
@@ -184,10 +185,9 @@ func (s *scaler) drawPlanar(src *C.AVFrame, dst []byte, l yuvLayout) error {
 	return swsResult(res)
 }
 
-// convert converts the planar picture in src, placed as l, into the RGB24 input dst at lb's
-// offset; the caller checked both sizes.
-func (s *scaler) convert(src []byte, l yuvLayout, dst []byte, lb geom.Letterbox) error {
-	at, stride := pictureIn(dst, lb)
+// convert converts the planar picture in src, placed as l, into the packed picture whose
+// first pixel is at, its rows stride bytes apart; the caller checked the sizes.
+func (s *scaler) convert(src []byte, l yuvLayout, at *C.uint8_t, stride C.int) error {
 	return swsResult(C.scale_planar(s.sws, l.plane(src, 0), l.plane(src, 1), l.plane(src, 2),
 		C.int(l.stride[0]), C.int(l.stride[1]), C.int(l.stride[2]), C.int(l.rows[0]), at, stride))
 }
@@ -298,15 +298,30 @@ func (p *Scalers) Stats() ScalerStats {
 	return ScalerStats{Idle: len(p.idle), Held: p.held, Made: p.made}
 }
 
-// convert converts src, a frame's picture held in the planar format pf, into the RGB24
-// input dst at lb's offset, with a scaler lent for the call.
-func (p *Scalers) convert(src []byte, pf PixFormat, dst []byte, lb geom.Letterbox) error {
-	sc, err := p.get(convertKey(lb, pf))
+// convert converts src, a frame's picture held in the planar format pf, letterboxed as lb,
+// into the packed format to (AV_PIX_FMT_RGB24 or AV_PIX_FMT_BGR24) at the same size, its
+// first pixel at at and its rows stride bytes apart, with a scaler lent for the call.
+func (p *Scalers) convert(src []byte, pf PixFormat, lb geom.Letterbox, to int, at *C.uint8_t, stride C.int) error {
+	sc, err := p.get(convertKey(lb, pf, to))
 	if err != nil {
 		return err
 	}
 	defer p.put(sc)
-	return sc.convert(src, newYUVLayout(lb.ScaledW, lb.ScaledH), dst, lb)
+	return sc.convert(src, newYUVLayout(lb.ScaledW, lb.ScaledH), at, stride)
+}
+
+// convertRGB converts src, a frame's picture held in the planar format pf, into the RGB24
+// input dst at lb's offset; the caller checked dst's size.
+func (p *Scalers) convertRGB(src []byte, pf PixFormat, dst []byte, lb geom.Letterbox) error {
+	at, stride := pictureIn(dst, lb)
+	return p.convert(src, pf, lb, C.AV_PIX_FMT_RGB24, at, stride)
+}
+
+// convertBGR converts src, a frame's picture held in the planar format pf, into dst: the
+// picture alone (lb's ScaledW x ScaledH) in BGR24, as OpenCV takes it; the caller checked
+// dst's size.
+func (p *Scalers) convertBGR(src []byte, pf PixFormat, dst []byte, lb geom.Letterbox) error {
+	return p.convert(src, pf, lb, C.AV_PIX_FMT_BGR24, (*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(lb.ScaledW*3))
 }
 
 // Close frees the idle scalers; those lent are freed as they are put back, and those taken

@@ -75,10 +75,78 @@ func (f *Frame) WriteRGB(dst []byte) error {
 		return nil
 	}
 	fillBars(dst, lb)
-	if err := f.scalers.convert(f.pix, f.Format, dst, lb); err != nil {
+	if err := f.scalers.convertRGB(f.pix, f.Format, dst, lb); err != nil {
 		return fmt.Errorf("camera %s frame %d: %s to RGB24: %w", f.Camera, f.Seq, f.Format, err)
 	}
 	return nil
+}
+
+// WriteBGR writes the frame's picture alone, without the letterbox's bars, into dst: BGR24
+// (OpenCV's order), Letterbox.ScaledW x Letterbox.ScaledH, rows packed; dst must be exactly
+// that size. For a snapshot's rendering. The frame must be held.
+func (f *Frame) WriteBGR(dst []byte) error {
+	lb := f.Letterbox
+	if n := lb.ScaledW * lb.ScaledH * 3; len(dst) != n || n == 0 {
+		return fmt.Errorf("camera %s frame %d: a buffer of %d bytes for a %dx%d BGR24 picture of %d", f.Camera, f.Seq, len(dst), lb.ScaledW, lb.ScaledH, n)
+	}
+	if f.Format != PixRGB24 {
+		if err := f.scalers.convertBGR(f.pix, f.Format, dst, lb); err != nil {
+			return fmt.Errorf("camera %s frame %d: %s to BGR24: %w", f.Camera, f.Seq, f.Format, err)
+		}
+		return nil
+	}
+	if len(f.pix) < lb.DstW*lb.DstH*3 {
+		return fmt.Errorf("camera %s frame %d: no picture", f.Camera, f.Seq)
+	}
+	row := lb.ScaledW * 3
+	for y := range lb.ScaledH {
+		src := f.pix[((lb.PadY+y)*lb.DstW+lb.PadX)*3:][:row]
+		out := dst[y*row:][:row]
+		for i := 0; i < row; i += 3 {
+			out[i], out[i+1], out[i+2] = src[i+2], src[i+1], src[i]
+		}
+	}
+	return nil
+}
+
+// NewFrame returns a held frame of the RGB24 input rgb, letterboxed as lb (lb.DstW x lb.DstH,
+// the picture at its offset), from no camera: a picture made elsewhere, such as a still
+// image or a test's. The frame holds rgb itself, not a copy; its Release gives nothing back.
+func NewFrame(camera string, seq uint64, lb geom.Letterbox, rgb []byte) (*Frame, error) {
+	if n := lb.DstW * lb.DstH * 3; len(rgb) != n || n == 0 {
+		return nil, fmt.Errorf("camera %s frame %d: %d bytes for a %dx%d RGB24 input of %d", camera, seq, len(rgb), lb.DstW, lb.DstH, n)
+	}
+	f := &Frame{Camera: camera, Seq: seq, Letterbox: lb, Format: PixRGB24, pix: rgb}
+	f.held.Store(true)
+	return f, nil
+}
+
+// Copy returns a copy of the frame, held, whose buffer comes from bufs rather than from the
+// camera's frames: its picture in the format the frame holds it (planar 4:2:0 takes 0.46 MB
+// at 640x480 where the RGB24 input takes 1.2 at 640x640), for keeping past the frame's
+// release (a snapshot, an object's evidence). Its Release gives the buffer back to bufs; the
+// copy is no camera's frame. bufs must be for the frame's model input. The frame must be
+// held.
+func (f *Frame) Copy(bufs *FrameBuffers) (*Frame, error) {
+	lb := f.Letterbox
+	if lb.DstW != bufs.w || lb.DstH != bufs.h {
+		return nil, fmt.Errorf("camera %s frame %d: a %dx%d input, buffers for %dx%d", f.Camera, f.Seq, lb.DstW, lb.DstH, bufs.w, bufs.h)
+	}
+	if len(f.pix) == 0 {
+		return nil, fmt.Errorf("camera %s frame %d: no picture", f.Camera, f.Seq)
+	}
+	pool, buf, err := bufs.get(f.Format, lb)
+	if err != nil {
+		return nil, fmt.Errorf("camera %s frame %d: a buffer for its copy: %w", f.Camera, f.Seq, err)
+	}
+	c := &Frame{Camera: f.Camera, Seq: f.Seq, Captured: f.Captured, Received: f.Received, Letterbox: lb, Format: f.Format,
+		pix: buf.B[:len(f.pix)], pool: pool, buf: buf, scalers: f.scalers}
+	copy(c.pix, f.pix)
+	if f.Format == PixRGB24 {
+		buf.Note = lb // its bars, copied
+	}
+	c.held.Store(true)
+	return c, nil
 }
 
 // FrameBuffers lends the frames' buffers (Camera.Buffers), outside the Go heap: a pool for
@@ -187,11 +255,16 @@ func (f *Frame) Release() {
 	f.giveBack()
 }
 
-// giveBack returns the buffer to its pool and the frame to its camera's free frames.
+// giveBack returns the buffer to its pool and the frame to its camera's free frames (a
+// copy's or NewFrame's to none).
 func (f *Frame) giveBack() {
-	f.pool.Put(f.buf)
+	if f.pool != nil {
+		f.pool.Put(f.buf)
+	}
 	f.pool, f.buf, f.pix = nil, nil, nil
-	f.slots <- f // never blocks: the channel holds every frame of the camera
+	if f.slots != nil {
+		f.slots <- f // never blocks: the channel holds every frame of the camera
+	}
 }
 
 // StatusChange is a camera's move from one state to another.
