@@ -43,10 +43,8 @@ type snapshot struct {
 	own  bool                  // bufs is the snapshot's own, closed with it
 
 	mu      sync.Mutex
-	pending keptFrame     // the frame of the job in flight, while waiting
-	waiting bool          // pending's job has not finished
-	last    keptFrame     // the latest kept frame whose job finished, with its detections
-	hasLast bool          // last holds one
+	pending keptFrame     // the frame of the job in flight (its job has not finished), if any
+	last    keptFrame     // the latest kept frame whose job finished, with its detections, if any
 	ready   chan struct{} // closed when a kept frame's job finishes; made by a request that found none
 	taken   time.Time     // when pending was kept
 	offered time.Time     // the camera's last frame dispatched, kept or not
@@ -73,26 +71,25 @@ func (s *snapshot) offer(f *sources.Frame, now time.Time, evidence bool) {
 	defer s.mu.Unlock()
 	s.offered = now
 	if !evidence && now.Sub(s.asked) >= snapshotInterest {
-		if s.waiting { // its job ended without a result (one job of a camera at a time)
-			s.pending.frame.Release()
-			s.pending.frame, s.waiting = nil, false
-		}
+		// A pending frame's job ended without a result (one job of a camera at a time).
+		s.pending.frame.Release() // nil-safe
+		s.pending.frame = nil
 		return
 	}
-	if !s.waiting && now.Sub(s.taken) < snapshotEvery {
+	if s.pending.frame == nil && now.Sub(s.taken) < snapshotEvery {
 		return
 	}
 	if s.bufs == nil {
 		s.bufs, s.own = sources.NewFrameBuffers(f.Letterbox.DstW, f.Letterbox.DstH), true
 	}
 	s.pending.frame.Release() // nil-safe: a frame whose job never finished
-	s.pending.frame, s.waiting = nil, false
+	s.pending.frame = nil
 	c, err := f.Copy(s.bufs)
 	if err != nil {
 		return // no snapshot, and no evidence, of this frame
 	}
 	s.pending.frame = c
-	s.waiting, s.taken = true, now
+	s.taken = now
 }
 
 // result attaches a job's detections when they belong to the frame kept, which becomes the
@@ -100,7 +97,7 @@ func (s *snapshot) offer(f *sources.Frame, now time.Time, evidence bool) {
 func (s *snapshot) result(seq uint64, dets []infer.Detection, ids []uint64, scene *sceneState) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.waiting || seq != s.pending.frame.Seq {
+	if s.pending.frame == nil || seq != s.pending.frame.Seq {
 		return false
 	}
 	s.pending.dets = append(s.pending.dets[:0], dets...)
@@ -109,8 +106,6 @@ func (s *snapshot) result(seq uint64, dets []infer.Detection, ids []uint64, scen
 	s.last.frame.Release() // nil-safe
 	s.last, s.pending = s.pending, s.last
 	s.pending.frame = nil
-	s.waiting = false
-	s.hasLast = true
 	if s.ready != nil {
 		close(s.ready)
 		s.ready = nil
@@ -123,12 +118,11 @@ func (s *snapshot) result(seq uint64, dets []infer.Detection, ids []uint64, scen
 func (s *snapshot) settle(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.hasLast || now.Sub(s.asked) < snapshotInterest {
+	if s.last.frame == nil || now.Sub(s.asked) < snapshotInterest {
 		return
 	}
 	s.last.frame.Release()
 	s.last.frame, s.last.scene = nil, nil
-	s.hasLast = false
 	s.encoded = nil
 }
 
@@ -139,7 +133,7 @@ func (s *snapshot) close() {
 	s.last.frame.Release()
 	s.pending.frame.Release()
 	s.last, s.pending = keptFrame{}, keptFrame{}
-	s.hasLast, s.waiting, s.encoded = false, false, nil
+	s.encoded = nil
 	if s.bufs != nil && s.own {
 		s.bufs.Close()
 	}
@@ -196,7 +190,7 @@ func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 	s.mu.Lock()
 	now := time.Now()
 	s.asked = now
-	if !s.hasLast && now.Sub(s.offered) < snapshotWait {
+	if s.last.frame == nil && now.Sub(s.offered) < snapshotWait {
 		if s.ready == nil {
 			s.ready = make(chan struct{})
 		}
@@ -211,7 +205,7 @@ func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 		}
 		s.mu.Lock()
 	}
-	if !s.hasLast || s.encoded != nil && s.encodedSeq == s.last.frame.Seq {
+	if s.last.frame == nil || s.encoded != nil && s.encodedSeq == s.last.frame.Seq {
 		data := s.encoded
 		s.mu.Unlock()
 		return data, data != nil, nil
@@ -234,7 +228,7 @@ func (s *snapshot) jpeg(ctx context.Context) (data []byte, ok bool, err error) {
 // another.
 func (s *snapshot) evidence(seq uint64, d infer.Detection, id uint64) (data []byte, ok bool, err error) {
 	s.mu.Lock()
-	if !s.hasLast || s.last.frame.Seq != seq {
+	if s.last.frame == nil || s.last.frame.Seq != seq {
 		s.mu.Unlock()
 		return nil, false, nil
 	}
