@@ -290,6 +290,32 @@ func TestSharedFrameBuffers(t *testing.T) {
 	}
 }
 
+// NewFrame holds an RGB24 input of the letterbox's size, and refuses another size, naming
+// both; its frame is copied and released like a camera's.
+func TestNewFrame(t *testing.T) {
+	lb := geom.NewLetterbox(64, 48, 64, 64)
+	if _, err := NewFrame("x", 1, lb, make([]byte, 64*48*3)); err == nil || !strings.Contains(err.Error(), "9216 bytes for a 64x64 RGB24 input of 12288") {
+		t.Fatalf("NewFrame of a short input: %v", err)
+	}
+	rgb := bytes.Repeat([]byte{10, 20, 30}, 64*64)
+	f, err := NewFrame("x", 1, lb, rgb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufs := NewFrameBuffers(64, 64)
+	defer bufs.Close()
+	c, err := f.Copy(bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Release()
+	checkCopy(t, c, rgb, true)
+	c.Release()
+	if st := bufs.Stats(); st.RGB.InUse != 0 || st.RGB.Made != 1 {
+		t.Fatalf("the copy's buffer after its release: %+v", st)
+	}
+}
+
 // checkCopy checks c, a frame's copy, against rgb, the frame's RGB24 input: its input the
 // same, its picture in BGR24 rgb's picture with R and B swapped: exactly when exact (a copy
 // of RGB24), else within 4 of 255 (libswscale's YUV to RGB24 and to BGR24 take different
